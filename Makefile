@@ -1,0 +1,38 @@
+# Front door over CMake. `make` builds into build/; `make demo` and `make check` first make
+# sure the Debian build dependencies are present (scripts/deps.sh).
+BUILD ?= build
+CMAKE_FLAGS ?=
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+PREFIX ?= /usr/local
+
+.PHONY: all deps configure demo check install clean asan fuzz
+
+all: configure
+	cmake --build $(BUILD) -j $(JOBS)
+
+deps:
+	@scripts/deps.sh
+
+configure:
+	@test -f $(BUILD)/CMakeCache.txt || cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
+
+demo: deps all
+	@scripts/demo.sh $(BUILD)
+
+check: deps all
+	cd $(BUILD) && ctest --output-on-failure -j 1
+
+# The same suite under AddressSanitizer + UBSan, in its own build tree.
+asan:
+	$(MAKE) check BUILD=build-asan CMAKE_FLAGS="-DSV_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug"
+
+# libFuzzer binaries (clang), in their own build tree.
+fuzz: deps
+	@test -f build-fuzz/CMakeCache.txt || CC=clang cmake -S . -B build-fuzz -DSV_FUZZ=ON -DCMAKE_BUILD_TYPE=Debug
+	cmake --build build-fuzz -j $(JOBS)
+
+install: all
+	cmake --install $(BUILD) --prefix $(PREFIX)
+
+clean:
+	rm -rf build build-asan build-fuzz

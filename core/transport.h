@@ -1,0 +1,259 @@
+/*
+ * transport.h — the one seam between the verbs core and a wire transport.
+ *
+ * Core (device, PD, MR, CQ, QP, CM front) reaches a transport only through
+ * struct sv__transport_ops; a transport (wire/iwarp_*.c, later wire/roce_*.c) reaches core
+ * only through the sv__ services declared below. Neither sees the other's structs: a QP is
+ * a struct sv_qp (public part) plus an opaque per-QP transport pointer, and a transport
+ * endpoint (a connection or a listener) is a struct sv__tep that core never opens.
+ *
+ * Threads and locks (the contract both sides rely on):
+ *  - Every context runs one libuv loop on its progress thread ("the loop"). libuv handles
+ *    are created, started, stopped and closed only on the loop. Ops marked [loop] are
+ *    called on the loop thread; core runs them there for API calls made elsewhere and
+ *    waits for their return.
+ *  - Each QP has one mutex, the QP lock, owned by core. Ops marked [qp-locked] are called
+ *    with it held, from any thread (the application's in post_send/poll_cq, the loop's
+ *    otherwise). A transport's own loop callbacks (socket readable/writable, timers) take
+ *    it with sv__qp_lock() before touching the QP. Services marked [qp-locked] must be
+ *    called with it held. Lock order: QP lock, then CQ lock; never the reverse.
+ *  - Nothing in the data path blocks: sockets are non-blocking, and "would block" leaves
+ *    the rest for the loop (sv__qp_kick()).
+ */
+#ifndef SV_CORE_TRANSPORT_H
+#define SV_CORE_TRANSPORT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <uv.h>
+
+#include "softverbs.h"
+
+struct sv__tep;			/* transport endpoint: connection or listener (opaque to core) */
+struct sv__mr;			/* core's MR (opaque to the transport) */
+
+/* ---------------------------------------------------------------------------------------
+ * Work queue entries, as core stores them in the QP's rings.
+ */
+
+#define SV__MAX_SGE 16		/* hard cap on SGEs per WR (device max_sge <= this) */
+
+struct sv__send_wqe {
+	uint64_t wr_id;
+	enum sv_wr_opcode opcode;
+	unsigned flags;			/* SV_SEND_*; SIGNALED already ORed with sq_sig_all */
+	uint32_t imm_data;		/* network order, as posted */
+	uint64_t remote_addr;
+	uint32_t rkey;
+	uint64_t compare_add;
+	uint64_t swap;
+	uint32_t length;		/* sum of sge[].length */
+	uint32_t num_sge;
+	/* For INLINE the data was copied at post time: one SGE whose addr points into core's
+	 * copy, with lkey unchecked (flags has SV_SEND_INLINE). */
+	struct sv_sge sge[SV__MAX_SGE];
+};
+
+struct sv__recv_wqe {
+	uint64_t wr_id;
+	uint32_t length;		/* sum of sge[].length */
+	uint32_t num_sge;
+	struct sv_sge sge[SV__MAX_SGE];
+};
+
+/* ---------------------------------------------------------------------------------------
+ * What a transport implements.
+ */
+
+/* Connection parameters carried by the CM handshake (MPA Request/Reply, IB CM REQ/REP). */
+struct sv__conn_param {
+	const uint8_t *priv;
+	uint16_t priv_len;
+	uint16_t ird;			/* responder resources offered */
+	uint16_t ord;			/* initiator depth wanted */
+};
+
+struct sv__transport_ops {
+	const char *name;			/* "tcp", "udp" */
+
+	/* [loop] Context start and stop. ctx_fini runs after every QP and endpoint is gone
+	 * and must close its handles; core keeps running the loop until they are closed. */
+	int (*ctx_init)(struct sv_context *ctx, void **tctx);
+	void (*ctx_fini)(struct sv_context *ctx, void *tctx);
+
+	/* [loop] Per-QP state. qp_destroy runs after the QP reached ERR and every WQE was
+	 * flushed; the transport detaches from its endpoint (closing it) and frees its state.
+	 * It must not call back into core for this QP afterwards. */
+	int (*qp_create)(struct sv_qp *qp, void **tqp);
+	void (*qp_destroy)(struct sv_qp *qp, void *tqp);
+
+	/* [qp-locked] modify_qp passed core's checks (state table, masks); the transport may
+	 * refuse attributes it cannot honour (-EINVAL) before anything changes. Called with
+	 * the new state already validated but not yet applied. May be NULL. */
+	int (*qp_modify)(struct sv_qp *qp, const struct sv_qp_attr *attr, int mask);
+
+	/* [qp-locked] New send WQEs were queued (or the SQ was unblocked): start as much as
+	 * the socket takes now, without blocking. Called from the posting thread. */
+	void (*sq_kick)(struct sv_qp *qp);
+
+	/* [qp-locked] New receive WQEs were posted. May be NULL. */
+	void (*rq_kick)(struct sv_qp *qp);
+
+	/* [qp-locked] Receive (and pending transmit) progress without blocking, called by
+	 * sv_poll_cq() on an empty CQ from the application's thread. Returns > 0 if it
+	 * did anything (bytes moved, completions generated), 0 if not. */
+	int (*poll)(struct sv_qp *qp);
+
+	/* [loop, qp-locked] The QP asked for loop work through sv__qp_kick() (typically to
+	 * start watching for writability after a partial write). */
+	void (*loop_kick)(struct sv_qp *qp);
+
+	/* [qp-locked] The QP entered ERR (modify_qp, a transport-detected error, disconnect,
+	 * destroy); called once. The transport stops its data path: it will not take or
+	 * complete more WQEs (core flushes them after this returns), releases the MR
+	 * references it holds, and starts closing the connection if it has one. */
+	void (*qp_error)(struct sv_qp *qp);
+
+	/* [loop] Connection management. cm is core's cookie for the CM id, passed back in
+	 * sv__cm_report()/sv__cm_incoming(). */
+	int (*listen)(struct sv_context *ctx, void *cm, const struct sockaddr *addr,
+		      int backlog, struct sv__tep **lep);
+	/* Start connecting qp (which core moved to INIT) to dst; report ESTABLISHED (after
+	 * calling sv__qp_established()), REJECTED, UNREACHABLE or CONNECT_ERROR later. */
+	int (*connect)(struct sv_qp *qp, void *cm, const struct sockaddr *dst,
+		       const struct sv__conn_param *param, struct sv__tep **ep);
+	/* Accept an incoming endpoint with qp (in INIT); report ESTABLISHED later. */
+	int (*accept)(struct sv__tep *ep, struct sv_qp *qp, const struct sv__conn_param *param);
+	int (*reject)(struct sv__tep *ep, const uint8_t *priv, uint16_t priv_len);
+	/* Graceful close of an established connection (the QP is already in ERR). Both
+	 * sides report DISCONNECTED once the connection is down. */
+	int (*disconnect)(struct sv__tep *ep);
+	/* The CM id is gone: stop reporting to cm, close and free the endpoint (a listener
+	 * or an unaccepted incoming connection included). */
+	void (*ep_destroy)(struct sv__tep *ep);
+	/* Addresses of an endpoint; either pointer may be NULL. */
+	int (*ep_addr)(struct sv__tep *ep, struct sockaddr_storage *local,
+		       struct sockaddr_storage *peer);
+};
+
+extern const struct sv__transport_ops sv__iwarp_tcp_ops;
+
+/* ---------------------------------------------------------------------------------------
+ * What core offers a transport.
+ */
+
+/* The context's loop, its options and the transport's per-context state. */
+uv_loop_t *sv__ctx_loop(struct sv_context *ctx);
+const struct sv_device_opts *sv__ctx_opts(struct sv_context *ctx);
+void *sv__ctx_tctx(struct sv_context *ctx);
+/* Monotonic clock in nanoseconds (one clock for the whole library). */
+uint64_t sv__now_ns(void);
+
+/* The transport's per-QP state returned by qp_create. */
+void *sv__qp_tqp(struct sv_qp *qp);
+
+void sv__qp_lock(struct sv_qp *qp);
+bool sv__qp_trylock(struct sv_qp *qp);
+void sv__qp_unlock(struct sv_qp *qp);
+
+/* [qp-locked] Ask for loop_kick() on the loop thread soon (coalesced; cheap when already
+ * pending). Safe from any thread. */
+void sv__qp_kick(struct sv_qp *qp);
+
+/* The QP's current state and attributes (max_rd_atomic, max_dest_rd_atomic,
+ * qp_access_flags, ...). [qp-locked] */
+enum sv_qp_state sv__qp_state(struct sv_qp *qp);
+const struct sv_qp_attr *sv__qp_attr(struct sv_qp *qp);
+
+/*
+ * [qp-locked] The send queue. sq_peek returns the oldest WQE the transport has not
+ * started (NULL if none, or if the QP is not in RTS); sq_take marks it started. A started
+ * WQE is finished with sq_done, in any order: core reports completions in posting order,
+ * for signaled WQEs and for every error. A status other than SUCCESS moves the QP to ERR
+ * (qp_error() is called, then the rest flush). byte_len is reported for READ/atomics.
+ */
+struct sv__send_wqe *sv__sq_peek(struct sv_qp *qp);
+void sv__sq_take(struct sv_qp *qp);
+void sv__sq_done(struct sv_qp *qp, struct sv__send_wqe *wqe, enum sv_wc_status status,
+		 uint32_t byte_len, uint32_t vendor_err);
+
+/*
+ * [qp-locked] The receive queue: rq_take hands over the oldest posted receive WQE
+ * (-ENOENT if none). rq_done completes it; completions are reported in take order.
+ * opcode is SV_WC_RECV or SV_WC_RECV_RDMA_WITH_IMM; flags SV_WC_WITH_IMM etc.;
+ * solicited marks the completion for solicited-only notification. A status other than
+ * SUCCESS moves the QP to ERR.
+ */
+int sv__rq_take(struct sv_qp *qp, struct sv__recv_wqe **wqe);
+void sv__rq_done(struct sv_qp *qp, struct sv__recv_wqe *wqe, enum sv_wc_status status,
+		 enum sv_wc_opcode opcode, uint32_t byte_len, uint32_t imm_data,
+		 unsigned wc_flags, bool solicited);
+
+/*
+ * [qp-locked] Local memory: checks every SGE's lkey (valid MR, the QP's PD, bounds,
+ * LOCAL_WRITE when need_write) and fills iov[] with host pointers. Zero-length SGEs are
+ * skipped (not checked, no iovec). Returns the number of iovecs, or -EACCES (the caller
+ * completes the WQE with SV_WC_LOC_PROT_ERR). Inline WQEs need no mapping: their single
+ * SGE addr is already a host pointer.
+ */
+int sv__sge_map(struct sv_qp *qp, const struct sv_sge *sge, uint32_t num_sge,
+		bool need_write, struct iovec *iov);
+
+/*
+ * Remote access by a peer: checks rkey/STag against the QP's PD, [va, va+len) against the
+ * region (ZERO_BASED: offsets), the region's access right (SV_ACCESS_REMOTE_WRITE, _READ
+ * or _ATOMIC in need), and that the QP's qp_access_flags enable the operation. On success
+ * *mr holds a reference (sv_dereg_mr waits for it) and *ptr is the host address of va.
+ * Errors, most specific first, so the transport can pick the Terminate/NAK code:
+ *   -EOPNOTSUPP  the QP does not enable this kind of remote access
+ *   -ENOENT      no such key (never registered, deregistered, stale 8-bit key)
+ *   -EPERM       key of another PD (not associated with this stream)
+ *   -EOVERFLOW   va + len wraps
+ *   -ERANGE      outside the region
+ *   -EACCES      the region does not grant the access
+ * len 0 is checked like any other length; transports skip the call for zero-length
+ * WRITE/READ as the specs allow. [qp-locked] not required.
+ */
+int sv__mr_acquire(struct sv_qp *qp, uint32_t key, uint64_t va, uint64_t len,
+		   unsigned access, struct sv__mr **mr, void **ptr);
+void sv__mr_release(struct sv__mr *mr);
+
+/*
+ * [qp-locked] The QP failed. Core moves it to ERR and calls qp_error(), flushes the rest,
+ * and raises the async event (event_type as given; term may be NULL, else its triple
+ * and origin are copied into the event). Idempotent: only the first call acts.
+ */
+struct sv__term_info {
+	uint8_t layer;
+	uint8_t etype;
+	uint8_t ecode;
+	bool remote;			/* the peer sent it (true) or we did (false) */
+};
+void sv__qp_fatal(struct sv_qp *qp, enum sv_event_type event_type,
+		  const struct sv__term_info *term);
+
+/* [qp-locked] Connection established: core moves the QP to RTS (from INIT or RTR) and
+ * records the negotiated ORD (max_rd_atomic) and IRD (max_dest_rd_atomic). */
+void sv__qp_established(struct sv_qp *qp, uint16_t ird, uint16_t ord);
+
+/*
+ * [loop] CM events. sv__cm_report() queues an event for the CM id behind cm (priv is
+ * copied). sv__cm_incoming() is a new connection request on the listener behind
+ * listen_cm: core makes a new CM id owning ep and queues CONNECT_REQUEST; the transport
+ * then reports for that id with the cookie core returns (NULL: core refused it, the
+ * transport must reject and free ep itself).
+ */
+void sv__cm_report(void *cm, enum sv_cm_event_type type, int status,
+		   const struct sv__conn_param *param);
+void *sv__cm_incoming(void *listen_cm, struct sv__tep *ep, const struct sv__conn_param *param);
+
+/* Logging with SV_LOG levels: 0 error, 1 warn, 2 info, 3 debug. */
+void sv__log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define SV_LOG_ERROR 0
+#define SV_LOG_WARN 1
+#define SV_LOG_INFO 2
+#define SV_LOG_DEBUG 3
+
+#endif

@@ -1,0 +1,25 @@
+/*
+ * crc32c.h — CRC-32C (Castagnoli), the MPA FPDU CRC (RFC 5044 section 6).
+ *
+ * Reflected polynomial 0x82F63B78, register preset to all ones, final complement.
+ * Incremental use: state = SV_CRC32C_INIT; state = sv__crc32c_update(state, ...)...;
+ * crc = ~state. The MPA trailer stores crc least-significant byte first.
+ * Uses the SSE4.2 crc32 instruction when the CPU has it (checked once at run time).
+ */
+#ifndef SV_CRYPTO_CRC32C_H
+#define SV_CRYPTO_CRC32C_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define SV_CRC32C_INIT 0xffffffffu
+
+uint32_t sv__crc32c_update(uint32_t state, const void *buf, size_t len);
+
+/* One-shot: the final CRC value of buf ("123456789" -> 0xE3069283). */
+static inline uint32_t sv__crc32c(const void *buf, size_t len)
+{
+	return ~sv__crc32c_update(SV_CRC32C_INIT, buf, len);
+}
+
+#endif

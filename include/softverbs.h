@@ -1,0 +1,593 @@
+/*
+ * softverbs.h — the public API: RDMA verbs and a connection manager in userspace.
+ *
+ * The shape follows libibverbs and librdmacm (devices, protection domains, memory regions,
+ * completion queues with completion channels, queue pairs with the RESET..ERR state machine,
+ * post/poll, and an rdma_cm-like connection manager), with an sv_ prefix. Every call that
+ * can fail returns 0 (or a count) on success and a negative errno on failure;
+ * sv_strerror() turns that into text a user can act on. Work completions carry an
+ * enum sv_wc_status, named by sv_wc_status_str().
+ *
+ * Threading: every call may be made from any thread. A device context runs one progress
+ * thread (the stand-in for the NIC) that serves the remote side of RDMA WRITE/READ/atomics
+ * while the application sleeps; sv_post_send() and sv_poll_cq() also make progress in the
+ * caller's thread when they can, so a busy-polling application pays no thread hop.
+ */
+#ifndef SOFTVERBS_H
+#define SOFTVERBS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------------------------------
+ * Errors
+ */
+
+/* Text for a negative errno returned by any sv_ call (or for a positive one). */
+const char *sv_strerror(int err);
+
+/* ---------------------------------------------------------------------------------------
+ * Devices
+ */
+
+enum sv_transport {
+	SV_TRANSPORT_TCP = 0,	/* iWARP: MPA/DDP/RDMAP over TCP */
+	SV_TRANSPORT_UDP = 1,	/* RoCEv2-framed IB transport over UDP */
+};
+
+/*
+ * Options for sv_open_device(). Fill with sv_device_opts_init(), which sets the defaults
+ * and then applies the SV_* environment variables (SV_TRANSPORT=tcp|udp, SV_BIND_ADDR,
+ * SV_PORT, SV_CRC=0|1, SV_MARKERS=0|1, SV_MULPDU, SV_LOG=error|warn|info|debug).
+ * Zero in a limit means "the default".
+ */
+struct sv_device_opts {
+	enum sv_transport transport;
+	char bind_addr[64];	/* local address used for connections; default "0.0.0.0" */
+	uint16_t port;		/* default listen port when sv_cm_listen() gets port 0; 0 = any */
+	int crc;		/* 1 (default): ask for MPA CRC32c; 0: do not ask (the peer may) */
+	int markers;		/* 1: ask the peer to insert MPA markers towards us */
+	uint32_t mulpdu;	/* largest DDP segment payload we send per FPDU (bytes) */
+	uint32_t max_qp;
+	uint32_t max_qp_wr;
+	uint32_t max_sge;
+	uint32_t max_cq;
+	uint32_t max_cqe;
+	uint32_t max_mr;
+	uint64_t max_mr_size;
+	uint32_t max_inline_data;
+	uint32_t max_qp_rd_atom;	/* IRD per QP */
+	uint32_t max_qp_init_rd_atom;	/* ORD per QP */
+	uint32_t max_msg_size;
+};
+
+void sv_device_opts_init(struct sv_device_opts *opts);
+
+struct sv_context;
+
+/* Opens a device context with its own progress thread. opts may be NULL (defaults + env). */
+int sv_open_device(const struct sv_device_opts *opts, struct sv_context **ctx);
+/* Fails with -EBUSY while PDs, CQs, QPs, channels or CM ids of the context remain. */
+int sv_close_device(struct sv_context *ctx);
+
+enum sv_atomic_cap {
+	SV_ATOMIC_NONE = 0,
+	SV_ATOMIC_HCA = 1,	/* atomic against other atomics through this device */
+	SV_ATOMIC_GLOB = 2,
+};
+
+struct sv_device_attr {
+	char name[32];			/* "sv_tcp0", "sv_udp0" */
+	uint64_t node_guid;
+	uint64_t max_mr_size;
+	uint64_t page_size_cap;
+	uint32_t vendor_id;
+	uint32_t vendor_part_id;
+	uint32_t hw_ver;
+	uint32_t max_qp;
+	uint32_t max_qp_wr;
+	uint32_t max_sge;
+	uint32_t max_sge_rd;
+	uint32_t max_cq;
+	uint32_t max_cqe;
+	uint32_t max_mr;
+	uint32_t max_pd;
+	uint32_t max_qp_rd_atom;
+	uint32_t max_qp_init_rd_atom;
+	uint32_t max_inline_data;
+	uint32_t max_msg_size;
+	enum sv_atomic_cap atomic_cap;
+	enum sv_transport transport;
+	uint8_t phys_port_cnt;
+};
+
+int sv_query_device(struct sv_context *ctx, struct sv_device_attr *attr);
+
+enum sv_port_state {
+	SV_PORT_DOWN = 1,
+	SV_PORT_INIT = 2,
+	SV_PORT_ARMED = 3,
+	SV_PORT_ACTIVE = 4,
+};
+
+enum sv_mtu {
+	SV_MTU_256 = 1,
+	SV_MTU_512 = 2,
+	SV_MTU_1024 = 3,
+	SV_MTU_2048 = 4,
+	SV_MTU_4096 = 5,
+};
+
+struct sv_port_attr {
+	enum sv_port_state state;
+	enum sv_mtu max_mtu;
+	enum sv_mtu active_mtu;
+	uint32_t max_msg_sz;
+	int gid_tbl_len;
+	uint16_t lid;
+	uint8_t link_layer_ethernet;	/* 1: Ethernet (both our transports run over IP) */
+};
+
+/* Ports are numbered from 1; a device has one. */
+int sv_query_port(struct sv_context *ctx, uint8_t port_num, struct sv_port_attr *attr);
+
+/* ---------------------------------------------------------------------------------------
+ * Protection domains and memory regions
+ */
+
+struct sv_pd {
+	struct sv_context *context;
+	uint32_t handle;
+};
+
+int sv_alloc_pd(struct sv_context *ctx, struct sv_pd **pd);
+/* Fails with -EBUSY while MRs or QPs of the PD remain. */
+int sv_dealloc_pd(struct sv_pd *pd);
+
+enum sv_access_flags {
+	SV_ACCESS_LOCAL_WRITE = 1 << 0,
+	SV_ACCESS_REMOTE_WRITE = 1 << 1,
+	SV_ACCESS_REMOTE_READ = 1 << 2,
+	SV_ACCESS_REMOTE_ATOMIC = 1 << 3,
+	SV_ACCESS_ZERO_BASED = 1 << 5,
+	SV_ACCESS_RELAXED_ORDERING = 1 << 20,	/* accepted, no effect: we place in order */
+};
+
+struct sv_mr {
+	struct sv_context *context;
+	struct sv_pd *pd;
+	void *addr;
+	size_t length;
+	uint32_t handle;
+	uint32_t lkey;
+	uint32_t rkey;
+	unsigned access;
+};
+
+/*
+ * Registers [addr, addr+length). REMOTE_WRITE or REMOTE_ATOMIC without LOCAL_WRITE is
+ * -EINVAL. Keys are index<<8 | an 8-bit key that changes on every reuse of the index.
+ */
+int sv_reg_mr(struct sv_pd *pd, void *addr, size_t length, unsigned access,
+	      struct sv_mr **mr);
+/*
+ * After this returns no peer can touch the memory: it waits until remote accesses in
+ * flight against the MR have finished, and later accesses with its keys are refused.
+ */
+int sv_dereg_mr(struct sv_mr *mr);
+
+/* ---------------------------------------------------------------------------------------
+ * Completion queues and completion channels
+ */
+
+struct sv_comp_channel;
+struct sv_cq;
+
+int sv_create_comp_channel(struct sv_context *ctx, struct sv_comp_channel **channel);
+/* Fails with -EBUSY while CQs still use the channel. */
+int sv_destroy_comp_channel(struct sv_comp_channel *channel);
+/* A pollable fd: readable when an event is pending. Set O_NONBLOCK on it to make
+ * sv_get_cq_event() return -EAGAIN instead of blocking. */
+int sv_comp_channel_fd(const struct sv_comp_channel *channel);
+
+/* cqe is a minimum; the CQ is rounded up to a power of two. channel may be NULL. */
+int sv_create_cq(struct sv_context *ctx, int cqe, void *cq_context,
+		 struct sv_comp_channel *channel, int comp_vector, struct sv_cq **cq);
+/* Fails with -EBUSY while QPs use the CQ or its events are not all acknowledged. */
+int sv_destroy_cq(struct sv_cq *cq);
+void *sv_cq_context(const struct sv_cq *cq);
+/* The number of entries the CQ holds. */
+int sv_cq_size(const struct sv_cq *cq);
+
+enum sv_wc_status {
+	SV_WC_SUCCESS,
+	SV_WC_LOC_LEN_ERR,
+	SV_WC_LOC_QP_OP_ERR,
+	SV_WC_LOC_EEC_OP_ERR,
+	SV_WC_LOC_PROT_ERR,
+	SV_WC_WR_FLUSH_ERR,
+	SV_WC_MW_BIND_ERR,
+	SV_WC_BAD_RESP_ERR,
+	SV_WC_LOC_ACCESS_ERR,
+	SV_WC_REM_INV_REQ_ERR,
+	SV_WC_REM_ACCESS_ERR,
+	SV_WC_REM_OP_ERR,
+	SV_WC_RETRY_EXC_ERR,
+	SV_WC_RNR_RETRY_EXC_ERR,
+	SV_WC_LOC_RDD_VIOL_ERR,
+	SV_WC_REM_INV_RD_REQ_ERR,
+	SV_WC_REM_ABORT_ERR,
+	SV_WC_INV_EECN_ERR,
+	SV_WC_INV_EEC_STATE_ERR,
+	SV_WC_FATAL_ERR,
+	SV_WC_RESP_TIMEOUT_ERR,
+	SV_WC_GENERAL_ERR,
+};
+
+const char *sv_wc_status_str(enum sv_wc_status status);
+
+enum sv_wc_opcode {
+	SV_WC_SEND,
+	SV_WC_RDMA_WRITE,
+	SV_WC_RDMA_READ,
+	SV_WC_COMP_SWAP,
+	SV_WC_FETCH_ADD,
+	SV_WC_RECV = 1 << 7,		/* receive side: RECV and above */
+	SV_WC_RECV_RDMA_WITH_IMM,
+};
+
+enum sv_wc_flags {
+	SV_WC_WITH_IMM = 1 << 1,
+	SV_WC_WITH_INV = 1 << 3,
+	SV_WC_GRH = 1 << 0,
+};
+
+struct sv_wc {
+	uint64_t wr_id;
+	enum sv_wc_status status;
+	enum sv_wc_opcode opcode;	/* valid only when status == SV_WC_SUCCESS */
+	uint32_t vendor_err;		/* on a Terminate: layer<<16 | etype<<8 | ecode */
+	uint32_t byte_len;
+	uint32_t imm_data;		/* network byte order, as sent */
+	uint32_t qp_num;
+	uint32_t src_qp;
+	unsigned wc_flags;
+};
+
+/*
+ * Returns the number of completions written to wc (0..num_entries) or a negative errno.
+ * On an empty CQ it drives receive progress of the QPs feeding the CQ in the caller's
+ * thread before it gives up, so polling in a loop costs no thread wake-up.
+ */
+int sv_poll_cq(struct sv_cq *cq, int num_entries, struct sv_wc *wc);
+/* Arms the CQ's channel for one event: the next completion, or with solicited_only the
+ * next solicited receive or error completion. */
+int sv_req_notify_cq(struct sv_cq *cq, int solicited_only);
+/* Blocks until an event is pending on the channel (or -EAGAIN on a non-blocking fd). */
+int sv_get_cq_event(struct sv_comp_channel *channel, struct sv_cq **cq, void **cq_context);
+void sv_ack_cq_events(struct sv_cq *cq, unsigned int nevents);
+
+/* ---------------------------------------------------------------------------------------
+ * Queue pairs
+ */
+
+enum sv_qp_type {
+	SV_QPT_RC = 2,
+	SV_QPT_UD = 4,
+};
+
+enum sv_qp_state {
+	SV_QPS_RESET,
+	SV_QPS_INIT,
+	SV_QPS_RTR,
+	SV_QPS_RTS,
+	SV_QPS_SQD,
+	SV_QPS_SQE,
+	SV_QPS_ERR,
+	SV_QPS_UNKNOWN,
+};
+
+const char *sv_qp_state_str(enum sv_qp_state state);
+
+struct sv_qp_cap {
+	uint32_t max_send_wr;
+	uint32_t max_recv_wr;
+	uint32_t max_send_sge;
+	uint32_t max_recv_sge;
+	uint32_t max_inline_data;
+};
+
+struct sv_qp_init_attr {
+	void *qp_context;
+	struct sv_cq *send_cq;
+	struct sv_cq *recv_cq;
+	struct sv_qp_cap cap;	/* in: requested, out: granted */
+	enum sv_qp_type qp_type;
+	int sq_sig_all;
+};
+
+struct sv_qp {
+	struct sv_context *context;
+	struct sv_pd *pd;
+	struct sv_cq *send_cq;
+	struct sv_cq *recv_cq;
+	void *qp_context;
+	uint32_t qp_num;		/* < 2^24 */
+	enum sv_qp_type qp_type;
+	enum sv_qp_state state;		/* last known state, for reading */
+};
+
+int sv_create_qp(struct sv_pd *pd, struct sv_qp_init_attr *init_attr, struct sv_qp **qp);
+/* Moves the QP to ERR if needed (flushing), closes its connection and frees it. */
+int sv_destroy_qp(struct sv_qp *qp);
+
+/* Address of the remote end, used by the UDP transport (out-of-band connection setup). */
+struct sv_ah_attr {
+	uint8_t dgid[16];
+	uint8_t sgid_index;
+	uint8_t hop_limit;
+	uint8_t traffic_class;
+	uint32_t flow_label;
+	uint16_t dport;		/* remote UDP port; 0 = the transport's default */
+	uint8_t port_num;
+};
+
+enum sv_qp_attr_mask {
+	SV_QP_STATE = 1 << 0,
+	SV_QP_CUR_STATE = 1 << 1,
+	SV_QP_EN_SQD_ASYNC_NOTIFY = 1 << 2,
+	SV_QP_ACCESS_FLAGS = 1 << 3,
+	SV_QP_PKEY_INDEX = 1 << 4,
+	SV_QP_PORT = 1 << 5,
+	SV_QP_QKEY = 1 << 6,
+	SV_QP_AV = 1 << 7,
+	SV_QP_PATH_MTU = 1 << 8,
+	SV_QP_TIMEOUT = 1 << 9,
+	SV_QP_RETRY_CNT = 1 << 10,
+	SV_QP_RNR_RETRY = 1 << 11,
+	SV_QP_RQ_PSN = 1 << 12,
+	SV_QP_MAX_QP_RD_ATOMIC = 1 << 13,
+	SV_QP_ALT_PATH = 1 << 14,
+	SV_QP_MIN_RNR_TIMER = 1 << 15,
+	SV_QP_SQ_PSN = 1 << 16,
+	SV_QP_MAX_DEST_RD_ATOMIC = 1 << 17,
+	SV_QP_PATH_MIG_STATE = 1 << 18,
+	SV_QP_CAP = 1 << 19,
+	SV_QP_DEST_QPN = 1 << 20,
+};
+
+struct sv_qp_attr {
+	enum sv_qp_state qp_state;
+	enum sv_qp_state cur_qp_state;
+	enum sv_mtu path_mtu;
+	uint32_t qkey;
+	uint32_t rq_psn;
+	uint32_t sq_psn;
+	uint32_t dest_qp_num;
+	unsigned qp_access_flags;
+	struct sv_qp_cap cap;
+	struct sv_ah_attr ah_attr;
+	uint16_t pkey_index;
+	uint8_t en_sqd_async_notify;
+	uint8_t sq_draining;
+	uint8_t max_rd_atomic;		/* ORD */
+	uint8_t max_dest_rd_atomic;	/* IRD */
+	uint8_t min_rnr_timer;
+	uint8_t port_num;
+	uint8_t timeout;
+	uint8_t retry_cnt;
+	uint8_t rnr_retry;
+};
+
+/*
+ * Applies the attributes in attr_mask. Illegal transitions, missing required attributes
+ * and attributes not allowed for the transition are -EINVAL and change nothing. Entering
+ * ERR flushes every outstanding WR with SV_WC_WR_FLUSH_ERR; entering RESET discards them
+ * without completions. On the TCP transport the connection manager drives INIT->RTS.
+ */
+int sv_modify_qp(struct sv_qp *qp, struct sv_qp_attr *attr, int attr_mask);
+int sv_query_qp(struct sv_qp *qp, struct sv_qp_attr *attr, int attr_mask,
+		struct sv_qp_init_attr *init_attr);
+
+struct sv_sge {
+	uint64_t addr;
+	uint32_t length;
+	uint32_t lkey;
+};
+
+enum sv_wr_opcode {
+	SV_WR_RDMA_WRITE,
+	SV_WR_RDMA_WRITE_WITH_IMM,
+	SV_WR_SEND,
+	SV_WR_SEND_WITH_IMM,
+	SV_WR_RDMA_READ,
+	SV_WR_ATOMIC_CMP_AND_SWP,
+	SV_WR_ATOMIC_FETCH_AND_ADD,
+};
+
+enum sv_send_flags {
+	SV_SEND_FENCE = 1 << 0,
+	SV_SEND_SIGNALED = 1 << 1,
+	SV_SEND_SOLICITED = 1 << 2,
+	SV_SEND_INLINE = 1 << 3,
+};
+
+struct sv_send_wr {
+	uint64_t wr_id;
+	struct sv_send_wr *next;
+	struct sv_sge *sg_list;
+	int num_sge;
+	enum sv_wr_opcode opcode;
+	unsigned send_flags;
+	uint32_t imm_data;		/* network byte order, passed through untouched */
+	union {
+		struct {
+			uint64_t remote_addr;
+			uint32_t rkey;
+		} rdma;
+		struct {
+			uint64_t remote_addr;
+			uint64_t compare_add;
+			uint64_t swap;
+			uint32_t rkey;
+		} atomic;
+	} wr;
+};
+
+struct sv_recv_wr {
+	uint64_t wr_id;
+	struct sv_recv_wr *next;
+	struct sv_sge *sg_list;
+	int num_sge;
+};
+
+/*
+ * Posts a chain of WRs in order. On the first WR that is refused at once (bad opcode,
+ * too many SGEs, queue full (-ENOMEM), inline too large, QP state) it returns the error
+ * and points *bad_wr at it; the WRs before it stay posted. In ERR every WR is accepted
+ * and completes with SV_WC_WR_FLUSH_ERR.
+ */
+int sv_post_send(struct sv_qp *qp, struct sv_send_wr *wr, struct sv_send_wr **bad_wr);
+int sv_post_recv(struct sv_qp *qp, struct sv_recv_wr *wr, struct sv_recv_wr **bad_wr);
+
+/* ---------------------------------------------------------------------------------------
+ * Asynchronous events
+ */
+
+enum sv_event_type {
+	SV_EVENT_CQ_ERR,
+	SV_EVENT_QP_FATAL,
+	SV_EVENT_QP_REQ_ERR,
+	SV_EVENT_QP_ACCESS_ERR,
+	SV_EVENT_COMM_EST,
+	SV_EVENT_SQ_DRAINED,
+	SV_EVENT_PATH_MIG,
+	SV_EVENT_PATH_MIG_ERR,
+	SV_EVENT_DEVICE_FATAL,
+	SV_EVENT_PORT_ACTIVE,
+	SV_EVENT_PORT_ERR,
+	SV_EVENT_LID_CHANGE,
+	SV_EVENT_PKEY_CHANGE,
+	SV_EVENT_SM_CHANGE,
+	SV_EVENT_SRQ_ERR,
+	SV_EVENT_SRQ_LIMIT_REACHED,
+	SV_EVENT_QP_LAST_WQE_REACHED,
+	SV_EVENT_CLIENT_REREGISTER,
+	SV_EVENT_GID_CHANGE,
+};
+
+const char *sv_event_type_str(enum sv_event_type type);
+
+struct sv_async_event {
+	union {
+		struct sv_cq *cq;
+		struct sv_qp *qp;
+		int port_num;
+	} element;
+	enum sv_event_type event_type;
+	/* For QP errors caused by an iWARP Terminate (sent or received): the triple, and
+	 * whether it was the peer's (1) or ours (0). Zero otherwise. */
+	uint8_t term_layer;
+	uint8_t term_etype;
+	uint8_t term_ecode;
+	uint8_t term_remote;
+};
+
+/* A pollable fd, readable while async events are pending. */
+int sv_async_fd(const struct sv_context *ctx);
+/* Blocks until an event is pending (or -EAGAIN if the fd was made non-blocking). */
+int sv_get_async_event(struct sv_context *ctx, struct sv_async_event *event);
+/* Every event must be acknowledged before its QP or CQ can be destroyed. */
+void sv_ack_async_event(struct sv_async_event *event);
+
+/* ---------------------------------------------------------------------------------------
+ * Connection manager (rdma_cm shape)
+ */
+
+struct sv_cm_channel;
+struct sv_cm_id;
+
+enum sv_cm_event_type {
+	SV_CM_EVENT_CONNECT_REQUEST,
+	SV_CM_EVENT_CONNECT_RESPONSE,	/* not used: we always accept for the app's QP */
+	SV_CM_EVENT_CONNECT_ERROR,
+	SV_CM_EVENT_UNREACHABLE,
+	SV_CM_EVENT_REJECTED,
+	SV_CM_EVENT_ESTABLISHED,
+	SV_CM_EVENT_DISCONNECTED,
+	SV_CM_EVENT_DEVICE_REMOVAL,
+	SV_CM_EVENT_TIMEWAIT_EXIT,
+};
+
+const char *sv_cm_event_str(enum sv_cm_event_type type);
+
+#define SV_CM_MAX_PRIVATE_DATA 196	/* MPA allows 512; rdma_cm allows 196 for iWARP */
+
+struct sv_conn_param {
+	const void *private_data;
+	uint8_t private_data_len;
+	uint8_t responder_resources;	/* IRD: inbound READ/atomic we can serve at once */
+	uint8_t initiator_depth;	/* ORD: READ/atomic we may have outstanding */
+	uint8_t retry_count;
+	uint8_t rnr_retry_count;
+};
+
+struct sv_cm_event {
+	struct sv_cm_id *id;		/* for CONNECT_REQUEST: a new id, owned by the app */
+	struct sv_cm_id *listen_id;	/* for CONNECT_REQUEST: the listener */
+	enum sv_cm_event_type event;
+	int status;			/* 0, or a negative errno for errors */
+	struct sv_conn_param param;	/* peer's private data and IRD/ORD where defined */
+};
+
+struct sv_cm_id {
+	struct sv_context *context;
+	struct sv_cm_channel *channel;
+	struct sv_qp *qp;
+	void *user_context;
+};
+
+int sv_cm_create_channel(struct sv_cm_channel **channel);
+int sv_cm_destroy_channel(struct sv_cm_channel *channel);
+/* A pollable fd, readable while CM events are pending. */
+int sv_cm_channel_fd(const struct sv_cm_channel *channel);
+
+int sv_cm_create_id(struct sv_cm_channel *channel, struct sv_context *ctx,
+		    void *user_context, struct sv_cm_id **id);
+/* Closes the id's connection if any (without a DISCONNECTED event) and frees it. */
+int sv_cm_destroy_id(struct sv_cm_id *id);
+
+/* Listens on addr (port 0 = the device's opts.port, or any free port if that is 0). */
+int sv_cm_listen(struct sv_cm_id *id, const struct sockaddr *addr, int backlog);
+/* The address an id is bound or connected to (after listen/connect), and its peer's. */
+int sv_cm_local_addr(const struct sv_cm_id *id, struct sockaddr_storage *addr);
+int sv_cm_peer_addr(const struct sv_cm_id *id, struct sockaddr_storage *addr);
+
+/*
+ * Connects qp (in RESET or INIT) to a listener at dst. The outcome arrives as an event:
+ * ESTABLISHED (QP in RTS), REJECTED (with the peer's private data), UNREACHABLE or
+ * CONNECT_ERROR.
+ */
+int sv_cm_connect(struct sv_cm_id *id, struct sv_qp *qp, const struct sockaddr *dst,
+		  const struct sv_conn_param *param);
+/* Accepts a CONNECT_REQUEST id with qp; ESTABLISHED follows. */
+int sv_cm_accept(struct sv_cm_id *id, struct sv_qp *qp, const struct sv_conn_param *param);
+int sv_cm_reject(struct sv_cm_id *id, const void *private_data, uint8_t private_data_len);
+/* Moves the QP to ERR (flushing) and closes the connection; both sides get DISCONNECTED
+ * and then TIMEWAIT_EXIT. */
+int sv_cm_disconnect(struct sv_cm_id *id);
+
+/* Blocks until an event is pending (or -EAGAIN on a non-blocking fd). */
+int sv_cm_get_event(struct sv_cm_channel *channel, struct sv_cm_event **event);
+/* Frees the event (and the private data it points to). */
+int sv_cm_ack_event(struct sv_cm_event *event);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SOFTVERBS_H */
