@@ -296,17 +296,20 @@ static inline void cq_drain_events(struct sv_comp_channel *ch)
 static inline int cq_wait(struct sv_cq *cq, struct sv_comp_channel *ch, struct sv_wc *wc,
 			  int n, uint64_t spin_ns, uint64_t deadline_ns)
 {
-	uint64_t spin_until = spin_ns ? now_ns() + spin_ns : 0;
+	uint64_t spin_until = spin_ns > deadline_ns ? deadline_ns : now_ns() + spin_ns;
 	int rc;
 
 	for (;;) {
+		uint64_t now;
+
 		rc = sv_poll_cq(cq, n, wc);
 		if (rc != 0)
 			return rc;
-		if (spin_until && now_ns() < spin_until)
-			continue;
-		if (now_ns() >= deadline_ns)
+		now = now_ns();
+		if (now >= deadline_ns)
 			return -ETIMEDOUT;
+		if (now < spin_until)
+			continue;
 		rc = sv_req_notify_cq(cq, 0);
 		if (rc < 0)
 			return rc;
