@@ -98,6 +98,7 @@ for crc in on off; do
 done
 
 # --- table and JSON ----------------------------------------------------------------------
+# shellcheck disable=SC2086 # $runs is a list of words
 python3 - "$tmp" "$out" "$secs" $runs <<'EOF'
 import json, os, platform, re, sys, time
 
