@@ -371,6 +371,7 @@ static int post_recv(struct perf *p, uint32_t j)
 }
 
 static int handle_wc(struct perf *p, const struct sv_wc *wc);
+static size_t edge_len(const struct perf *p);
 
 /* Polls once and handles what it got; returns the count or a negative error. */
 static int progress(struct perf *p)
@@ -490,6 +491,10 @@ static int post_data(struct perf *p, uint64_t i, int signaled)
 		wr.wr.rdma.rkey = p->r_rkey;
 		break;
 	case OP_READ:
+		if (c->mode == MODE_BW) {
+			memset(p->buf + loff, 0, edge_len(p));
+			memset(p->buf + loff + size - edge_len(p), 0, edge_len(p));
+		}
 		wr.opcode = SV_WR_RDMA_READ;
 		wr.wr.rdma.remote_addr = p->r_addr + roff;
 		wr.wr.rdma.rkey = p->r_rkey;
@@ -595,6 +600,29 @@ static void check_bw_arrival(struct perf *p, const struct sv_wc *wc, uint32_t j)
 		p->rx_seq[j] = seq;
 }
 
+/* The edges of a bw READ sink slot: cleared before each READ (post_data), checked when it
+ * completes, so a READ that places nothing fails at once; the whole sink is checked at
+ * the end. */
+static size_t edge_len(const struct perf *p)
+{
+	return p->cfg.size < 8 ? (size_t)p->cfg.size : 8;
+}
+
+static void check_read_edges(struct perf *p, uint64_t last)
+{
+	size_t size = (size_t)p->cfg.size, e = edge_len(p);
+
+	for (uint64_t j = p->done; j <= last; j++) {
+		uint64_t s = j % p->slots;
+		const uint8_t *m = p->buf + s * size;
+
+		if (pattern_check(m, e, p->cfg.seed, TAG_SSRC + s, 0) >= 0 ||
+		    pattern_check(m + size - e, e, p->cfg.seed, TAG_SSRC + s, size - e) >= 0)
+			fail_check(p, "READ #%llu: sink slot %llu not filled with the server's data",
+				   (unsigned long long)j, (unsigned long long)s);
+	}
+}
+
 static int recv_done(struct perf *p, const struct sv_wc *wc)
 {
 	uint32_t j = (uint32_t)WR_IDX(wc->wr_id);
@@ -662,6 +690,8 @@ static int handle_wc(struct perf *p, const struct sv_wc *wc)
 		p->ctl_done = idx + 1;
 		return 0;
 	case KIND_DATA:
+		if (p->cfg.mode == MODE_BW && p->cfg.op == OP_READ)
+			check_read_edges(p, idx);
 		p->done = idx + 1;
 		if (is_atomic(p->cfg.op))
 			check_atomics(p, idx);
@@ -889,6 +919,7 @@ static int client_bw(struct perf *p)
 	const struct config *c = &p->cfg;
 	uint64_t target = c->iters ? c->iters : UINT64_MAX;
 	uint64_t next_line, stop_at;
+	unsigned spins = 0;
 	int rc;
 
 	p->sig_t = calloc(p->sig_ring, sizeof(*p->sig_t));
@@ -908,12 +939,10 @@ static int client_bw(struct perf *p)
 		}
 		if ((rc = progress(p)) < 0)
 			return rc;
-		if (rc == 0) {
-			uint64_t now = now_ns();
-
-			if (!c->iters && target == UINT64_MAX && now >= stop_at)
-				/* Stop on a signaled WR, so its completion covers the rest. */
-				target = (p->posted + p->sig - 1) / p->sig * p->sig;
+		if (!c->iters && target == UINT64_MAX && now_ns() >= stop_at)
+			/* Stop on a signaled WR, so its completion covers the rest. */
+			target = (p->posted + p->sig - 1) / p->sig * p->sig;
+		if ((++spins & 255) == 0) {
 			if ((rc = check_deadline(p, "in the bandwidth loop")) < 0)
 				return rc;
 			progress_line(p, &next_line);
@@ -1398,8 +1427,8 @@ static void print_report(struct perf *p, int rc)
 	       c->transport == SV_TRANSPORT_UDP ? "udp" : "tcp",
 	       c->loopback ? " (loopback)" : "", (unsigned long long)unit,
 	       (unsigned long long)p->total, crc ? "on" : "off");
-	printf("  %-14s %14s %10s %12s %12s\n", "bytes", "seconds", "Gbit/s", "msg/s", "");
-	printf("  %-14llu %14.6f %10.3f %12.0f\n", (unsigned long long)bytes, secs, gbps, mps);
+	printf("  %-14s %12s %10s %12s\n", "bytes", "seconds", "Gbit/s", "msg/s");
+	printf("  %-14llu %12.6f %10.3f %12.0f\n", (unsigned long long)bytes, secs, gbps, mps);
 	if (p->nlat) {
 		printf("  latency (%s, us): min %.2f  p50 %.2f  avg %.2f  p99 %.2f  max %.2f"
 		       "  (%zu samples)\n",
