@@ -182,7 +182,7 @@ static void usage(FILE *f)
 "  -s, --size BYTES      message size (K/M/G suffixes); atomics are always 8\n"
 "  -n, --iters N         number of operations (default 5000 bw, 1000 lat)\n"
 "  -D, --duration SEC    run for SEC seconds instead of a count\n"
-"  -p, --port N          listen/connect port (default %d; 0 = any free, loopback)\n"
+"  -p, --port N          listen/connect port (default %d; loopback: any free)\n"
 "  -d, --depth N         bw window of outstanding WRs (default %d)\n"
 "  --crc on|off          ask for MPA CRC32c (used if either side asks)\n"
 "  --mulpdu BYTES        largest DDP segment payload to send\n"
@@ -1485,7 +1485,7 @@ static int parse_args(int argc, char **argv, struct config *c)
 		{ "help", no_argument, NULL, O_HELP },
 		{ NULL, 0, NULL, 0 },
 	};
-	int size_given = 0, opt;
+	int size_given = 0, port_given = 0, opt;
 	uint64_t v;
 	char *end;
 
@@ -1551,6 +1551,7 @@ static int parse_args(int argc, char **argv, struct config *c)
 			if (parse_u64(optarg, &v) < 0 || v > 65535)
 				goto bad;
 			c->port = (uint16_t)v;
+			port_given = 1;
 			break;
 		case 'd':
 			if (parse_u64(optarg, &v) < 0 || v == 0 || v > 4096)
@@ -1603,6 +1604,8 @@ static int parse_args(int argc, char **argv, struct config *c)
 		usage(stderr);
 		return -EINVAL;
 	}
+	if (c->loopback && !port_given)
+		c->port = 0;		/* nothing else needs to find it: any free port */
 	if (c->iters && c->duration > 0) {
 		fprintf(stderr, "%s: give --iters or --duration, not both\n", PROG);
 		return -EINVAL;
