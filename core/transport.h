@@ -19,6 +19,8 @@
  *    called with it held. Lock order: QP lock, then CQ lock; never the reverse.
  *  - Nothing in the data path blocks: sockets are non-blocking, and "would block" leaves
  *    the rest for the loop (sv__qp_kick()).
+ *  - The QP lock is recursive: a transport holding it may call any service, including
+ *    sv__cm_report() (which takes it to flush the QP on DISCONNECTED).
  */
 #ifndef SV_CORE_TRANSPORT_H
 #define SV_CORE_TRANSPORT_H
@@ -113,7 +115,9 @@ struct sv__transport_ops {
 	/* [qp-locked] The QP entered ERR (modify_qp, a transport-detected error, disconnect,
 	 * destroy); called once. The transport stops its data path: it will not take or
 	 * complete more WQEs (core flushes them after this returns), releases the MR
-	 * references it holds, and starts closing the connection if it has one. */
+	 * references it holds, and starts closing the connection if it has one.
+	 * Also called (once) when a live QP is modified straight to RESET; after RESET the
+	 * QP may be used again (INIT, connect) and a later ERR calls it again. */
 	void (*qp_error)(struct sv_qp *qp);
 
 	/* [loop] Connection management. cm is core's cookie for the CM id, passed back in
@@ -181,7 +185,7 @@ void sv__sq_done(struct sv_qp *qp, struct sv__send_wqe *wqe, enum sv_wc_status s
 
 /*
  * [qp-locked] The receive queue: rq_take hands over the oldest posted receive WQE
- * (-ENOENT if none). rq_done completes it; completions are reported in take order.
+ * (-ENOENT if none, or if the QP is in RESET or ERR). rq_done completes it; completions are reported in take order.
  * opcode is SV_WC_RECV or SV_WC_RECV_RDMA_WITH_IMM; flags SV_WC_WITH_IMM etc.;
  * solicited marks the completion for solicited-only notification. A status other than
  * SUCCESS moves the QP to ERR.

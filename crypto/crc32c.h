@@ -9,12 +9,19 @@
 #ifndef SV_CRYPTO_CRC32C_H
 #define SV_CRYPTO_CRC32C_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #define SV_CRC32C_INIT 0xffffffffu
 
 uint32_t sv__crc32c_update(uint32_t state, const void *buf, size_t len);
+
+/* The portable table path, whatever the CPU has (tests compare it with the fast path). */
+uint32_t sv__crc32c_update_sw(uint32_t state, const void *buf, size_t len);
+
+/* True when sv__crc32c_update uses the SSE4.2 crc32 instruction. */
+bool sv__crc32c_has_hw(void);
 
 /* One-shot: the final CRC value of buf ("123456789" -> 0xE3069283). */
 static inline uint32_t sv__crc32c(const void *buf, size_t len)

@@ -1,0 +1,608 @@
+/*
+ * cm.c — the connection manager front (librdmacm shape): CM channels with their event
+ * queues, CM ids, and listen/connect/accept/reject/disconnect/destroy handed to the
+ * transport's ops on the loop thread.
+ *
+ * The rdma_cm behaviours an application relies on are kept here rather than in each
+ * transport: connect and accept move a RESET QP to INIT with every remote access
+ * enabled; ESTABLISHED arrives with the QP already in RTS (the transport called
+ * sv__qp_established()); DISCONNECTED arrives with the QP already in ERR (flushed; a
+ * graceful close raises no async event) and is followed by TIMEWAIT_EXIT.
+ *
+ * Event accounting follows librdmacm: an event taken by sv_cm_get_event() counts
+ * against its id until sv_cm_ack_event(), and a CONNECT_REQUEST counts against the
+ * listener, so the new id may be rejected and destroyed before the request is acked.
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/internal.h"
+
+struct sv_cm_channel {
+	pthread_mutex_t lock;
+	int fd;				/* readable iff head != NULL */
+	struct cm_event *head, *tail;
+	uint32_t n_id;
+};
+
+struct sv__cm_id {
+	struct sv_cm_id pub;
+	struct sv__tep *ep;		/* loop thread only */
+	bool listening;
+	bool connecting;		/* connect or accept handed to the transport */
+	atomic_uint ev_unacked;
+};
+
+struct cm_event {
+	struct sv_cm_event pub;
+	struct sv__cm_id *owner;	/* whose count the event holds once taken */
+	struct cm_event *next;
+	uint8_t priv[];
+};
+
+static struct sv__cm_id *to_id(struct sv_cm_id *id)
+{
+	return container_of(id, struct sv__cm_id, pub);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Channels.
+ */
+
+int sv_cm_create_channel(struct sv_cm_channel **out)
+{
+	struct sv_cm_channel *ch;
+	int fd;
+
+	if (!out)
+		return -EINVAL;
+	if (!(ch = calloc(1, sizeof(*ch))))
+		return -ENOMEM;
+	if ((fd = sv__evfd_open()) < 0) {
+		free(ch);
+		return fd;
+	}
+	ch->fd = fd;
+	pthread_mutex_init(&ch->lock, NULL);
+	*out = ch;
+	return 0;
+}
+
+int sv_cm_destroy_channel(struct sv_cm_channel *ch)
+{
+	struct cm_event *e, *next;
+
+	if (!ch)
+		return -EINVAL;
+	pthread_mutex_lock(&ch->lock);
+	if (ch->n_id) {
+		pthread_mutex_unlock(&ch->lock);
+		return -EBUSY;
+	}
+	pthread_mutex_unlock(&ch->lock);
+	for (e = ch->head; e; e = next) {
+		next = e->next;
+		free(e);
+	}
+	close(ch->fd);
+	pthread_mutex_destroy(&ch->lock);
+	free(ch);
+	return 0;
+}
+
+int sv_cm_channel_fd(const struct sv_cm_channel *ch)
+{
+	return ch ? ch->fd : -EINVAL;
+}
+
+/* Copies param's private data into the event, so the transport's buffer may go. */
+static struct cm_event *event_new(struct sv__cm_id *id, enum sv_cm_event_type type,
+				  int status, const struct sv__conn_param *param)
+{
+	size_t len = param && param->priv ? param->priv_len : 0;
+	struct cm_event *e;
+
+	if (len > UINT8_MAX)
+		len = UINT8_MAX;	/* sv_conn_param carries at most 255 bytes */
+	if (!(e = calloc(1, sizeof(*e) + len)))
+		return NULL;
+	e->pub.id = &id->pub;
+	e->pub.event = type;
+	e->pub.status = status;
+	e->owner = id;
+	if (param) {
+		if (len)
+			memcpy(e->priv, param->priv, len);
+		e->pub.param.private_data = len ? e->priv : NULL;
+		e->pub.param.private_data_len = (uint8_t)len;
+		e->pub.param.responder_resources = param->ird > 255 ? 255 : (uint8_t)param->ird;
+		e->pub.param.initiator_depth = param->ord > 255 ? 255 : (uint8_t)param->ord;
+	}
+	return e;
+}
+
+static void event_push(struct sv_cm_channel *ch, struct cm_event *e)
+{
+	pthread_mutex_lock(&ch->lock);
+	e->next = NULL;
+	if (ch->tail)
+		ch->tail->next = e;
+	else
+		ch->head = e;
+	ch->tail = e;
+	if (ch->head == e)
+		sv__evfd_set(ch->fd);
+	pthread_mutex_unlock(&ch->lock);
+}
+
+static void queue_event(struct sv__cm_id *id, enum sv_cm_event_type type, int status,
+			const struct sv__conn_param *param)
+{
+	struct cm_event *e = event_new(id, type, status, param);
+
+	if (!e) {
+		sv__log(SV_LOG_ERROR, "softverbs: out of memory, lost CM event %s",
+			sv_cm_event_str(type));
+		return;
+	}
+	event_push(id->pub.channel, e);
+}
+
+int sv_cm_get_event(struct sv_cm_channel *ch, struct sv_cm_event **event)
+{
+	struct cm_event *e;
+	int rc;
+
+	if (!ch || !event)
+		return -EINVAL;
+	for (;;) {
+		pthread_mutex_lock(&ch->lock);
+		if ((e = ch->head)) {
+			ch->head = e->next;
+			if (!ch->head) {
+				ch->tail = NULL;
+				sv__evfd_clear(ch->fd);
+			}
+			atomic_fetch_add(&e->owner->ev_unacked, 1);
+		}
+		pthread_mutex_unlock(&ch->lock);
+		if (e)
+			break;
+		if ((rc = sv__evfd_wait(ch->fd)) < 0)
+			return rc;
+	}
+	*event = &e->pub;
+	return 0;
+}
+
+int sv_cm_ack_event(struct sv_cm_event *event)
+{
+	struct cm_event *e;
+
+	if (!event)
+		return -EINVAL;
+	e = container_of(event, struct cm_event, pub);
+	atomic_fetch_sub(&e->owner->ev_unacked, 1);
+	free(e);
+	return 0;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Ids.
+ */
+
+static struct sv__cm_id *id_new(struct sv_cm_channel *ch, struct sv_context *ctx,
+				void *user_context)
+{
+	struct sv__cm_id *id = calloc(1, sizeof(*id));
+
+	if (!id)
+		return NULL;
+	id->pub.context = ctx;
+	id->pub.channel = ch;
+	id->pub.user_context = user_context;
+	pthread_mutex_lock(&ch->lock);
+	ch->n_id++;
+	pthread_mutex_unlock(&ch->lock);
+	pthread_mutex_lock(&ctx->obj_lock);
+	ctx->n_cm_id++;
+	pthread_mutex_unlock(&ctx->obj_lock);
+	return id;
+}
+
+static void id_free(struct sv__cm_id *id)
+{
+	struct sv_context *ctx = id->pub.context;
+	struct sv_cm_channel *ch = id->pub.channel;
+
+	pthread_mutex_lock(&ch->lock);
+	ch->n_id--;
+	pthread_mutex_unlock(&ch->lock);
+	pthread_mutex_lock(&ctx->obj_lock);
+	ctx->n_cm_id--;
+	pthread_mutex_unlock(&ctx->obj_lock);
+	free(id);
+}
+
+int sv_cm_create_id(struct sv_cm_channel *ch, struct sv_context *ctx, void *user_context,
+		    struct sv_cm_id **out)
+{
+	struct sv__cm_id *id;
+
+	if (!ch || !ctx || !out)
+		return -EINVAL;
+	if (!(id = id_new(ch, ctx, user_context)))
+		return -ENOMEM;
+	*out = &id->pub;
+	return 0;
+}
+
+/* [loop] */
+void sv__cm_qp_gone(struct sv__qp *qp)
+{
+	qp->cm->pub.qp = NULL;
+	qp->cm = NULL;
+}
+
+static int destroy_on_loop(void *arg)
+{
+	struct sv__cm_id *id = arg;
+	struct sv_cm_channel *ch = id->pub.channel;
+	struct cm_event **pp, *e, *prev = NULL, *orphans = NULL;
+	bool was_set;
+
+	if (id->pub.qp) {
+		struct sv__qp *qp = to_qp(id->pub.qp);
+
+		/* The connection goes away with the id: the QP can do nothing but flush. */
+		sv__qp_lock(&qp->pub);
+		sv__qp_enter_err(qp);
+		qp->cm = NULL;
+		sv__qp_unlock(&qp->pub);
+		id->pub.qp = NULL;
+	}
+	if (id->ep) {
+		id->pub.context->ops->ep_destroy(id->ep);
+		id->ep = NULL;
+	}
+	/* Undelivered events of the id go; a listener's undelivered CONNECT_REQUESTs take
+	 * their never-seen new ids with them. */
+	pthread_mutex_lock(&ch->lock);
+	was_set = ch->head != NULL;
+	for (pp = &ch->head; (e = *pp);) {
+		if (e->owner == id) {
+			*pp = e->next;
+			if (e->pub.event == SV_CM_EVENT_CONNECT_REQUEST && e->pub.id != &id->pub) {
+				e->next = orphans;
+				orphans = e;
+			} else {
+				free(e);
+			}
+			continue;
+		}
+		prev = e;
+		pp = &e->next;
+	}
+	ch->tail = prev;
+	if (was_set && !ch->head)
+		sv__evfd_clear(ch->fd);	/* only a set fd may be read: it would block */
+	pthread_mutex_unlock(&ch->lock);
+	while ((e = orphans)) {
+		struct sv__cm_id *child = to_id(e->pub.id);
+
+		orphans = e->next;
+		free(e);
+		destroy_on_loop(child);
+		id_free(child);
+	}
+	return 0;
+}
+
+int sv_cm_destroy_id(struct sv_cm_id *pub)
+{
+	struct sv__cm_id *id;
+
+	if (!pub)
+		return -EINVAL;
+	id = to_id(pub);
+	if (atomic_load(&id->ev_unacked))
+		return -EBUSY;		/* librdmacm: ack every event of the id first */
+	sv__ctx_run_sync(pub->context, destroy_on_loop, id);
+	id_free(id);
+	return 0;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Operations, each run on the loop.
+ */
+
+struct op {
+	struct sv__cm_id *id;
+	struct sv__qp *qp;
+	struct sockaddr_storage addr;
+	struct sv__conn_param param;
+	int backlog;
+	struct sockaddr_storage *local, *peer;
+};
+
+static void conn_param(struct sv_context *ctx, const struct sv_conn_param *in,
+		       struct sv__conn_param *out)
+{
+	const struct sv_device_opts *o = &ctx->opts;
+
+	memset(out, 0, sizeof(*out));
+	if (!in) {
+		/* No parameters: offer and ask for as much as the device can do. */
+		out->ird = (uint16_t)o->max_qp_rd_atom;
+		out->ord = (uint16_t)o->max_qp_init_rd_atom;
+		return;
+	}
+	out->priv = in->private_data;
+	out->priv_len = in->private_data ? in->private_data_len : 0;
+	out->ird = in->responder_resources < o->max_qp_rd_atom ? in->responder_resources :
+		   (uint16_t)o->max_qp_rd_atom;
+	out->ord = in->initiator_depth < o->max_qp_init_rd_atom ? in->initiator_depth :
+		   (uint16_t)o->max_qp_init_rd_atom;
+}
+
+static size_t addr_len(const struct sockaddr *sa)
+{
+	switch (sa->sa_family) {
+	case AF_INET:
+		return sizeof(struct sockaddr_in);
+	case AF_INET6:
+		return sizeof(struct sockaddr_in6);
+	default:
+		return 0;
+	}
+}
+
+static int listen_on_loop(void *arg)
+{
+	struct op *op = arg;
+	struct sv_context *ctx = op->id->pub.context;
+	int rc;
+
+	rc = ctx->ops->listen(ctx, op->id, (struct sockaddr *)&op->addr, op->backlog,
+			      &op->id->ep);
+	if (rc == 0)
+		op->id->listening = true;
+	return rc;
+}
+
+int sv_cm_listen(struct sv_cm_id *pub, const struct sockaddr *addr, int backlog)
+{
+	struct op op = { .backlog = backlog > 0 ? backlog : 128 };
+	size_t len;
+
+	if (!pub || !addr || !(len = addr_len(addr)))
+		return -EINVAL;
+	op.id = to_id(pub);
+	if (op.id->ep)
+		return -EISCONN;
+	if (!pub->context->ops->listen)
+		return -EOPNOTSUPP;
+	memcpy(&op.addr, addr, len);
+	/* Port 0: the device's default port if it has one, else any free port. */
+	if (addr->sa_family == AF_INET && ((struct sockaddr_in *)&op.addr)->sin_port == 0)
+		((struct sockaddr_in *)&op.addr)->sin_port = htons(pub->context->opts.port);
+	else if (addr->sa_family == AF_INET6 &&
+		 ((struct sockaddr_in6 *)&op.addr)->sin6_port == 0)
+		((struct sockaddr_in6 *)&op.addr)->sin6_port = htons(pub->context->opts.port);
+	return sv__ctx_run_sync(pub->context, listen_on_loop, &op);
+}
+
+static int connect_on_loop(void *arg)
+{
+	struct op *op = arg;
+	struct sv_context *ctx = op->id->pub.context;
+	int rc;
+
+	if (op->qp->cm)
+		return -EBUSY;		/* the QP belongs to another id */
+	op->id->pub.qp = &op->qp->pub;
+	op->qp->cm = op->id;
+	rc = ctx->ops->connect(&op->qp->pub, op->id, (struct sockaddr *)&op->addr,
+			       &op->param, &op->id->ep);
+	if (rc < 0) {
+		op->id->pub.qp = NULL;
+		op->qp->cm = NULL;
+		return rc;
+	}
+	op->id->connecting = true;
+	return 0;
+}
+
+int sv_cm_connect(struct sv_cm_id *pub, struct sv_qp *qp, const struct sockaddr *dst,
+		  const struct sv_conn_param *param)
+{
+	struct op op;
+	size_t len;
+	int rc;
+
+	if (!pub || !qp || !dst || !(len = addr_len(dst)) || qp->context != pub->context)
+		return -EINVAL;
+	if (param && param->private_data_len > SV_CM_MAX_PRIVATE_DATA)
+		return -EINVAL;
+	memset(&op, 0, sizeof(op));
+	op.id = to_id(pub);
+	op.qp = to_qp(qp);
+	if (op.id->ep || op.id->connecting)
+		return -EISCONN;
+	if ((rc = sv__qp_cm_init(op.qp)) < 0)
+		return rc;
+	memcpy(&op.addr, dst, len);
+	conn_param(pub->context, param, &op.param);
+	return sv__ctx_run_sync(pub->context, connect_on_loop, &op);
+}
+
+static int accept_on_loop(void *arg)
+{
+	struct op *op = arg;
+	struct sv_context *ctx = op->id->pub.context;
+	int rc;
+
+	if (op->qp->cm)
+		return -EBUSY;
+	op->id->pub.qp = &op->qp->pub;
+	op->qp->cm = op->id;
+	if ((rc = ctx->ops->accept(op->id->ep, &op->qp->pub, &op->param)) < 0) {
+		op->id->pub.qp = NULL;
+		op->qp->cm = NULL;
+		return rc;
+	}
+	op->id->connecting = true;
+	return 0;
+}
+
+int sv_cm_accept(struct sv_cm_id *pub, struct sv_qp *qp, const struct sv_conn_param *param)
+{
+	struct op op;
+	int rc;
+
+	if (!pub || !qp || qp->context != pub->context)
+		return -EINVAL;
+	if (param && param->private_data_len > SV_CM_MAX_PRIVATE_DATA)
+		return -EINVAL;
+	memset(&op, 0, sizeof(op));
+	op.id = to_id(pub);
+	op.qp = to_qp(qp);
+	if (!op.id->ep || op.id->listening)
+		return -EINVAL;		/* only an id from a CONNECT_REQUEST can accept */
+	if (op.id->connecting)
+		return -EISCONN;
+	if ((rc = sv__qp_cm_init(op.qp)) < 0)
+		return rc;
+	conn_param(pub->context, param, &op.param);
+	return sv__ctx_run_sync(pub->context, accept_on_loop, &op);
+}
+
+static int reject_on_loop(void *arg)
+{
+	struct op *op = arg;
+
+	return op->id->pub.context->ops->reject(op->id->ep, op->param.priv, op->param.priv_len);
+}
+
+int sv_cm_reject(struct sv_cm_id *pub, const void *private_data, uint8_t private_data_len)
+{
+	struct op op;
+
+	if (!pub || (private_data_len && !private_data) ||
+	    private_data_len > SV_CM_MAX_PRIVATE_DATA)
+		return -EINVAL;
+	memset(&op, 0, sizeof(op));
+	op.id = to_id(pub);
+	if (!op.id->ep || op.id->listening || op.id->connecting)
+		return -EINVAL;
+	op.param.priv = private_data;
+	op.param.priv_len = private_data_len;
+	return sv__ctx_run_sync(pub->context, reject_on_loop, &op);
+}
+
+static int disconnect_on_loop(void *arg)
+{
+	struct op *op = arg;
+	struct sv__cm_id *id = op->id;
+
+	if (!id->ep || id->listening)
+		return -ENOTCONN;
+	if (id->pub.qp) {
+		/* verbs: the QP flushes before the connection closes (sv_cm_disconnect). */
+		sv__qp_lock(id->pub.qp);
+		sv__qp_enter_err(to_qp(id->pub.qp));
+		sv__qp_unlock(id->pub.qp);
+	}
+	return id->pub.context->ops->disconnect(id->ep);
+}
+
+int sv_cm_disconnect(struct sv_cm_id *pub)
+{
+	struct op op = { 0 };
+
+	if (!pub)
+		return -EINVAL;
+	op.id = to_id(pub);
+	return sv__ctx_run_sync(pub->context, disconnect_on_loop, &op);
+}
+
+static int addr_on_loop(void *arg)
+{
+	struct op *op = arg;
+
+	if (!op->id->ep)
+		return -ENOTCONN;
+	if (!op->id->pub.context->ops->ep_addr)
+		return -EOPNOTSUPP;
+	return op->id->pub.context->ops->ep_addr(op->id->ep, op->local, op->peer);
+}
+
+int sv_cm_local_addr(const struct sv_cm_id *pub, struct sockaddr_storage *addr)
+{
+	struct op op = { 0 };
+
+	if (!pub || !addr)
+		return -EINVAL;
+	op.id = to_id((struct sv_cm_id *)pub);
+	op.local = addr;
+	return sv__ctx_run_sync(pub->context, addr_on_loop, &op);
+}
+
+int sv_cm_peer_addr(const struct sv_cm_id *pub, struct sockaddr_storage *addr)
+{
+	struct op op = { 0 };
+
+	if (!pub || !addr)
+		return -EINVAL;
+	op.id = to_id((struct sv_cm_id *)pub);
+	op.peer = addr;
+	return sv__ctx_run_sync(pub->context, addr_on_loop, &op);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Reports from the transport. [loop]
+ */
+
+void sv__cm_report(void *cm, enum sv_cm_event_type type, int status,
+		   const struct sv__conn_param *param)
+{
+	struct sv__cm_id *id = cm;
+
+	if (type == SV_CM_EVENT_DISCONNECTED && id->pub.qp) {
+		/* The QP flushes before the application hears of the disconnect. A graceful
+		 * close is not an error, so no async event is raised. The QP lock is
+		 * recursive, so a transport may report while holding it. */
+		sv__qp_lock(id->pub.qp);
+		sv__qp_enter_err(to_qp(id->pub.qp));
+		sv__qp_unlock(id->pub.qp);
+	}
+	if (type == SV_CM_EVENT_REJECTED || type == SV_CM_EVENT_UNREACHABLE ||
+	    type == SV_CM_EVENT_CONNECT_ERROR)
+		id->connecting = false;
+	queue_event(id, type, status, param);
+	if (type == SV_CM_EVENT_DISCONNECTED)
+		queue_event(id, SV_CM_EVENT_TIMEWAIT_EXIT, 0, NULL);
+}
+
+void *sv__cm_incoming(void *listen_cm, struct sv__tep *ep, const struct sv__conn_param *param)
+{
+	struct sv__cm_id *l = listen_cm;
+	struct sv__cm_id *id;
+	struct cm_event *e;
+
+	if (!(id = id_new(l->pub.channel, l->pub.context, l->pub.user_context)))
+		return NULL;
+	if (!(e = event_new(l, SV_CM_EVENT_CONNECT_REQUEST, 0, param))) {
+		id_free(id);
+		return NULL;
+	}
+	id->ep = ep;
+	/* librdmacm: the event names the new id and the listener; the listener owns it. */
+	e->pub.id = &id->pub;
+	e->pub.listen_id = &l->pub;
+	event_push(l->pub.channel, e);
+	return id;
+}

@@ -1,0 +1,253 @@
+/*
+ * context.c — device contexts: options (defaults, then SV_* environment overrides),
+ * open/close with the progress thread and the transport's per-context state, and the
+ * device and port queries.
+ *
+ * The limits reported by sv_query_device() are the ones the code enforces (QP caps at
+ * create, SGE counts and inline sizes at post, key table size), so an application that
+ * sizes itself from them never meets a surprise -EINVAL.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "core/internal.h"
+
+static void env_str(const char *name, char *dst, size_t len)
+{
+	const char *v = getenv(name);
+
+	if (v && *v)
+		snprintf(dst, len, "%s", v);
+}
+
+static bool env_ulong(const char *name, unsigned long *out)
+{
+	const char *v = getenv(name);
+	char *end;
+
+	if (!v || !*v)
+		return false;
+	errno = 0;
+	*out = strtoul(v, &end, 0);
+	if (errno || *end) {
+		sv__log(SV_LOG_WARN, "softverbs: ignoring %s=%s (not a number)", name, v);
+		return false;
+	}
+	return true;
+}
+
+void sv_device_opts_init(struct sv_device_opts *opts)
+{
+	const char *t = getenv("SV_TRANSPORT");
+	unsigned long v;
+
+	memset(opts, 0, sizeof(*opts));
+	opts->transport = SV_TRANSPORT_TCP;
+	snprintf(opts->bind_addr, sizeof(opts->bind_addr), "0.0.0.0");
+	opts->crc = 1;
+	opts->mulpdu = SV__DEF_MULPDU;
+
+	if (t && !strcasecmp(t, "udp"))
+		opts->transport = SV_TRANSPORT_UDP;
+	else if (t && *t && strcasecmp(t, "tcp"))
+		sv__log(SV_LOG_WARN, "softverbs: unknown SV_TRANSPORT=%s, using tcp", t);
+	env_str("SV_BIND_ADDR", opts->bind_addr, sizeof(opts->bind_addr));
+	if (env_ulong("SV_PORT", &v) && v <= 65535)
+		opts->port = (uint16_t)v;
+	if (env_ulong("SV_CRC", &v))
+		opts->crc = v != 0;
+	if (env_ulong("SV_MARKERS", &v))
+		opts->markers = v != 0;
+	if (env_ulong("SV_MULPDU", &v) && v > 0 && v <= 65535)
+		opts->mulpdu = (uint32_t)v;
+}
+
+/* A zero limit means the default; a limit above the hard cap is cut to it. */
+static uint32_t limit(uint32_t asked, uint32_t def, uint32_t cap)
+{
+	if (asked == 0)
+		return def;
+	return asked < cap ? asked : cap;
+}
+
+static void normalize(struct sv_device_opts *o)
+{
+	o->max_qp = limit(o->max_qp, SV__MAX_QP, SV__MAX_QP);
+	o->max_qp_wr = limit(o->max_qp_wr, SV__MAX_QP_WR, SV__MAX_QP_WR);
+	o->max_sge = limit(o->max_sge, SV__MAX_SGE, SV__MAX_SGE);
+	o->max_cq = limit(o->max_cq, SV__MAX_CQ, SV__MAX_CQ);
+	o->max_cqe = limit(o->max_cqe, SV__MAX_CQE, SV__MAX_CQE);
+	o->max_mr = limit(o->max_mr, SV__DEF_MAX_MR, SV__MAX_MR);
+	if (o->max_mr_size == 0 || o->max_mr_size > SV__MAX_MR_SIZE)
+		o->max_mr_size = SV__MAX_MR_SIZE;
+	o->max_inline_data = limit(o->max_inline_data, SV__MAX_INLINE, SV__MAX_INLINE);
+	o->max_qp_rd_atom = limit(o->max_qp_rd_atom, SV__MAX_RD_ATOM, SV__MAX_RD_ATOM);
+	o->max_qp_init_rd_atom = limit(o->max_qp_init_rd_atom, SV__MAX_RD_ATOM,
+				       SV__MAX_RD_ATOM);
+	o->max_msg_size = limit(o->max_msg_size, SV__MAX_MSG_SIZE, SV__MAX_MSG_SIZE);
+	if (o->mulpdu == 0 || o->mulpdu > 65535)
+		o->mulpdu = SV__DEF_MULPDU;
+	o->bind_addr[sizeof(o->bind_addr) - 1] = '\0';
+}
+
+/* FNV-1a over the bind address, the pid and the context's address: distinct per process
+ * and per context, stable for the context's life. */
+static uint64_t make_guid(const struct sv_context *ctx)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+	uint64_t mix[2] = { (uint64_t)getpid(), (uint64_t)(uintptr_t)ctx };
+	const unsigned char *p;
+	size_t i;
+
+	for (p = (const unsigned char *)ctx->opts.bind_addr; *p; p++)
+		h = (h ^ *p) * 0x100000001b3ull;
+	for (i = 0; i < sizeof(mix); i++)
+		h = (h ^ ((const unsigned char *)mix)[i]) * 0x100000001b3ull;
+	return h;
+}
+
+static int ctx_init_on_loop(void *arg)
+{
+	struct sv_context *ctx = arg;
+
+	return ctx->ops->ctx_init ? ctx->ops->ctx_init(ctx, &ctx->tctx) : 0;
+}
+
+static int ctx_fini_on_loop(void *arg)
+{
+	struct sv_context *ctx = arg;
+
+	if (ctx->ops->ctx_fini)
+		ctx->ops->ctx_fini(ctx, ctx->tctx);
+	return 0;
+}
+
+int sv__open_device_with_ops(const struct sv_device_opts *opts,
+			     const struct sv__transport_ops *ops, struct sv_context **out)
+{
+	struct sv_context *ctx;
+	int rc;
+
+	if (!out || !ops)
+		return -EINVAL;
+	if (!(ctx = calloc(1, sizeof(*ctx))))
+		return -ENOMEM;
+	if (opts)
+		ctx->opts = *opts;
+	else
+		sv_device_opts_init(&ctx->opts);
+	normalize(&ctx->opts);
+	ctx->ops = ops;
+	ctx->node_guid = make_guid(ctx);
+	ctx->next_qpn = 2;		/* QP0 and QP1 are special in IB; never hand them out */
+	ctx->next_pd_handle = 1;
+	ctx->next_mr_handle = 1;
+	pthread_mutex_init(&ctx->obj_lock, NULL);
+
+	if ((rc = sv__mr_table_init(ctx)) < 0)
+		goto err_free;
+	if ((rc = sv__async_init(ctx)) < 0)
+		goto err_mr;
+	if ((rc = sv__engine_start(ctx)) < 0)
+		goto err_async;
+	if ((rc = sv__ctx_run_sync(ctx, ctx_init_on_loop, ctx)) < 0)
+		goto err_engine;
+	*out = ctx;
+	return 0;
+err_engine:
+	sv__engine_stop(ctx);
+err_async:
+	sv__async_fini(ctx);
+err_mr:
+	sv__mr_table_fini(ctx);
+err_free:
+	pthread_mutex_destroy(&ctx->obj_lock);
+	free(ctx);
+	return rc;
+}
+
+int sv_close_device(struct sv_context *ctx)
+{
+	bool busy;
+
+	if (!ctx)
+		return -EINVAL;
+	pthread_mutex_lock(&ctx->obj_lock);
+	busy = ctx->n_pd || ctx->n_cq || ctx->n_qp || ctx->n_mr || ctx->n_comp_channel ||
+	       ctx->n_cm_id;
+	pthread_mutex_unlock(&ctx->obj_lock);
+	if (busy)
+		return -EBUSY;
+	sv__ctx_run_sync(ctx, ctx_fini_on_loop, ctx);
+	sv__engine_stop(ctx);
+	sv__async_fini(ctx);
+	sv__mr_table_fini(ctx);
+	pthread_mutex_destroy(&ctx->obj_lock);
+	free(ctx);
+	return 0;
+}
+
+const struct sv_device_opts *sv__ctx_opts(struct sv_context *ctx)
+{
+	return &ctx->opts;
+}
+
+void *sv__ctx_tctx(struct sv_context *ctx)
+{
+	return ctx->tctx;
+}
+
+int sv_query_device(struct sv_context *ctx, struct sv_device_attr *attr)
+{
+	const struct sv_device_opts *o;
+
+	if (!ctx || !attr)
+		return -EINVAL;
+	o = &ctx->opts;
+	memset(attr, 0, sizeof(*attr));
+	snprintf(attr->name, sizeof(attr->name), "sv_%s0",
+		 o->transport == SV_TRANSPORT_UDP ? "udp" : "tcp");
+	attr->node_guid = ctx->node_guid;
+	attr->max_mr_size = o->max_mr_size;
+	attr->page_size_cap = ~0xfffull;	/* any multiple of 4 KiB; we do not pin pages */
+	attr->vendor_id = 0;
+	attr->vendor_part_id = 0;
+	attr->hw_ver = 1;
+	attr->max_qp = o->max_qp;
+	attr->max_qp_wr = o->max_qp_wr;
+	attr->max_sge = o->max_sge;
+	attr->max_sge_rd = 1;		/* an RDMA Read has one sink STag (RFC 5040 4.4) */
+	attr->max_cq = o->max_cq;
+	attr->max_cqe = o->max_cqe;
+	attr->max_mr = o->max_mr;
+	attr->max_pd = SV__MAX_PD;
+	attr->max_qp_rd_atom = o->max_qp_rd_atom;
+	attr->max_qp_init_rd_atom = o->max_qp_init_rd_atom;
+	attr->max_inline_data = o->max_inline_data;
+	attr->max_msg_size = o->max_msg_size;
+	attr->atomic_cap = SV_ATOMIC_HCA;	/* atomics run on the loop, not against CPUs */
+	attr->transport = o->transport;
+	attr->phys_port_cnt = 1;
+	return 0;
+}
+
+int sv_query_port(struct sv_context *ctx, uint8_t port_num, struct sv_port_attr *attr)
+{
+	if (!ctx || !attr)
+		return -EINVAL;
+	if (port_num != 1)
+		return -EINVAL;
+	memset(attr, 0, sizeof(*attr));
+	attr->state = SV_PORT_ACTIVE;
+	attr->max_mtu = SV_MTU_4096;
+	attr->active_mtu = SV_MTU_4096;
+	attr->max_msg_sz = ctx->opts.max_msg_size;
+	attr->gid_tbl_len = 1;
+	attr->lid = 0;			/* Ethernet link layer: no LIDs */
+	attr->link_layer_ethernet = 1;
+	return 0;
+}

@@ -1,0 +1,283 @@
+/*
+ * internal.h — core's private objects: the device context and its progress loop, PDs,
+ * MRs and their key table, CQs and completion channels, QPs with their work rings, the
+ * async event queue and the CM front. Only the core/ sources include this; a transport sees none
+ * of it (it works through core/transport.h).
+ *
+ * Each public object type either is defined here (struct sv_context, sv_cq, ...) or is
+ * embedded as the first member of core's object (struct sv__qp holds struct sv_qp) so
+ * that container_of() converts between them, as rdma-core providers do.
+ *
+ * Locks, in the order they may nest:
+ *   cq->attach_lock  ->  qp->lock  ->  cq->lock  ->  channel->lock / ctx->async_lock
+ * plus leaf locks: ctx->job_lock (engine), ctx->mr_lock (key table), ctx->obj_lock
+ * (object counts). poll_cq holds attach_lock and only *tries* QP locks, so a producer
+ * holding a QP lock can never wait on it.
+ */
+#ifndef SV_CORE_INTERNAL_H
+#define SV_CORE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/transport.h"
+#include "softverbs.h"
+
+#ifndef container_of
+#define container_of(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
+#endif
+
+/* Hard limits: the device attributes never exceed them, whatever the options say. */
+#define SV__MAX_QP 1024
+#define SV__MAX_QP_WR 4096
+#define SV__MAX_CQ 1024
+#define SV__MAX_CQE 65536
+#define SV__MAX_MR (1u << 20)
+#define SV__MAX_MR_SIZE (1ull << 40)
+#define SV__MAX_INLINE 256
+#define SV__MAX_RD_ATOM 16		/* MPA v2 carries 14 bits; 16 is what we can track */
+#define SV__MAX_MSG_SIZE (1u << 31)
+#define SV__MAX_PD 65536
+
+/* Defaults where sv_device_opts says 0. */
+#define SV__DEF_MAX_MR 65536
+#define SV__DEF_MULPDU 16384
+
+/* ---------------------------------------------------------------------------------------
+ * Engine (core/engine.c): jobs run on the loop thread.
+ */
+struct sv__job {
+	int (*fn)(void *arg);
+	void *arg;
+	int rc;
+	bool sync;			/* a caller waits on ctx->job_done */
+	bool done;
+	struct sv__job *next;
+};
+
+struct sv_context {
+	struct sv_device_opts opts;
+	const struct sv__transport_ops *ops;
+	void *tctx;
+	uint64_t node_guid;
+
+	/* Progress thread. */
+	uv_loop_t loop;
+	uv_async_t doorbell;
+	pthread_t thread;
+	bool thread_started;
+	pthread_mutex_t job_lock;
+	pthread_cond_t job_done;
+	struct sv__job *job_head, *job_tail;
+	struct sv__qp *kick_head;	/* QPs waiting for loop_kick() */
+
+	/* Object counts (sv_close_device refuses while any remain). */
+	pthread_mutex_t obj_lock;
+	uint32_t n_pd, n_cq, n_qp, n_mr, n_comp_channel, n_cm_id;
+	uint32_t next_pd_handle, next_mr_handle, next_qpn;
+
+	/* MR key table (core/mr.c). */
+	pthread_rwlock_t mr_lock;
+	struct sv__mr_slot *mr_slots;	/* index 0 unused: no valid key is < 256 */
+	uint32_t mr_cap;		/* slots incl. the unused one */
+	uint32_t *mr_free;		/* stack of free indices */
+	uint32_t mr_nfree;
+	uint32_t mr_next_fresh;		/* lowest index never used */
+	uint32_t mr_seed;
+	pthread_mutex_t dereg_lock;	/* sv_dereg_mr waits here for in-flight accesses */
+	pthread_cond_t dereg_cond;
+
+	/* Async events (core/async.c). */
+	pthread_mutex_t async_lock;
+	int async_fd;
+	struct sv__async_node *async_head, *async_tail;
+};
+
+int sv__open_device_with_ops(const struct sv_device_opts *opts,
+			     const struct sv__transport_ops *ops, struct sv_context **ctx);
+
+/* Runs fn(arg) on the loop thread and returns its result; calls it directly when already
+ * on the loop thread. */
+int sv__ctx_run_sync(struct sv_context *ctx, int (*fn)(void *), void *arg);
+/* Queues fn(arg) for the loop without waiting; arg is the job's to free. */
+int sv__ctx_post(struct sv_context *ctx, int (*fn)(void *), void *arg);
+bool sv__ctx_on_loop(struct sv_context *ctx);
+int sv__engine_start(struct sv_context *ctx);
+void sv__engine_stop(struct sv_context *ctx);
+/* On the loop: forget a pending kick of qp (it is being destroyed). */
+void sv__engine_unkick(struct sv_context *ctx, struct sv__qp *qp);
+
+/* ---------------------------------------------------------------------------------------
+ * PD and MR.
+ */
+struct sv__pd {
+	struct sv_pd pub;
+	atomic_uint n_mr;
+	atomic_uint n_qp;
+};
+
+struct sv__mr {
+	struct sv_mr pub;
+	uint64_t iova;			/* 0 for ZERO_BASED, else the address */
+	atomic_uint inflight;		/* sv__mr_acquire references */
+	atomic_bool dereg_waiting;
+};
+
+struct sv__mr_slot {
+	struct sv__mr *mr;		/* NULL when free */
+	uint8_t key;			/* low 8 bits of the current (or next) key */
+	bool used;			/* key was drawn */
+};
+
+int sv__mr_table_init(struct sv_context *ctx);
+void sv__mr_table_fini(struct sv_context *ctx);
+
+/* ---------------------------------------------------------------------------------------
+ * CQ and completion channel.
+ */
+struct sv_comp_channel {
+	struct sv_context *ctx;
+	pthread_mutex_t lock;
+	int fd;				/* eventfd: readable iff head != NULL */
+	struct sv_cq *head, *tail;	/* CQs with undelivered events, FIFO */
+	uint32_t n_cq;
+};
+
+enum sv__cq_arm {
+	CQ_ARM_NONE = 0,
+	CQ_ARM_SOLICITED = 1,
+	CQ_ARM_NEXT = 2,
+};
+
+struct sv_cq {
+	struct sv_context *ctx;
+	void *cq_context;
+	struct sv_comp_channel *channel;
+
+	/* Producer side: serialized by lock. */
+	pthread_mutex_t lock;
+	struct sv_wc *ring;
+	uint32_t mask;
+	_Alignas(64) atomic_uint put;
+	_Alignas(64) atomic_uint get;	/* consumer side, under poll_lock */
+	pthread_mutex_t poll_lock;
+	int arm;			/* enum sv__cq_arm, under lock */
+	atomic_bool overflowed;		/* set under lock; sticky */
+
+	/* Channel bookkeeping, under channel->lock. */
+	uint32_t ev_queued;		/* events not yet taken by sv_get_cq_event */
+	struct sv_cq *ev_next;
+	bool ev_linked;
+	atomic_uint ev_unacked;		/* taken but not acknowledged */
+
+	atomic_uint async_unacked;	/* delivered async events not acknowledged */
+
+	/* QPs feeding this CQ, for progress in poll_cq and overflow handling. */
+	pthread_mutex_t attach_lock;
+	struct sv__qp **qps;
+	uint32_t n_qps, cap_qps;
+	uint32_t n_refs;		/* QPs using it as send and/or recv CQ (attach_lock) */
+};
+
+int sv__cq_attach(struct sv_cq *cq, struct sv__qp *qp);
+void sv__cq_detach(struct sv_cq *cq, struct sv__qp *qp);
+/* [qp-locked by the producer] Appends wc; solicited decides solicited-only notification.
+ * Returns -EOVERFLOW if the CQ was full (the entry is lost, CQ_ERR raised). */
+int sv__cq_push(struct sv_cq *cq, const struct sv_wc *wc, bool solicited);
+
+/* ---------------------------------------------------------------------------------------
+ * QP.
+ */
+struct sv__sq_slot {
+	bool started;
+	bool done;
+	enum sv_wc_status status;
+	uint32_t byte_len;
+	uint32_t vendor_err;
+};
+
+struct sv__rq_slot {
+	bool done;
+	bool solicited;
+	enum sv_wc_status status;
+	enum sv_wc_opcode opcode;
+	uint32_t byte_len;
+	uint32_t imm_data;
+	unsigned wc_flags;
+};
+
+struct sv__cm_id;
+
+struct sv__qp {
+	struct sv_qp pub;
+	pthread_mutex_t lock;		/* the QP lock (recursive, see qp.c) */
+	struct sv_qp_attr attr;		/* current attributes; attr.qp_state is the truth */
+	struct sv_qp_init_attr init;	/* as granted */
+	void *tqp;
+	const struct sv__transport_ops *ops;
+	bool err_notified;		/* qp_error() called for this ERR episode */
+	bool fatal_reported;
+	bool destroying;		/* no more async events (QP lock) */
+
+	/* Send queue: put (posted) >= start (taken by the transport) >= get (completed). */
+	struct sv__send_wqe *sq;
+	struct sv__sq_slot *sq_slot;
+	uint8_t *sq_inline;		/* max_inline_data bytes per slot */
+	uint32_t sq_mask, sq_put, sq_start, sq_get;
+
+	/* Receive queue: put >= take >= get. */
+	struct sv__recv_wqe *rq;
+	struct sv__rq_slot *rq_slot;
+	uint32_t rq_mask, rq_put, rq_take, rq_get;
+
+	bool kick_pending;		/* on ctx->kick_head list (QP lock + job_lock) */
+	struct sv__qp *kick_next;
+
+	atomic_uint async_unacked;
+	struct sv__cm_id *cm;		/* the CM id using this QP (loop thread) */
+};
+
+static inline struct sv__qp *to_qp(struct sv_qp *qp)
+{
+	return container_of(qp, struct sv__qp, pub);
+}
+
+/* [qp-locked] Moves the QP to ERR (qp_error once, then flush) if it is not there. */
+void sv__qp_enter_err(struct sv__qp *qp);
+/* Moves a RESET QP to INIT the way rdma_cm does before connect/accept. */
+int sv__qp_cm_init(struct sv__qp *qp);
+/* [loop] The QP is being destroyed: its CM id forgets it (core/cm.c). */
+void sv__cm_qp_gone(struct sv__qp *qp);
+
+/* ---------------------------------------------------------------------------------------
+ * Async events (core/async.c).
+ */
+struct sv__async_node {
+	struct sv_async_event ev;
+	bool is_qp;			/* element is a QP (else a CQ or port) */
+	bool is_cq;
+	struct sv__async_node *next;
+};
+
+int sv__async_init(struct sv_context *ctx);
+void sv__async_fini(struct sv_context *ctx);
+void sv__async_raise_qp(struct sv__qp *qp, enum sv_event_type type,
+			const struct sv__term_info *term);
+void sv__async_raise_cq(struct sv_cq *cq, enum sv_event_type type);
+/* -EBUSY while events of obj (a QP or CQ) are unacknowledged; else drops its queued
+ * events. */
+int sv__async_retire(struct sv_context *ctx, const void *obj, atomic_uint *unacked);
+
+/* ---------------------------------------------------------------------------------------
+ * Event fds shared by the three channel kinds (core/engine.c).
+ */
+int sv__evfd_open(void);
+void sv__evfd_set(int fd);
+void sv__evfd_clear(int fd);
+/* Waits until fd is readable, unless the user made it non-blocking (-EAGAIN). */
+int sv__evfd_wait(int fd);
+
+#endif

@@ -1,0 +1,288 @@
+/*
+ * mr.c — memory regions, the key table and the local (lkey) and remote (rkey/STag)
+ * access checks of verbs.md section 6.
+ *
+ * A key is index << 8 | key8: the index names a slot of a flat table (O(1) lookup) and
+ * the 8-bit key, drawn at random the first time a slot is used and advanced on every
+ * reuse, makes a stale or guessed key fail (the ibv_inc_rkey convention; rxe looks up
+ * by key >> 8 and then compares the whole key). lkey == rkey: iWARP has one STag per
+ * region (RFC 5040 2.1), and nothing in verbs requires them to differ.
+ *
+ * Deregistration first removes the slot's pointer under the table's write lock, so no new
+ * sv__mr_acquire() can find the region, then waits until the in-flight references drop to
+ * zero: once sv_dereg_mr() returns, no peer can touch the memory (DESIGN.md, "MR").
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/internal.h"
+
+#define ACCESS_KNOWN (SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_WRITE | \
+		      SV_ACCESS_REMOTE_READ | SV_ACCESS_REMOTE_ATOMIC | \
+		      SV_ACCESS_ZERO_BASED | SV_ACCESS_RELAXED_ORDERING)
+#define ACCESS_REMOTE (SV_ACCESS_REMOTE_WRITE | SV_ACCESS_REMOTE_READ | SV_ACCESS_REMOTE_ATOMIC)
+
+int sv__mr_table_init(struct sv_context *ctx)
+{
+	uint32_t cap = ctx->opts.max_mr + 1;
+
+	if (getrandom(&ctx->mr_seed, sizeof(ctx->mr_seed), GRND_NONBLOCK) != sizeof(ctx->mr_seed))
+		ctx->mr_seed = (uint32_t)sv__now_ns() ^ (uint32_t)getpid();
+	ctx->mr_slots = calloc(cap, sizeof(*ctx->mr_slots));
+	ctx->mr_free = calloc(cap, sizeof(*ctx->mr_free));
+	if (!ctx->mr_slots || !ctx->mr_free) {
+		free(ctx->mr_slots);
+		free(ctx->mr_free);
+		return -ENOMEM;
+	}
+	ctx->mr_cap = cap;
+	ctx->mr_next_fresh = 1;
+	pthread_rwlock_init(&ctx->mr_lock, NULL);
+	pthread_mutex_init(&ctx->dereg_lock, NULL);
+	pthread_cond_init(&ctx->dereg_cond, NULL);
+	return 0;
+}
+
+void sv__mr_table_fini(struct sv_context *ctx)
+{
+	pthread_cond_destroy(&ctx->dereg_cond);
+	pthread_mutex_destroy(&ctx->dereg_lock);
+	pthread_rwlock_destroy(&ctx->mr_lock);
+	free(ctx->mr_slots);
+	free(ctx->mr_free);
+}
+
+/* xorshift32: the 8-bit keys only need to be unpredictable to a peer guessing keys of a
+ * fresh slot, not cryptographic. Under mr_lock (write). */
+static uint8_t draw_key(struct sv_context *ctx)
+{
+	uint32_t x = ctx->mr_seed;
+
+	x ^= x << 13;
+	x ^= x >> 17;
+	x ^= x << 5;
+	ctx->mr_seed = x;
+	return (uint8_t)(x >> 24);
+}
+
+/* Under mr_lock (write): a free index whose next key is in slot->key. */
+static int slot_get(struct sv_context *ctx, uint32_t *idx)
+{
+	struct sv__mr_slot *s;
+
+	if (ctx->mr_nfree) {
+		*idx = ctx->mr_free[--ctx->mr_nfree];
+	} else if (ctx->mr_next_fresh < ctx->mr_cap) {
+		*idx = ctx->mr_next_fresh++;
+	} else {
+		return -ENOMEM;
+	}
+	s = &ctx->mr_slots[*idx];
+	if (!s->used) {
+		s->key = draw_key(ctx);
+		s->used = true;
+	}
+	return 0;
+}
+
+int sv_reg_mr(struct sv_pd *pd, void *addr, size_t length, unsigned access,
+	      struct sv_mr **out)
+{
+	struct sv_context *ctx;
+	struct sv__mr *mr;
+	uint32_t idx;
+	int rc;
+
+	if (!pd || !out || (!addr && length))
+		return -EINVAL;
+	ctx = pd->context;
+	if (access & ~ACCESS_KNOWN)
+		return -EINVAL;
+	/* verbs.md 6: remote write or atomic without local write is invalid (the peer could
+	 * write what the owner may not). */
+	if ((access & (SV_ACCESS_REMOTE_WRITE | SV_ACCESS_REMOTE_ATOMIC)) &&
+	    !(access & SV_ACCESS_LOCAL_WRITE))
+		return -EINVAL;
+	if (length > ctx->opts.max_mr_size)
+		return -EINVAL;
+	if ((uintptr_t)addr + length < (uintptr_t)addr)
+		return -EINVAL;
+	if (!(mr = calloc(1, sizeof(*mr))))
+		return -ENOMEM;
+	mr->pub.context = ctx;
+	mr->pub.pd = pd;
+	mr->pub.addr = addr;
+	mr->pub.length = length;
+	mr->pub.access = access;
+	mr->iova = (access & SV_ACCESS_ZERO_BASED) ? 0 : (uint64_t)(uintptr_t)addr;
+
+	pthread_rwlock_wrlock(&ctx->mr_lock);
+	if ((rc = slot_get(ctx, &idx)) == 0) {
+		ctx->mr_slots[idx].mr = mr;
+		mr->pub.lkey = mr->pub.rkey = idx << 8 | ctx->mr_slots[idx].key;
+		mr->pub.handle = ctx->next_mr_handle++;
+	}
+	pthread_rwlock_unlock(&ctx->mr_lock);
+	if (rc < 0) {
+		free(mr);
+		return rc;
+	}
+	pthread_mutex_lock(&ctx->obj_lock);
+	ctx->n_mr++;
+	pthread_mutex_unlock(&ctx->obj_lock);
+	atomic_fetch_add(&container_of(pd, struct sv__pd, pub)->n_mr, 1);
+	*out = &mr->pub;
+	return 0;
+}
+
+int sv_dereg_mr(struct sv_mr *pub)
+{
+	struct sv__mr *mr;
+	struct sv_context *ctx;
+	struct sv__mr_slot *s;
+	uint32_t idx;
+
+	if (!pub)
+		return -EINVAL;
+	mr = container_of(pub, struct sv__mr, pub);
+	ctx = pub->context;
+	idx = pub->lkey >> 8;
+
+	pthread_rwlock_wrlock(&ctx->mr_lock);
+	s = &ctx->mr_slots[idx];
+	if (s->mr != mr) {
+		pthread_rwlock_unlock(&ctx->mr_lock);
+		return -EINVAL;
+	}
+	s->mr = NULL;
+	s->key++;			/* the next region in this slot gets another key */
+	ctx->mr_free[ctx->mr_nfree++] = idx;
+	pthread_rwlock_unlock(&ctx->mr_lock);
+
+	/* No new reference can be taken now; wait for the ones in flight (a remote WRITE
+	 * being placed, a READ response being sent). See sv__mr_release(). */
+	atomic_store(&mr->dereg_waiting, true);
+	pthread_mutex_lock(&ctx->dereg_lock);
+	while (atomic_load(&mr->inflight) != 0)
+		pthread_cond_wait(&ctx->dereg_cond, &ctx->dereg_lock);
+	pthread_mutex_unlock(&ctx->dereg_lock);
+
+	atomic_fetch_sub(&container_of(pub->pd, struct sv__pd, pub)->n_mr, 1);
+	pthread_mutex_lock(&ctx->obj_lock);
+	ctx->n_mr--;
+	pthread_mutex_unlock(&ctx->obj_lock);
+	free(mr);
+	return 0;
+}
+
+/* Under mr_lock (read): the live region for key, or NULL (unknown or stale key). */
+static struct sv__mr *lookup(struct sv_context *ctx, uint32_t key)
+{
+	uint32_t idx = key >> 8;
+	struct sv__mr_slot *s;
+
+	if (idx == 0 || idx >= ctx->mr_cap)
+		return NULL;
+	s = &ctx->mr_slots[idx];
+	if (!s->mr || s->key != (uint8_t)key)
+		return NULL;
+	return s->mr;
+}
+
+/* [va, va+len) inside the region, in the region's address space (offsets when
+ * ZERO_BASED). Returns the host pointer through *ptr. */
+static int check_range(const struct sv__mr *mr, uint64_t va, uint64_t len, void **ptr)
+{
+	uint64_t off;
+
+	if (va + len < va)
+		return -EOVERFLOW;
+	if (va < mr->iova)
+		return -ERANGE;
+	off = va - mr->iova;
+	if (off > mr->pub.length || len > mr->pub.length - off)
+		return -ERANGE;
+	*ptr = (char *)mr->pub.addr + off;
+	return 0;
+}
+
+int sv__mr_acquire(struct sv_qp *qp, uint32_t key, uint64_t va, uint64_t len,
+		   unsigned access, struct sv__mr **out, void **ptr)
+{
+	struct sv_context *ctx = qp->context;
+	unsigned need = access & ACCESS_REMOTE;
+	struct sv__mr *mr;
+	int rc;
+
+	/* rkey check 1 (verbs.md 6): the responder QP must enable the operation. The QP's
+	 * access flags are read without the QP lock: a racing modify_qp may change them, and
+	 * either the old or the new value is a legitimate answer. */
+	if (!need || (to_qp(qp)->attr.qp_access_flags & need) != need)
+		return -EOPNOTSUPP;
+	pthread_rwlock_rdlock(&ctx->mr_lock);
+	if (!(mr = lookup(ctx, key))) {
+		rc = -ENOENT;
+		goto out;
+	}
+	if (mr->pub.pd != qp->pd) {
+		rc = -EPERM;
+		goto out;
+	}
+	if ((rc = check_range(mr, va, len, ptr)) < 0)
+		goto out;
+	if ((mr->pub.access & need) != need) {
+		rc = -EACCES;
+		goto out;
+	}
+	atomic_fetch_add(&mr->inflight, 1);
+	*out = (struct sv__mr *)mr;
+out:
+	pthread_rwlock_unlock(&ctx->mr_lock);
+	return rc;
+}
+
+/* The waiter sets dereg_waiting before it checks inflight under dereg_lock, so a release
+ * that sees the flag clear cannot be the last one the waiter waits for. */
+void sv__mr_release(struct sv__mr *mr)
+{
+	struct sv_context *ctx = mr->pub.context;
+
+	if (atomic_fetch_sub(&mr->inflight, 1) == 1 && atomic_load(&mr->dereg_waiting)) {
+		pthread_mutex_lock(&ctx->dereg_lock);
+		pthread_cond_broadcast(&ctx->dereg_cond);
+		pthread_mutex_unlock(&ctx->dereg_lock);
+	}
+}
+
+int sv__sge_map(struct sv_qp *qp, const struct sv_sge *sge, uint32_t num_sge,
+		bool need_write, struct iovec *iov)
+{
+	struct sv_context *ctx = qp->context;
+	uint32_t i;
+	int n = 0, rc = 0;
+
+	pthread_rwlock_rdlock(&ctx->mr_lock);
+	for (i = 0; i < num_sge; i++) {
+		struct sv__mr *mr;
+		void *p;
+
+		if (sge[i].length == 0)
+			continue;	/* verbs.md 6: zero-length SGEs skip the lkey check */
+		mr = lookup(ctx, sge[i].lkey);
+		if (!mr || mr->pub.pd != qp->pd ||
+		    check_range(mr, sge[i].addr, sge[i].length, &p) < 0 ||
+		    (need_write && !(mr->pub.access & SV_ACCESS_LOCAL_WRITE))) {
+			rc = -EACCES;
+			break;
+		}
+		iov[n].iov_base = p;
+		iov[n].iov_len = sge[i].length;
+		n++;
+	}
+	pthread_rwlock_unlock(&ctx->mr_lock);
+	return rc < 0 ? rc : n;
+}
