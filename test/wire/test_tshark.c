@@ -100,6 +100,7 @@ static void end_open(struct end *e)
 {
 	struct sv_device_opts d;
 	struct sv_qp_init_attr ia;
+	struct sv_qp_attr qa;
 	int fl;
 
 	memset(e, 0, sizeof(*e));
@@ -118,6 +119,14 @@ static void end_open(struct end *e)
 	ia.cap.max_recv_sge = 2;
 	ia.qp_type = SV_QPT_RC;
 	cr_assert_eq(sv_create_qp(e->pd, &ia, &e->qp), 0);
+	/* INIT now, so receives can be posted before the connection exists */
+	memset(&qa, 0, sizeof(qa));
+	qa.qp_state = SV_QPS_INIT;
+	qa.port_num = 1;
+	qa.qp_access_flags = SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_WRITE |
+			     SV_ACCESS_REMOTE_READ | SV_ACCESS_REMOTE_ATOMIC;
+	cr_assert_eq(sv_modify_qp(e->qp, &qa, SV_QP_STATE | SV_QP_PKEY_INDEX | SV_QP_PORT |
+						      SV_QP_ACCESS_FLAGS), 0);
 	cr_assert_eq(sv_cm_create_channel(&e->ch), 0);
 	fl = fcntl(sv_cm_channel_fd(e->ch), F_GETFL);
 	fcntl(sv_cm_channel_fd(e->ch), F_SETFL, fl | O_NONBLOCK);
@@ -294,49 +303,50 @@ static uint16_t free_port(void)
 	return ntohs(a.sin_port);
 }
 
-/* Starts dumpcap on lo for tcp port `port` into path; returns its pid once it reports
- * that it is capturing. */
-static pid_t start_capture(const char *path, uint16_t port)
+/* Starts dumpcap on lo for tcp port `port` into path, its messages going to log; returns
+ * its pid once it reports that it is capturing. (A log file rather than a pipe: dumpcap
+ * writes its final statistics when stopped, and a closed pipe would kill it with SIGPIPE
+ * before the capture file is complete.) */
+static pid_t start_capture(const char *path, const char *log, uint16_t port)
 {
-	char filter[64], line[512];
-	int errp[2];
-	size_t used = 0;
+	char filter[64], text[1024];
 	uint64_t deadline = now_ms() + 15000;
 	pid_t pid;
 
 	snprintf(filter, sizeof(filter), "tcp port %u", port);
-	cr_assert_eq(pipe(errp), 0);
 	pid = fork();
 	cr_assert_geq(pid, 0);
 	if (pid == 0) {
-		dup2(errp[1], 2);
-		close(errp[0]);
-		close(errp[1]);
+		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+		if (fd < 0)
+			_exit(126);
+		dup2(fd, 1);
+		dup2(fd, 2);
 		execlp("dumpcap", "dumpcap", "-q", "-i", "lo", "-f", filter, "-a",
 		       "duration:120", "-w", path, (char *)NULL);
 		_exit(127);
 	}
-	close(errp[1]);
-	/* dumpcap prints "Capturing on 'Loopback: lo'" on stderr once it is ready */
+	/* dumpcap prints "Capturing on 'Loopback: lo'" once it is ready */
 	for (;;) {
-		uint64_t now = now_ms();
-		ssize_t n;
+		FILE *f = fopen(log, "r");
+		size_t n = 0;
+		int status;
 
-		cr_assert(now < deadline && wait_fd(errp[0], (int)(deadline - now)),
-			  "dumpcap did not start capturing within 15 s: %.*s", (int)used, line);
-		n = read(errp[0], line + used, sizeof(line) - 1 - used);
-		cr_assert_gt(n, 0,
-			     "dumpcap failed (%.*s); capturing on lo needs root or dumpcap's "
-			     "capabilities (dpkg-reconfigure wireshark-common)",
-			     (int)used, line);
-		used += (size_t)n;
-		line[used] = 0;
-		if (strstr(line, "Capturing on"))
-			break;
-		cr_assert_lt(used, sizeof(line) - 1, "dumpcap: %s", line);
+		if (f) {
+			n = fread(text, 1, sizeof(text) - 1, f);
+			fclose(f);
+		}
+		text[n] = 0;
+		if (strstr(text, "Capturing on"))
+			return pid;
+		if (waitpid(pid, &status, WNOHANG) == pid)
+			cr_assert_fail("dumpcap exited (status 0x%x): %s -- capturing on lo needs "
+				       "root or dumpcap's capabilities (dpkg-reconfigure "
+				       "wireshark-common)", status, text);
+		cr_assert_lt(now_ms(), deadline, "dumpcap did not start within 15 s: %s", text);
+		usleep(20 * 1000);
 	}
-	close(errp[0]);
-	return pid;
 }
 
 static void stop_capture(pid_t pid)
@@ -401,7 +411,7 @@ static size_t count(const char *hay, const char *needle)
 Test(wire, tshark_decodes_every_frame, .timeout = 240)
 {
 	char dir[] = "/tmp/sv-tshark-XXXXXX";
-	char path[128], args[512];
+	char path[128], log[128], args[512];
 	char *out, *line, *save = NULL;
 	uint16_t port;
 	pid_t cap;
@@ -414,9 +424,10 @@ Test(wire, tshark_decodes_every_frame, .timeout = 240)
 	cr_assert_not_null(mkdtemp(dir));
 	chmod(dir, 0755);	/* dumpcap may drop privileges to write the file */
 	snprintf(path, sizeof(path), "%s/session.pcapng", dir);
+	snprintf(log, sizeof(log), "%s/dumpcap.log", dir);
 
 	port = free_port();
-	cap = start_capture(path, port);
+	cap = start_capture(path, log, port);
 	run_session(port);
 	stop_capture(cap);
 
@@ -474,5 +485,6 @@ Test(wire, tshark_decodes_every_frame, .timeout = 240)
 	cr_assert(seen[0x8] || seen[0x9], "no RFC 7306 Immediate Data message for the *_WITH_IMM WRs");
 
 	unlink(path);
+	unlink(log);
 	rmdir(dir);
 }
