@@ -981,6 +981,7 @@ Test(e2e_errors, dereg_during_remote_reads, .timeout = 40)
 	struct sv_wc wc[NREAD + 1];
 	uint8_t *src, *sinks;
 	struct sv_mr *smr, *cmr;
+	uint32_t rkey;
 	int got, first_err = -1;
 
 	e2e_pair_opts_init(&o);
@@ -991,10 +992,11 @@ Test(e2e_errors, dereg_during_remote_reads, .timeout = 40)
 	sinks = e2e_alloc((size_t)NREAD * RSZ + RSZ);
 	smr = e2e_reg(&p.srv, src, MiB, SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_READ);
 	cmr = e2e_reg(&p.cli, sinks, (size_t)NREAD * RSZ + RSZ, E2E_ACCESS_ALL);
+	rkey = smr->rkey;
 	for (int i = 0; i < NREAD; i++)
 		e2e_post_one(p.cli.qp, (uint64_t)i, SV_WR_RDMA_READ, cmr, sinks + (size_t)i * RSZ,
 			     RSZ, SV_SEND_SIGNALED, (uintptr_t)src + (uint64_t)(i % 4) * RSZ,
-			     smr->rkey, 0);
+			     rkey, 0);
 	e2e_poll_n(p.cli.send_cq, wc, 1, E2E_WAIT_MS);
 	e2e_assert_wc(&wc[0], 0, SV_WC_SUCCESS, "first READ");
 
@@ -1003,7 +1005,7 @@ Test(e2e_errors, dereg_during_remote_reads, .timeout = 40)
 	cr_assert_eq(munmap(src, MiB), 0);
 	/* one more READ with the dead key, posted after dereg returned: it cannot succeed */
 	e2e_post_one(p.cli.qp, NREAD, SV_WR_RDMA_READ, cmr, sinks + (size_t)NREAD * RSZ, RSZ,
-		     SV_SEND_SIGNALED, (uintptr_t)src, smr->rkey, 0);
+		     SV_SEND_SIGNALED, (uintptr_t)src, rkey, 0);
 
 	got = 1 + e2e_poll(p.cli.send_cq, wc + 1, NREAD, E2E_WAIT_MS);
 	cr_assert_eq(got, NREAD + 1, "%d of %d READs completed", got, NREAD + 1);
