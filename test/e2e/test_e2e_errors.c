@@ -308,10 +308,10 @@ Test(e2e_errors, atomic_misaligned, .timeout = 30)
 	post_atomic(&p, &b, 68);
 	e2e_poll_n(p.cli.send_cq, &wc, 1, E2E_WAIT_MS);
 	cr_assert_eq(wc.wr_id, 1);
-	cr_assert_neq(wc.status, SV_WC_SUCCESS, "misaligned atomic succeeded");
-	cr_assert_neq(wc.status, SV_WC_WR_FLUSH_ERR, "misaligned atomic only flushed");
-	cr_assert(wc.status == SV_WC_REM_INV_REQ_ERR || wc.status == SV_WC_REM_ACCESS_ERR,
-		  "misaligned atomic: %s", sv_wc_status_str(wc.status));
+	e2e_assert_wc(&wc, 1, SV_WC_REM_INV_REQ_ERR, "misaligned atomic");
+	cr_assert_eq(wc.vendor_err >> 8, (uint32_t)SV_TERM_LAYER_RDMAP << 8 | SV_TERM_RDMAP_REMOTE_OP,
+		     "misaligned atomic: Terminate 0x%06x is not an RDMAP remote operation error",
+		     wc.vendor_err);
 	e2e_assert_bytes(b.sbuf + 64, 16, 0x44, "misaligned atomic target");
 	expect_qp_error_event(&p.srv, QP_ERR_EVENTS, NULL, false, "responder");
 	expect_dead_sq(&p.cli, 2);

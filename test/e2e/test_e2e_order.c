@@ -291,6 +291,27 @@ Test(e2e_order, solicited_only_notification, .timeout = 30)
 	e2e_pair_close(&p);
 }
 
+/* An error completion counts as solicited (verbs.md section 9): a receive that fails
+ * because the message is too long wakes a solicited-only CQ although the SEND had no SE. */
+Test(e2e_order, solicited_only_wakes_on_error, .timeout = 30)
+{
+	struct e2e_pair p;
+	struct bufs b;
+	struct sv_wc wc;
+
+	open_with_channel(&p, &b);
+	e2e_post_recv(p.srv.qp, 70, b.smr, b.sbuf, 16);
+	cr_assert_eq(sv_req_notify_cq(p.srv.recv_cq, 1), 0);
+	e2e_post_one(p.cli.qp, 1, SV_WR_SEND, b.cmr, b.cbuf, 64, 0, 0, 0, 0);
+	cr_assert(e2e_wait_fd(sv_comp_channel_fd(p.srv.comp_ch), E2E_WAIT_MS),
+		  "an error completion did not wake a solicited-only CQ");
+	take_cq_event(&p);
+	e2e_poll_n(p.srv.recv_cq, &wc, 1, E2E_WAIT_MS);
+	e2e_assert_wc(&wc, 70, SV_WC_LOC_LEN_ERR, "receive too small");
+	bufs_close(&b);
+	e2e_pair_close(&p);
+}
+
 Test(e2e_order, next_completion_notification, .timeout = 30)
 {
 	struct e2e_pair p;
