@@ -1034,3 +1034,123 @@ Test(e2e_errors, dereg_during_remote_reads, .timeout = 40)
 	e2e_pair_close(&p);
 	free(sinks);
 }
+
+/* A send-side SGE whose lkey names no MR: LOC_PROT_ERR for that WR, QP to ERR, and the
+ * peer never sees a byte (verbs.md section 6, lkey check). */
+Test(e2e_errors, send_bad_lkey, .timeout = 30)
+{
+	struct e2e_pair p;
+	struct bufs b;
+	struct sv_sge sge;
+	struct sv_send_wr wr;
+	struct sv_wc wc;
+
+	open_pair(&p, &b, E2E_ACCESS_ALL);
+	sge.addr = (uintptr_t)b.cbuf;
+	sge.length = 100;
+	sge.lkey = b.cmr->lkey ^ 0x5a;
+	e2e_wr(&wr, 1, SV_WR_SEND, &sge, 1, 0);	/* unsignaled: an error completes anyway */
+	e2e_post(p.cli.qp, &wr);
+	e2e_poll_n(p.cli.send_cq, &wc, 1, E2E_WAIT_MS);
+	e2e_assert_wc(&wc, 1, SV_WC_LOC_PROT_ERR, "SEND with a bad lkey");
+	cr_assert_eq(wc.qp_num, p.cli.qp->qp_num);
+	expect_dead_sq(&p.cli, 2);
+	/* the peer's receives may flush when the dead QP's connection closes, but none of
+	 * them may have received the SEND */
+	{
+		struct sv_wc rwc[2];
+		int n = e2e_poll(p.srv.recv_cq, rwc, 2, 200);
+
+		for (int i = 0; i < n; i++)
+			e2e_assert_wc(&rwc[i], 500 + (uint64_t)i, SV_WC_WR_FLUSH_ERR,
+				      "peer receive after a SEND with a bad lkey");
+	}
+	close_pair(&p, &b);
+}
+
+/* A READ whose sink lies outside its MR: LOC_PROT_ERR before anything is asked of the
+ * peer. */
+Test(e2e_errors, read_sink_outside_mr, .timeout = 30)
+{
+	struct e2e_pair p;
+	struct bufs b;
+	struct sv_wc wc;
+
+	open_pair(&p, &b, E2E_ACCESS_ALL);
+	e2e_post_one(p.cli.qp, 1, SV_WR_RDMA_READ, b.cmr, b.cbuf + MiB - 10, 64,
+		     SV_SEND_SIGNALED, (uintptr_t)b.sbuf, b.smr->rkey, 0);
+	e2e_poll_n(p.cli.send_cq, &wc, 1, E2E_WAIT_MS);
+	e2e_assert_wc(&wc, 1, SV_WC_LOC_PROT_ERR, "READ into a sink past the MR");
+	expect_dead_sq(&p.cli, 2);
+	close_pair(&p, &b);
+}
+
+/* A receive whose buffer names no MR: the SEND that lands there completes it with
+ * LOC_PROT_ERR; nothing is written; the responder's QP goes to ERR. */
+Test(e2e_errors, recv_bad_lkey, .timeout = 30)
+{
+	struct e2e_pair_opts o;
+	struct e2e_pair p;
+	uint8_t *cbuf = e2e_alloc(4096), *rbuf = e2e_alloc(4096);
+	struct sv_mr *cmr, *rmr;
+	struct sv_sge sge;
+	struct sv_recv_wr rwr = { .wr_id = 9, .sg_list = &sge, .num_sge = 1 }, *rbad;
+	struct sv_wc wc;
+
+	e2e_pair_opts_init(&o);
+	e2e_pair_open(&p, &o, NULL, NULL);
+	cmr = e2e_reg(&p.cli, cbuf, 4096, E2E_ACCESS_ALL);
+	rmr = e2e_reg(&p.srv, rbuf, 4096, SV_ACCESS_LOCAL_WRITE);
+	memset(rbuf, 0x66, 4096);
+	sge.addr = (uintptr_t)rbuf;
+	sge.length = 4096;
+	sge.lkey = rmr->lkey ^ 0x5a;
+	cr_assert_eq(sv_post_recv(p.srv.qp, &rwr, &rbad), 0);
+	e2e_fill(cbuf, 64, 5, 0);
+	e2e_post_one(p.cli.qp, 1, SV_WR_SEND, cmr, cbuf, 64, SV_SEND_SIGNALED, 0, 0, 0);
+	e2e_poll_n(p.srv.recv_cq, &wc, 1, E2E_WAIT_MS);
+	e2e_assert_wc(&wc, 9, SV_WC_LOC_PROT_ERR, "receive with a bad lkey");
+	e2e_assert_bytes(rbuf, 4096, 0x66, "buffer of a receive with a bad lkey");
+	e2e_wait_qp_state(p.srv.qp, SV_QPS_ERR, E2E_WAIT_MS);
+	expect_qp_error_event(&p.cli, QP_ERR_EVENTS, NULL, true, "requester");
+	cr_assert_eq(sv_dereg_mr(cmr), 0);
+	cr_assert_eq(sv_dereg_mr(rmr), 0);
+	e2e_pair_close(&p);
+	free(cbuf);
+	free(rbuf);
+}
+
+/* Objects in use refuse to go (-EBUSY) and stay usable; the right order frees all. */
+Test(e2e_errors, busy_objects_refuse_destruction, .timeout = 30)
+{
+	struct e2e_pair p;
+	struct bufs b;
+	struct sv_comp_channel *ch;
+	struct sv_cq *cq;
+	int rc;
+
+	open_pair(&p, &b, E2E_ACCESS_ALL);
+	rc = sv_dealloc_pd(p.srv.pd);
+	cr_assert_eq(rc, -EBUSY, "dealloc_pd with an MR and a QP: %d", rc);
+	rc = sv_destroy_cq(p.srv.recv_cq);
+	cr_assert_eq(rc, -EBUSY, "destroy_cq used by a QP: %d", rc);
+	rc = sv_close_device(p.srv.ctx);
+	cr_assert_eq(rc, -EBUSY, "close_device with objects left: %d", rc);
+	cr_assert_eq(sv_create_comp_channel(p.srv.ctx, &ch), 0);
+	cr_assert_eq(sv_create_cq(p.srv.ctx, 8, NULL, ch, 0, &cq), 0);
+	rc = sv_destroy_comp_channel(ch);
+	cr_assert_eq(rc, -EBUSY, "destroy_comp_channel used by a CQ: %d", rc);
+	cr_assert_eq(sv_destroy_cq(cq), 0);
+	cr_assert_eq(sv_destroy_comp_channel(ch), 0);
+	/* still fully working after the refusals */
+	e2e_fill(b.cbuf, 256, 3, 0);
+	e2e_post_one(p.cli.qp, 1, SV_WR_SEND, b.cmr, b.cbuf, 256, SV_SEND_SIGNALED, 0, 0, 0);
+	{
+		struct sv_wc wc;
+
+		e2e_poll_n(p.srv.recv_cq, &wc, 1, E2E_WAIT_MS);
+		e2e_assert_wc(&wc, 500, SV_WC_SUCCESS, "SEND after refused destroys");
+	}
+	e2e_assert_pat(b.sbuf, 256, 3, 0, "SEND data after refused destroys");
+	close_pair(&p, &b);
+}

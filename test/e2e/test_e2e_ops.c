@@ -9,6 +9,7 @@
  * (verbs.md sections 2 and 3).
  */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -558,5 +559,111 @@ Test(e2e_ops, sq_sig_all, .timeout = 30)
 		cr_assert_eq(wc[i].opcode, SV_WC_RDMA_READ);
 	}
 	e2e_assert_pat(b.cbuf, 192, 99, 0, "READ data");
+	close_pair(&p, &b);
+}
+
+/* ZERO_BASED MR: remote addresses are offsets from the start of the region. */
+Test(e2e_ops, zero_based_mr, .timeout = 30)
+{
+	struct e2e_pair p;
+	struct bufs b;
+	struct sv_mr *zmr;
+	struct sv_wc wc;
+
+	open_pair(&p, &b);
+	zmr = e2e_reg(&p.srv, b.sbuf + 4096, 65536, E2E_ACCESS_ALL | SV_ACCESS_ZERO_BASED);
+	memset(b.sbuf, GUARD, 4096 + 65536 + 64);
+	e2e_fill(b.cbuf, 1000, 111, 0);
+	e2e_post_one(p.cli.qp, 1, SV_WR_RDMA_WRITE, b.cmr, b.cbuf, 1000, SV_SEND_SIGNALED, 100,
+		     zmr->rkey, 0);
+	e2e_post_one(p.cli.qp, 2, SV_WR_RDMA_READ, b.cmr, b.cbuf + 8192, 1000,
+		     SV_SEND_SIGNALED, 100, zmr->rkey, 0);
+	expect_send_wc(&p, 1, SV_WC_RDMA_WRITE, 0, false);
+	expect_send_wc(&p, 2, SV_WC_RDMA_READ, 1000, true);
+	e2e_assert_bytes(b.sbuf + 4096, 100, GUARD, "zero-based region before offset 100");
+	e2e_assert_pat(b.sbuf + 4096 + 100, 1000, 111, 0, "WRITE at zero-based offset 100");
+	e2e_assert_pat(b.cbuf + 8192, 1000, 111, 0, "READ at zero-based offset 100");
+	/* an offset past the region's length is out of bounds, whatever the host address */
+	e2e_post_one(p.cli.qp, 3, SV_WR_RDMA_READ, b.cmr, b.cbuf, 16, SV_SEND_SIGNALED, 65536 - 8,
+		     zmr->rkey, 0);
+	e2e_poll_n(p.cli.send_cq, &wc, 1, E2E_WAIT_MS);
+	e2e_assert_wc(&wc, 3, SV_WC_REM_ACCESS_ERR, "READ past a zero-based region");
+	cr_assert_eq(sv_dereg_mr(zmr), 0);
+	close_pair(&p, &b);
+}
+
+/* A chain stops at the first WR refused at post time: bad_wr points at it, the WRs before
+ * it run, the ones after it are not posted (verbs.md section 2). */
+Test(e2e_ops, post_chain_stops_at_bad_wr, .timeout = 30)
+{
+	struct e2e_pair p;
+	struct bufs b;
+	struct sv_sge sge[32];
+	struct sv_send_wr wr[3], *bad = NULL;
+	struct sv_qp_attr qa;
+	struct sv_qp_init_attr qia;
+	int rc;
+
+	open_pair(&p, &b);
+	cr_assert_eq(sv_query_qp(p.cli.qp, &qa, SV_QP_CAP, &qia), 0);
+	cr_assert_lt(qia.cap.max_send_sge, 32);
+	for (int i = 0; i < 32; i++) {
+		sge[i].addr = (uintptr_t)b.cbuf + (uint64_t)i * 16;
+		sge[i].length = 16;
+		sge[i].lkey = b.cmr->lkey;
+	}
+	e2e_fill(b.cbuf, 16, 121, 0);
+	e2e_wr(&wr[0], 1, SV_WR_RDMA_WRITE, sge, 1, SV_SEND_SIGNALED);
+	e2e_wr(&wr[1], 2, SV_WR_RDMA_WRITE, sge, (int)qia.cap.max_send_sge + 1,
+	       SV_SEND_SIGNALED);
+	e2e_wr(&wr[2], 3, SV_WR_RDMA_WRITE, sge, 1, SV_SEND_SIGNALED);
+	for (int i = 0; i < 3; i++) {
+		wr[i].wr.rdma.remote_addr = (uintptr_t)b.sbuf + (uint64_t)i * 4096;
+		wr[i].wr.rdma.rkey = b.smr->rkey;
+		wr[i].next = i < 2 ? &wr[i + 1] : NULL;
+	}
+	rc = sv_post_send(p.cli.qp, wr, &bad);
+	cr_assert_lt(rc, 0, "a WR with %u SGEs (max %u) was accepted", qia.cap.max_send_sge + 1,
+		     qia.cap.max_send_sge);
+	cr_assert_eq(bad, &wr[1], "bad_wr must point at the second WR");
+	expect_send_wc(&p, 1, SV_WC_RDMA_WRITE, 0, false);
+	e2e_expect_no_wc(p.cli.send_cq, 100);
+	e2e_assert_pat(b.sbuf, 16, 121, 0, "the WR before the refused one");
+	e2e_assert_bytes(b.sbuf + 8192, 16, 0, "the WR after the refused one");
+	cr_assert_eq(e2e_qp_state(p.cli.qp), SV_QPS_RTS);
+	close_pair(&p, &b);
+}
+
+/* Registration rules (verbs.md section 6): remote write or atomic rights need
+ * LOCAL_WRITE; keys are distinct; a stale rkey of a deregistered MR is refused. */
+Test(e2e_ops, reg_mr_rules_and_stale_keys, .timeout = 30)
+{
+	struct e2e_pair p;
+	struct bufs b;
+	struct sv_mr *mr = NULL, *m2;
+	struct sv_wc wc;
+	uint32_t old_rkey;
+
+	open_pair(&p, &b);
+	cr_assert_eq(sv_reg_mr(p.srv.pd, b.sbuf, 4096, SV_ACCESS_REMOTE_WRITE, &mr), -EINVAL,
+		     "REMOTE_WRITE without LOCAL_WRITE accepted");
+	cr_assert_eq(sv_reg_mr(p.srv.pd, b.sbuf, 4096, SV_ACCESS_REMOTE_ATOMIC, &mr), -EINVAL,
+		     "REMOTE_ATOMIC without LOCAL_WRITE accepted");
+	mr = e2e_reg(&p.srv, b.sbuf, 4096, SV_ACCESS_REMOTE_READ);
+	cr_assert_neq(mr->rkey, b.smr->rkey, "two MRs share an rkey");
+	cr_assert_neq(mr->lkey, b.smr->lkey, "two MRs share an lkey");
+	old_rkey = mr->rkey;
+	cr_assert_eq(sv_dereg_mr(mr), 0);
+	/* register again: whatever index it gets, the old key must stay dead */
+	m2 = e2e_reg(&p.srv, b.sbuf, 4096, SV_ACCESS_REMOTE_READ);
+	cr_assert_neq(m2->rkey, old_rkey, "a new registration reused a dead rkey");
+	e2e_post_one(p.cli.qp, 1, SV_WR_RDMA_READ, b.cmr, b.cbuf, 64, SV_SEND_SIGNALED,
+		     (uintptr_t)b.sbuf, m2->rkey, 0);
+	expect_send_wc(&p, 1, SV_WC_RDMA_READ, 64, true);
+	e2e_post_one(p.cli.qp, 2, SV_WR_RDMA_READ, b.cmr, b.cbuf, 64, SV_SEND_SIGNALED,
+		     (uintptr_t)b.sbuf, old_rkey, 0);
+	e2e_poll_n(p.cli.send_cq, &wc, 1, E2E_WAIT_MS);
+	e2e_assert_wc(&wc, 2, SV_WC_REM_ACCESS_ERR, "READ with the rkey of a dead MR");
+	cr_assert_eq(sv_dereg_mr(m2), 0);
 	close_pair(&p, &b);
 }
