@@ -134,6 +134,18 @@ enum sv_term_llp_ecode {
 #define SV_TERM_FLAG_D 0x4000		/* terminated DDP header included */
 #define SV_TERM_FLAG_R 0x2000		/* terminated RDMAP header included */
 
+/*
+ * Terminate layout after the 4-byte control word (siw's, and what Wireshark parses):
+ * when D is set, the 16-bit DDP Segment Length and then the copied DDP header, sized by
+ * its own T bit (14 or 18 bytes); when R is set, the 28-byte copied RDMAP header. M only
+ * marks the length as valid: with M and no D there is no length field on the wire.
+ * Wireshark (4.0 and later) sizes the copied DDP header from EType instead: 14 bytes when
+ * EType is 1, else 18, whatever the layer. So a tagged header copied under an EType other
+ * than 1 (e.g. RDMAP remote operation on a Write) shows as "Malformed" in tshark, and an
+ * untagged one under EType 1 is shown misaligned; send D only where the two agree if a
+ * clean capture matters.
+ */
+
 struct sv_rdmap_term {
 	uint8_t layer;
 	uint8_t etype;
@@ -177,7 +189,8 @@ size_t sv__rdmap_hdr_len(uint8_t ddp_ctrl, uint8_t rdmap_ctrl);
  * that the opcode's T bit matches (tagged: Write, Read Response; all others untagged,
  * -EPROTO), and length (-EBADMSG when len cannot hold the headers). For a Terminate the
  * optional length and copied headers are decoded when present. Queue numbers, MSNs and
- * keys are the caller's to judge. Returns m->hdr_len on success.
+ * keys are the caller's to judge. Returns m->hdr_len on success; for a Terminate that
+ * includes the optional parts present.
  */
 int sv__rdmap_decode(struct sv_rdmap_msg *m, const uint8_t *p, size_t len);
 

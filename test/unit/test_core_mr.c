@@ -1,0 +1,254 @@
+/*
+ * test_core_mr.c — memory registration and the key checks of verbs.md section 6:
+ * every error of sv__mr_acquire() in its documented order, stale keys after reuse of a
+ * slot, local (lkey) mapping, and deregistration waiting for in-flight remote access.
+ */
+#include <pthread.h>
+#include <time.h>
+
+#include "test_core_double.h"
+
+static struct dbl_env env;
+static uint8_t buf[4096];
+
+static void setup(void)
+{
+	dbl_open(&env, 64, 4);
+	dbl_to_rts(env.qp);
+}
+
+static void teardown(void)
+{
+	dbl_close(&env);
+}
+
+TestSuite(core_mr, .init = setup, .fini = teardown, .timeout = 20);
+
+#define ALL_REMOTE (SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_WRITE | \
+		    SV_ACCESS_REMOTE_READ | SV_ACCESS_REMOTE_ATOMIC)
+
+Test(core_mr, registration_rules)
+{
+	struct sv_mr *mr;
+
+	cr_assert_eq(sv_reg_mr(env.pd, buf, sizeof(buf), SV_ACCESS_REMOTE_WRITE, &mr), -EINVAL);
+	cr_assert_eq(sv_reg_mr(env.pd, buf, sizeof(buf), SV_ACCESS_REMOTE_ATOMIC, &mr), -EINVAL);
+	cr_assert_eq(sv_reg_mr(env.pd, buf, sizeof(buf), 1u << 12, &mr), -EINVAL);
+	cr_assert_eq(sv_reg_mr(env.pd, buf, sizeof(buf), SV_ACCESS_REMOTE_READ, &mr), 0);
+	cr_assert_eq(mr->lkey, mr->rkey);
+	cr_assert_neq(mr->lkey >> 8, 0);
+	cr_assert_eq(mr->addr, buf);
+	cr_assert_eq(mr->length, sizeof(buf));
+	cr_assert_eq(sv_dealloc_pd(env.pd), -EBUSY);
+	cr_assert_eq(sv_dereg_mr(mr), 0);
+}
+
+Test(core_mr, acquire_errors_in_order)
+{
+	struct sv_pd *pd2;
+	struct sv_mr *mr, *ro, *other;
+	struct sv__mr *ref;
+	void *p;
+	struct sv_qp_attr a = { .qp_access_flags = SV_ACCESS_REMOTE_WRITE };
+	uint64_t va = (uintptr_t)buf;
+
+	cr_assert_eq(sv_reg_mr(env.pd, buf, sizeof(buf), ALL_REMOTE, &mr), 0);
+	cr_assert_eq(sv_reg_mr(env.pd, buf, 64, SV_ACCESS_REMOTE_READ, &ro), 0);
+	cr_assert_eq(sv_alloc_pd(env.ctx, &pd2), 0);
+	cr_assert_eq(sv_reg_mr(pd2, buf, sizeof(buf), ALL_REMOTE, &other), 0);
+
+	/* Success, with the host pointer of va. */
+	cr_assert_eq(sv__mr_acquire(env.qp, mr->rkey, va + 100, 10, SV_ACCESS_REMOTE_WRITE,
+				    &ref, &p), 0);
+	cr_assert_eq(p, buf + 100);
+	sv__mr_release(ref);
+	/* Whole region, and a zero length at the very end, are inside. */
+	cr_assert_eq(sv__mr_acquire(env.qp, mr->rkey, va, sizeof(buf), SV_ACCESS_REMOTE_READ,
+				    &ref, &p), 0);
+	sv__mr_release(ref);
+	cr_assert_eq(sv__mr_acquire(env.qp, mr->rkey, va + sizeof(buf), 0,
+				    SV_ACCESS_REMOTE_READ, &ref, &p), 0);
+	sv__mr_release(ref);
+
+	cr_assert_eq(sv__mr_acquire(env.qp, mr->rkey ^ 0x01, va, 8, SV_ACCESS_REMOTE_READ,
+				    &ref, &p), -ENOENT);	/* wrong 8-bit key */
+	cr_assert_eq(sv__mr_acquire(env.qp, 0x00ffff00, va, 8, SV_ACCESS_REMOTE_READ, &ref, &p),
+		     -ENOENT);				/* index never used */
+	cr_assert_eq(sv__mr_acquire(env.qp, 0x000000ab, va, 8, SV_ACCESS_REMOTE_READ, &ref, &p),
+		     -ENOENT);				/* index 0 */
+	cr_assert_eq(sv__mr_acquire(env.qp, other->rkey, va, 8, SV_ACCESS_REMOTE_READ,
+				    &ref, &p), -EPERM);
+	cr_assert_eq(sv__mr_acquire(env.qp, mr->rkey, UINT64_MAX - 3, 8, SV_ACCESS_REMOTE_READ,
+				    &ref, &p), -EOVERFLOW);
+	cr_assert_eq(sv__mr_acquire(env.qp, mr->rkey, va + 4090, 8, SV_ACCESS_REMOTE_READ,
+				    &ref, &p), -ERANGE);
+	cr_assert_eq(sv__mr_acquire(env.qp, mr->rkey, va - 1, 8, SV_ACCESS_REMOTE_READ,
+				    &ref, &p), -ERANGE);
+	cr_assert_eq(sv__mr_acquire(env.qp, ro->rkey, va, 8, SV_ACCESS_REMOTE_WRITE, &ref, &p),
+		     -EACCES);
+	cr_assert_eq(sv__mr_acquire(env.qp, ro->rkey, va, 8, SV_ACCESS_REMOTE_ATOMIC, &ref, &p),
+		     -EACCES);
+	/* The QP's own access flags come first: with only REMOTE_WRITE enabled, a READ is
+	 * refused even with a bad key. */
+	cr_assert_eq(sv_modify_qp(env.qp, &a, SV_QP_ACCESS_FLAGS), 0);
+	cr_assert_eq(sv__mr_acquire(env.qp, 0x00ffff00, va, 8, SV_ACCESS_REMOTE_READ, &ref, &p),
+		     -EOPNOTSUPP);
+	cr_assert_eq(sv__mr_acquire(env.qp, mr->rkey, va, 8, SV_ACCESS_REMOTE_ATOMIC, &ref, &p),
+		     -EOPNOTSUPP);
+	cr_assert_eq(sv__mr_acquire(env.qp, mr->rkey, va, 8, SV_ACCESS_REMOTE_WRITE, &ref, &p),
+		     0);
+	sv__mr_release(ref);
+
+	cr_assert_eq(sv_dereg_mr(other), 0);
+	cr_assert_eq(sv_dealloc_pd(pd2), 0);
+	cr_assert_eq(sv_dereg_mr(ro), 0);
+	cr_assert_eq(sv_dereg_mr(mr), 0);
+}
+
+Test(core_mr, zero_based_uses_offsets)
+{
+	struct sv_mr *mr;
+	struct sv__mr *ref;
+	void *p;
+
+	cr_assert_eq(sv_reg_mr(env.pd, buf + 16, 256, ALL_REMOTE | SV_ACCESS_ZERO_BASED, &mr), 0);
+	cr_assert_eq(sv__mr_acquire(env.qp, mr->rkey, 0, 256, SV_ACCESS_REMOTE_READ, &ref, &p), 0);
+	cr_assert_eq(p, buf + 16);
+	sv__mr_release(ref);
+	cr_assert_eq(sv__mr_acquire(env.qp, mr->rkey, 200, 56, SV_ACCESS_REMOTE_READ, &ref, &p), 0);
+	cr_assert_eq(p, buf + 216);
+	sv__mr_release(ref);
+	cr_assert_eq(sv__mr_acquire(env.qp, mr->rkey, 200, 57, SV_ACCESS_REMOTE_READ, &ref, &p),
+		     -ERANGE);
+	cr_assert_eq(sv_dereg_mr(mr), 0);
+}
+
+Test(core_mr, stale_key_after_reuse_of_the_slot)
+{
+	struct sv_mr *a, *b;
+	struct sv__mr *ref;
+	uint32_t old;
+	void *p;
+
+	cr_assert_eq(sv_reg_mr(env.pd, buf, 64, ALL_REMOTE, &a), 0);
+	old = a->rkey;
+	cr_assert_eq(sv_dereg_mr(a), 0);
+	cr_assert_eq(sv__mr_acquire(env.qp, old, (uintptr_t)buf, 8, SV_ACCESS_REMOTE_READ,
+				    &ref, &p), -ENOENT);
+	cr_assert_eq(sv_reg_mr(env.pd, buf, 64, ALL_REMOTE, &b), 0);
+	cr_assert_eq(b->rkey >> 8, old >> 8, "the freed index is reused");
+	cr_assert_neq(b->rkey, old, "with another 8-bit key");
+	cr_assert_eq(sv__mr_acquire(env.qp, old, (uintptr_t)buf, 8, SV_ACCESS_REMOTE_READ,
+				    &ref, &p), -ENOENT);
+	cr_assert_eq(sv__mr_acquire(env.qp, b->rkey, (uintptr_t)buf, 8, SV_ACCESS_REMOTE_READ,
+				    &ref, &p), 0);
+	sv__mr_release(ref);
+	cr_assert_eq(sv_dereg_mr(b), 0);
+}
+
+Test(core_mr, sge_map_checks_every_lkey)
+{
+	struct sv_mr *rw, *ro;
+	struct sv_pd *pd2;
+	struct sv_mr *other;
+	struct iovec iov[4];
+	struct sv_sge sge[3];
+
+	cr_assert_eq(sv_reg_mr(env.pd, buf, 1024, SV_ACCESS_LOCAL_WRITE, &rw), 0);
+	cr_assert_eq(sv_reg_mr(env.pd, buf + 1024, 1024, 0, &ro), 0);
+	cr_assert_eq(sv_alloc_pd(env.ctx, &pd2), 0);
+	cr_assert_eq(sv_reg_mr(pd2, buf, 1024, SV_ACCESS_LOCAL_WRITE, &other), 0);
+
+	sge[0] = (struct sv_sge){ (uintptr_t)buf + 10, 20, rw->lkey };
+	sge[1] = (struct sv_sge){ 0, 0, 0xdeadbeef };	/* zero length: skipped unchecked */
+	sge[2] = (struct sv_sge){ (uintptr_t)buf + 1024, 1024, ro->lkey };
+	cr_assert_eq(sv__sge_map(env.qp, sge, 3, false, iov), 2);
+	cr_assert_eq(iov[0].iov_base, buf + 10);
+	cr_assert_eq(iov[0].iov_len, 20);
+	cr_assert_eq(iov[1].iov_base, buf + 1024);
+	cr_assert_eq(iov[1].iov_len, 1024);
+	/* Writing needs LOCAL_WRITE on every region. */
+	cr_assert_eq(sv__sge_map(env.qp, sge, 3, true, iov), -EACCES);
+	cr_assert_eq(sv__sge_map(env.qp, sge, 2, true, iov), 1);
+	/* Bounds, PD and key. */
+	sge[0].length = 1015;
+	cr_assert_eq(sv__sge_map(env.qp, sge, 1, false, iov), -EACCES);
+	sge[0] = (struct sv_sge){ (uintptr_t)buf, 8, other->lkey };
+	cr_assert_eq(sv__sge_map(env.qp, sge, 1, false, iov), -EACCES);
+	sge[0].lkey = rw->lkey + 1;
+	cr_assert_eq(sv__sge_map(env.qp, sge, 1, false, iov), -EACCES);
+
+	cr_assert_eq(sv_dereg_mr(other), 0);
+	cr_assert_eq(sv_dealloc_pd(pd2), 0);
+	cr_assert_eq(sv_dereg_mr(ro), 0);
+	cr_assert_eq(sv_dereg_mr(rw), 0);
+}
+
+Test(core_mr, table_full_is_enomem)
+{
+	struct sv_device_opts o;
+	struct sv_context *ctx;
+	struct sv_pd *pd;
+	struct sv_mr *m[3];
+
+	sv_device_opts_init(&o);
+	o.max_mr = 2;
+	cr_assert_eq(sv__open_device_with_ops(&o, &dbl_ops, &ctx), 0);
+	cr_assert_eq(sv_alloc_pd(ctx, &pd), 0);
+	cr_assert_eq(sv_reg_mr(pd, buf, 8, 0, &m[0]), 0);
+	cr_assert_eq(sv_reg_mr(pd, buf, 8, 0, &m[1]), 0);
+	cr_assert_eq(sv_reg_mr(pd, buf, 8, 0, &m[2]), -ENOMEM);
+	cr_assert_eq(sv_close_device(ctx), -EBUSY);
+	cr_assert_eq(sv_dereg_mr(m[0]), 0);
+	cr_assert_eq(sv_reg_mr(pd, buf, 8, 0, &m[2]), 0);
+	cr_assert_eq(sv_dereg_mr(m[1]), 0);
+	cr_assert_eq(sv_dereg_mr(m[2]), 0);
+	cr_assert_eq(sv_dealloc_pd(pd), 0);
+	cr_assert_eq(sv_close_device(ctx), 0);
+}
+
+struct dereg_arg {
+	struct sv_mr *mr;
+	atomic_int done;
+};
+
+static void *dereg_thread(void *p)
+{
+	struct dereg_arg *a = p;
+
+	cr_assert_eq(sv_dereg_mr(a->mr), 0);
+	a->done = 1;
+	return NULL;
+}
+
+Test(core_mr, dereg_waits_for_inflight_access)
+{
+	struct dereg_arg a = { 0 };
+	struct sv__mr *ref;
+	pthread_t t;
+	void *p;
+	uint32_t key;
+
+	cr_assert_eq(sv_reg_mr(env.pd, buf, 64, ALL_REMOTE, &a.mr), 0);
+	key = a.mr->rkey;
+	cr_assert_eq(sv__mr_acquire(env.qp, key, (uintptr_t)buf, 8, SV_ACCESS_REMOTE_WRITE,
+				    &ref, &p), 0);
+	cr_assert_eq(pthread_create(&t, NULL, dereg_thread, &a), 0);
+	/* The key is refused as soon as dereg started, but dereg has not returned. */
+	for (int i = 0; i < 1000; i++) {
+		struct sv__mr *r2;
+		void *p2;
+
+		if (sv__mr_acquire(env.qp, key, (uintptr_t)buf, 8, SV_ACCESS_REMOTE_WRITE,
+				   &r2, &p2) == -ENOENT)
+			break;
+		sv__mr_release(r2);
+		usleep(1000);
+	}
+	usleep(50000);
+	cr_assert_eq(a.done, 0, "dereg returned while a remote access was in flight");
+	memset(p, 0x5a, 8);			/* the access may still complete */
+	sv__mr_release(ref);
+	pthread_join(t, NULL);
+	cr_assert_eq(a.done, 1);
+}
