@@ -287,8 +287,9 @@ static int destroy_on_loop(void *arg)
 		pp = &e->next;
 	}
 	ch->tail = prev;
+	/* Only a set fd may be read: reading a zero eventfd would block. */
 	if (was_set && !ch->head)
-		sv__evfd_clear(ch->fd);	/* only a set fd may be read: it would block */
+		sv__evfd_clear(ch->fd);
 	pthread_mutex_unlock(&ch->lock);
 	while ((e = orphans)) {
 		struct sv__cm_id *child = to_id(e->pub.id);

@@ -26,13 +26,17 @@
 
 #define POLY 0x82f63b78u		/* 0x1EDC6F41 bit-reversed */
 
-/* Block sizes of the three-chain loop: LONG for big buffers, SHORT for the tail. */
-#define LONG_BLOCK 8192
-#define SHORT_BLOCK 256
+/*
+ * Block sizes of the three-chain loop, largest first: big buffers run mostly at the first
+ * level, and the smaller levels keep three chains busy on the tail and on FPDU-sized
+ * buffers. Joining costs two table shifts, small against even 3 x 64 bytes.
+ */
+#define NLEVELS 4
+static const size_t level_block[NLEVELS] = { 8192, 1024, 256, 64 };
+#define ZERO_CHUNK 64			/* divides every level_block */
 
 static uint32_t sw_table[8][256];	/* sw_table[k][b]: b followed by k zero bytes */
-static uint32_t long_shift[4][256];	/* multiply by x^(8 * LONG_BLOCK) mod P */
-static uint32_t short_shift[4][256];	/* multiply by x^(8 * SHORT_BLOCK) mod P */
+static uint32_t level_shift[NLEVELS][4][256];	/* multiply by x^(8 * level_block) mod P */
 static bool use_hw;
 
 uint32_t sv__crc32c_update_sw(uint32_t state, const void *buf, size_t len)
@@ -70,7 +74,7 @@ static uint32_t shift(const uint32_t t[4][256], uint32_t crc)
  */
 static void build_shift(uint32_t t[4][256], size_t n)
 {
-	static const uint8_t zeros[SHORT_BLOCK];
+	static const uint8_t zeros[ZERO_CHUNK];
 	uint32_t basis[32];
 
 	for (int i = 0; i < 32; i++) {
@@ -101,7 +105,7 @@ static inline uint64_t load64(const uint8_t *p)
 	return v;
 }
 
-/* Three chains over three consecutive blocks of len bytes each, joined into one. */
+/* Three chains over three consecutive blocks of blk bytes each, joined into one. */
 __attribute__((target("sse4.2")))
 static uint32_t hw_three(uint32_t crc, const uint8_t *p, size_t blk, const uint32_t t[4][256])
 {
@@ -130,15 +134,14 @@ static uint32_t update_hw(uint32_t state, const void *buf, size_t len)
 		state = _mm_crc32_u8(state, *p++);
 		len--;
 	}
-	while (len >= 3 * LONG_BLOCK) {
-		state = hw_three(state, p, LONG_BLOCK, (const uint32_t (*)[256])long_shift);
-		p += 3 * LONG_BLOCK;
-		len -= 3 * LONG_BLOCK;
-	}
-	while (len >= 3 * SHORT_BLOCK) {
-		state = hw_three(state, p, SHORT_BLOCK, (const uint32_t (*)[256])short_shift);
-		p += 3 * SHORT_BLOCK;
-		len -= 3 * SHORT_BLOCK;
+	for (int l = 0; l < NLEVELS; l++) {
+		size_t blk = level_block[l];
+
+		while (len >= 3 * blk) {
+			state = hw_three(state, p, blk, (const uint32_t (*)[256])level_shift[l]);
+			p += 3 * blk;
+			len -= 3 * blk;
+		}
 	}
 	c = state;
 	while (len >= 8) {
@@ -175,8 +178,8 @@ static void crc32c_init(void)
 			sw_table[k][n] = c;
 		}
 	}
-	build_shift(long_shift, LONG_BLOCK);
-	build_shift(short_shift, SHORT_BLOCK);
+	for (int l = 0; l < NLEVELS; l++)
+		build_shift(level_shift[l], level_block[l]);
 #ifdef HAVE_SSE42_PATH
 	__builtin_cpu_init();
 	use_hw = __builtin_cpu_supports("sse4.2");

@@ -78,12 +78,13 @@ Test(crc32c, hw_and_sw_agree_all_lengths_and_alignments)
 	}
 }
 
-/* Sizes around the three-chain block boundaries (3 x 256 and 3 x 8192 bytes), where the
- * partial CRCs are combined. */
+/* Sizes around the three-chain block boundaries (3 x 64, 3 x 256, 3 x 1024 and 3 x 8192
+ * bytes), where partial CRCs are combined, and mixes of several levels. */
 Test(crc32c, hw_and_sw_agree_on_large_buffers)
 {
-	static const size_t lens[] = { 767, 768, 769, 1535, 1536, 2311, 24575, 24576, 24577,
-				       49152 + 768 + 13, 100000 };
+	static const size_t lens[] = { 191, 192, 193, 383, 384, 767, 768, 769, 1460, 1535,
+				       1536, 2311, 3071, 3072, 3073, 24575, 24576, 24577,
+				       24576 + 3072 + 768 + 192 + 13, 49152 + 768 + 13, 100000 };
 	size_t max = 100000 + 8;
 	uint8_t *buf = malloc(max);
 
