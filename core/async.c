@@ -125,8 +125,9 @@ int sv__async_retire(struct sv_context *ctx, const void *obj, atomic_uint *unack
 		pp = &n->next;
 	}
 	ctx->async_tail = prev;
+	/* Only a set fd may be read: reading a zero eventfd would block. */
 	if (was_set && !ctx->async_head)
-		sv__evfd_clear(ctx->async_fd);	/* only a set fd may be read: it would block */
+		sv__evfd_clear(ctx->async_fd);
 	pthread_mutex_unlock(&ctx->async_lock);
 	return 0;
 }

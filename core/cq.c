@@ -388,8 +388,7 @@ int sv_req_notify_cq(struct sv_cq *cq, int solicited_only)
 {
 	if (!cq)
 		return -EINVAL;
-	if (!cq->channel)
-		return -EINVAL;
+	/* Without a channel arming is harmless and signals nothing (as in libibverbs). */
 	pthread_mutex_lock(&cq->lock);
 	if (!solicited_only)
 		cq->arm = CQ_ARM_NEXT;
@@ -453,10 +452,11 @@ int sv_poll_cq(struct sv_cq *cq, int num_entries, struct sv_wc *wc)
 	pthread_mutex_unlock(&cq->poll_lock);
 	if (n)
 		return n;
-	progress(cq);
-	pthread_mutex_lock(&cq->poll_lock);
-	n = drain(cq, num_entries, wc);
-	pthread_mutex_unlock(&cq->poll_lock);
+	if (progress(cq)) {
+		pthread_mutex_lock(&cq->poll_lock);
+		n = drain(cq, num_entries, wc);
+		pthread_mutex_unlock(&cq->poll_lock);
+	}
 	if (n == 0 && atomic_load_explicit(&cq->overflowed, memory_order_relaxed))
 		return -EOVERFLOW;
 	return n;

@@ -1,8 +1,8 @@
 /*
  * internal.h — core's private objects: the device context and its progress loop, PDs,
  * MRs and their key table, CQs and completion channels, QPs with their work rings, the
- * async event queue and the CM front. Only the core/ sources include this; a transport sees none
- * of it (it works through core/transport.h).
+ * async event queue and the CM front. Only the core/ sources include this; a transport
+ * sees none of it (it works through core/transport.h).
  *
  * Each public object type either is defined here (struct sv_context, sv_cq, ...) or is
  * embedded as the first member of core's object (struct sv__qp holds struct sv_qp) so

@@ -185,7 +185,8 @@ void sv__sq_done(struct sv_qp *qp, struct sv__send_wqe *wqe, enum sv_wc_status s
 
 /*
  * [qp-locked] The receive queue: rq_take hands over the oldest posted receive WQE
- * (-ENOENT if none, or if the QP is in RESET or ERR). rq_done completes it; completions are reported in take order.
+ * (-ENOENT if none, or if the QP is in RESET or ERR). rq_done completes it;
+ * completions are reported in take order.
  * opcode is SV_WC_RECV or SV_WC_RECV_RDMA_WITH_IMM; flags SV_WC_WITH_IMM etc.;
  * solicited marks the completion for solicited-only notification. A status other than
  * SUCCESS moves the QP to ERR.

@@ -1,0 +1,198 @@
+/*
+ * iwarp.c — the iWARP-over-TCP transport's ops table (core/transport.h) and per-QP state.
+ *
+ * MPA (RFC 5044, RFC 6581) over TCP carrying DDP (RFC 5041) and RDMAP (RFC 5040, with the
+ * RFC 7306 atomics and immediate data). Connections and the MPA exchange live in
+ * iwarp_cm.c, the data path in iwarp_tx.c and iwarp_rx.c, errors in iwarp_term.c.
+ *
+ * The fast path has no thread hop: sq_kick writes FPDUs from the posting thread and poll
+ * (sv_poll_cq on an empty CQ) parses inbound FPDUs in the polling thread; the loop covers
+ * both when nobody else does (socket readable/writable callbacks).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "wire/iwarp.h"
+
+struct sv__iwqp *sv__iw_qp(struct sv_qp *qp)
+{
+	return sv__qp_tqp(qp);
+}
+
+void sv__iw_qp_reset(struct sv__iwqp *iq)
+{
+	struct sv__iw_rx *rx = iq->rx;
+	struct sv__iw_txbatch *tb = iq->tb;
+	struct sv__iw_irq *irq = iq->irq;
+	struct sv__iw_orq *orq = iq->orq;
+	struct sv__iwqp keep = *iq;
+
+	/* A QP modified to RESET may connect again: start from a fresh stream. */
+	sv__iw_rx_abort(iq);
+	sv__iw_tx_abort(iq);
+	memset(iq, 0, sizeof(*iq));
+	iq->qp = keep.qp;
+	iq->ctx = keep.ctx;
+	iq->fd = -1;
+	iq->mulpdu = keep.mulpdu;
+	iq->irq = irq;
+	iq->irq_size = keep.irq_size;
+	iq->orq = orq;
+	iq->orq_size = keep.orq_size;
+	iq->cnt = keep.cnt;
+	memset(tb, 0, sizeof(*tb));
+	iq->tb = tb;
+	for (int q = 0; q < 4; q++)
+		iq->tx_msn[q] = 1;
+	memset(rx, 0, sizeof(*rx));
+	iq->rx = rx;
+	sv__iw_rx_reset(iq);
+}
+
+static int ctx_init(struct sv_context *ctx, void **tctx)
+{
+	(void)ctx;
+	*tctx = NULL;			/* nothing per context: endpoints carry their handles */
+	return 0;
+}
+
+static void ctx_fini(struct sv_context *ctx, void *tctx)
+{
+	(void)ctx;
+	(void)tctx;
+}
+
+static unsigned rd_slots(uint32_t v)
+{
+	if (v == 0)
+		return 16;
+	return v > SV__IW_MAX_RD ? SV__IW_MAX_RD : v;
+}
+
+static void iq_free(struct sv__iwqp *iq)
+{
+	if (iq->rx)
+		sv__iw_rx_fini(iq);
+	if (iq->tb)
+		sv__iw_tx_fini(iq);
+	free(iq->irq);
+	free(iq->orq);
+	free(iq);
+}
+
+static int qp_create(struct sv_qp *qp, void **tqp)
+{
+	const struct sv_device_opts *o = sv__ctx_opts(qp->context);
+	struct sv__iwqp *iq = calloc(1, sizeof(*iq));
+	int rc = -ENOMEM;
+
+	if (!iq)
+		return -ENOMEM;
+	iq->qp = qp;
+	iq->ctx = qp->context;
+	iq->fd = -1;
+	/* MULPDU: payload per FPDU; the header must fit the 16-bit ULPDU_Length too. */
+	iq->mulpdu = o->mulpdu ? o->mulpdu : SV__IW_DEFAULT_MULPDU;
+	if (iq->mulpdu > SV_MPA_MAX_ULPDU - SV_RDMAP_MAX_HDR_LEN)
+		iq->mulpdu = SV_MPA_MAX_ULPDU - SV_RDMAP_MAX_HDR_LEN;
+	if (iq->mulpdu < 64)
+		iq->mulpdu = 64;
+	iq->irq_size = rd_slots(o->max_qp_rd_atom);
+	iq->orq_size = rd_slots(o->max_qp_init_rd_atom);
+	iq->irq = calloc(iq->irq_size, sizeof(*iq->irq));
+	iq->orq = calloc(iq->orq_size, sizeof(*iq->orq));
+	if (!iq->irq || !iq->orq)
+		goto err_free;
+	if ((rc = sv__iw_tx_init(iq)) < 0)
+		goto err_free;
+	if ((rc = sv__iw_rx_init(iq)) < 0)
+		goto err_free;
+	*tqp = iq;
+	return 0;
+err_free:
+	iq_free(iq);
+	return rc;
+}
+
+static void qp_destroy(struct sv_qp *qp, void *tqp)
+{
+	struct sv__iwqp *iq = tqp;
+
+	(void)qp;
+	if (iq->ep)
+		sv__iw_ep_detach_qp(iq->ep);
+	iq_free(iq);
+}
+
+static void sq_kick(struct sv_qp *qp)
+{
+	struct sv__iwqp *iq = sv__iw_qp(qp);
+	struct sv__send_wqe *wqe;
+
+	if (iq->down && !iq->err && (wqe = sv__sq_peek(qp))) {
+		/* The peer closed the connection: the first new WR fails as flushed, which
+		 * moves the QP to ERR and flushes the rest. */
+		sv__sq_take(qp);
+		sv__sq_done(qp, wqe, SV_WC_WR_FLUSH_ERR, 0, 0);
+		return;
+	}
+	if (iq->up && iq->tx_ok)
+		sv__iw_tx_progress(iq);
+}
+
+static int poll_qp(struct sv_qp *qp)
+{
+	struct sv__iwqp *iq = sv__iw_qp(qp);
+	int rc;
+
+	/* The responder's first FPDU is the loop's (it reports ESTABLISHED). */
+	if (!iq->up || iq->err || iq->rtr_wait || iq->ev_eof || iq->ev_lost)
+		return 0;
+	rc = sv__iw_rx_progress(iq, 16);
+	if (!sv__iw_tx_idle(iq) && !iq->want_write && iq->tx_ok)
+		rc |= sv__iw_tx_progress(iq);
+	return rc;
+}
+
+static void loop_kick(struct sv_qp *qp)
+{
+	struct sv__iwqp *iq = sv__iw_qp(qp);
+
+	if (iq->ep)
+		sv__iw_ep_kick(iq->ep);
+}
+
+static void qp_error(struct sv_qp *qp)
+{
+	struct sv__iwqp *iq = sv__iw_qp(qp);
+
+	/* Stop the data path; a queued Terminate and our FIN still go out (the loop sends
+	 * them: this may run inside the TX engine, which must not be re-entered). */
+	iq->err = true;
+	sv__iw_tx_abort(iq);
+	sv__iw_rx_abort(iq);
+	if (iq->ep)
+		sv__qp_kick(qp);
+}
+
+const struct sv__transport_ops sv__iwarp_tcp_ops = {
+	.name = "tcp",
+	.accept = sv__iw_accept,
+	.connect = sv__iw_connect,
+	.ctx_fini = ctx_fini,
+	.ctx_init = ctx_init,
+	.disconnect = sv__iw_disconnect,
+	.ep_addr = sv__iw_ep_addr,
+	.ep_destroy = sv__iw_ep_destroy,
+	.listen = sv__iw_listen,
+	.loop_kick = loop_kick,
+	.poll = poll_qp,
+	.qp_create = qp_create,
+	.qp_destroy = qp_destroy,
+	.qp_error = qp_error,
+	.qp_modify = NULL,
+	.reject = sv__iw_reject,
+	.rq_kick = NULL,
+	.sq_kick = sq_kick,
+};

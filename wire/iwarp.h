@@ -1,0 +1,268 @@
+/*
+ * iwarp.h — internal state of the iWARP-over-TCP transport (sv__iwarp_tcp_ops).
+ *
+ * The transport is split by concern, as siw is:
+ *   iwarp.c       the ops table, per-context and per-QP state, poll/kick glue
+ *   iwarp_cm.c    endpoints: listen/connect/accept, the MPA Request/Reply exchange
+ *                 (RFC 5044 section 7, RFC 6581), the loop's socket callbacks, closing
+ *   iwarp_tx.c    the transmit engine: WQEs and queued responses to FPDUs, writev batches
+ *   iwarp_rx.c    the receive engine: a resumable FPDU parser with direct placement
+ *   iwarp_term.c  Terminate messages (RFC 5040 section 7) and error mapping
+ *
+ * Threads: an endpoint (struct sv__tep) and its libuv handles live on the context's loop.
+ * The per-QP state (struct sv__iwqp) is touched only with the QP lock held; the socket fd
+ * is shared: the loop owns its poll handle, while reads and writes happen under the QP
+ * lock from whichever thread holds it (the loop, or the application in post_send and
+ * poll_cq). iq->fd changes only on the loop with the QP lock held.
+ */
+#ifndef SV_WIRE_IWARP_H
+#define SV_WIRE_IWARP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "core/transport.h"
+#include "wire/ddp.h"
+#include "wire/mpa.h"
+#include "wire/rdmap.h"
+
+#define SV__IW_HS_TIMEOUT_MS 10000	/* MPA Request/Reply exchange must finish by then */
+#define SV__IW_CLOSE_TIMEOUT_MS 2000	/* after our FIN, wait this long for the peer's */
+#define SV__IW_MAX_PENDING 64		/* unanswered handshakes per listener */
+#define SV__IW_PD_CAP 256		/* private data we accept (RFC 5044 allows 512) */
+#define SV__IW_DEFAULT_MULPDU 8192	/* payload per FPDU when the options say 0 */
+#define SV__IW_MAX_RD 128		/* cap on IRD/ORD resources per QP */
+
+/* FPDU header room: length field + the largest DDP/RDMAP header (a full Terminate). */
+#define SV__IW_HDR_ROOM (SV_MPA_LEN_FIELD + SV_DDP_UNTAGGED_HDR_LEN + SV_RDMAP_TERM_CTRL_LEN \
+			 + 2 + SV_DDP_UNTAGGED_HDR_LEN + SV_RDMAP_READ_REQ_LEN)
+
+/* TX batch limits: one writev carries at most this much. */
+#define SV__IW_TX_IOV 512
+#define SV__IW_TX_FPDU 64
+#define SV__IW_TX_MARKERS 256
+#define SV__IW_TX_BYTES (256 * 1024)
+
+#define SV__IW_RX_STAGE 16384		/* read-ahead staging buffer */
+#define SV__IW_RX_DIRECT 1024		/* payload at least this big is read in place */
+
+/* Counters per QP (DESIGN.md "Configuration and observability"). */
+struct sv__iw_counters {
+	uint64_t tx_fpdus, rx_fpdus;
+	uint64_t tx_bytes, rx_bytes;	/* stream bytes, framing included */
+	uint64_t crc_errors;
+	uint64_t term_sent, term_rcvd;
+};
+
+/* A message being cut into FPDUs: the header template and the payload's source. */
+struct sv__iw_txmsg {
+	struct sv_rdmap_msg m;		/* opcode, DDP fields; TO/MO advance per segment */
+	uint64_t to_base;		/* tagged: TO of payload byte 0 */
+	struct iovec src[SV__MAX_SGE];
+	int nsrc;
+	uint32_t len;			/* payload bytes */
+	uint32_t off;			/* payload bytes already segmented */
+	bool started;			/* at least one FPDU emitted (zero-length messages) */
+};
+
+/* Responder resources: a queued Read Response or Atomic Response (RFC 5040 5.2.2). */
+struct sv__iw_irq {
+	struct sv__iw_txmsg msg;
+	struct sv__mr *mr;		/* Read Response source, held until written */
+	uint8_t atomic_orig[8];
+};
+
+/* Requester resources: an outstanding Read or Atomic Request (ORD). */
+struct sv__iw_orq {
+	struct sv__send_wqe *wqe;	/* NULL for the RTR zero-length Read */
+	uint64_t seq;			/* take order, to find the oldest started WQE */
+	bool atomic;
+	uint32_t msn;			/* QN 1 MSN of the request */
+	uint32_t req_id;		/* atomics */
+	uint32_t sink_stag;
+	uint64_t sink_to;
+	uint32_t len;			/* bytes expected */
+	uint32_t got;
+	struct iovec iov[SV__MAX_SGE];
+	int niov;
+};
+
+enum sv__iw_fp_action {
+	SV__IW_FP_NONE,
+	SV__IW_FP_WQE_DONE,		/* a SEND/WRITE fully handed to TCP: complete it */
+	SV__IW_FP_IRQ_DONE,		/* the oldest queued response is fully written */
+	SV__IW_FP_TERM_DONE,		/* the Terminate is out: shut the stream down */
+};
+
+struct sv__iw_txbatch {
+	struct iovec iov[SV__IW_TX_IOV];
+	int niov;
+	int iov_pos;			/* first iovec not fully written */
+	size_t total;			/* bytes in the batch */
+	size_t done;			/* bytes written */
+	int nfp;
+	int fp_pos;			/* first FPDU whose action has not run */
+	struct {
+		size_t end;		/* batch offset just past this FPDU */
+		uint8_t action;
+		struct sv__send_wqe *wqe;
+		uint64_t seq;
+	} fp[SV__IW_TX_FPDU];
+	uint8_t hdr[SV__IW_TX_FPDU][SV__IW_HDR_ROOM];
+	uint8_t trl[SV__IW_TX_FPDU][8];	/* PAD (0..3) + CRC (4) */
+	uint8_t mark[SV__IW_TX_MARKERS][SV_MPA_MARKER_LEN];
+	int nmark;
+};
+
+enum sv__iw_rx_stage {
+	SV__IW_RX_HDR,			/* reading length field + DDP/RDMAP headers */
+	SV__IW_RX_PAYLOAD,		/* placing (or discarding) the payload */
+	SV__IW_RX_TRAILER,		/* PAD and CRC */
+};
+
+/* An error found while parsing an FPDU, acted on once its CRC proved the bytes real. */
+struct sv__iw_err {
+	bool set;
+	uint8_t layer, etype, ecode;
+	bool with_ddp;			/* Terminate carries M and D (and the DDP header) */
+	bool with_rdmap;		/* ... and R with the RDMAP header (Read Request) */
+	enum sv_event_type event;
+	enum sv_wc_status rq_status;	/* for a receive WQE this message consumed */
+};
+
+struct sv__iw_rx {
+	enum sv__iw_rx_stage stage;
+	uint8_t stage_buf[SV__IW_RX_STAGE];	/* raw stream bytes read ahead */
+	size_t sb_off, sb_len;
+	uint8_t mk[SV_MPA_MARKER_LEN];	/* a marker being read */
+	unsigned mk_got;
+	uint64_t off;			/* stream offset of the next byte (markers) */
+	uint32_t crc;			/* running CRC32c state of the current FPDU */
+	uint8_t hdr[SV__IW_HDR_ROOM];
+	size_t hdr_got, hdr_need;
+	uint16_t ulpdu_len;
+	struct sv_rdmap_msg m;
+	bool bad_hdr;			/* headers undecodable: the ULPDU is skipped */
+	size_t pay_len, pay_got;
+	struct iovec dst[SV__MAX_SGE];
+	int ndst;			/* 0 with pay_len > 0: discard */
+	struct sv__mr *mr;		/* tagged Write target, held during placement */
+	uint8_t trl[8];
+	size_t trl_got, trl_need;
+	struct sv__iw_err err;
+	/* The untagged QN 0 message in progress (Send or Immediate Data). */
+	struct sv__recv_wqe *rwqe;
+	struct iovec riov[SV__MAX_SGE];
+	int nriov;
+	uint32_t rcap, rgot;
+	bool rmsg_open;			/* segments with L=0 seen, MSN fixed */
+	uint32_t msn[4];		/* next expected MSN per QN (RFC 5041 5.1: from 1) */
+	/* RDMA Write with Immediate: the Write just before an Immediate Data message. */
+	uint32_t wr_len;
+	bool wr_open, wr_last;
+};
+
+/* Per-QP transport state (the qp's tqp). */
+struct sv__iwqp {
+	struct sv_qp *qp;
+	struct sv_context *ctx;
+	struct sv__tep *ep;		/* the connection, NULL when none */
+	int fd;				/* -1 unless connected */
+	bool up;			/* data phase: the RX engine may run */
+	bool down;			/* the connection is over: new WRs flush the QP */
+	bool tx_ok;			/* we may send FPDUs (responder: after the RTR) */
+	bool rtr_wait;			/* responder waits for the first FPDU */
+	unsigned rtr;			/* enum sv_mpa_rtr chosen (0: none, rev 1) */
+	bool err;			/* qp_error ran: data path stopped */
+	bool crc;			/* CRC negotiated (either side asked) */
+	bool mark_tx, mark_rx;		/* markers in our FPDUs / in the peer's */
+	uint32_t mulpdu;
+	uint16_t ird, ord;		/* negotiated */
+	/* Events for the loop (iwarp_cm.c acts on them outside the QP lock). */
+	bool ev_established;		/* responder: first FPDU arrived */
+	bool ev_eof;			/* peer FIN at an FPDU boundary */
+	bool ev_lost;			/* reset or FIN mid-FPDU */
+	bool want_write;		/* the socket was full: poll for writability */
+	bool shut_req;			/* shut our direction once TX drains */
+	bool shut_done;
+	/* TX */
+	uint64_t tx_off;		/* stream offset (markers) */
+	uint64_t seq;			/* WQEs taken so far */
+	uint32_t tx_msn[4];		/* next MSN per QN */
+	uint32_t next_req_id;
+	bool rtr_pending;		/* initiator: the RTR FPDU goes first */
+	struct sv__iw_txmsg rtr_msg;
+	bool term_pending, term_sent;
+	struct sv__iw_txmsg term_msg;
+	struct sv__send_wqe *cur;	/* the WQE being segmented */
+	uint64_t cur_seq;
+	int cur_phase;			/* WRITE_WITH_IMM: 0 the Write, 1 the Immediate Data */
+	struct sv__iw_txmsg cur_msg;
+	struct sv__iw_txbatch *tb;
+	/* Responder queue (IRD) and requester queue (ORD): rings, free-running counters. */
+	struct sv__iw_irq *irq;
+	unsigned irq_size, irq_put, irq_seg, irq_get;
+	struct sv__iw_orq *orq;
+	unsigned orq_size, orq_put, orq_get;
+	/* RX */
+	struct sv__iw_rx *rx;
+	struct sv__iw_counters cnt;
+};
+
+/* iwarp.c */
+struct sv__iwqp *sv__iw_qp(struct sv_qp *qp);
+/* [qp-locked] Back to a fresh stream (no endpoint attached): MSNs, queues, parser. */
+void sv__iw_qp_reset(struct sv__iwqp *iq);
+
+/* iwarp_tx.c — [qp-locked] */
+int sv__iw_tx_init(struct sv__iwqp *iq);
+void sv__iw_tx_fini(struct sv__iwqp *iq);
+/* Moves as many FPDUs to the socket as it takes now. Returns > 0 if bytes moved. */
+int sv__iw_tx_progress(struct sv__iwqp *iq);
+/* qp_error: drop what cannot be sent any more, keep a Terminate if it can still go. */
+void sv__iw_tx_abort(struct sv__iwqp *iq);
+bool sv__iw_tx_idle(const struct sv__iwqp *iq);
+/* Builds the header template of a message into msg (payload set by the caller). */
+void sv__iw_txmsg_init(struct sv__iw_txmsg *msg, uint8_t opcode, bool tagged);
+
+/* iwarp_rx.c — [qp-locked] */
+int sv__iw_rx_init(struct sv__iwqp *iq);
+void sv__iw_rx_reset(struct sv__iwqp *iq);
+void sv__iw_rx_fini(struct sv__iwqp *iq);
+/* Parses and places what the socket holds, up to budget FPDUs. Returns > 0 on progress. */
+int sv__iw_rx_progress(struct sv__iwqp *iq, int budget);
+/* After an error: read and drop what arrives. Returns -ENODATA at EOF. */
+int sv__iw_rx_drain(struct sv__iwqp *iq);
+/* qp_error: release what the parser holds (MR reference, receive in progress). */
+void sv__iw_rx_abort(struct sv__iwqp *iq);
+
+/* iwarp_term.c — [qp-locked] */
+/* Queues a Terminate naming the offending message m (may be NULL) and moves the QP to
+ * ERR with the matching async event. */
+void sv__iw_terminate(struct sv__iwqp *iq, const struct sv__iw_err *e,
+		      const struct sv_rdmap_msg *m, const uint8_t *hdr, size_t hdr_len,
+		      uint16_t seg_len);
+/* A Terminate arrived: complete the WQE it names and fail the QP. */
+void sv__iw_term_received(struct sv__iwqp *iq, const struct sv_rdmap_term *t);
+/* The connection died under an established QP (RFC 5044 LLP error). */
+void sv__iw_conn_lost(struct sv__iwqp *iq);
+/* sv__mr_acquire() errno to the Terminate codes of RDMAP (Read/atomic) or DDP (Write). */
+void sv__iw_err_from_mr(struct sv__iw_err *e, int rc, bool rdmap);
+void sv__iw_err_set(struct sv__iw_err *e, uint8_t layer, uint8_t etype, uint8_t ecode);
+
+/* iwarp_cm.c — [loop]: the CM ops of the table */
+int sv__iw_listen(struct sv_context *ctx, void *cm, const struct sockaddr *addr, int backlog,
+		  struct sv__tep **lep);
+int sv__iw_connect(struct sv_qp *qp, void *cm, const struct sockaddr *dst,
+		   const struct sv__conn_param *param, struct sv__tep **ep);
+int sv__iw_accept(struct sv__tep *ep, struct sv_qp *qp, const struct sv__conn_param *param);
+int sv__iw_reject(struct sv__tep *ep, const uint8_t *priv, uint16_t priv_len);
+int sv__iw_disconnect(struct sv__tep *ep);
+void sv__iw_ep_destroy(struct sv__tep *ep);
+int sv__iw_ep_addr(struct sv__tep *ep, struct sockaddr_storage *local,
+		   struct sockaddr_storage *peer);
+void sv__iw_ep_kick(struct sv__tep *ep);	/* loop_kick: poll mask, pending events */
+void sv__iw_ep_detach_qp(struct sv__tep *ep);	/* qp_destroy */
+
+#endif

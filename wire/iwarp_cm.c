@@ -1,0 +1,1079 @@
+/*
+ * iwarp_cm.c — connections of the iWARP transport: TCP endpoints on the context's loop
+ * and the MPA connection setup (RFC 5044 section 7, enhanced by RFC 6581).
+ *
+ * Initiator: non-blocking connect; on writability it sends an MPA Request rev 2 with the
+ * RFC 6581 block (P2P, its IRD/ORD, RTR types Write and Read offered: a zero-length Send
+ * would consume a receive at the peer), C and M from the device options, then the
+ * application's private data. On the Reply: R set means REJECTED; otherwise the IRD/ORD
+ * and RTR choice are checked (RFC 6581 section 3: Terminate LLP 0x06 / 0x07 on failure),
+ * the chosen zero-length RTR FPDU is queued first, the QP goes to RTS and ESTABLISHED is
+ * reported. A rev 1 Reply (no block) is accepted too: then no RTR is sent.
+ *
+ * Responder: accept4 on the listener; the Request must arrive within
+ * SV__IW_HS_TIMEOUT_MS with at most SV_MPA_MAX_PD_LEN bytes of private data, and at most
+ * SV__IW_MAX_PENDING handshakes wait per listener. CONNECT_REQUEST carries the private
+ * data and the peer's IRD/ORD. accept sends the Reply (P2P echoed with exactly one RTR
+ * type: Write preferred, then Read, then Send; IRD = min(our IRD, initiator ORD), ORD =
+ * min(our ORD, initiator IRD); C = requester's C or ours; M = ours). RFC 5044 7.1.1: the
+ * responder sends no FPDU before the initiator's first one, so it reports ESTABLISHED (and
+ * the QP enters RTS) when that first FPDU — the RTR, or any FPDU from a rev 1 initiator —
+ * has been received. A rev 1 Request (no block) is served the same way; an application
+ * protocol in which the responder speaks first cannot work over rev 1, as with siw.
+ *
+ * Teardown: whoever closes first shuts its direction after its pending FPDUs (and a
+ * Terminate, if any) are written; the other side answers the FIN with its own, and each
+ * closes once both directions are done (or after SV__IW_CLOSE_TIMEOUT_MS) and reports
+ * DISCONNECTED. A FIN between FPDUs with nothing owed is the peer's graceful close: the
+ * QP is left as it is (the next WR flushes it), as siw leaves the QP to the consumer.
+ * A reset or a FIN in the middle of an FPDU is an LLP error (iwarp_term.c).
+ *
+ * Everything here runs on the loop; QP state is touched under the QP lock. CM events are
+ * reported outside the QP lock.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "wire/iwarp.h"
+
+enum ep_state {
+	EP_LISTEN,
+	EP_CONNECTING,			/* initiator: TCP connect in progress */
+	EP_REP_WAIT,			/* initiator: Request sent (or going), Reply awaited */
+	EP_REQ_WAIT,			/* responder: reading the Request */
+	EP_REQ_RCVD,			/* responder: waiting for accept or reject */
+	EP_REJECTING,			/* responder: sending a Reply with R, then close */
+	EP_RTR_WAIT,			/* responder: Reply sent, first FPDU awaited */
+	EP_UP,				/* data phase */
+	EP_CLOSING,			/* teardown: waiting for both directions */
+	EP_CLOSED,			/* socket closed */
+};
+
+struct sv__tep {
+	struct sv_context *ctx;
+	void *cm;			/* core's cookie; NULL: report nothing */
+	enum ep_state state;
+	bool initiator;
+	int fd;
+	int events;			/* current poll mask */
+	uv_poll_t poll;
+	uv_timer_t timer;		/* handshake and close deadlines */
+	uv_timer_t defer;		/* runs ep_update() outside the QP lock */
+	bool poll_open, timer_open, defer_open;
+	bool destroyed;			/* ep_destroy ran (or nobody will call it) */
+	bool was_up, reported_end;
+	struct sv_qp *qp;
+	struct sv__iwqp *iq;
+	/* listener: unanswered incoming handshakes */
+	struct sv__tep *listener;
+	struct sv__tep *child_next, *child_prev, *children;
+	int pending;
+	/* handshake */
+	uint8_t hs_rx[SV_MPA_RR_HDR_LEN + SV_MPA_MAX_PD_LEN];
+	size_t hs_rx_len;
+	uint8_t hs_tx[SV_MPA_RR_HDR_LEN + SV_MPA_MAX_PD_LEN];
+	size_t hs_tx_len, hs_tx_off;
+	struct sv_mpa_rr req;		/* responder: the decoded Request */
+	bool req_crc;			/* initiator: C we sent */
+	uint16_t my_ird, my_ord;
+	struct sockaddr_storage local, peer;
+};
+
+static void poll_cb(uv_poll_t *h, int status, int events);
+static void ep_update(struct sv__tep *ep);
+
+/* ---------------------------------------------------------------------------------------
+ * Endpoint lifetime: an endpoint is freed once it is destroyed and its handles closed.
+ */
+
+static void handle_closed(uv_handle_t *h)
+{
+	struct sv__tep *ep = h->data;
+
+	if (h == (uv_handle_t *)&ep->poll) {
+		ep->poll_open = false;
+		if (ep->fd >= 0)
+			close(ep->fd);
+		ep->fd = -1;
+	} else if (h == (uv_handle_t *)&ep->timer) {
+		ep->timer_open = false;
+	} else {
+		ep->defer_open = false;
+	}
+	if (ep->destroyed && !ep->poll_open && !ep->timer_open && !ep->defer_open)
+		free(ep);
+}
+
+static struct sv__tep *ep_new(struct sv_context *ctx, int fd)
+{
+	struct sv__tep *ep = calloc(1, sizeof(*ep));
+	uv_loop_t *loop = sv__ctx_loop(ctx);
+
+	if (!ep)
+		return NULL;
+	ep->ctx = ctx;
+	ep->fd = fd;
+	uv_timer_init(loop, &ep->timer);
+	uv_timer_init(loop, &ep->defer);
+	ep->timer.data = ep->defer.data = ep;
+	ep->timer_open = ep->defer_open = true;
+	if (uv_poll_init_socket(loop, &ep->poll, fd) == 0) {
+		ep->poll.data = ep;
+		ep->poll_open = true;
+	}
+	return ep;
+}
+
+static void ep_poll(struct sv__tep *ep, int events)
+{
+	if (!ep->poll_open || uv_is_closing((uv_handle_t *)&ep->poll))
+		return;
+	if (events == ep->events)
+		return;
+	ep->events = events;
+	if (events)
+		uv_poll_start(&ep->poll, events, poll_cb);
+	else
+		uv_poll_stop(&ep->poll);
+}
+
+static void timer_cb(uv_timer_t *t);
+
+static void ep_timer(struct sv__tep *ep, uint64_t ms)
+{
+	if (ep->timer_open)
+		uv_timer_start(&ep->timer, timer_cb, ms, 0);
+}
+
+static void child_unlink(struct sv__tep *ep)
+{
+	struct sv__tep *l = ep->listener;
+
+	if (!l)
+		return;
+	if (ep->child_prev)
+		ep->child_prev->child_next = ep->child_next;
+	else
+		l->children = ep->child_next;
+	if (ep->child_next)
+		ep->child_next->child_prev = ep->child_prev;
+	ep->child_next = ep->child_prev = NULL;
+	ep->listener = NULL;
+	l->pending--;
+}
+
+/* Stops the data path and closes the socket (the fd closes with the poll handle). */
+static void ep_close_fd(struct sv__tep *ep)
+{
+	if (ep->state == EP_CLOSED)
+		return;
+	ep->state = EP_CLOSED;
+	if (ep->qp) {
+		sv__qp_lock(ep->qp);
+		ep->iq->fd = -1;
+		ep->iq->up = false;
+		ep->iq->down = ep->was_up;
+		sv__qp_unlock(ep->qp);
+	}
+	if (ep->timer_open)
+		uv_timer_stop(&ep->timer);
+	if (ep->poll_open && !uv_is_closing((uv_handle_t *)&ep->poll))
+		uv_close((uv_handle_t *)&ep->poll, handle_closed);
+	else if (!ep->poll_open && ep->fd >= 0) {
+		close(ep->fd);
+		ep->fd = -1;
+	}
+}
+
+static void report(struct sv__tep *ep, enum sv_cm_event_type type, int status,
+		   const struct sv__conn_param *param)
+{
+	if (ep->cm)
+		sv__cm_report(ep->cm, type, status, param);
+}
+
+/* The connection is over: close it and tell the application once. */
+static void ep_end(struct sv__tep *ep)
+{
+	ep_close_fd(ep);
+	if (ep->was_up && !ep->reported_end) {
+		ep->reported_end = true;
+		report(ep, SV_CM_EVENT_DISCONNECTED, 0, NULL);
+	}
+}
+
+/* Closes everything; the endpoint is freed when its last handle is closed. */
+static void ep_free(struct sv__tep *ep)
+{
+	ep->destroyed = true;
+	ep->cm = NULL;
+	child_unlink(ep);
+	ep_close_fd(ep);
+	if (ep->timer_open && !uv_is_closing((uv_handle_t *)&ep->timer))
+		uv_close((uv_handle_t *)&ep->timer, handle_closed);
+	if (ep->defer_open && !uv_is_closing((uv_handle_t *)&ep->defer))
+		uv_close((uv_handle_t *)&ep->defer, handle_closed);
+	if (!ep->poll_open && !ep->timer_open && !ep->defer_open)
+		free(ep);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Sockets.
+ */
+
+static int sock_new(int family)
+{
+	int one = 1;
+	int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return -errno;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	return fd;
+}
+
+static void save_addrs(struct sv__tep *ep)
+{
+	socklen_t l = sizeof(ep->local);
+
+	getsockname(ep->fd, (struct sockaddr *)&ep->local, &l);
+	l = sizeof(ep->peer);
+	getpeername(ep->fd, (struct sockaddr *)&ep->peer, &l);
+}
+
+/* Writes what is left of the handshake frame. Returns 1 when done, 0 when the socket is
+ * full, or a negative errno. */
+static int hs_flush(struct sv__tep *ep)
+{
+	while (ep->hs_tx_off < ep->hs_tx_len) {
+		ssize_t n = send(ep->fd, ep->hs_tx + ep->hs_tx_off, ep->hs_tx_len - ep->hs_tx_off,
+				 MSG_NOSIGNAL | MSG_DONTWAIT);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				return 0;
+			return -errno;
+		}
+		ep->hs_tx_off += (size_t)n;
+	}
+	return 1;
+}
+
+/*
+ * Reads an MPA Request or Reply, never past its end (the bytes after it are FPDUs for the
+ * data path). Returns 1 with ep->req decoded, 0 when more bytes are needed, or a
+ * negative errno (-EPROTO for a malformed frame, -ECONNRESET for EOF or errors).
+ */
+static int hs_read(struct sv__tep *ep, bool reply)
+{
+	for (;;) {
+		size_t need = SV_MPA_RR_HDR_LEN;
+		ssize_t n;
+
+		if (ep->hs_rx_len >= SV_MPA_RR_HDR_LEN) {
+			size_t pd = (size_t)ep->hs_rx[18] << 8 | ep->hs_rx[19];
+
+			if (pd > SV_MPA_MAX_PD_LEN)
+				return -EPROTO;
+			need += pd;
+		}
+		if (ep->hs_rx_len == need) {
+			int rc = sv__mpa_rr_decode(&ep->req, ep->hs_rx, ep->hs_rx_len, reply);
+
+			if (rc == -EAGAIN)
+				return -EPROTO;
+			return rc < 0 ? rc : 1;
+		}
+		n = recv(ep->fd, ep->hs_rx + ep->hs_rx_len, need - ep->hs_rx_len, MSG_DONTWAIT);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return 0;
+		if (n <= 0)
+			return -ECONNRESET;
+		ep->hs_rx_len += (size_t)n;
+	}
+}
+
+static uint16_t clamp_rd(uint32_t v, uint32_t dev_max)
+{
+	uint32_t lim = dev_max ? dev_max : SV__IW_MAX_RD;
+
+	if (lim > SV__IW_MAX_RD)
+		lim = SV__IW_MAX_RD;
+	return (uint16_t)(v < lim ? v : lim);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Attaching a QP to a connection.
+ */
+
+static void qp_attach(struct sv__tep *ep, struct sv_qp *qp)
+{
+	struct sv__iwqp *iq = sv__iw_qp(qp);
+
+	if (iq->ep)
+		sv__iw_ep_detach_qp(iq->ep);
+	sv__qp_lock(qp);
+	sv__iw_qp_reset(iq);
+	sv__qp_unlock(qp);
+	ep->qp = qp;
+	ep->iq = sv__iw_qp(qp);
+	ep->iq->ep = ep;
+}
+
+/* [qp-locked] Enters the data phase with the negotiated parameters. */
+static void data_phase(struct sv__tep *ep, bool crc, bool mark_tx, bool mark_rx,
+		       uint16_t ird, uint16_t ord)
+{
+	struct sv__iwqp *iq = ep->iq;
+
+	iq->fd = ep->fd;
+	iq->crc = crc;
+	iq->mark_tx = mark_tx;
+	iq->mark_rx = mark_rx;
+	iq->ird = ird;
+	iq->ord = ord;
+	iq->up = true;
+	ep->was_up = true;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Initiator.
+ */
+
+static void build_rtr(struct sv__iwqp *iq, unsigned rtr)
+{
+	struct sv__iw_txmsg *msg = &iq->rtr_msg;
+
+	if (rtr == SV_MPA_RTR_WRITE) {
+		/* A zero-length RDMA Write; its STag is never checked (RFC 6581 section 4). */
+		sv__iw_txmsg_init(msg, SV_RDMAP_WRITE, true);
+		msg->m.ddp.stag = 1;
+	} else {
+		struct sv__iw_orq *o = &iq->orq[iq->orq_put % iq->orq_size];
+
+		/* A zero-length RDMA Read Request: the response completes no WQE. */
+		sv__iw_txmsg_init(msg, SV_RDMAP_READ_REQ, false);
+		msg->m.ddp.qn = SV_DDP_QN_READ_REQ;
+		msg->m.ddp.msn = iq->tx_msn[SV_DDP_QN_READ_REQ]++;
+		msg->m.u.read_req.sink_stag = 1;
+		msg->m.u.read_req.src_stag = 1;
+		memset(o, 0, sizeof(*o));
+		o->sink_stag = 1;
+		o->msn = msg->m.ddp.msn;
+		iq->orq_put++;
+	}
+	iq->rtr_pending = true;
+}
+
+static void connect_fail(struct sv__tep *ep, enum sv_cm_event_type type, int status)
+{
+	report(ep, type, status, NULL);
+	ep->cm = NULL;			/* one outcome per connect */
+	ep_close_fd(ep);
+}
+
+/* RFC 6581 section 3: the initiator's checks fail; say so with a Terminate first. */
+static void initiator_terminate(struct sv__tep *ep, uint8_t ecode)
+{
+	struct sv__iw_err e = { 0 };
+
+	sv__iw_err_set(&e, SV_TERM_LAYER_LLP, 0, ecode);
+	sv__qp_lock(ep->qp);
+	data_phase(ep, ep->req_crc || ep->req.crc, ep->req.markers, false, 0, 0);
+	ep->iq->tx_ok = true;
+	sv__iw_terminate(ep->iq, &e, NULL, NULL, 0, 0);
+	sv__qp_unlock(ep->qp);
+	connect_fail(ep, SV_CM_EVENT_CONNECT_ERROR, -EPROTO);
+}
+
+static void initiator_reply(struct sv__tep *ep)
+{
+	const struct sv_device_opts *o = sv__ctx_opts(ep->ctx);
+	struct sv_mpa_rr *r = &ep->req;
+	struct sv__conn_param p = { .priv = r->priv, .priv_len = r->priv_len };
+	unsigned rtr = 0;
+	uint16_t ird = ep->my_ird, ord = ep->my_ord;
+
+	if (r->reject) {
+		report(ep, SV_CM_EVENT_REJECTED, -ECONNREFUSED, &p);
+		ep->cm = NULL;
+		ep_close_fd(ep);
+		return;
+	}
+	if (r->enhanced) {
+		/* RFC 6581 section 3: our IRD must cover the responder's ORD. */
+		if (r->ord > ep->my_ird) {
+			initiator_terminate(ep, SV_TERM_LLP_INSUFF_IRD);
+			return;
+		}
+		if (r->p2p) {
+			rtr = r->rtr & (SV_MPA_RTR_WRITE | SV_MPA_RTR_READ);
+			if (rtr != SV_MPA_RTR_WRITE && rtr != SV_MPA_RTR_READ) {
+				initiator_terminate(ep, SV_TERM_LLP_NO_RTR);
+				return;
+			}
+		}
+		if (r->ird < ord)
+			ord = r->ird;
+		p.ird = r->ird;
+		p.ord = r->ord;
+	}
+	sv__qp_lock(ep->qp);
+	data_phase(ep, ep->req_crc || r->crc, r->markers, o->markers != 0, ird, ord);
+	if (rtr)
+		build_rtr(ep->iq, rtr);
+	ep->iq->tx_ok = true;
+	sv__qp_established(ep->qp, ird, ord);
+	sv__iw_tx_progress(ep->iq);
+	sv__qp_unlock(ep->qp);
+	ep->state = EP_UP;
+	uv_timer_stop(&ep->timer);
+	save_addrs(ep);
+	report(ep, SV_CM_EVENT_ESTABLISHED, 0, &p);
+	ep_update(ep);
+}
+
+static void connecting(struct sv__tep *ep)
+{
+	int err = 0, rc;
+	socklen_t l = sizeof(err);
+
+	getsockopt(ep->fd, SOL_SOCKET, SO_ERROR, &err, &l);
+	if (err) {
+		connect_fail(ep, SV_CM_EVENT_UNREACHABLE, -err);
+		return;
+	}
+	save_addrs(ep);
+	ep->state = EP_REP_WAIT;
+	rc = hs_flush(ep);
+	if (rc < 0) {
+		connect_fail(ep, SV_CM_EVENT_UNREACHABLE, rc);
+		return;
+	}
+	ep_poll(ep, UV_READABLE | (rc == 0 ? UV_WRITABLE : 0));
+}
+
+int sv__iw_connect(struct sv_qp *qp, void *cm, const struct sockaddr *dst,
+		   const struct sv__conn_param *param, struct sv__tep **out)
+{
+	struct sv_context *ctx = qp->context;
+	const struct sv_device_opts *o = sv__ctx_opts(ctx);
+	struct sv_mpa_rr rr = { 0 };
+	struct sv__tep *ep;
+	socklen_t alen = dst->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) :
+			 sizeof(struct sockaddr_in);
+	int fd, rc;
+
+	if (dst->sa_family != AF_INET && dst->sa_family != AF_INET6)
+		return -EAFNOSUPPORT;
+	if (param && param->priv_len > SV_MPA_MAX_PD_LEN - SV_MPA_V2_BLOCK_LEN)
+		return -EINVAL;
+	fd = sock_new(dst->sa_family);
+	if (fd < 0)
+		return fd;
+	if (o->bind_addr[0] && strcmp(o->bind_addr, "0.0.0.0") != 0 &&
+	    dst->sa_family == AF_INET) {
+		struct sockaddr_in b = { .sin_family = AF_INET };
+
+		if (inet_pton(AF_INET, o->bind_addr, &b.sin_addr) == 1 &&
+		    bind(fd, (struct sockaddr *)&b, sizeof(b)) < 0) {
+			rc = -errno;
+			close(fd);
+			return rc;
+		}
+	}
+	ep = ep_new(ctx, fd);
+	if (!ep || !ep->poll_open) {
+		if (ep)
+			ep_free(ep);
+		else
+			close(fd);
+		return -ENOMEM;
+	}
+	ep->cm = cm;
+	ep->initiator = true;
+	ep->my_ird = clamp_rd(param ? param->ird : 0, o->max_qp_rd_atom);
+	ep->my_ord = clamp_rd(param ? param->ord : 0, o->max_qp_init_rd_atom);
+	qp_attach(ep, qp);
+	if (ep->my_ird > ep->iq->irq_size)
+		ep->my_ird = (uint16_t)ep->iq->irq_size;
+	if (ep->my_ord > ep->iq->orq_size)
+		ep->my_ord = (uint16_t)ep->iq->orq_size;
+
+	/* RFC 5044 7.1 + RFC 6581 section 3: the Request with the enhanced block. */
+	rr.markers = o->markers != 0;
+	rr.crc = ep->req_crc = o->crc != 0;
+	rr.enhanced = true;
+	rr.rev = SV_MPA_REV2;
+	rr.p2p = true;
+	rr.rtr = SV_MPA_RTR_WRITE | SV_MPA_RTR_READ;
+	rr.ird = ep->my_ird;
+	rr.ord = ep->my_ord;
+	rr.priv = param ? param->priv : NULL;
+	rr.priv_len = param ? param->priv_len : 0;
+	rc = sv__mpa_rr_encode(ep->hs_tx, sizeof(ep->hs_tx), &rr);
+	if (rc < 0)
+		goto err_ep;
+	ep->hs_tx_len = (size_t)rc;
+
+	if (connect(fd, dst, alen) < 0 && errno != EINPROGRESS) {
+		/* Refused at once: the outcome still arrives as an event. */
+		ep->state = EP_CONNECTING;
+		report(ep, SV_CM_EVENT_UNREACHABLE, -errno, NULL);
+		ep->cm = NULL;
+		ep_close_fd(ep);
+		*out = ep;
+		return 0;
+	}
+	ep->state = EP_CONNECTING;
+	ep_poll(ep, UV_WRITABLE);
+	ep_timer(ep, SV__IW_HS_TIMEOUT_MS);
+	*out = ep;
+	return 0;
+err_ep:
+	ep->iq->ep = NULL;
+	ep->qp = NULL;
+	ep_free(ep);
+	return rc;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Responder.
+ */
+
+static void responder_request(struct sv__tep *ep)
+{
+	const struct sv_device_opts *o = sv__ctx_opts(ep->ctx);
+	struct sv_mpa_rr *r = &ep->req;
+	struct sv__conn_param p = { .priv = r->priv, .priv_len = r->priv_len };
+	struct sv__tep *l = ep->listener;
+	void *cm;
+
+	if (r->enhanced) {
+		p.ird = r->ird;
+		p.ord = r->ord;
+	} else {
+		/* Rev 1 carries no IRD/ORD: assume what the device offers. */
+		p.ird = clamp_rd(o->max_qp_rd_atom, o->max_qp_rd_atom);
+		p.ord = clamp_rd(o->max_qp_init_rd_atom, o->max_qp_init_rd_atom);
+	}
+	uv_timer_stop(&ep->timer);
+	ep_poll(ep, 0);
+	child_unlink(ep);
+	save_addrs(ep);
+	ep->state = EP_REQ_RCVD;
+	cm = l && l->cm ? sv__cm_incoming(l->cm, ep, &p) : NULL;
+	if (!cm) {
+		/* Core refused it: reject on the spot and forget the endpoint. */
+		sv__log(SV_LOG_INFO, "iwarp: incoming connection refused by core");
+		ep_free(ep);
+		return;
+	}
+	ep->cm = cm;
+	ep->destroyed = false;		/* core owns it now: freed by ep_destroy */
+}
+
+static int reply_encode(struct sv__tep *ep, bool reject, unsigned rtr, uint16_t ird,
+			uint16_t ord, bool crc, const uint8_t *priv, uint16_t priv_len)
+{
+	const struct sv_device_opts *o = sv__ctx_opts(ep->ctx);
+	const struct sv_mpa_rr *q = &ep->req;
+	struct sv_mpa_rr rr = { 0 };
+	int rc;
+
+	rr.reply = true;
+	rr.reject = reject;
+	rr.markers = !reject && o->markers != 0;
+	rr.crc = crc;
+	rr.enhanced = q->enhanced;
+	rr.rev = q->enhanced ? SV_MPA_REV2 : q->rev;
+	rr.p2p = q->enhanced && q->p2p;
+	rr.rtr = rtr;
+	rr.ird = ird;
+	rr.ord = ord;
+	rr.priv = priv;
+	rr.priv_len = priv_len;
+	rc = sv__mpa_rr_encode(ep->hs_tx, sizeof(ep->hs_tx), &rr);
+	if (rc < 0)
+		return rc;
+	ep->hs_tx_len = (size_t)rc;
+	ep->hs_tx_off = 0;
+	return 0;
+}
+
+int sv__iw_accept(struct sv__tep *ep, struct sv_qp *qp, const struct sv__conn_param *param)
+{
+	const struct sv_device_opts *o = sv__ctx_opts(ep->ctx);
+	const struct sv_mpa_rr *q = &ep->req;
+	unsigned rtr = 0;
+	uint16_t ird, ord;
+	bool crc = q->crc || o->crc;
+	int rc;
+
+	if (ep->state != EP_REQ_RCVD)
+		return -EINVAL;
+	if (param && param->priv_len > SV_MPA_MAX_PD_LEN - SV_MPA_V2_BLOCK_LEN)
+		return -EINVAL;
+	qp_attach(ep, qp);
+	ird = clamp_rd(param ? param->ird : 0, o->max_qp_rd_atom);
+	ord = clamp_rd(param ? param->ord : 0, o->max_qp_init_rd_atom);
+	if (ird > ep->iq->irq_size)
+		ird = (uint16_t)ep->iq->irq_size;
+	if (ord > ep->iq->orq_size)
+		ord = (uint16_t)ep->iq->orq_size;
+	if (q->enhanced) {
+		/* iwarp.md 2.2: adopt the initiator's ORD as our IRD and its IRD as our ORD,
+		 * within our own limits. */
+		if (q->ord < ird)
+			ird = q->ord;
+		if (q->ird < ord)
+			ord = q->ird;
+		if (q->p2p) {
+			if (q->rtr & SV_MPA_RTR_WRITE)
+				rtr = SV_MPA_RTR_WRITE;
+			else if (q->rtr & SV_MPA_RTR_READ)
+				rtr = SV_MPA_RTR_READ;
+			else if (q->rtr & SV_MPA_RTR_SEND)
+				rtr = SV_MPA_RTR_SEND;
+		}
+	}
+	/* A Read RTR needs one inbound Read resource. */
+	if (rtr == SV_MPA_RTR_READ && ird == 0)
+		ird = 1;
+	rc = reply_encode(ep, false, rtr, ird, ord, crc, param ? param->priv : NULL,
+			  param ? param->priv_len : 0);
+	if (rc < 0) {
+		ep->iq->ep = NULL;
+		ep->qp = NULL;
+		ep->iq = NULL;
+		return rc;
+	}
+	sv__qp_lock(qp);
+	data_phase(ep, crc, q->markers, o->markers != 0, ird, ord);
+	ep->iq->rtr_wait = true;
+	ep->iq->rtr = rtr;
+	ep->iq->tx_ok = false;		/* RFC 5044 7.1.1: nothing before their first FPDU */
+	sv__qp_unlock(qp);
+	ep->state = EP_RTR_WAIT;
+	rc = hs_flush(ep);
+	if (rc < 0) {
+		sv__qp_lock(qp);
+		sv__iw_conn_lost(ep->iq);
+		sv__qp_unlock(qp);
+		connect_fail(ep, SV_CM_EVENT_CONNECT_ERROR, rc);
+		return 0;
+	}
+	ep_poll(ep, UV_READABLE | (rc == 0 ? UV_WRITABLE : 0));
+	ep_timer(ep, SV__IW_HS_TIMEOUT_MS);
+	return 0;
+}
+
+int sv__iw_reject(struct sv__tep *ep, const uint8_t *priv, uint16_t priv_len)
+{
+	int rc;
+
+	if (ep->state != EP_REQ_RCVD)
+		return -EINVAL;
+	if (priv_len > SV_MPA_MAX_PD_LEN - SV_MPA_V2_BLOCK_LEN)
+		return -EINVAL;
+	rc = reply_encode(ep, true, 0, 0, 0, ep->req.crc, priv, priv_len);
+	if (rc < 0)
+		return rc;
+	ep->cm = NULL;			/* a rejected request reports nothing more */
+	ep->state = EP_REJECTING;
+	rc = hs_flush(ep);
+	if (rc != 0) {
+		shutdown(ep->fd, SHUT_WR);
+		ep_close_fd(ep);
+		return 0;
+	}
+	ep_poll(ep, UV_WRITABLE);
+	ep_timer(ep, SV__IW_CLOSE_TIMEOUT_MS);
+	return 0;
+}
+
+static void listener_cb(struct sv__tep *l)
+{
+	for (;;) {
+		struct sv__tep *ep;
+		int one = 1;
+		int fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+		if (fd < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			if (errno != EAGAIN && errno != EWOULDBLOCK)
+				sv__log(SV_LOG_WARN, "iwarp: accept: %s", strerror(errno));
+			return;
+		}
+		if (l->pending >= SV__IW_MAX_PENDING) {
+			close(fd);		/* too many unanswered handshakes */
+			continue;
+		}
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		ep = ep_new(l->ctx, fd);
+		if (!ep || !ep->poll_open) {
+			if (ep)
+				ep_free(ep);
+			else
+				close(fd);
+			continue;
+		}
+		ep->destroyed = true;	/* ours until core takes it in sv__cm_incoming */
+		ep->state = EP_REQ_WAIT;
+		ep->listener = l;
+		ep->child_next = l->children;
+		if (l->children)
+			l->children->child_prev = ep;
+		l->children = ep;
+		l->pending++;
+		ep_poll(ep, UV_READABLE);
+		ep_timer(ep, SV__IW_HS_TIMEOUT_MS);
+	}
+}
+
+int sv__iw_listen(struct sv_context *ctx, void *cm, const struct sockaddr *addr, int backlog,
+		  struct sv__tep **out)
+{
+	const struct sv_device_opts *o = sv__ctx_opts(ctx);
+	struct sockaddr_storage a;
+	socklen_t alen;
+	struct sv__tep *ep;
+	int fd, one = 1, rc;
+
+	if (addr->sa_family == AF_INET)
+		alen = sizeof(struct sockaddr_in);
+	else if (addr->sa_family == AF_INET6)
+		alen = sizeof(struct sockaddr_in6);
+	else
+		return -EAFNOSUPPORT;
+	memcpy(&a, addr, alen);
+	/* sv_cm_listen(): port 0 means the device's port, or any if that is 0 too. */
+	if (a.ss_family == AF_INET && ((struct sockaddr_in *)&a)->sin_port == 0)
+		((struct sockaddr_in *)&a)->sin_port = htons(o->port);
+	else if (a.ss_family == AF_INET6 && ((struct sockaddr_in6 *)&a)->sin6_port == 0)
+		((struct sockaddr_in6 *)&a)->sin6_port = htons(o->port);
+	fd = sock_new(addr->sa_family);
+	if (fd < 0)
+		return fd;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, (struct sockaddr *)&a, alen) < 0 ||
+	    listen(fd, backlog > 0 ? backlog : 128) < 0) {
+		rc = -errno;
+		close(fd);
+		return rc;
+	}
+	ep = ep_new(ctx, fd);
+	if (!ep || !ep->poll_open) {
+		if (ep)
+			ep_free(ep);
+		else
+			close(fd);
+		return -ENOMEM;
+	}
+	ep->cm = cm;
+	ep->state = EP_LISTEN;
+	alen = sizeof(ep->local);
+	getsockname(fd, (struct sockaddr *)&ep->local, &alen);
+	ep_poll(ep, UV_READABLE);
+	*out = ep;
+	return 0;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * The data phase seen from the loop, and teardown.
+ */
+
+/* Socket events of a connection that has a QP in its data phase. */
+static void data_io(struct sv__tep *ep, int events)
+{
+	struct sv_qp *qp = ep->qp;
+	struct sv__iwqp *iq = ep->iq;
+	bool est = false, failed_early = false;
+
+	sv__qp_lock(qp);
+	if (events & UV_WRITABLE)
+		sv__iw_tx_progress(iq);
+	if (events & UV_READABLE) {
+		if (iq->err) {
+			if (iq->fd >= 0 && sv__iw_rx_drain(iq) == -ENODATA)
+				iq->ev_eof = true;
+		} else {
+			sv__iw_rx_progress(iq, 64);
+		}
+		while (iq->ev_established && !iq->err) {
+			/* The responder's first FPDU arrived (RFC 6581 section 4). */
+			iq->ev_established = false;
+			est = true;
+			sv__qp_established(qp, iq->ird, iq->ord);
+			iq->tx_ok = true;
+			sv__iw_tx_progress(iq);
+			sv__iw_rx_progress(iq, 64);
+		}
+	}
+	if (ep->state == EP_RTR_WAIT && !est && (iq->err || iq->ev_eof || iq->ev_lost))
+		failed_early = true;
+	sv__qp_unlock(qp);
+	if (est) {
+		ep->state = EP_UP;
+		uv_timer_stop(&ep->timer);
+		report(ep, SV_CM_EVENT_ESTABLISHED, 0, NULL);
+	} else if (failed_early) {
+		connect_fail(ep, SV_CM_EVENT_CONNECT_ERROR, -ECONNRESET);
+		return;
+	}
+	ep_update(ep);
+}
+
+/* Brings socket mask and teardown in line with the QP's flags. [loop, QP lock not held] */
+static void ep_update(struct sv__tep *ep)
+{
+	bool err, peer_done, lost, shut_done, want_write;
+
+	if (ep->state != EP_UP && ep->state != EP_RTR_WAIT && ep->state != EP_CLOSING)
+		return;
+	if (!ep->qp) {
+		/* The QP is gone: just finish closing the socket. */
+		if (ep->state != EP_CLOSING) {
+			shutdown(ep->fd, SHUT_WR);
+			ep->state = EP_CLOSING;
+			ep_timer(ep, SV__IW_CLOSE_TIMEOUT_MS);
+		}
+		ep_poll(ep, UV_READABLE);
+		return;
+	}
+	sv__qp_lock(ep->qp);
+	{
+		struct sv__iwqp *iq = ep->iq;
+
+		if (iq->ev_eof && !iq->err && !iq->shut_req) {
+			/* The peer's graceful close: answer with ours once TX drains. */
+			iq->shut_req = true;
+			sv__iw_tx_progress(iq);
+		}
+		if ((iq->err || iq->ev_lost) && !iq->shut_done)
+			sv__iw_tx_progress(iq);
+		if (iq->ev_lost && !iq->err)
+			sv__iw_conn_lost(iq);
+		err = iq->err;
+		lost = iq->ev_lost;
+		peer_done = iq->ev_eof || iq->ev_lost;
+		shut_done = iq->shut_done;
+		want_write = iq->want_write;
+	}
+	sv__qp_unlock(ep->qp);
+
+	if ((err || peer_done) && ep->state != EP_CLOSING) {
+		ep->state = EP_CLOSING;
+		ep_timer(ep, SV__IW_CLOSE_TIMEOUT_MS);
+	}
+	if (ep->state == EP_CLOSING && (lost || (peer_done && shut_done))) {
+		ep_end(ep);
+		return;
+	}
+	ep_poll(ep, UV_READABLE | (want_write ? UV_WRITABLE : 0));
+}
+
+static void poll_cb(uv_poll_t *h, int status, int events)
+{
+	struct sv__tep *ep = h->data;
+	int rc;
+
+	if (status < 0)
+		events = UV_READABLE | UV_WRITABLE;	/* let the syscalls report the error */
+	switch (ep->state) {
+	case EP_LISTEN:
+		listener_cb(ep);
+		break;
+	case EP_CONNECTING:
+		connecting(ep);
+		break;
+	case EP_REP_WAIT:
+		if (events & UV_WRITABLE) {
+			rc = hs_flush(ep);
+			if (rc < 0) {
+				connect_fail(ep, SV_CM_EVENT_CONNECT_ERROR, rc);
+				break;
+			}
+			ep_poll(ep, UV_READABLE | (rc == 0 ? UV_WRITABLE : 0));
+		}
+		if (events & UV_READABLE) {
+			rc = hs_read(ep, true);
+			if (rc < 0) {
+				if (rc == -EPROTO)
+					sv__log(SV_LOG_WARN, "iwarp: malformed MPA Reply");
+				connect_fail(ep, SV_CM_EVENT_CONNECT_ERROR, rc);
+			} else if (rc > 0) {
+				initiator_reply(ep);
+			}
+		}
+		break;
+	case EP_REQ_WAIT:
+		rc = hs_read(ep, false);
+		if (rc < 0) {
+			if (rc == -EPROTO)
+				sv__log(SV_LOG_WARN, "iwarp: malformed MPA Request");
+			ep_free(ep);
+		} else if (rc > 0) {
+			responder_request(ep);
+		}
+		break;
+	case EP_REJECTING:
+		rc = hs_flush(ep);
+		if (rc != 0) {
+			shutdown(ep->fd, SHUT_WR);
+			ep_close_fd(ep);
+		}
+		break;
+	case EP_RTR_WAIT:
+		if ((events & UV_WRITABLE) && ep->hs_tx_off < ep->hs_tx_len) {
+			rc = hs_flush(ep);
+			if (rc < 0) {
+				events = UV_READABLE;	/* the read side sees the failure */
+			} else if (rc == 0) {
+				break;
+			}
+			events &= ~UV_WRITABLE;
+		}
+		if (ep->qp)
+			data_io(ep, events);
+		break;
+	case EP_UP:
+	case EP_CLOSING:
+		if (ep->qp)
+			data_io(ep, events);
+		else if (events & UV_READABLE) {
+			char sink[4096];
+			ssize_t n = recv(ep->fd, sink, sizeof(sink), MSG_DONTWAIT);
+
+			if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+				ep_end(ep);
+		}
+		break;
+	default:
+		ep_poll(ep, 0);
+		break;
+	}
+}
+
+static void timer_cb(uv_timer_t *t)
+{
+	struct sv__tep *ep = t->data;
+
+	switch (ep->state) {
+	case EP_CONNECTING:
+		connect_fail(ep, SV_CM_EVENT_UNREACHABLE, -ETIMEDOUT);
+		break;
+	case EP_REP_WAIT:
+		connect_fail(ep, SV_CM_EVENT_CONNECT_ERROR, -ETIMEDOUT);
+		break;
+	case EP_REQ_WAIT:
+		sv__log(SV_LOG_INFO, "iwarp: MPA Request timed out");
+		ep_free(ep);
+		break;
+	case EP_RTR_WAIT:
+		if (ep->qp) {
+			sv__qp_lock(ep->qp);
+			sv__iw_conn_lost(ep->iq);
+			sv__qp_unlock(ep->qp);
+		}
+		connect_fail(ep, SV_CM_EVENT_CONNECT_ERROR, -ETIMEDOUT);
+		break;
+	case EP_REJECTING:
+		ep_close_fd(ep);
+		break;
+	case EP_CLOSING:
+		ep_end(ep);
+		break;
+	default:
+		break;
+	}
+}
+
+static void defer_cb(uv_timer_t *t)
+{
+	ep_update(t->data);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Ops called by core and iwarp.c.
+ */
+
+void sv__iw_ep_kick(struct sv__tep *ep)
+{
+	struct sv__iwqp *iq = ep->iq;
+
+	/* [loop, qp-locked]: only adjust the mask here; the rest runs without the lock. */
+	if (iq && (ep->state == EP_UP || ep->state == EP_RTR_WAIT || ep->state == EP_CLOSING))
+		ep_poll(ep, UV_READABLE | (iq->want_write ? UV_WRITABLE : 0));
+	if (ep->defer_open)
+		uv_timer_start(&ep->defer, defer_cb, 0, 0);
+}
+
+void sv__iw_ep_detach_qp(struct sv__tep *ep)
+{
+	if (!ep->qp)
+		return;
+	sv__qp_lock(ep->qp);
+	ep->iq->ep = NULL;
+	ep->iq->fd = -1;
+	ep->iq->up = false;
+	ep->iq->down = ep->was_up;
+	sv__qp_unlock(ep->qp);
+	ep->qp = NULL;
+	ep->iq = NULL;
+	if (ep->state == EP_UP || ep->state == EP_RTR_WAIT || ep->state == EP_CLOSING)
+		ep_update(ep);
+	else if (ep->state != EP_CLOSED && ep->state != EP_REQ_RCVD)
+		ep_close_fd(ep);
+}
+
+int sv__iw_disconnect(struct sv__tep *ep)
+{
+	if (ep->state == EP_UP || ep->state == EP_RTR_WAIT) {
+		if (ep->qp) {
+			sv__qp_lock(ep->qp);
+			ep->iq->shut_req = true;
+			sv__iw_tx_progress(ep->iq);
+			sv__qp_unlock(ep->qp);
+		}
+		ep->state = EP_CLOSING;
+		ep_timer(ep, SV__IW_CLOSE_TIMEOUT_MS);
+		ep_update(ep);
+	} else if (ep->state == EP_CLOSED) {
+		ep_end(ep);
+	}
+	return 0;
+}
+
+void sv__iw_ep_destroy(struct sv__tep *ep)
+{
+	ep->cm = NULL;
+	if (ep->state == EP_LISTEN) {
+		while (ep->children)
+			ep_free(ep->children);
+	}
+	if (ep->qp)
+		sv__iw_ep_detach_qp(ep);
+	ep_free(ep);
+}
+
+int sv__iw_ep_addr(struct sv__tep *ep, struct sockaddr_storage *local,
+		   struct sockaddr_storage *peer)
+{
+	if (local)
+		*local = ep->local;
+	if (peer)
+		*peer = ep->peer;
+	return 0;
+}

@@ -1,0 +1,233 @@
+/*
+ * iwarp_term.c — Terminate messages and the error paths of the iWARP transport.
+ *
+ * RFC 5040 section 7 (with RFC 5041 section 7 and RFC 5044 section 8 for the lower
+ * layers' codes): an error detected on a stream is reported to the peer in one
+ * Terminate message (QN 2) naming layer, error type and code, optionally with the
+ * offending DDP segment length (M), DDP header (D) and RDMAP header (R); then the stream
+ * is dead: the QP goes to ERR and the connection closes. Which optional parts we include
+ * follows siw (iwarp.md 4.5): remote protection errors on a Read Request carry M, D and R;
+ * other DDP and RDMAP errors carry M and D; LLP and version errors carry none.
+ *
+ * The requester that receives a Terminate completes the WQE it concerns with a status
+ * derived from the triple (verbs.md section 3) and vendor_err = layer<<16|etype<<8|ecode.
+ * A connection that dies under an established QP without a Terminate (reset, or FIN in
+ * the middle of an FPDU or with responses still owed) completes the oldest started WQE
+ * with SV_WC_FATAL_ERR and the LLP "connection lost" code as vendor_err, then the rest
+ * flush: the peer is gone, so no retry could succeed (we pick FATAL_ERR over
+ * RETRY_EXC_ERR because TCP, not us, did the retrying).
+ *
+ * Every function here runs with the QP lock held.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "wire/byteorder.h"
+#include "wire/iwarp.h"
+
+void sv__iw_err_set(struct sv__iw_err *e, uint8_t layer, uint8_t etype, uint8_t ecode)
+{
+	e->set = true;
+	e->layer = layer;
+	e->etype = etype;
+	e->ecode = ecode;
+	e->event = SV_EVENT_QP_FATAL;
+}
+
+void sv__iw_err_from_mr(struct sv__iw_err *e, int rc, bool rdmap)
+{
+	uint8_t ecode;
+
+	if (rdmap) {
+		/* RFC 5040 7.2 remote protection codes, for Read Requests and atomics. */
+		switch (rc) {
+		case -ENOENT: ecode = SV_TERM_RDMAP_INV_STAG; break;
+		case -EPERM: ecode = SV_TERM_RDMAP_STAG_NOT_ASSOC; break;
+		case -EOVERFLOW: ecode = SV_TERM_RDMAP_TO_WRAP; break;
+		case -ERANGE: ecode = SV_TERM_RDMAP_BASE_BOUNDS; break;
+		case -EACCES:
+		case -EOPNOTSUPP: ecode = SV_TERM_RDMAP_ACCESS; break;
+		default: ecode = SV_TERM_RDMAP_UNSPECIFIED; break;
+		}
+		sv__iw_err_set(e, SV_TERM_LAYER_RDMAP, SV_TERM_RDMAP_REMOTE_PROT, ecode);
+		e->with_rdmap = true;
+	} else {
+		/* RFC 5041 7.2 tagged buffer codes for RDMA Write placement. DDP has no code
+		 * for missing access rights; like siw we call it an invalid STag. */
+		switch (rc) {
+		case -EPERM: ecode = SV_TERM_DDP_T_STAG_NOT_ASSOC; break;
+		case -EOVERFLOW: ecode = SV_TERM_DDP_T_TO_WRAP; break;
+		case -ERANGE: ecode = SV_TERM_DDP_T_BASE_BOUNDS; break;
+		default: ecode = SV_TERM_DDP_T_INV_STAG; break;
+		}
+		sv__iw_err_set(e, SV_TERM_LAYER_DDP, SV_TERM_DDP_TAGGED, ecode);
+	}
+	e->with_ddp = true;
+	e->event = SV_EVENT_QP_ACCESS_ERR;
+}
+
+void sv__iw_terminate(struct sv__iwqp *iq, const struct sv__iw_err *e,
+		      const struct sv_rdmap_msg *m, const uint8_t *hdr, size_t hdr_len,
+		      uint16_t seg_len)
+{
+	struct sv__term_info ti = {
+		.layer = e->layer, .etype = e->etype, .ecode = e->ecode, .remote = false,
+	};
+	struct sv__iw_txmsg *msg = &iq->term_msg;
+	struct sv_rdmap_term *t = &msg->m.u.term;
+	struct sv__iw_rx *rx = iq->rx;
+
+	if (iq->err)
+		return;
+	sv__log(SV_LOG_WARN, "iwarp qp %u: sending Terminate: %s", iq->qp->qp_num,
+		sv__rdmap_term_str(e->layer, e->etype, e->ecode));
+	sv__iw_txmsg_init(msg, SV_RDMAP_TERMINATE, false);
+	msg->m.ddp.qn = SV_DDP_QN_TERMINATE;
+	msg->m.ddp.msn = iq->tx_msn[SV_DDP_QN_TERMINATE]++;
+	t->layer = e->layer;
+	t->etype = e->etype;
+	t->ecode = e->ecode;
+	if (m && hdr && e->with_ddp) {
+		size_t dl = m->ddp.tagged ? SV_DDP_TAGGED_HDR_LEN : SV_DDP_UNTAGGED_HDR_LEN;
+
+		if (hdr_len >= dl) {
+			t->has_len = true;
+			t->has_ddp_hdr = true;
+			t->ddp_seg_len = seg_len;	/* the segment's payload, as siw sends */
+			t->ddp_hdr_len = (uint8_t)dl;
+			memcpy(t->ddp_hdr, hdr, dl);
+		}
+		/* R: only a Read Request's RDMAP header fits the 28-byte field. */
+		if (e->with_rdmap && m->opcode == SV_RDMAP_READ_REQ &&
+		    hdr_len >= dl + SV_RDMAP_READ_REQ_LEN) {
+			t->has_rdmap_hdr = true;
+			memcpy(t->rdmap_hdr, hdr + dl, SV_RDMAP_READ_REQ_LEN);
+		}
+	}
+	iq->term_pending = true;
+	iq->term_sent = false;
+	iq->cnt.term_sent++;
+
+	/* The receive this message consumed fails with its own status first. */
+	if (rx && rx->rwqe && e->rq_status != SV_WC_SUCCESS) {
+		struct sv__recv_wqe *w = rx->rwqe;
+
+		rx->rwqe = NULL;
+		rx->rmsg_open = false;
+		sv__rq_done(iq->qp, w, e->rq_status, SV_WC_RECV, 0, 0, 0, false);
+	}
+	sv__qp_fatal(iq->qp, e->event, &ti);
+	sv__iw_tx_progress(iq);
+}
+
+/* The oldest WQE that was started and is not complete: it is the one a Terminate
+ * without further detail, or the loss of the connection, concerns. */
+static struct sv__send_wqe *oldest_started(struct sv__iwqp *iq)
+{
+	struct sv__send_wqe *best = NULL;
+	uint64_t best_seq = UINT64_MAX;
+	struct sv__iw_txbatch *b = iq->tb;
+
+	if (iq->orq_get != iq->orq_put) {
+		struct sv__iw_orq *o = &iq->orq[iq->orq_get % iq->orq_size];
+
+		if (o->wqe) {
+			best = o->wqe;
+			best_seq = o->seq;
+		}
+	}
+	for (int i = b->fp_pos; i < b->nfp; i++) {
+		if (b->fp[i].action == SV__IW_FP_WQE_DONE && b->fp[i].seq < best_seq) {
+			best = b->fp[i].wqe;
+			best_seq = b->fp[i].seq;
+			break;
+		}
+	}
+	if (iq->cur && iq->cur_seq < best_seq)
+		best = iq->cur;
+	return best;
+}
+
+/* verbs.md section 3, end: the requester's status for the peer's Terminate triple. */
+static enum sv_wc_status term_status(const struct sv_rdmap_term *t)
+{
+	switch (t->layer) {
+	case SV_TERM_LAYER_RDMAP:
+		if (t->etype == SV_TERM_RDMAP_REMOTE_PROT)
+			return SV_WC_REM_ACCESS_ERR;
+		if (t->etype == SV_TERM_RDMAP_REMOTE_OP)
+			return (t->ecode == SV_TERM_RDMAP_CATASTROPHIC_STREAM ||
+				t->ecode == SV_TERM_RDMAP_CATASTROPHIC_GLOBAL) ?
+			       SV_WC_REM_OP_ERR : SV_WC_REM_INV_REQ_ERR;
+		return SV_WC_REM_OP_ERR;
+	case SV_TERM_LAYER_DDP:
+		if (t->etype == SV_TERM_DDP_TAGGED)
+			return SV_WC_REM_ACCESS_ERR;
+		if (t->etype == SV_TERM_DDP_UNTAGGED)
+			return SV_WC_REM_INV_REQ_ERR;
+		return SV_WC_REM_OP_ERR;
+	default:
+		return SV_WC_FATAL_ERR;
+	}
+}
+
+static enum sv_event_type term_event(uint8_t layer, uint8_t etype)
+{
+	if ((layer == SV_TERM_LAYER_RDMAP && etype == SV_TERM_RDMAP_REMOTE_PROT) ||
+	    (layer == SV_TERM_LAYER_DDP && etype == SV_TERM_DDP_TAGGED))
+		return SV_EVENT_QP_ACCESS_ERR;
+	if ((layer == SV_TERM_LAYER_RDMAP && etype == SV_TERM_RDMAP_REMOTE_OP) ||
+	    (layer == SV_TERM_LAYER_DDP && etype == SV_TERM_DDP_UNTAGGED))
+		return SV_EVENT_QP_REQ_ERR;
+	return SV_EVENT_QP_FATAL;
+}
+
+void sv__iw_term_received(struct sv__iwqp *iq, const struct sv_rdmap_term *t)
+{
+	struct sv__term_info ti = {
+		.layer = t->layer, .etype = t->etype, .ecode = t->ecode, .remote = true,
+	};
+	struct sv__send_wqe *wqe = NULL;
+	uint32_t vendor = (uint32_t)t->layer << 16 | (uint32_t)t->etype << 8 | t->ecode;
+
+	if (iq->err)
+		return;
+	sv__log(SV_LOG_WARN, "iwarp qp %u: peer sent Terminate: %s", iq->qp->qp_num,
+		sv__rdmap_term_str(t->layer, t->etype, t->ecode));
+	/* A copied untagged header on QN 1 names a Read or Atomic Request by its MSN. */
+	if (t->has_ddp_hdr && t->ddp_hdr_len == SV_DDP_UNTAGGED_HDR_LEN &&
+	    !(t->ddp_hdr[0] & SV_DDP_FLAG_T) && sv__get_be32(t->ddp_hdr + 6) == SV_DDP_QN_READ_REQ) {
+		uint32_t msn = sv__get_be32(t->ddp_hdr + 10);
+
+		for (unsigned i = iq->orq_get; i != iq->orq_put; i++) {
+			struct sv__iw_orq *o = &iq->orq[i % iq->orq_size];
+
+			if (o->msn == msn) {
+				wqe = o->wqe;
+				break;
+			}
+		}
+	}
+	if (!wqe)
+		wqe = oldest_started(iq);
+	if (wqe)
+		sv__sq_done(iq->qp, wqe, term_status(t), 0, vendor);
+	sv__qp_fatal(iq->qp, term_event(t->layer, t->etype), &ti);
+}
+
+void sv__iw_conn_lost(struct sv__iwqp *iq)
+{
+	struct sv__term_info ti = {
+		.layer = SV_TERM_LAYER_LLP, .etype = 0, .ecode = SV_TERM_LLP_CONN_LOST,
+		.remote = false,
+	};
+	struct sv__send_wqe *wqe;
+
+	if (iq->err)
+		return;
+	wqe = oldest_started(iq);
+	if (wqe)
+		sv__sq_done(iq->qp, wqe, SV_WC_FATAL_ERR, 0,
+			    (uint32_t)SV_TERM_LAYER_LLP << 16 | SV_TERM_LLP_CONN_LOST);
+	sv__qp_fatal(iq->qp, SV_EVENT_QP_FATAL, &ti);
+}
