@@ -361,14 +361,15 @@ static inline int ep_open(struct tool_ep *ep, const char *prog,
 	ep->prog = prog;
 	if ((rc = sv_open_device(opts, &ep->ctx)) < 0)
 		return report(prog, "cannot open the device", rc);
+	/* First, so that ep_close() can always drain async events without blocking. */
+	if ((rc = set_nonblock(sv_async_fd(ep->ctx))) < 0)
+		return report(prog, "async event fd", rc);
 	if ((rc = sv_query_device(ep->ctx, &ep->attr)) < 0)
 		return report(prog, "sv_query_device", rc);
 	if ((rc = sv_cm_create_channel(&ep->cm_ch)) < 0)
 		return report(prog, "sv_cm_create_channel", rc);
 	if ((rc = set_nonblock(sv_cm_channel_fd(ep->cm_ch))) < 0)
 		return report(prog, "CM channel fd", rc);
-	if ((rc = set_nonblock(sv_async_fd(ep->ctx))) < 0)
-		return report(prog, "async event fd", rc);
 	if ((rc = sv_alloc_pd(ep->ctx, &ep->pd)) < 0)
 		return report(prog, "sv_alloc_pd", rc);
 	return 0;

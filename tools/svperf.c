@@ -1391,7 +1391,8 @@ static void print_report(struct perf *p, int rc)
 	int verified = rc == 0 && p->ok;
 	int crc = p->crc_asked || p->peer_crc;
 
-	qsort(p->lat, p->nlat, sizeof(*p->lat), cmp_u64);
+	if (p->nlat)
+		qsort(p->lat, p->nlat, sizeof(*p->lat), cmp_u64);
 	for (size_t i = 0; i < p->nlat; i++)
 		sum += (double)p->lat[i];
 	if (p->nlat) {
@@ -1455,6 +1456,18 @@ static void print_report(struct perf *p, int rc)
 /* ---------------------------------------------------------------------------------------
  * Main
  */
+
+/* A run that failed before it measured anything: with --json, still one object. */
+static int fail_early(const struct config *c, int rc)
+{
+	struct perf p;
+
+	memset(&p, 0, sizeof(p));
+	p.cfg = *c;
+	if (c->json)
+		print_report(&p, rc);
+	return setup_status(rc);
+}
 
 struct server_thread {
 	struct perf side;
@@ -1653,11 +1666,10 @@ int main(int argc, char **argv)
 	if (!c.host && !c.loopback) {
 		struct perf s;
 
-		if ((rc = side_init(&s, &c, 1, PROG)) < 0)
-			return setup_status(rc);
-		if ((rc = ep_listen(&s.ep, c.bind, c.port, &port)) < 0) {
+		if ((rc = side_init(&s, &c, 1, PROG)) < 0 ||
+		    (rc = ep_listen(&s.ep, c.bind, c.port, &port)) < 0) {
 			side_free(&s);
-			return setup_status(rc);
+			return fail_early(&c, rc);
 		}
 		if (!c.json)
 			fprintf(stderr, "%s: listening on %s port %u\n", PROG, c.bind, port);
@@ -1674,21 +1686,33 @@ int main(int argc, char **argv)
 		if (!srv)
 			return 3;
 		if ((rc = side_init(&srv->side, &c, 1, PROG "[server]")) < 0 ||
-		    (rc = ep_listen(&srv->side.ep, "127.0.0.1", c.port, &port)) < 0)
-			return setup_status(rc);
+		    (rc = ep_listen(&srv->side.ep, "127.0.0.1", c.port, &port)) < 0) {
+			side_free(&srv->side);
+			free(srv);
+			return fail_early(&c, rc);
+		}
 		srv->side.quiet = 1;
 		if ((rc = pthread_create(&tid, NULL, server_main, srv)) != 0) {
 			fprintf(stderr, "%s: pthread_create: %s\n", PROG, strerror(rc));
 			return 3;
 		}
 	}
-	if ((rc = side_init(&cli, &c, 0, PROG)) < 0)
-		return setup_status(rc);
+	if ((rc = side_init(&cli, &c, 0, PROG)) < 0) {
+		if (srv) {
+			fail_early(&c, rc);
+			fflush(stdout);
+			_exit(setup_status(rc));	/* the server thread still waits */
+		}
+		side_free(&cli);
+		return fail_early(&c, rc);
+	}
 	rc = run_client(&cli, c.loopback ? "127.0.0.1" : c.host, port);
 	if (rc < 0 && srv) {
-		/* The server thread may be blocked on this run: report and leave. */
+		/* The server thread may be blocked on this run: report and leave without
+		 * tearing down what it still uses. */
 		print_report(&cli, rc);
-		return 3;
+		fflush(stdout);
+		_exit(3);
 	}
 	if (srv) {
 		pthread_join(tid, NULL);
