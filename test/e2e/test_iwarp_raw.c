@@ -347,6 +347,8 @@ static void expect_terminate(uint8_t layer, uint8_t etype, uint8_t ecode,
 	cr_assert_eq(poll_one().status, SV_WC_WR_FLUSH_ERR);
 	char c;
 	cr_assert_eq(recv(peer, &c, 1, 0), 0, "we close after a Terminate");
+	close(peer);			/* our FIN: the connection is down */
+	peer = -1;
 }
 
 Test(iwarp_raw, crc_error_is_llp_terminate, .init = setup, .fini = teardown, .timeout = 30)
@@ -358,6 +360,7 @@ Test(iwarp_raw, crc_error_is_llp_terminate, .init = setup, .fini = teardown, .ti
 	peer_fpdu(&m, "xyz", 3, true, true);
 	expect_terminate(SV_TERM_LAYER_LLP, 0, SV_TERM_LLP_CRC, SV_EVENT_QP_FATAL, &m);
 	cr_assert_not(m.u.term.has_ddp_hdr);
+	cr_assert_eq(buf[0], 'x', "placed before the CRC check, like siw; the QP failed");
 	sv_cm_ack_event(wait_event(SV_CM_EVENT_DISCONNECTED));
 }
 
@@ -393,9 +396,60 @@ Test(iwarp_raw, wrong_msn_and_garbage, .init = setup, .fini = teardown, .timeout
 	peer_fpdu(&m, "abc", 3, true, false);
 	expect_terminate(SV_TERM_LAYER_DDP, SV_TERM_DDP_UNTAGGED, SV_TERM_DDP_U_MSN_RANGE,
 			 SV_EVENT_QP_REQ_ERR, &m);
-	/* Whatever comes after the Terminate is ignored, and we survive it. */
-	static const uint8_t junk[64] = { 0xff, 0xff, 0x13, 0x37 };
-	send(peer, junk, sizeof(junk), MSG_NOSIGNAL);
+	sv_cm_ack_event(wait_event(SV_CM_EVENT_DISCONNECTED));
+}
+
+Test(iwarp_raw, garbage_after_rtr, .init = setup, .fini = teardown, .timeout = 30)
+{
+	static const uint8_t junk[64] = { 0x00, 0x01, 0x13, 0x37 };
+	struct sv_async_event ae;
+
+	established_v2();
+	/* ULPDU_Length 1 cannot hold a DDP header: the stream is unparseable. */
+	peer_send(junk, sizeof(junk));
+	cr_assert_eq(sv_get_async_event(ctx, &ae), 0);
+	cr_assert_eq(ae.event_type, SV_EVENT_QP_FATAL);
+	cr_assert_eq(ae.term_layer, SV_TERM_LAYER_LLP);
+	sv_ack_async_event(&ae);
+	cr_assert_eq(poll_one().status, SV_WC_WR_FLUSH_ERR);
+	close(peer);
+	peer = -1;
+	sv_cm_ack_event(wait_event(SV_CM_EVENT_DISCONNECTED));
+}
+
+Test(iwarp_raw, peer_reset_fails_outstanding_read, .init = setup, .fini = teardown,
+     .timeout = 30)
+{
+	struct sv_sge sge = { (uintptr_t)(buf + 8192), 64, mr->lkey };
+	struct sv_send_wr wr = { .wr_id = 9, .sg_list = &sge, .num_sge = 1,
+				 .opcode = SV_WR_RDMA_READ }, *bad;
+	struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+	uint8_t ulpdu[256];
+	struct sv_rdmap_msg m;
+	struct sv_async_event ae;
+	struct sv_wc wc;
+
+	established_v2();
+	wr.wr.rdma.rkey = 0x4242;
+	wr.wr.rdma.remote_addr = 0x10000;
+	cr_assert_eq(sv_post_send(qp, &wr, &bad), 0);
+	peer_read_fpdu(&m, ulpdu, sizeof(ulpdu));
+	cr_assert_eq(m.opcode, SV_RDMAP_READ_REQ);
+	cr_assert_eq(m.u.read_req.size, 64);
+	cr_assert_eq(m.u.read_req.src_stag, 0x4242);
+	/* The peer dies with the Read unanswered: RST. */
+	setsockopt(peer, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	close(peer);
+	peer = -1;
+	wc = poll_one();
+	cr_assert_eq(wc.wr_id, 9);
+	cr_assert_eq(wc.status, SV_WC_FATAL_ERR, "%s", sv_wc_status_str(wc.status));
+	cr_assert_eq(wc.vendor_err, (uint32_t)SV_TERM_LAYER_LLP << 16 | SV_TERM_LLP_CONN_LOST);
+	cr_assert_eq(poll_one().status, SV_WC_WR_FLUSH_ERR);	/* the receive */
+	cr_assert_eq(sv_get_async_event(ctx, &ae), 0);
+	cr_assert_eq(ae.event_type, SV_EVENT_QP_FATAL);
+	cr_assert_eq(ae.term_ecode, SV_TERM_LLP_CONN_LOST);
+	sv_ack_async_event(&ae);
 	sv_cm_ack_event(wait_event(SV_CM_EVENT_DISCONNECTED));
 }
 
