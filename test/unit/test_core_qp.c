@@ -590,3 +590,19 @@ Test(core_qp, sqd_to_err_flushes_in_flight)
 	cr_assert_eq(wc[1].wr_id, 2);
 	cr_assert_eq(wc[2].wr_id, 2);
 }
+
+Test(core_qp, destroy_right_after_a_kick)
+{
+	for (int i = 0; i < 50; i++) {
+		struct sv_qp *qp = dbl_qp(&env, 2);
+
+		dbl_loop_kicks = 0;
+		sv__qp_lock(qp);
+		sv__qp_kick(qp);
+		sv__qp_unlock(qp);
+		cr_assert_eq(sv_destroy_qp(qp), 0);
+		/* The kick ran before the destroy or was dropped by it; never after it. */
+		usleep(2000);
+		cr_assert_leq(dbl_loop_kicks, 1);
+	}
+}
