@@ -72,6 +72,12 @@ void e2e_pair_opts_init(struct e2e_pair_opts *o)
 
 void e2e_side_open(struct e2e_side *s, int crc, const struct e2e_pair_opts *o)
 {
+	e2e_side_open_markers(s, crc, 0, o);
+}
+
+void e2e_side_open_markers(struct e2e_side *s, int crc, int markers,
+			   const struct e2e_pair_opts *o)
+{
 	struct sv_device_opts d;
 	int cqe = DEF(o->cqe, 256);
 	int rc;
@@ -80,6 +86,7 @@ void e2e_side_open(struct e2e_side *s, int crc, const struct e2e_pair_opts *o)
 	sv_device_opts_init(&d);
 	d.transport = SV_TRANSPORT_TCP;
 	d.crc = crc;
+	d.markers = markers;
 	snprintf(d.bind_addr, sizeof(d.bind_addr), "127.0.0.1");
 	rc = sv_open_device(&d, &s->ctx);
 	cr_assert_eq(rc, 0, "sv_open_device: %s", sv_strerror(rc));
@@ -253,8 +260,8 @@ void e2e_pair_open(struct e2e_pair *p, const struct e2e_pair_opts *o,
 	int rc;
 
 	memset(p, 0, sizeof(*p));
-	e2e_side_open(&p->cli, o->cli_crc, o);
-	e2e_side_open(&p->srv, o->srv_crc, o);
+	e2e_side_open_markers(&p->cli, o->cli_crc, o->cli_markers, o);
+	e2e_side_open_markers(&p->srv, o->srv_crc, o->srv_markers, o);
 	e2e_side_create_qp(&p->cli, o, DEF(o->cli_qp_access, E2E_ACCESS_ALL));
 	e2e_side_create_qp(&p->srv, o, DEF(o->srv_qp_access, E2E_ACCESS_ALL));
 	p->listen_id = e2e_listen(&p->srv, &p->addr);

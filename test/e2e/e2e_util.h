@@ -46,6 +46,8 @@ struct e2e_side {
 struct e2e_pair_opts {
 	int cli_crc;			/* SV_CRC of each side: 1 (default) or 0 */
 	int srv_crc;
+	int cli_markers;		/* SV_MARKERS of each side: 0 (default) or 1 */
+	int srv_markers;
 	uint32_t max_send_wr;		/* 0: 64 */
 	uint32_t max_recv_wr;		/* 0: 64 */
 	uint32_t max_send_sge;		/* 0: 4 */
@@ -80,6 +82,9 @@ void e2e_pair_opts_init(struct e2e_pair_opts *o);
  * the given qp_access_flags so receives can be posted before the connection exists.
  */
 void e2e_side_open(struct e2e_side *s, int crc, const struct e2e_pair_opts *o);
+/* The same, also choosing whether the side asks its peer for MPA markers. */
+void e2e_side_open_markers(struct e2e_side *s, int crc, int markers,
+			   const struct e2e_pair_opts *o);
 void e2e_side_create_qp(struct e2e_side *s, const struct e2e_pair_opts *o, unsigned access);
 /* Destroys everything of the side that exists and asserts that each call succeeds,
  * finishing with sv_close_device() == 0. Acknowledges nothing: tests ack their events. */

@@ -524,9 +524,9 @@ Test(e2e_order, disconnect_flushes_both_sides, .timeout = 30)
 	e2e_pair_close(&p);
 }
 
-/* Data moves whatever the CRC settings; the negotiation itself is checked on the wire
- * below. */
-static void exchange_all(int cli_crc, int srv_crc)
+/* SEND, WRITE and READ with the data checked, under the given CRC and marker requests of
+ * each side; CRC negotiation itself is checked on the wire below. */
+static void exchange_all(int cli_crc, int srv_crc, int cli_markers, int srv_markers)
 {
 	struct e2e_pair_opts o;
 	struct e2e_pair p;
@@ -536,6 +536,8 @@ static void exchange_all(int cli_crc, int srv_crc)
 	e2e_pair_opts_init(&o);
 	o.cli_crc = cli_crc;
 	o.srv_crc = srv_crc;
+	o.cli_markers = cli_markers;
+	o.srv_markers = srv_markers;
 	e2e_pair_open(&p, &o, NULL, NULL);
 	bufs_open(&p, &b, MiB);
 	e2e_fill(b.cbuf, 100000, 600, 0);
@@ -562,17 +564,35 @@ static void exchange_all(int cli_crc, int srv_crc)
 
 Test(e2e_order, crc_off_both_sides, .timeout = 30)
 {
-	exchange_all(0, 0);
+	exchange_all(0, 0, 0, 0);
 }
 
 Test(e2e_order, crc_client_only, .timeout = 30)
 {
-	exchange_all(1, 0);
+	exchange_all(1, 0, 0, 0);
 }
 
 Test(e2e_order, crc_server_only, .timeout = 30)
 {
-	exchange_all(0, 1);
+	exchange_all(0, 1, 0, 0);
+}
+
+/* MPA markers (RFC 5044 section 5.5) every 512 stream bytes, asked for by either side or
+ * both, with and without CRC: messages of 100000 and 70001 bytes cross hundreds of
+ * marker positions, in the middle of headers, payloads and trailers alike. */
+Test(e2e_order, markers_towards_client, .timeout = 30)
+{
+	exchange_all(1, 1, 1, 0);
+}
+
+Test(e2e_order, markers_towards_server, .timeout = 30)
+{
+	exchange_all(1, 1, 0, 1);
+}
+
+Test(e2e_order, markers_both_ways_without_crc, .timeout = 30)
+{
+	exchange_all(0, 0, 1, 1);
 }
 
 /*
@@ -718,4 +738,206 @@ Test(e2e_order, wire_crc_client_off_peer_on, .timeout = 30)
 	fp_close(&c);
 	close(lfd);
 	e2e_side_close(&cli);
+}
+
+static void post_eight_recvs(struct e2e_pair *p, void *arg)
+{
+	(void)arg;
+	for (int i = 0; i < 8; i++)
+		e2e_post_recv(p->srv.qp, (uint64_t)i, NULL, NULL, 0);
+}
+
+/* A receive CQ too small for what arrives: the overrun is an async CQ_ERR, never a
+ * silent loss; the entries stored before it are still there, then polling reports the
+ * overrun, and the QP feeding the CQ goes to ERR (verbs.md section 9). */
+Test(e2e_order, cq_overrun_is_an_error, .timeout = 30)
+{
+	struct e2e_pair_opts o;
+	struct e2e_pair p;
+	struct sv_async_event ev;
+	struct sv_wc wc[8];
+	int n, rc;
+
+	e2e_pair_opts_init(&o);
+	o.cqe = 4;
+	o.max_send_wr = 16;
+	o.max_recv_wr = 16;
+	e2e_pair_open(&p, &o, post_eight_recvs, NULL);
+	cr_assert_eq(sv_cq_size(p.srv.recv_cq), 4, "CQ of 4 entries has %d",
+		     sv_cq_size(p.srv.recv_cq));
+	for (int i = 0; i < 8; i++)
+		e2e_post_one(p.cli.qp, (uint64_t)i, SV_WR_SEND, NULL, NULL, 0, 0, 0, 0, 0);
+	e2e_async_wait(p.srv.ctx, SV_EVENT_CQ_ERR, &ev, E2E_WAIT_MS);
+	cr_assert_eq(ev.element.cq, p.srv.recv_cq, "CQ_ERR names another CQ");
+	sv_ack_async_event(&ev);
+	e2e_wait_qp_state(p.srv.qp, SV_QPS_ERR, E2E_WAIT_MS);
+	n = sv_poll_cq(p.srv.recv_cq, 8, wc);
+	cr_assert_eq(n, 4, "entries stored before the overrun: %d", n);
+	for (int i = 0; i < 4; i++)
+		e2e_assert_wc(&wc[i], (uint64_t)i, SV_WC_SUCCESS, "receive before the overrun");
+	rc = sv_poll_cq(p.srv.recv_cq, 8, wc);
+	cr_assert_lt(rc, 0, "polling an overrun CQ returned %d", rc);
+	e2e_pair_close(&p);
+}
+
+/* Three connections between the same two devices, each side's QPs sharing one CQ:
+ * every completion names the QP it belongs to, and data never crosses connections. */
+Test(e2e_order, three_qps_share_cqs, .timeout = 30)
+{
+	enum { NQ = 3, SZ = 3000 };
+	struct e2e_pair_opts o;
+	struct e2e_side cli, srv;
+	struct sv_qp *cq_[NQ], *sq_[NQ];
+	struct sv_cm_id *cid[NQ], *sid[NQ], *lid;
+	struct sockaddr_in addr;
+	struct sv_conn_param cp;
+	struct sv_cm_event *ev;
+	uint8_t *cbuf = e2e_alloc(NQ * 8192), *sbuf = e2e_alloc(NQ * 8192);
+	struct sv_mr *cmr, *smr;
+	struct sv_wc wc[2 * NQ];
+	bool seen[NQ] = { false };
+
+	e2e_pair_opts_init(&o);
+	e2e_side_open(&cli, 1, &o);
+	e2e_side_open(&srv, 1, &o);
+	cmr = e2e_reg(&cli, cbuf, NQ * 8192, E2E_ACCESS_ALL);
+	smr = e2e_reg(&srv, sbuf, NQ * 8192, E2E_ACCESS_ALL);
+	lid = e2e_listen(&srv, &addr);
+	memset(&cp, 0, sizeof(cp));
+	cp.responder_resources = 4;
+	cp.initiator_depth = 4;
+	for (int i = 0; i < NQ; i++) {
+		e2e_side_create_qp(&cli, &o, E2E_ACCESS_ALL);
+		e2e_side_create_qp(&srv, &o, E2E_ACCESS_ALL);
+		cq_[i] = cli.qp;
+		sq_[i] = srv.qp;
+		e2e_post_recv(sq_[i], 100 + (uint64_t)i, smr, sbuf + i * 8192, 8192);
+		cr_assert_eq(sv_cm_create_id(cli.cm_ch, cli.ctx, NULL, &cid[i]), 0);
+		cr_assert_eq(sv_cm_connect(cid[i], cq_[i], (struct sockaddr *)&addr, &cp), 0);
+		ev = e2e_cm_wait(srv.cm_ch, SV_CM_EVENT_CONNECT_REQUEST, E2E_WAIT_MS);
+		sid[i] = ev->id;
+		cr_assert_eq(sv_cm_ack_event(ev), 0);
+		cr_assert_eq(sv_cm_accept(sid[i], sq_[i], &cp), 0);
+		ev = e2e_cm_wait(cli.cm_ch, SV_CM_EVENT_ESTABLISHED, E2E_WAIT_MS);
+		cr_assert_eq(ev->id, cid[i]);
+		cr_assert_eq(sv_cm_ack_event(ev), 0);
+		ev = e2e_cm_wait(srv.cm_ch, SV_CM_EVENT_ESTABLISHED, E2E_WAIT_MS);
+		cr_assert_eq(ev->id, sid[i]);
+		cr_assert_eq(sv_cm_ack_event(ev), 0);
+	}
+	/* interleaved: a WRITE and a SEND on every connection, each with its own pattern */
+	for (int i = 0; i < NQ; i++) {
+		e2e_fill(cbuf + i * 8192, SZ, 700 + (unsigned)i, 0);
+		e2e_post_one(cq_[i], 10 + (uint64_t)i, SV_WR_RDMA_WRITE, cmr, cbuf + i * 8192, SZ,
+			     SV_SEND_SIGNALED, (uintptr_t)sbuf + i * 8192 + 4096, smr->rkey, 0);
+	}
+	for (int i = 0; i < NQ; i++)
+		e2e_post_one(cq_[i], 20 + (uint64_t)i, SV_WR_SEND, cmr, cbuf + i * 8192, SZ,
+			     SV_SEND_SIGNALED, 0, 0, 0);
+	e2e_poll_n(cli.send_cq, wc, 2 * NQ, E2E_WAIT_MS);
+	for (int k = 0; k < 2 * NQ; k++) {
+		int i = (int)(wc[k].wr_id % 10);
+
+		cr_assert_eq(wc[k].status, SV_WC_SUCCESS);
+		cr_assert_eq(wc[k].qp_num, cq_[i]->qp_num, "completion of wr %llu names QP %u",
+			     (unsigned long long)wc[k].wr_id, wc[k].qp_num);
+	}
+	e2e_poll_n(srv.recv_cq, wc, NQ, E2E_WAIT_MS);
+	for (int k = 0; k < NQ; k++) {
+		int i = (int)(wc[k].wr_id - 100);
+
+		cr_assert(i >= 0 && i < NQ && !seen[i], "receive wr_id %llu",
+			  (unsigned long long)wc[k].wr_id);
+		seen[i] = true;
+		cr_assert_eq(wc[k].qp_num, sq_[i]->qp_num, "receive of QP %u reported for %u",
+			     sq_[i]->qp_num, wc[k].qp_num);
+		cr_assert_eq(wc[k].byte_len, SZ);
+		e2e_assert_pat(sbuf + i * 8192, SZ, 700 + (unsigned)i, 0, "SEND data per QP");
+		e2e_assert_pat(sbuf + i * 8192 + 4096, SZ, 700 + (unsigned)i, 0,
+			       "WRITE data per QP");
+	}
+	for (int i = 0; i < NQ; i++) {
+		cr_assert_eq(sv_cm_destroy_id(cid[i]), 0);
+		cr_assert_eq(sv_destroy_qp(cq_[i]), 0);
+		cr_assert_eq(sv_cm_destroy_id(sid[i]), 0);
+		cr_assert_eq(sv_destroy_qp(sq_[i]), 0);
+	}
+	cli.qp = NULL;
+	srv.qp = NULL;
+	cr_assert_eq(sv_dereg_mr(cmr), 0);
+	cr_assert_eq(sv_dereg_mr(smr), 0);
+	e2e_side_close(&cli);
+	cr_assert_eq(sv_cm_destroy_id(lid), 0);
+	e2e_side_close(&srv);
+	free(cbuf);
+	free(sbuf);
+}
+
+/* One side vanishes without a disconnect (its id and QP destroyed): the other side sees
+ * DISCONNECTED, its QP goes to ERR, and its receives flush. */
+Test(e2e_order, peer_destroys_without_disconnect, .timeout = 30)
+{
+	struct e2e_pair_opts o;
+	struct e2e_pair p;
+	struct sv_cm_event *ev;
+	struct sv_wc wc[4];
+
+	e2e_pair_opts_init(&o);
+	e2e_pair_open(&p, &o, post_recvs, NULL);
+	cr_assert_eq(sv_cm_destroy_id(p.cli.id), 0);
+	p.cli.id = NULL;
+	cr_assert_eq(sv_destroy_qp(p.cli.qp), 0);
+	p.cli.qp = NULL;
+	ev = e2e_cm_wait(p.srv.cm_ch, SV_CM_EVENT_DISCONNECTED, E2E_WAIT_MS);
+	cr_assert_eq(ev->id, p.srv.id);
+	cr_assert_eq(sv_cm_ack_event(ev), 0);
+	e2e_wait_qp_state(p.srv.qp, SV_QPS_ERR, E2E_WAIT_MS);
+	e2e_poll_n(p.srv.recv_cq, wc, 4, E2E_WAIT_MS);
+	for (int i = 0; i < 4; i++)
+		e2e_assert_wc(&wc[i], 700 + (uint64_t)i, SV_WC_WR_FLUSH_ERR, "flushed receive");
+	e2e_pair_close(&p);
+}
+
+/* IRD/ORD negotiated over MPA (RFC 6581): each side's ORD fits the other's IRD, and a
+ * burst of READs far beyond the ORD simply waits its turn (verbs.md section 5). */
+Test(e2e_order, ord_limits_reads_without_error, .timeout = 30)
+{
+	enum { NR = 40 };
+	struct e2e_pair_opts o;
+	struct e2e_pair p;
+	struct sv_qp_attr ca, sa;
+	struct sv_qp_init_attr ia;
+	uint8_t *cbuf = e2e_alloc(NR * 1024), *sbuf = e2e_alloc(NR * 1024);
+	struct sv_mr *cmr, *smr;
+	struct sv_wc wc[NR];
+
+	e2e_pair_opts_init(&o);
+	o.ird = 2;
+	o.ord = 2;
+	e2e_pair_open(&p, &o, NULL, NULL);
+	cr_assert_eq(sv_query_qp(p.cli.qp, &ca, SV_QP_MAX_QP_RD_ATOMIC | SV_QP_MAX_DEST_RD_ATOMIC,
+				 &ia), 0);
+	cr_assert_eq(sv_query_qp(p.srv.qp, &sa, SV_QP_MAX_QP_RD_ATOMIC | SV_QP_MAX_DEST_RD_ATOMIC,
+				 &ia), 0);
+	cr_assert(ca.max_rd_atomic >= 1 && ca.max_rd_atomic <= sa.max_dest_rd_atomic,
+		  "client ORD %u vs server IRD %u", ca.max_rd_atomic, sa.max_dest_rd_atomic);
+	cr_assert(sa.max_rd_atomic <= ca.max_dest_rd_atomic,
+		  "server ORD %u vs client IRD %u", sa.max_rd_atomic, ca.max_dest_rd_atomic);
+	cr_assert_leq(ca.max_rd_atomic, 2, "client ORD %u above what it asked for",
+		      ca.max_rd_atomic);
+	cmr = e2e_reg(&p.cli, cbuf, NR * 1024, E2E_ACCESS_ALL);
+	smr = e2e_reg(&p.srv, sbuf, NR * 1024, E2E_ACCESS_ALL);
+	e2e_fill(sbuf, NR * 1024, 800, 0);
+	for (int i = 0; i < NR; i++)
+		e2e_post_one(p.cli.qp, (uint64_t)i, SV_WR_RDMA_READ, cmr, cbuf + i * 1024, 1024,
+			     SV_SEND_SIGNALED, (uintptr_t)sbuf + (uint64_t)i * 1024, smr->rkey, 0);
+	e2e_poll_n(p.cli.send_cq, wc, NR, E2E_WAIT_MS);
+	for (int i = 0; i < NR; i++)
+		e2e_assert_wc(&wc[i], (uint64_t)i, SV_WC_SUCCESS, "READ beyond ORD");
+	e2e_assert_pat(cbuf, NR * 1024, 800, 0, "READ data");
+	cr_assert_eq(sv_dereg_mr(cmr), 0);
+	cr_assert_eq(sv_dereg_mr(smr), 0);
+	e2e_pair_close(&p);
+	free(cbuf);
+	free(sbuf);
 }
