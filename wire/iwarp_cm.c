@@ -60,6 +60,7 @@ struct sv__tep {
 	void *cm;			/* core's cookie; NULL: report nothing */
 	enum ep_state state;
 	bool initiator;
+	int conn_err;			/* connect() failed at once with this */
 	int fd;
 	int events;			/* current poll mask */
 	uv_poll_t poll;
@@ -525,18 +526,16 @@ int sv__iw_connect(struct sv_qp *qp, void *cm, const struct sockaddr *dst,
 		goto err_ep;
 	ep->hs_tx_len = (size_t)rc;
 
-	if (connect(fd, dst, alen) < 0 && errno != EINPROGRESS) {
-		/* Refused at once: the outcome still arrives as an event. */
-		ep->state = EP_CONNECTING;
-		report(ep, SV_CM_EVENT_UNREACHABLE, -errno, NULL);
-		ep->cm = NULL;
-		ep_close_fd(ep);
-		*out = ep;
-		return 0;
-	}
 	ep->state = EP_CONNECTING;
-	ep_poll(ep, UV_WRITABLE);
-	ep_timer(ep, SV__IW_HS_TIMEOUT_MS);
+	if (connect(fd, dst, alen) < 0 && errno != EINPROGRESS) {
+		/* Refused at once: the outcome still arrives as an event, from the loop's
+		 * next turn (the connect op itself must return first). */
+		ep->conn_err = -errno;
+		ep_timer(ep, 0);
+	} else {
+		ep_poll(ep, UV_WRITABLE);
+		ep_timer(ep, SV__IW_HS_TIMEOUT_MS);
+	}
 	*out = ep;
 	return 0;
 err_ep:
@@ -971,7 +970,7 @@ static void timer_cb(uv_timer_t *t)
 
 	switch (ep->state) {
 	case EP_CONNECTING:
-		connect_fail(ep, SV_CM_EVENT_UNREACHABLE, -ETIMEDOUT);
+		connect_fail(ep, SV_CM_EVENT_UNREACHABLE, ep->conn_err ? ep->conn_err : -ETIMEDOUT);
 		break;
 	case EP_REP_WAIT:
 		connect_fail(ep, SV_CM_EVENT_CONNECT_ERROR, -ETIMEDOUT);

@@ -10,6 +10,7 @@
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -60,7 +61,8 @@ static void setup(void)
 	cr_assert_eq(sv_create_qp(pd, &ia, &qp), 0);
 	buf = aligned_alloc(4096, 65536);
 	memset(buf, 0, 65536);
-	cr_assert_eq(sv_reg_mr(pd, buf, 65536, SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_WRITE |
+	/* The last 4 KiB of the allocation stay outside the MR: a guard for bounds tests. */
+	cr_assert_eq(sv_reg_mr(pd, buf, 65536 - 4096, SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_WRITE |
 			       SV_ACCESS_REMOTE_READ, &mr), 0);
 	cr_assert_eq(sv_cm_create_channel(&ch), 0);
 	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
@@ -490,4 +492,87 @@ Test(iwarp_raw, malformed_request_is_dropped, .init = setup, .fini = teardown, .
 
 	peer_handshake(&req, &rep, rbuf);
 	cr_assert_not(rep.reject);
+}
+
+/*
+ * Seeded random FPDUs with valid framing and CRC but arbitrary headers (often aimed at
+ * our registered buffer, just inside and outside its bounds). Whatever the input, the
+ * responder must answer with a Terminate or a close, never crash (the suite also runs
+ * under ASan), and never write outside the registered region.
+ */
+Test(iwarp_raw, random_frames_fail_cleanly, .init = setup, .fini = teardown, .timeout = 120)
+{
+	uint8_t *guard = buf + 65536 - 4096;	/* just past the MR: nothing may land here */
+
+	srand(7);
+	for (int round = 0; round < 12; round++) {
+		struct sv_qp_init_attr ia = { 0 };
+		struct sv_cm_event *ev;
+		struct pollfd pf;
+		int n;
+
+		if (round > 0) {
+			ia.send_cq = ia.recv_cq = cq;
+			ia.cap.max_send_wr = ia.cap.max_recv_wr = 16;
+			ia.cap.max_send_sge = ia.cap.max_recv_sge = 2;
+			ia.qp_type = SV_QPT_RC;
+			cr_assert_eq(sv_create_qp(pd, &ia, &qp), 0);
+		}
+		memset(guard, 0xa5, 4096);
+		established_v2();
+		n = 1 + rand() % 8;
+		for (int i = 0; i < n; i++) {
+			uint8_t f[128];
+			size_t ul = 14 + (size_t)(rand() % 80), pad;
+			uint32_t c;
+
+			for (size_t k = 0; k < ul; k++)
+				f[2 + k] = (uint8_t)rand();
+			f[2] = (uint8_t)((f[2] & 0xc0) | SV_DDP_VERSION);
+			f[3] = (uint8_t)(0x40 | (f[3] & 0x0f));
+			if (rand() & 1) {
+				/* Aim at the buffer: our STag, a TO near its end. */
+				sv__put_be32(f + 4, mr->rkey);
+				sv__put_be64(f + 8, (uintptr_t)guard - 64 + (uint64_t)(rand() % 128));
+			}
+			sv__put_be16(f, (uint16_t)ul);
+			pad = sv__mpa_pad(ul);
+			memset(f + 2 + ul, 0, pad);
+			c = sv__crc32c(f, 2 + ul + pad);
+			sv__put_le32(f + 2 + ul + pad, c);
+			send(peer, f, 2 + ul + pad + 4, MSG_NOSIGNAL);
+		}
+		close(peer);
+		peer = -1;
+		/* Either a Terminate (async event) or the peer's FIN; then DISCONNECTED. */
+		pf = (struct pollfd){ .fd = sv_cm_channel_fd(ch), .events = POLLIN };
+		cr_assert_eq(poll(&pf, 1, TIMEOUT_MS), 1, "round %d: no CM event", round);
+		cr_assert_eq(sv_cm_get_event(ch, &ev), 0);
+		cr_assert_eq(ev->event, SV_CM_EVENT_DISCONNECTED, "round %d: %s", round,
+			     sv_cm_event_str(ev->event));
+		sv_cm_ack_event(ev);
+		for (;;) {
+			struct sv_async_event ae;
+			int fl = fcntl(sv_async_fd(ctx), F_GETFL);
+
+			fcntl(sv_async_fd(ctx), F_SETFL, fl | O_NONBLOCK);
+			if (sv_get_async_event(ctx, &ae) < 0)
+				break;
+			sv_ack_async_event(&ae);
+		}
+		for (struct sv_wc wc; sv_poll_cq(cq, 1, &wc) > 0;)
+			cr_assert_neq(wc.status, SV_WC_SUCCESS, "round %d: a random Send landed", round);
+		for (int k = 0; k < 4096; k++)
+			cr_assert_eq(guard[k], 0xa5, "round %d: byte %d past the MR written", round, k);
+		cr_assert_eq(sv_destroy_qp(qp), 0);
+		qp = NULL;
+		sv_cm_destroy_id(conn);
+		conn = NULL;
+	}
+	/* teardown() destroys the QP: give it a fresh one. */
+	struct sv_qp_init_attr ia = { .send_cq = cq, .recv_cq = cq, .qp_type = SV_QPT_RC };
+
+	ia.cap.max_send_wr = ia.cap.max_recv_wr = 4;
+	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+	cr_assert_eq(sv_create_qp(pd, &ia, &qp), 0);
 }
