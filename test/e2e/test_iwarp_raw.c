@@ -576,3 +576,146 @@ Test(iwarp_raw, random_frames_fail_cleanly, .init = setup, .fini = teardown, .ti
 	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
 	cr_assert_eq(sv_create_qp(pd, &ia, &qp), 0);
 }
+
+/* ---------------------------------------------------------------------------------------
+ * Our initiator against a hand-driven responder.
+ */
+
+/* Listens on a free port; connects our QP to it with IRD/ORD 2 and private data
+ * "hi"; returns the accepted peer socket after checking our MPA Request. */
+static void initiator_to_raw(struct sv_mpa_rr *req, uint8_t *rbuf)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	socklen_t al = sizeof(a);
+	struct timeval tv = { .tv_sec = TIMEOUT_MS / 1000 };
+	struct sv_conn_param cp = { .private_data = "hi", .private_data_len = 2,
+				    .responder_resources = 2, .initiator_depth = 2 };
+	int l = socket(AF_INET, SOCK_STREAM, 0);
+	size_t pd;
+
+	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+	cr_assert_eq(bind(l, (struct sockaddr *)&a, sizeof(a)), 0);
+	cr_assert_eq(listen(l, 1), 0);
+	getsockname(l, (struct sockaddr *)&a, &al);
+	cr_assert_eq(sv_cm_create_id(ch, ctx, NULL, &conn), 0);
+	cr_assert_eq(sv_cm_connect(conn, qp, (struct sockaddr *)&a, &cp), 0);
+	peer = accept(l, NULL, NULL);
+	close(l);
+	cr_assert_geq(peer, 0);
+	setsockopt(peer, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	peer_recv(rbuf, SV_MPA_RR_HDR_LEN);
+	pd = sv__get_be16(rbuf + 18);
+	peer_recv(rbuf + SV_MPA_RR_HDR_LEN, pd);
+	cr_assert_eq(sv__mpa_rr_decode(req, rbuf, SV_MPA_RR_HDR_LEN + pd, false),
+		     (int)(SV_MPA_RR_HDR_LEN + pd));
+	/* RFC 6581 request: rev 2, P2P, RTR Write and Read offered (never Send). */
+	cr_assert_eq(req->rev, SV_MPA_REV2);
+	cr_assert(req->enhanced);
+	cr_assert(req->p2p);
+	cr_assert_eq(req->rtr, SV_MPA_RTR_WRITE | SV_MPA_RTR_READ);
+	cr_assert_eq(req->ird, 2);
+	cr_assert_eq(req->ord, 2);
+	cr_assert(req->crc);
+	cr_assert_not(req->markers);
+	cr_assert_eq(req->priv_len, 2);
+	cr_assert_arr_eq(req->priv, "hi", 2);
+}
+
+static void raw_reply(bool reject, unsigned rtr, uint16_t ird, uint16_t ord, const char *priv)
+{
+	struct sv_mpa_rr rep = { .reply = true, .reject = reject, .crc = true, .enhanced = true,
+				 .rev = SV_MPA_REV2, .p2p = true, .rtr = rtr, .ird = ird,
+				 .ord = ord, .priv = (const uint8_t *)priv,
+				 .priv_len = (uint16_t)strlen(priv) };
+	uint8_t f[128];
+	int n = sv__mpa_rr_encode(f, sizeof(f), &rep);
+
+	cr_assert_gt(n, 0);
+	peer_send(f, (size_t)n);
+}
+
+Test(iwarp_raw, initiator_read_rtr, .init = setup, .fini = teardown, .timeout = 30)
+{
+	struct sv_mpa_rr req;
+	uint8_t rbuf[600], ulpdu[256];
+	struct sv_rdmap_msg m = { .opcode = SV_RDMAP_READ_RESP };
+	struct sv_cm_event *ev;
+	struct sv_sge sge = { (uintptr_t)buf, 16, mr->lkey };
+	struct sv_recv_wr rwr = { .wr_id = 3, .sg_list = &sge, .num_sge = 1 }, *rbad;
+
+	initiator_to_raw(&req, rbuf);
+	cr_assert_eq(sv_post_recv(qp, &rwr, &rbad), 0);
+	raw_reply(false, SV_MPA_RTR_READ, 2, 1, "ok");
+	ev = wait_event(SV_CM_EVENT_ESTABLISHED);
+	cr_assert_eq(ev->param.private_data_len, 2);
+	cr_assert_arr_eq(ev->param.private_data, "ok", 2);
+	sv_cm_ack_event(ev);
+	/* Our first FPDU is the chosen RTR: a zero-length Read Request on QN 1, MSN 1. */
+	cr_assert_eq(peer_read_fpdu(&m, ulpdu, sizeof(ulpdu)), 0);
+	cr_assert_eq(m.opcode, SV_RDMAP_READ_REQ);
+	cr_assert_eq(m.ddp.qn, 1);
+	cr_assert_eq(m.ddp.msn, 1);
+	cr_assert_eq(m.u.read_req.size, 0);
+	/* Its zero-length response completes nothing; a Send after it lands. */
+	uint32_t sink = m.u.read_req.sink_stag;
+	uint64_t to = m.u.read_req.sink_to;
+
+	memset(&m, 0, sizeof(m));
+	m.opcode = SV_RDMAP_READ_RESP;
+	m.ddp.tagged = true;
+	m.ddp.last = true;
+	m.ddp.stag = sink;
+	m.ddp.to = to;
+	peer_fpdu(&m, NULL, 0, true, false);
+	untagged(&m, SV_RDMAP_SEND, 0, 1);
+	peer_fpdu(&m, "after", 5, true, false);
+	struct sv_wc wc = poll_one();
+
+	cr_assert_eq(wc.status, SV_WC_SUCCESS, "%s", sv_wc_status_str(wc.status));
+	cr_assert_eq(wc.wr_id, 3);
+	cr_assert_arr_eq(buf, "after", 5);
+}
+
+Test(iwarp_raw, initiator_insufficient_ird, .init = setup, .fini = teardown, .timeout = 30)
+{
+	struct sv_mpa_rr req;
+	uint8_t rbuf[600], ulpdu[256];
+	struct sv_rdmap_msg m;
+
+	initiator_to_raw(&req, rbuf);
+	raw_reply(false, SV_MPA_RTR_WRITE, 2, 8, "");	/* ORD 8 > our IRD 2 */
+	peer_read_fpdu(&m, ulpdu, sizeof(ulpdu));
+	cr_assert_eq(m.opcode, SV_RDMAP_TERMINATE);
+	cr_assert_eq(m.u.term.layer, SV_TERM_LAYER_LLP);
+	cr_assert_eq(m.u.term.ecode, SV_TERM_LLP_INSUFF_IRD);
+	sv_cm_ack_event(wait_event(SV_CM_EVENT_CONNECT_ERROR));
+}
+
+Test(iwarp_raw, initiator_no_matching_rtr, .init = setup, .fini = teardown, .timeout = 30)
+{
+	struct sv_mpa_rr req;
+	uint8_t rbuf[600], ulpdu[256];
+	struct sv_rdmap_msg m;
+
+	initiator_to_raw(&req, rbuf);
+	raw_reply(false, SV_MPA_RTR_SEND, 2, 2, "");	/* not offered */
+	peer_read_fpdu(&m, ulpdu, sizeof(ulpdu));
+	cr_assert_eq(m.opcode, SV_RDMAP_TERMINATE);
+	cr_assert_eq(m.u.term.layer, SV_TERM_LAYER_LLP);
+	cr_assert_eq(m.u.term.ecode, SV_TERM_LLP_NO_RTR);
+	sv_cm_ack_event(wait_event(SV_CM_EVENT_CONNECT_ERROR));
+}
+
+Test(iwarp_raw, initiator_rejected, .init = setup, .fini = teardown, .timeout = 30)
+{
+	struct sv_mpa_rr req;
+	uint8_t rbuf[600];
+	struct sv_cm_event *ev;
+
+	initiator_to_raw(&req, rbuf);
+	raw_reply(true, 0, 0, 0, "busy");
+	ev = wait_event(SV_CM_EVENT_REJECTED);
+	cr_assert_eq(ev->param.private_data_len, 4);
+	cr_assert_arr_eq(ev->param.private_data, "busy", 4);
+	sv_cm_ack_event(ev);
+}
