@@ -23,8 +23,6 @@
 
 #include "core/internal.h"
 
-#define BIT(s) (1u << (s))
-
 /* ---------------------------------------------------------------------------------------
  * The RC state table: legal transitions with their required and optional attribute
  * masks (torvalds/linux drivers/infiniband/core/verbs.c qp_state_table, RC column;
