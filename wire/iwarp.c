@@ -154,6 +154,7 @@ static int poll_qp(struct sv_qp *qp)
 	/* The responder's first FPDU is the loop's (it reports ESTABLISHED). */
 	if (!iq->up || iq->err || iq->rtr_wait || iq->ev_eof || iq->ev_lost)
 		return 0;
+	iq->poll_ns = sv__now_ns();
 	rc = sv__iw_rx_progress(iq, 16);
 	if (!sv__iw_tx_idle(iq) && !iq->want_write && iq->tx_ok)
 		rc |= sv__iw_tx_progress(iq);

@@ -68,6 +68,7 @@ struct sv__tep {
 	uv_timer_t defer;		/* runs ep_update() outside the QP lock */
 	bool poll_open, timer_open, defer_open;
 	bool destroyed;			/* ep_destroy ran (or nobody will call it) */
+	bool parked;			/* the loop leaves RX to a polling application */
 	bool was_up, reported_end;	/* ESTABLISHED was reported / so was the end */
 	struct sv_qp *qp;
 	struct sv__iwqp *iq;
@@ -802,6 +803,17 @@ static void data_io(struct sv__tep *ep, int events)
 	sv__qp_lock(qp);
 	if (events & UV_WRITABLE)
 		sv__iw_tx_progress(iq);
+	if ((events & UV_READABLE) && ep->state == EP_UP && !iq->err &&
+	    sv__now_ns() - iq->poll_ns < SV__IW_PARK_NS) {
+		/* DESIGN.md "thread hops": the application polls this QP and will find these
+		 * bytes itself; waking the loop for them costs a cross-core switch each time.
+		 * Stop watching readability and check back after SV__IW_PARK_NS. */
+		sv__qp_unlock(qp);
+		ep->parked = true;
+		ep_timer(ep, SV__IW_PARK_NS / 1000000);
+		ep_update(ep);
+		return;
+	}
 	if (events & UV_READABLE) {
 		if (iq->err) {
 			if (iq->fd >= 0 && sv__iw_rx_drain(iq) == -ENODATA)
@@ -873,6 +885,7 @@ static void ep_update(struct sv__tep *ep)
 	sv__qp_unlock(ep->qp);
 
 	if ((err || peer_done) && ep->state != EP_CLOSING) {
+		ep->parked = false;
 		ep->state = EP_CLOSING;
 		ep_timer(ep, SV__IW_CLOSE_TIMEOUT_MS);
 	}
@@ -880,7 +893,7 @@ static void ep_update(struct sv__tep *ep)
 		ep_end(ep);
 		return;
 	}
-	ep_poll(ep, UV_READABLE | (want_write ? UV_WRITABLE : 0));
+	ep_poll(ep, (ep->parked ? 0 : UV_READABLE) | (want_write ? UV_WRITABLE : 0));
 }
 
 static void poll_cb(uv_poll_t *h, int status, int events)
@@ -994,6 +1007,22 @@ static void timer_cb(uv_timer_t *t)
 	case EP_CLOSING:
 		ep_end(ep);
 		break;
+	case EP_UP:
+		/* Parked: still polled? Then look again later; else the loop takes RX back. */
+		if (ep->parked && ep->qp) {
+			uint64_t last;
+
+			sv__qp_lock(ep->qp);
+			last = ep->iq->poll_ns;
+			sv__qp_unlock(ep->qp);
+			if (sv__now_ns() - last < SV__IW_PARK_NS) {
+				ep_timer(ep, SV__IW_PARK_NS / 1000000);
+				break;
+			}
+			ep->parked = false;
+			ep_update(ep);
+		}
+		break;
 	default:
 		break;
 	}
@@ -1014,7 +1043,7 @@ void sv__iw_ep_kick(struct sv__tep *ep)
 
 	/* [loop, qp-locked]: only adjust the mask here; the rest runs without the lock. */
 	if (iq && (ep->state == EP_UP || ep->state == EP_RTR_WAIT || ep->state == EP_CLOSING))
-		ep_poll(ep, UV_READABLE | (iq->want_write ? UV_WRITABLE : 0));
+		ep_poll(ep, (ep->parked ? 0 : UV_READABLE) | (iq->want_write ? UV_WRITABLE : 0));
 	if (ep->defer_open)
 		uv_timer_start(&ep->defer, defer_cb, 0, 0);
 }
