@@ -68,7 +68,7 @@ struct sv__tep {
 	uv_timer_t defer;		/* runs ep_update() outside the QP lock */
 	bool poll_open, timer_open, defer_open;
 	bool destroyed;			/* ep_destroy ran (or nobody will call it) */
-	bool was_up, reported_end;
+	bool was_up, reported_end;	/* ESTABLISHED was reported / so was the end */
 	struct sv_qp *qp;
 	struct sv__iwqp *iq;
 	/* listener: unanswered incoming handshakes */
@@ -343,7 +343,6 @@ static void data_phase(struct sv__tep *ep, bool crc, bool mark_tx, bool mark_rx,
 	iq->ird = ird;
 	iq->ord = ord;
 	iq->up = true;
-	ep->was_up = true;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -437,6 +436,7 @@ static void initiator_reply(struct sv__tep *ep)
 	sv__iw_tx_progress(ep->iq);
 	sv__qp_unlock(ep->qp);
 	ep->state = EP_UP;
+	ep->was_up = true;
 	uv_timer_stop(&ep->timer);
 	save_addrs(ep);
 	report(ep, SV_CM_EVENT_ESTABLISHED, 0, &p);
@@ -824,6 +824,7 @@ static void data_io(struct sv__tep *ep, int events)
 	sv__qp_unlock(qp);
 	if (est) {
 		ep->state = EP_UP;
+		ep->was_up = true;
 		uv_timer_stop(&ep->timer);
 		report(ep, SV_CM_EVENT_ESTABLISHED, 0, NULL);
 	} else if (failed_early) {
