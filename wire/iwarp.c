@@ -33,7 +33,6 @@ void sv__iw_qp_reset(struct sv__iwqp *iq)
 	sv__iw_tx_abort(iq);
 	memset(iq, 0, sizeof(*iq));
 	iq->qp = keep.qp;
-	iq->ctx = keep.ctx;
 	iq->fd = -1;
 	iq->mulpdu = keep.mulpdu;
 	iq->irq = irq;
@@ -90,7 +89,6 @@ static int qp_create(struct sv_qp *qp, void **tqp)
 	if (!iq)
 		return -ENOMEM;
 	iq->qp = qp;
-	iq->ctx = qp->context;
 	iq->fd = -1;
 	/* MULPDU: payload per FPDU; the header must fit the 16-bit ULPDU_Length too. */
 	iq->mulpdu = o->mulpdu ? o->mulpdu : SV__IW_DEFAULT_MULPDU;

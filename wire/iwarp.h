@@ -166,7 +166,6 @@ struct sv__iw_rx {
 /* Per-QP transport state (the qp's tqp). */
 struct sv__iwqp {
 	struct sv_qp *qp;
-	struct sv_context *ctx;
 	struct sv__tep *ep;		/* the connection, NULL when none */
 	int fd;				/* -1 unless connected */
 	bool up;			/* data phase: the RX engine may run */

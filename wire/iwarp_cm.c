@@ -59,7 +59,6 @@ struct sv__tep {
 	struct sv_context *ctx;
 	void *cm;			/* core's cookie; NULL: report nothing */
 	enum ep_state state;
-	bool initiator;
 	int conn_err;			/* connect() failed at once with this */
 	int fd;
 	int events;			/* current poll mask */
@@ -502,7 +501,6 @@ int sv__iw_connect(struct sv_qp *qp, void *cm, const struct sockaddr *dst,
 		return -ENOMEM;
 	}
 	ep->cm = cm;
-	ep->initiator = true;
 	ep->my_ird = clamp_rd(param ? param->ird : 0, o->max_qp_rd_atom);
 	ep->my_ord = clamp_rd(param ? param->ord : 0, o->max_qp_init_rd_atom);
 	qp_attach(ep, qp);
