@@ -802,13 +802,14 @@ static void data_io(struct sv__tep *ep, int events)
 	if (events & UV_WRITABLE)
 		sv__iw_tx_progress(iq);
 	if ((events & UV_READABLE) && ep->state == EP_UP && !iq->err &&
-	    sv__now_ns() - iq->poll_ns < SV__IW_PARK_NS) {
-		/* DESIGN.md "thread hops": the application polls this QP and will find these
-		 * bytes itself; waking the loop for them costs a cross-core switch each time.
-		 * Stop watching readability and check back after SV__IW_PARK_NS. */
+	    iq->poll_streak >= SV__IW_SPIN_STREAK &&
+	    sv__now_ns() - iq->poll_ns < SV__IW_SPIN_GAP_NS) {
+		/* DESIGN.md "thread hops": the application is spinning on this QP and will
+		 * find these bytes itself; waking the loop for each FPDU costs a cross-core
+		 * switch. Stop watching readability; timer_cb() checks back every PARK_MS. */
 		sv__qp_unlock(qp);
 		ep->parked = true;
-		ep_timer(ep, SV__IW_PARK_NS / 1000000);
+		ep_timer(ep, SV__IW_PARK_MS);
 		ep_update(ep);
 		return;
 	}
@@ -1006,15 +1007,16 @@ static void timer_cb(uv_timer_t *t)
 		ep_end(ep);
 		break;
 	case EP_UP:
-		/* Parked: still polled? Then look again later; else the loop takes RX back. */
+		/* Parked: still spinning? Then look again later; else the loop takes RX back
+		 * (an application that just went to sleep waits at most PARK_MS more). */
 		if (ep->parked && ep->qp) {
 			uint64_t last;
 
 			sv__qp_lock(ep->qp);
 			last = ep->iq->poll_ns;
 			sv__qp_unlock(ep->qp);
-			if (sv__now_ns() - last < SV__IW_PARK_NS) {
-				ep_timer(ep, SV__IW_PARK_NS / 1000000);
+			if (sv__now_ns() - last < SV__IW_IDLE_NS) {
+				ep_timer(ep, SV__IW_PARK_MS);
 				break;
 			}
 			ep->parked = false;
