@@ -81,8 +81,6 @@ struct sv__roce_txb {
 	struct iovec iov[SV__ROCE_TX_BATCH][SV__ROCE_TX_IOV];
 	uint8_t hdr[SV__ROCE_TX_BATCH][SV__ROCE_MAX_HDR + 4];
 	uint8_t trl[SV__ROCE_TX_BATCH][8];	/* pad (0..3) + ICRC */
-	uint8_t srpay[SV__ROCE_TX_BATCH][4];	/* SR NAK: the triggering PSN */
-	uint32_t psn[SV__ROCE_TX_BATCH];	/* requester data packets: for retry on EAGAIN */
 };
 
 /* Requester: one started send WQE. */
@@ -112,6 +110,7 @@ struct sv__rres {
 /* A queued READ response stream or atomic acknowledgement. */
 struct sv__rrsp {
 	bool atomic;
+	bool dup;			/* a replay for a duplicate request */
 	uint32_t psn;			/* next response PSN */
 	uint32_t first_psn;		/* of the request (pkt index base) */
 	uint32_t last_psn;
@@ -149,7 +148,6 @@ struct sv__rqp {
 	uint32_t rec_new;		/* first record with packets never sent */
 	uint32_t rd_out;		/* READ/atomic outstanding (ORD) */
 	uint32_t pkts_since_ackreq;
-	uint64_t tx_retry_ns;		/* the socket was full: try again then */
 	/* Responder. */
 	uint32_t epsn;			/* expected PSN */
 	uint32_t msn;
@@ -173,6 +171,7 @@ struct sv__rqp {
 	uint32_t nres, res_next;
 	struct sv__rrsp rspq[SV__ROCE_RSPQ];
 	uint32_t rsp_get, rsp_put;
+	uint32_t rd_new;		/* new READ/atomic entries queued (IRD) */
 	uint8_t **ooo;			/* SR: kept packets by PSN slot */
 	uint16_t *ooo_len;
 	struct sv__rqp_stats st;

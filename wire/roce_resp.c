@@ -73,6 +73,7 @@ void sv__roce_resp_abort(struct sv__rqp *q)
 			sv__mr_release(e->mr);
 		e->mr = NULL;
 	}
+	q->rd_new = 0;
 	q->rwqe = NULL;			/* core flushes it */
 	q->in_send = q->in_write = false;
 	ooo_drop_all(q);
@@ -85,6 +86,7 @@ void sv__roce_resp_reset(struct sv__rqp *q)
 	q->nak_sent = q->ack_pending = q->nak_pending = false;
 	q->srnak_n = 0;
 	q->rsp_get = q->rsp_put = 0;
+	q->rd_new = 0;
 	q->res_next = 0;
 	memset(q->res, 0, MAX_RES * sizeof(*q->res));
 	if (q->sr && !q->ooo)
@@ -108,12 +110,15 @@ void sv__roce_resp_fini(struct sv__rqp *q)
 static void put_ack(struct sv__rqp *q, uint8_t syn, uint32_t psn, const uint8_t *pay,
 		    uint32_t paylen)
 {
-	uint8_t h[SV__BTH_LEN + SV__AETH_LEN];
-	struct iovec v = { (void *)pay, paylen };
+	uint8_t h[SV__BTH_LEN + SV__AETH_LEN + 4];
 
+	/* A small payload (the SR NAK's PSN) rides in the header buffer, which the batch
+	 * copies: nothing may point at this stack frame once it returns. */
 	sv__roce_bth_put(h, SV__OP_ACK, false, 0, q->dqpn, false, psn);
 	sv__roce_aeth_put(h + SV__BTH_LEN, syn, q->msn);
-	sv__roce_txq(q, h, sizeof(h), &v, paylen ? 1 : 0, paylen);
+	if (paylen)
+		memcpy(h + SV__BTH_LEN + SV__AETH_LEN, pay, paylen);
+	sv__roce_txq(q, h, SV__BTH_LEN + SV__AETH_LEN + paylen, NULL, 0, paylen);
 }
 
 static void send_rsp(struct sv__rqp *q, struct sv__rrsp *e)
@@ -161,6 +166,8 @@ void sv__roce_resp_progress(struct sv__rqp *q)
 		if (e->mr)
 			sv__mr_release(e->mr);
 		e->mr = NULL;
+		if (!e->dup)
+			q->rd_new--;
 		q->rsp_get++;
 	}
 	if (q->nak_pending) {
@@ -343,9 +350,11 @@ static int do_write(struct sv__rqp *q, const struct sv__roce_pkt *k)
 	return GO;
 }
 
+/* READ/atomics executed and not yet fully answered (replays of duplicates excluded):
+ * what IRD bounds. */
 static uint32_t rd_queued(const struct sv__rqp *q)
 {
-	return q->rsp_put - q->rsp_get;
+	return q->rd_new;
 }
 
 static struct sv__rres *res_new(struct sv__rqp *q)
@@ -398,6 +407,7 @@ static int do_read(struct sv__rqp *q, const struct sv__roce_pkt *k)
 	e->mr = mr;
 	e->msn = q->msn;
 	q->rsp_put++;
+	q->rd_new++;
 	/* A READ takes one PSN per response packet (spec/roce.md 6). */
 	q->epsn = sv__psn_add(q->epsn, n - 1);
 	return GO;
@@ -446,6 +456,7 @@ static int do_atomic(struct sv__rqp *q, const struct sv__roce_pkt *k)
 	e->orig = orig;
 	e->msn = q->msn;
 	q->rsp_put++;
+	q->rd_new++;
 	return GO;
 }
 
@@ -512,6 +523,7 @@ static void duplicate(struct sv__rqp *q, const struct sv__roce_pkt *k)
 			idx = sv__psn_diff(k->psn, r->first_psn);
 			if (!(e = rsp_new(q)))
 				return;		/* busy: the requester asks again */
+			e->dup = true;
 			e->psn = e->first_psn = k->psn;
 			e->last_psn = sv__psn_add(r->first_psn, r->npkts - 1);
 			e->msn = q->msn;
@@ -580,6 +592,7 @@ void sv__roce_resp_rx(struct sv__rqp *q, const struct sv__roce_pkt *k, uint8_t *
 		      size_t buflen, bool *kept)
 {
 	int32_t d = sv__psn_cmp(k->psn, q->epsn);
+
 
 	(void)buflen;
 	if (d == 0) {
