@@ -363,6 +363,12 @@ int sv__cq_push(struct sv_cq *cq, const struct sv_wc *wc, bool solicited)
 	get = atomic_load_explicit(&cq->get, memory_order_acquire);
 	if (put - get > cq->mask) {
 		atomic_store(&cq->overflowed, true);
+		/* Wake a consumer asleep on the channel, so its next poll sees -EOVERFLOW
+		 * rather than sleeping forever (an event with nothing new is legal). */
+		if (cq->arm != CQ_ARM_NONE && cq->channel) {
+			cq->arm = CQ_ARM_NONE;
+			channel_push(cq->channel, cq);
+		}
 		pthread_mutex_unlock(&cq->lock);
 		sv__log(SV_LOG_ERROR, "softverbs: CQ overrun (%u entries); CQ_ERR raised",
 			cq->mask + 1);
@@ -452,10 +458,11 @@ int sv_poll_cq(struct sv_cq *cq, int num_entries, struct sv_wc *wc)
 	pthread_mutex_unlock(&cq->poll_lock);
 	if (n)
 		return n;
-	progress(cq);
-	pthread_mutex_lock(&cq->poll_lock);
-	n = drain(cq, num_entries, wc);
-	pthread_mutex_unlock(&cq->poll_lock);
+	if (progress(cq)) {
+		pthread_mutex_lock(&cq->poll_lock);
+		n = drain(cq, num_entries, wc);
+		pthread_mutex_unlock(&cq->poll_lock);
+	}
 	if (n == 0 && atomic_load_explicit(&cq->overflowed, memory_order_relaxed))
 		return -EOVERFLOW;
 	return n;

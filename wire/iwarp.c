@@ -119,9 +119,14 @@ static void qp_destroy(struct sv_qp *qp, void *tqp)
 {
 	struct sv__iwqp *iq = tqp;
 
-	(void)qp;
 	if (iq->ep)
 		sv__iw_ep_detach_qp(iq->ep);
+	sv__log(SV_LOG_DEBUG, "iwarp qp %u: fpdus tx %llu rx %llu, bytes tx %llu rx %llu, "
+		"crc errors %llu, terminates sent %llu received %llu", qp->qp_num,
+		(unsigned long long)iq->cnt.tx_fpdus, (unsigned long long)iq->cnt.rx_fpdus,
+		(unsigned long long)iq->cnt.tx_bytes, (unsigned long long)iq->cnt.rx_bytes,
+		(unsigned long long)iq->cnt.crc_errors, (unsigned long long)iq->cnt.term_sent,
+		(unsigned long long)iq->cnt.term_rcvd);
 	iq_free(iq);
 }
 

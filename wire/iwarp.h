@@ -30,7 +30,6 @@
 #define SV__IW_HS_TIMEOUT_MS 10000	/* MPA Request/Reply exchange must finish by then */
 #define SV__IW_CLOSE_TIMEOUT_MS 2000	/* after our FIN, wait this long for the peer's */
 #define SV__IW_MAX_PENDING 64		/* unanswered handshakes per listener */
-#define SV__IW_PD_CAP 256		/* private data we accept (RFC 5044 allows 512) */
 #define SV__IW_DEFAULT_MULPDU 8192	/* payload per FPDU when the options say 0 */
 #define SV__IW_MAX_RD 128		/* cap on IRD/ORD resources per QP */
 

@@ -60,6 +60,7 @@ struct sv__tep {
 	void *cm;			/* core's cookie; NULL: report nothing */
 	enum ep_state state;
 	bool initiator;
+	int conn_err;			/* connect() failed at once with this */
 	int fd;
 	int events;			/* current poll mask */
 	uv_poll_t poll;
@@ -67,7 +68,7 @@ struct sv__tep {
 	uv_timer_t defer;		/* runs ep_update() outside the QP lock */
 	bool poll_open, timer_open, defer_open;
 	bool destroyed;			/* ep_destroy ran (or nobody will call it) */
-	bool was_up, reported_end;
+	bool was_up, reported_end;	/* ESTABLISHED was reported / so was the end */
 	struct sv_qp *qp;
 	struct sv__iwqp *iq;
 	/* listener: unanswered incoming handshakes */
@@ -96,16 +97,12 @@ static void handle_closed(uv_handle_t *h)
 {
 	struct sv__tep *ep = h->data;
 
-	if (h == (uv_handle_t *)&ep->poll) {
+	if (h == (uv_handle_t *)&ep->poll)
 		ep->poll_open = false;
-		if (ep->fd >= 0)
-			close(ep->fd);
-		ep->fd = -1;
-	} else if (h == (uv_handle_t *)&ep->timer) {
+	else if (h == (uv_handle_t *)&ep->timer)
 		ep->timer_open = false;
-	} else {
+	else
 		ep->defer_open = false;
-	}
 	if (ep->destroyed && !ep->poll_open && !ep->timer_open && !ep->defer_open)
 		free(ep);
 }
@@ -183,12 +180,15 @@ static void ep_close_fd(struct sv__tep *ep)
 	}
 	if (ep->timer_open)
 		uv_timer_stop(&ep->timer);
-	if (ep->poll_open && !uv_is_closing((uv_handle_t *)&ep->poll))
+	/* A stopped poll handle no longer watches the fd, so it may close now: once
+	 * sv_cm_destroy_id() returns, the port refuses connections. */
+	if (ep->poll_open && !uv_is_closing((uv_handle_t *)&ep->poll)) {
+		uv_poll_stop(&ep->poll);
 		uv_close((uv_handle_t *)&ep->poll, handle_closed);
-	else if (!ep->poll_open && ep->fd >= 0) {
-		close(ep->fd);
-		ep->fd = -1;
 	}
+	if (ep->fd >= 0)
+		close(ep->fd);
+	ep->fd = -1;
 }
 
 static void report(struct sv__tep *ep, enum sv_cm_event_type type, int status,
@@ -343,7 +343,6 @@ static void data_phase(struct sv__tep *ep, bool crc, bool mark_tx, bool mark_rx,
 	iq->ird = ird;
 	iq->ord = ord;
 	iq->up = true;
-	ep->was_up = true;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -437,6 +436,7 @@ static void initiator_reply(struct sv__tep *ep)
 	sv__iw_tx_progress(ep->iq);
 	sv__qp_unlock(ep->qp);
 	ep->state = EP_UP;
+	ep->was_up = true;
 	uv_timer_stop(&ep->timer);
 	save_addrs(ep);
 	report(ep, SV_CM_EVENT_ESTABLISHED, 0, &p);
@@ -526,18 +526,16 @@ int sv__iw_connect(struct sv_qp *qp, void *cm, const struct sockaddr *dst,
 		goto err_ep;
 	ep->hs_tx_len = (size_t)rc;
 
-	if (connect(fd, dst, alen) < 0 && errno != EINPROGRESS) {
-		/* Refused at once: the outcome still arrives as an event. */
-		ep->state = EP_CONNECTING;
-		report(ep, SV_CM_EVENT_UNREACHABLE, -errno, NULL);
-		ep->cm = NULL;
-		ep_close_fd(ep);
-		*out = ep;
-		return 0;
-	}
 	ep->state = EP_CONNECTING;
-	ep_poll(ep, UV_WRITABLE);
-	ep_timer(ep, SV__IW_HS_TIMEOUT_MS);
+	if (connect(fd, dst, alen) < 0 && errno != EINPROGRESS) {
+		/* Refused at once: the outcome still arrives as an event, from the loop's
+		 * next turn (the connect op itself must return first). */
+		ep->conn_err = -errno;
+		ep_timer(ep, 0);
+	} else {
+		ep_poll(ep, UV_WRITABLE);
+		ep_timer(ep, SV__IW_HS_TIMEOUT_MS);
+	}
 	*out = ep;
 	return 0;
 err_ep:
@@ -826,6 +824,7 @@ static void data_io(struct sv__tep *ep, int events)
 	sv__qp_unlock(qp);
 	if (est) {
 		ep->state = EP_UP;
+		ep->was_up = true;
 		uv_timer_stop(&ep->timer);
 		report(ep, SV_CM_EVENT_ESTABLISHED, 0, NULL);
 	} else if (failed_early) {
@@ -972,7 +971,7 @@ static void timer_cb(uv_timer_t *t)
 
 	switch (ep->state) {
 	case EP_CONNECTING:
-		connect_fail(ep, SV_CM_EVENT_UNREACHABLE, -ETIMEDOUT);
+		connect_fail(ep, SV_CM_EVENT_UNREACHABLE, ep->conn_err ? ep->conn_err : -ETIMEDOUT);
 		break;
 	case EP_REP_WAIT:
 		connect_fail(ep, SV_CM_EVENT_CONNECT_ERROR, -ETIMEDOUT);
