@@ -11,7 +11,7 @@
  * socket while an application spins on its QP (iwarp_cm.c data_io()).
  *
  * Wire choices where the RFCs leave room (see also spec/iwarp.md):
- *  - RDMA Write with Immediate = RDMA Write + Immediate Data message (RFC 7306 4.x); the
+ *  - RDMA Write with Immediate = RDMA Write + Immediate Data message (RFC 7306); the
  *    4-byte verbs imm_data is bytes 0-3 of the 8-byte field, byte 4 bit 0 marks "closes a
  *    Write" so the receiver reports RECV_RDMA_WITH_IMM with the Write's length.
  *  - Send with Immediate = one Immediate Data message (opcode 0x8, 0x9 when solicited)
