@@ -180,7 +180,8 @@ static void usage(FILE *f)
 "  --transport tcp|udp   wire mode (default tcp)\n"
 "  --op OP               write, write-imm, read, send, send-imm, atomic-faa, atomic-cas\n"
 "  --mode bw|lat         bandwidth (window of WRs) or latency (ping-pong / one at a time)\n"
-"  -s, --size BYTES      message size (K/M/G suffixes); atomics are always 8\n"
+"  -s, --size BYTES      message size, K/M/G suffixes (default 64K bw, 8 lat;\n"
+"                        atomics always move 8)\n"
 "  -n, --iters N         number of operations (default 5000 bw, 1000 lat)\n"
 "  -D, --duration SEC    run for SEC seconds instead of a count\n"
 "  -p, --port N          listen/connect port (default %d; loopback: any free)\n"
@@ -1639,6 +1640,8 @@ static int parse_args(int argc, char **argv, struct config *c)
 	}
 	if (!c->iters && !(c->duration > 0))
 		c->iters = c->mode == MODE_BW ? 5000 : 1000;
+	if (!size_given && c->mode == MODE_LAT)
+		c->size = 8;		/* perftest's latency tests default to tiny messages too */
 	if (is_atomic(c->op)) {
 		if (size_given && c->size != 8)
 			fprintf(stderr, "%s: atomics move 8 bytes; --size ignored\n", PROG);
