@@ -625,8 +625,12 @@ static int check_local(const struct sv__rctx *rc, const struct sockaddr *addr)
 	}
 	if (a->sin_addr.s_addr != htonl(INADDR_ANY) &&
 	    a->sin_addr.s_addr != rc->local.sin_addr.s_addr) {
+		char want[INET_ADDRSTRLEN], have[INET_ADDRSTRLEN];
+
+		inet_ntop(AF_INET, &a->sin_addr, want, sizeof(want));
+		inet_ntop(AF_INET, &rc->local.sin_addr, have, sizeof(have));
 		sv__log(SV_LOG_ERROR, "softverbs udp: cannot listen on %s: the device is %s",
-			inet_ntoa(a->sin_addr), inet_ntoa(rc->local.sin_addr));
+			want, have);
 		return -EADDRNOTAVAIL;
 	}
 	return 0;
