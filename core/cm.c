@@ -30,7 +30,8 @@ struct sv_cm_channel {
 
 struct sv__cm_id {
 	struct sv_cm_id pub;
-	struct sv__tep *ep;		/* loop thread only */
+	/* ep, listening and connecting are touched on the loop thread only. */
+	struct sv__tep *ep;
 	bool listening;
 	bool connecting;		/* connect or accept handed to the transport */
 	atomic_uint ev_unacked;
@@ -367,6 +368,8 @@ static int listen_on_loop(void *arg)
 	struct sv_context *ctx = op->id->pub.context;
 	int rc;
 
+	if (op->id->ep || op->id->connecting)
+		return -EISCONN;
 	rc = ctx->ops->listen(ctx, op->id, (struct sockaddr *)&op->addr, op->backlog,
 			      &op->id->ep);
 	if (rc == 0)
@@ -382,8 +385,6 @@ int sv_cm_listen(struct sv_cm_id *pub, const struct sockaddr *addr, int backlog)
 	if (!pub || !addr || !(len = addr_len(addr)))
 		return -EINVAL;
 	op.id = to_id(pub);
-	if (op.id->ep)
-		return -EISCONN;
 	if (!pub->context->ops->listen)
 		return -EOPNOTSUPP;
 	memcpy(&op.addr, addr, len);
@@ -402,8 +403,12 @@ static int connect_on_loop(void *arg)
 	struct sv_context *ctx = op->id->pub.context;
 	int rc;
 
+	if (op->id->ep || op->id->connecting)
+		return -EISCONN;
 	if (op->qp->cm)
 		return -EBUSY;		/* the QP belongs to another id */
+	if ((rc = sv__qp_cm_init(op->qp)) < 0)
+		return rc;
 	op->id->pub.qp = &op->qp->pub;
 	op->qp->cm = op->id;
 	rc = ctx->ops->connect(&op->qp->pub, op->id, (struct sockaddr *)&op->addr,
@@ -422,7 +427,6 @@ int sv_cm_connect(struct sv_cm_id *pub, struct sv_qp *qp, const struct sockaddr 
 {
 	struct op op;
 	size_t len;
-	int rc;
 
 	if (!pub || !qp || !dst || !(len = addr_len(dst)) || qp->context != pub->context)
 		return -EINVAL;
@@ -431,10 +435,6 @@ int sv_cm_connect(struct sv_cm_id *pub, struct sv_qp *qp, const struct sockaddr 
 	memset(&op, 0, sizeof(op));
 	op.id = to_id(pub);
 	op.qp = to_qp(qp);
-	if (op.id->ep || op.id->connecting)
-		return -EISCONN;
-	if ((rc = sv__qp_cm_init(op.qp)) < 0)
-		return rc;
 	memcpy(&op.addr, dst, len);
 	conn_param(pub->context, param, &op.param);
 	return sv__ctx_run_sync(pub->context, connect_on_loop, &op);
@@ -446,8 +446,14 @@ static int accept_on_loop(void *arg)
 	struct sv_context *ctx = op->id->pub.context;
 	int rc;
 
+	if (!op->id->ep || op->id->listening)
+		return -EINVAL;		/* only an id from a CONNECT_REQUEST can accept */
+	if (op->id->connecting)
+		return -EISCONN;
 	if (op->qp->cm)
 		return -EBUSY;
+	if ((rc = sv__qp_cm_init(op->qp)) < 0)
+		return rc;
 	op->id->pub.qp = &op->qp->pub;
 	op->qp->cm = op->id;
 	if ((rc = ctx->ops->accept(op->id->ep, &op->qp->pub, &op->param)) < 0) {
@@ -462,7 +468,6 @@ static int accept_on_loop(void *arg)
 int sv_cm_accept(struct sv_cm_id *pub, struct sv_qp *qp, const struct sv_conn_param *param)
 {
 	struct op op;
-	int rc;
 
 	if (!pub || !qp || qp->context != pub->context)
 		return -EINVAL;
@@ -471,12 +476,6 @@ int sv_cm_accept(struct sv_cm_id *pub, struct sv_qp *qp, const struct sv_conn_pa
 	memset(&op, 0, sizeof(op));
 	op.id = to_id(pub);
 	op.qp = to_qp(qp);
-	if (!op.id->ep || op.id->listening)
-		return -EINVAL;		/* only an id from a CONNECT_REQUEST can accept */
-	if (op.id->connecting)
-		return -EISCONN;
-	if ((rc = sv__qp_cm_init(op.qp)) < 0)
-		return rc;
 	conn_param(pub->context, param, &op.param);
 	return sv__ctx_run_sync(pub->context, accept_on_loop, &op);
 }
@@ -485,6 +484,8 @@ static int reject_on_loop(void *arg)
 {
 	struct op *op = arg;
 
+	if (!op->id->ep || op->id->listening || op->id->connecting)
+		return -EINVAL;
 	return op->id->pub.context->ops->reject(op->id->ep, op->param.priv, op->param.priv_len);
 }
 
@@ -497,8 +498,6 @@ int sv_cm_reject(struct sv_cm_id *pub, const void *private_data, uint8_t private
 		return -EINVAL;
 	memset(&op, 0, sizeof(op));
 	op.id = to_id(pub);
-	if (!op.id->ep || op.id->listening || op.id->connecting)
-		return -EINVAL;
 	op.param.priv = private_data;
 	op.param.priv_len = private_data_len;
 	return sv__ctx_run_sync(pub->context, reject_on_loop, &op);

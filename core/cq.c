@@ -452,10 +452,11 @@ int sv_poll_cq(struct sv_cq *cq, int num_entries, struct sv_wc *wc)
 	pthread_mutex_unlock(&cq->poll_lock);
 	if (n)
 		return n;
-	progress(cq);
-	pthread_mutex_lock(&cq->poll_lock);
-	n = drain(cq, num_entries, wc);
-	pthread_mutex_unlock(&cq->poll_lock);
+	if (progress(cq)) {
+		pthread_mutex_lock(&cq->poll_lock);
+		n = drain(cq, num_entries, wc);
+		pthread_mutex_unlock(&cq->poll_lock);
+	}
 	if (n == 0 && atomic_load_explicit(&cq->overflowed, memory_order_relaxed))
 		return -EOVERFLOW;
 	return n;

@@ -266,12 +266,19 @@ void sv__evfd_set(int fd)
 	while (n < 0 && errno == EINTR);
 }
 
-/* Under the owning channel's lock, when the pending list becomes empty. */
+/*
+ * Under the owning channel's lock, when the pending list becomes empty. The fd may be
+ * blocking, so it is read only if it polls readable: were its count already zero (an
+ * application that read the fd itself), a read would hang us with the lock held.
+ */
 void sv__evfd_clear(int fd)
 {
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
 	uint64_t v;
 	ssize_t n;
 
+	if (poll(&pfd, 1, 0) != 1)
+		return;
 	do
 		n = read(fd, &v, sizeof(v));
 	while (n < 0 && errno == EINTR);

@@ -263,6 +263,8 @@ struct sv_wc {
  * Returns the number of completions written to wc (0..num_entries) or a negative errno.
  * On an empty CQ it drives receive progress of the QPs feeding the CQ in the caller's
  * thread before it gives up, so polling in a loop costs no thread wake-up.
+ * After an overrun (SV_EVENT_CQ_ERR) the entries stored before it are still returned,
+ * then -EOVERFLOW.
  */
 int sv_poll_cq(struct sv_cq *cq, int num_entries, struct sv_wc *wc);
 /* Arms the CQ's channel for one event: the next completion, or with solicited_only the
@@ -322,8 +324,12 @@ struct sv_qp {
 	enum sv_qp_state state;		/* last known state, for reading */
 };
 
+/* Caps above the device's limits are -EINVAL; the granted depths (powers of two) are
+ * written back to init_attr->cap. Only SV_QPT_RC exists so far (UD: -EOPNOTSUPP). */
 int sv_create_qp(struct sv_pd *pd, struct sv_qp_init_attr *init_attr, struct sv_qp **qp);
-/* Moves the QP to ERR if needed (flushing), closes its connection and frees it. */
+/* Moves the QP to ERR if needed (flushing), closes its connection and frees it. Fails
+ * with -EBUSY while async events taken for it are not acknowledged (libibverbs blocks
+ * instead); events still queued for it are dropped. */
 int sv_destroy_qp(struct sv_qp *qp);
 
 /* Address of the remote end, used by the UDP transport (out-of-band connection setup). */
@@ -559,7 +565,10 @@ int sv_cm_channel_fd(const struct sv_cm_channel *channel);
 
 int sv_cm_create_id(struct sv_cm_channel *channel, struct sv_context *ctx,
 		    void *user_context, struct sv_cm_id **id);
-/* Closes the id's connection if any (without a DISCONNECTED event) and frees it. */
+/* Closes the id's connection if any (without a DISCONNECTED event; its QP goes to ERR)
+ * and frees it. Fails with -EBUSY while events taken for the id are not acknowledged;
+ * a CONNECT_REQUEST counts against the listener, so a new id may be rejected and
+ * destroyed before its request is acknowledged (librdmacm rules). */
 int sv_cm_destroy_id(struct sv_cm_id *id);
 
 /* Listens on addr (port 0 = the device's opts.port, or any free port if that is 0). */

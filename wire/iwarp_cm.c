@@ -96,16 +96,12 @@ static void handle_closed(uv_handle_t *h)
 {
 	struct sv__tep *ep = h->data;
 
-	if (h == (uv_handle_t *)&ep->poll) {
+	if (h == (uv_handle_t *)&ep->poll)
 		ep->poll_open = false;
-		if (ep->fd >= 0)
-			close(ep->fd);
-		ep->fd = -1;
-	} else if (h == (uv_handle_t *)&ep->timer) {
+	else if (h == (uv_handle_t *)&ep->timer)
 		ep->timer_open = false;
-	} else {
+	else
 		ep->defer_open = false;
-	}
 	if (ep->destroyed && !ep->poll_open && !ep->timer_open && !ep->defer_open)
 		free(ep);
 }
@@ -183,12 +179,15 @@ static void ep_close_fd(struct sv__tep *ep)
 	}
 	if (ep->timer_open)
 		uv_timer_stop(&ep->timer);
-	if (ep->poll_open && !uv_is_closing((uv_handle_t *)&ep->poll))
+	/* A stopped poll handle no longer watches the fd, so it may close now: once
+	 * sv_cm_destroy_id() returns, the port refuses connections. */
+	if (ep->poll_open && !uv_is_closing((uv_handle_t *)&ep->poll)) {
+		uv_poll_stop(&ep->poll);
 		uv_close((uv_handle_t *)&ep->poll, handle_closed);
-	else if (!ep->poll_open && ep->fd >= 0) {
-		close(ep->fd);
-		ep->fd = -1;
 	}
+	if (ep->fd >= 0)
+		close(ep->fd);
+	ep->fd = -1;
 }
 
 static void report(struct sv__tep *ep, enum sv_cm_event_type type, int status,

@@ -383,3 +383,52 @@ Test(iwarp_smoke, send_without_receive_terminates, .fini = teardown, .timeout = 
 	cr_assert_eq(ae.term_ecode, 2);
 	sv_ack_async_event(&ae);
 }
+
+Test(iwarp_smoke, reject_with_private_data, .fini = teardown, .timeout = 60)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	struct sockaddr_storage bound;
+	struct sv_conn_param cp = { .private_data = "knock", .private_data_len = 5 };
+	struct sv_cm_event *ev;
+
+	side_open(&srv, 1, 0);
+	side_open(&cli, 1, 0);
+	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+	cr_assert_eq(sv_cm_create_id(srv.ch, srv.ctx, NULL, &listener), 0);
+	cr_assert_eq(sv_cm_listen(listener, (struct sockaddr *)&a, 8), 0);
+	cr_assert_eq(sv_cm_local_addr(listener, &bound), 0);
+	a.sin_port = ((struct sockaddr_in *)&bound)->sin_port;
+	cr_assert_eq(sv_cm_create_id(cli.ch, cli.ctx, NULL, &cli.id), 0);
+	cr_assert_eq(sv_cm_connect(cli.id, cli.qp, (struct sockaddr *)&a, &cp), 0);
+	ev = wait_event(srv.ch, SV_CM_EVENT_CONNECT_REQUEST);
+	srv.id = ev->id;
+	sv_cm_ack_event(ev);
+	cr_assert_eq(sv_cm_reject(srv.id, "go away", 7), 0);
+	ev = wait_event(cli.ch, SV_CM_EVENT_REJECTED);
+	cr_assert_eq(ev->param.private_data_len, 7);
+	cr_assert_arr_eq(ev->param.private_data, "go away", 7);
+	sv_cm_ack_event(ev);
+}
+
+Test(iwarp_smoke, nothing_listening_is_unreachable, .fini = teardown, .timeout = 60)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	struct sockaddr_storage bound;
+	struct sv_cm_event *ev;
+
+	side_open(&srv, 1, 0);
+	side_open(&cli, 1, 0);
+	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+	/* A port that was just free: listen, read it back, close. */
+	cr_assert_eq(sv_cm_create_id(srv.ch, srv.ctx, NULL, &listener), 0);
+	cr_assert_eq(sv_cm_listen(listener, (struct sockaddr *)&a, 8), 0);
+	cr_assert_eq(sv_cm_local_addr(listener, &bound), 0);
+	a.sin_port = ((struct sockaddr_in *)&bound)->sin_port;
+	sv_cm_destroy_id(listener);
+	listener = NULL;
+	cr_assert_eq(sv_cm_create_id(cli.ch, cli.ctx, NULL, &cli.id), 0);
+	cr_assert_eq(sv_cm_connect(cli.id, cli.qp, (struct sockaddr *)&a, NULL), 0);
+	ev = wait_event(cli.ch, SV_CM_EVENT_UNREACHABLE);
+	cr_assert_eq(ev->status, -ECONNREFUSED);
+	sv_cm_ack_event(ev);
+}

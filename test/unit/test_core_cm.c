@@ -334,6 +334,7 @@ Test(core_cm, passive_side_request_accept_reject)
 
 	cr_assert_eq(sv_cm_create_id(ch, ctx, (void *)0x77, &lid), 0);
 	cr_assert_eq(sv_cm_accept(lid, qp, &p), -EINVAL, "not a request id");
+	cr_assert_eq(qp->state, SV_QPS_RESET, "a refused accept changes nothing");
 	cr_assert_eq(sv_cm_listen(lid, (struct sockaddr *)&any, 8), 0);
 	cr_assert_eq(sv_cm_listen(lid, (struct sockaddr *)&any, 8), -EISCONN);
 	cr_assert_eq(((struct fake_ep *)last_ep)->cm, lid);

@@ -1,0 +1,1156 @@
+/*
+ * test_e2e_errors.c — error paths end to end: completion status, QP state on both ends,
+ * async events with their Terminate triple, and the bytes softverbs puts on the wire when
+ * a raw-socket peer misbehaves.
+ *
+ * Mapping asserted (shared/spec/verbs.md section 3 "iWARP mapping", iwarp.md 4.5-4.6):
+ *  - remote protection (bad STag, bounds, missing REMOTE_* right) detected by the
+ *    responder: Terminate, responder QP_ACCESS_ERR, requester REM_ACCESS_ERR for a READ or
+ *    atomic (vendor_err = layer<<16 | etype<<8 | ecode);
+ *  - a WRITE or SEND completes locally once handed to TCP (siw semantics), so its failure
+ *    shows as the requester's async event carrying the peer's Terminate, and every later
+ *    WR flushes;
+ *  - untagged errors (no receive posted, message too long) are DDP untagged-buffer
+ *    Terminates; the responder's receive completes with LOC_LEN_ERR when too small;
+ *  - a bad MPA CRC is Terminate LLP / 0 / 0x02 and the connection closes.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "e2e_util.h"
+#include "fakepeer_util.h"
+
+#define MiB (1u << 20)
+#define EV(t) (1u << (t))
+#define QP_ERR_EVENTS (EV(SV_EVENT_QP_FATAL) | EV(SV_EVENT_QP_REQ_ERR) | EV(SV_EVENT_QP_ACCESS_ERR))
+
+/* Terminate triples (layer, etype, ecode) from iwarp.md 4.6. */
+struct triple {
+	uint8_t layer, etype, ecode;
+};
+
+static const struct triple T_RDMAP_INV_STAG = { SV_TERM_LAYER_RDMAP, SV_TERM_RDMAP_REMOTE_PROT,
+						SV_TERM_RDMAP_INV_STAG };
+static const struct triple T_RDMAP_BOUNDS = { SV_TERM_LAYER_RDMAP, SV_TERM_RDMAP_REMOTE_PROT,
+					      SV_TERM_RDMAP_BASE_BOUNDS };
+static const struct triple T_RDMAP_ACCESS = { SV_TERM_LAYER_RDMAP, SV_TERM_RDMAP_REMOTE_PROT,
+					      SV_TERM_RDMAP_ACCESS };
+static const struct triple T_DDP_T_INV_STAG = { SV_TERM_LAYER_DDP, SV_TERM_DDP_TAGGED,
+						SV_TERM_DDP_T_INV_STAG };
+static const struct triple T_DDP_T_BOUNDS = { SV_TERM_LAYER_DDP, SV_TERM_DDP_TAGGED,
+					      SV_TERM_DDP_T_BASE_BOUNDS };
+static const struct triple T_DDP_T_VERSION = { SV_TERM_LAYER_DDP, SV_TERM_DDP_TAGGED,
+					       SV_TERM_DDP_T_INV_VERSION };
+static const struct triple T_DDP_NO_BUF = { SV_TERM_LAYER_DDP, SV_TERM_DDP_UNTAGGED,
+					    SV_TERM_DDP_U_NO_BUFFER };
+static const struct triple T_DDP_TOO_LONG = { SV_TERM_LAYER_DDP, SV_TERM_DDP_UNTAGGED,
+					      SV_TERM_DDP_U_TOO_LONG };
+static const struct triple T_DDP_U_VERSION = { SV_TERM_LAYER_DDP, SV_TERM_DDP_UNTAGGED,
+					       SV_TERM_DDP_U_INV_VERSION };
+static const struct triple T_RDMAP_OPCODE = { SV_TERM_LAYER_RDMAP, SV_TERM_RDMAP_REMOTE_OP,
+					      SV_TERM_RDMAP_UNEXP_OPCODE };
+static const struct triple T_RDMAP_VERSION = { SV_TERM_LAYER_RDMAP, SV_TERM_RDMAP_REMOTE_OP,
+					       SV_TERM_RDMAP_INV_VERSION };
+static const struct triple T_LLP_CRC = { SV_TERM_LAYER_LLP, 0, SV_TERM_LLP_CRC };
+
+static uint32_t vendor_err_of(struct triple t)
+{
+	return (uint32_t)t.layer << 16 | (uint32_t)t.etype << 8 | t.ecode;
+}
+
+/*
+ * Waits for the QP error event of side s (other events are skipped), checks that it
+ * names s's QP, that its type is in type_mask, and its Terminate triple and origin when
+ * t is given. Acks it.
+ */
+static void expect_qp_error_event(struct e2e_side *s, unsigned type_mask,
+				  const struct triple *t, bool remote, const char *what)
+{
+	uint64_t deadline = e2e_now_ms() + E2E_WAIT_MS;
+	struct sv_async_event ev;
+
+	for (;;) {
+		uint64_t now = e2e_now_ms();
+
+		cr_assert(now < deadline && e2e_async_next(s->ctx, &ev, (int)(deadline - now)),
+			  "%s: no QP error event", what);
+		if (EV(ev.event_type) & QP_ERR_EVENTS)
+			break;
+		sv_ack_async_event(&ev);
+	}
+	cr_assert_eq(ev.element.qp, s->qp, "%s: event for another QP", what);
+	cr_assert(EV(ev.event_type) & type_mask, "%s: async event %s not expected", what,
+		  sv_event_type_str(ev.event_type));
+	if (t) {
+		cr_assert(ev.term_layer == t->layer && ev.term_etype == t->etype &&
+				  ev.term_ecode == t->ecode,
+			  "%s: Terminate %u/%u/0x%02x (%s), expected %u/%u/0x%02x (%s)", what,
+			  ev.term_layer, ev.term_etype, ev.term_ecode,
+			  sv__rdmap_term_str(ev.term_layer, ev.term_etype, ev.term_ecode),
+			  t->layer, t->etype, t->ecode,
+			  sv__rdmap_term_str(t->layer, t->etype, t->ecode));
+		cr_assert_eq(ev.term_remote, remote, "%s: term_remote %u", what, ev.term_remote);
+	}
+	sv_ack_async_event(&ev);
+}
+
+static void expect_term(const struct sv_rdmap_term *got, struct triple t, const char *what)
+{
+	cr_assert(got->layer == t.layer && got->etype == t.etype && got->ecode == t.ecode,
+		  "%s: Terminate %u/%u/0x%02x (%s), expected %u/%u/0x%02x (%s)", what,
+		  got->layer, got->etype, got->ecode,
+		  sv__rdmap_term_str(got->layer, got->etype, got->ecode), t.layer, t.etype,
+		  t.ecode, sv__rdmap_term_str(t.layer, t.etype, t.ecode));
+}
+
+/* After an error: the QP is in ERR and a newly posted WR completes with a flush. */
+static void expect_dead_sq(struct e2e_side *s, uint64_t wr_id)
+{
+	struct sv_wc wc;
+
+	e2e_wait_qp_state(s->qp, SV_QPS_ERR, E2E_WAIT_MS);
+	e2e_post_one(s->qp, wr_id, SV_WR_SEND, NULL, NULL, 0, SV_SEND_SIGNALED, 0, 0, 0);
+	e2e_poll_n(s->send_cq, &wc, 1, E2E_WAIT_MS);
+	e2e_assert_wc(&wc, wr_id, SV_WC_WR_FLUSH_ERR, "WR posted after the error");
+}
+
+/* The n receives from wr_id first on are flushed (and nothing else is queued). */
+static void expect_recv_flushed(struct e2e_side *s, uint64_t first, int n)
+{
+	struct sv_wc wc[8];
+
+	e2e_poll_n(s->recv_cq, wc, n, E2E_WAIT_MS);
+	for (int i = 0; i < n; i++)
+		e2e_assert_wc(&wc[i], first + (uint64_t)i, SV_WC_WR_FLUSH_ERR, "flushed receive");
+	e2e_expect_no_wc(s->recv_cq, 20);
+}
+
+struct bufs {
+	uint8_t *cbuf, *sbuf;
+	struct sv_mr *cmr, *smr;
+};
+
+/* A connected pair, a client buffer with every right and a server buffer with
+ * srv_access, and two receives posted on the server (wr_ids 500, 501). */
+static void open_pair(struct e2e_pair *p, struct bufs *b, unsigned srv_access)
+{
+	struct e2e_pair_opts o;
+
+	e2e_pair_opts_init(&o);
+	e2e_pair_open(p, &o, NULL, NULL);
+	b->cbuf = e2e_alloc(MiB);
+	b->sbuf = e2e_alloc(MiB);
+	b->cmr = e2e_reg(&p->cli, b->cbuf, MiB, E2E_ACCESS_ALL);
+	b->smr = e2e_reg(&p->srv, b->sbuf, MiB, srv_access);
+	e2e_post_recv(p->srv.qp, 500, b->smr, b->sbuf, 4096);
+	e2e_post_recv(p->srv.qp, 501, b->smr, b->sbuf + 4096, 4096);
+}
+
+static void close_pair(struct e2e_pair *p, struct bufs *b)
+{
+	cr_assert_eq(sv_dereg_mr(b->cmr), 0);
+	cr_assert_eq(sv_dereg_mr(b->smr), 0);
+	e2e_pair_close(p);
+	free(b->cbuf);
+	free(b->sbuf);
+}
+
+/*
+ * A READ (or atomic) the responder refuses: requester gets status with the Terminate in
+ * vendor_err, both QPs go to ERR, the responder reports QP_ACCESS_ERR with the triple it
+ * sent, the requester the same triple as the peer's, and the responder's receives flush.
+ */
+static void refused_read(unsigned srv_access, uint64_t raddr_off, uint32_t len,
+			 int rkey_xor, struct triple t)
+{
+	struct e2e_pair p;
+	struct bufs b;
+	struct sv_wc wc;
+
+	open_pair(&p, &b, srv_access);
+	e2e_post_one(p.cli.qp, 1, SV_WR_RDMA_READ, b.cmr, b.cbuf, len, SV_SEND_SIGNALED,
+		     (uintptr_t)b.sbuf + raddr_off, b.smr->rkey ^ (uint32_t)rkey_xor, 0);
+	e2e_poll_n(p.cli.send_cq, &wc, 1, E2E_WAIT_MS);
+	e2e_assert_wc(&wc, 1, SV_WC_REM_ACCESS_ERR, "refused READ");
+	cr_assert_eq(wc.qp_num, p.cli.qp->qp_num);
+	cr_assert_eq(wc.vendor_err, vendor_err_of(t), "vendor_err 0x%06x, expected 0x%06x",
+		     wc.vendor_err, vendor_err_of(t));
+	e2e_assert_bytes(b.cbuf, len, 0, "READ sink after a refused READ");
+	expect_qp_error_event(&p.srv, EV(SV_EVENT_QP_ACCESS_ERR), &t, false, "responder");
+	expect_qp_error_event(&p.cli, QP_ERR_EVENTS, &t, true, "requester");
+	expect_dead_sq(&p.cli, 2);
+	e2e_wait_qp_state(p.srv.qp, SV_QPS_ERR, E2E_WAIT_MS);
+	expect_recv_flushed(&p.srv, 500, 2);
+	close_pair(&p, &b);
+}
+
+Test(e2e_errors, read_bad_rkey, .timeout = 30)
+{
+	/* the 8-bit key part differs: a stale key for a live index */
+	refused_read(E2E_ACCESS_ALL, 0, 64, 0x5a, T_RDMAP_INV_STAG);
+}
+
+Test(e2e_errors, read_unknown_stag_index, .timeout = 30)
+{
+	refused_read(E2E_ACCESS_ALL, 0, 64, 0x7f0000, T_RDMAP_INV_STAG);
+}
+
+Test(e2e_errors, read_out_of_bounds, .timeout = 30)
+{
+	refused_read(E2E_ACCESS_ALL, MiB - 10, 64, 0, T_RDMAP_BOUNDS);
+}
+
+Test(e2e_errors, read_without_remote_read, .timeout = 30)
+{
+	refused_read(SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_WRITE, 0, 64, 0, T_RDMAP_ACCESS);
+}
+
+/*
+ * A WRITE the responder refuses. The requester's WRITE completes when handed to TCP, so
+ * its own status is SUCCESS or already REM_ACCESS_ERR (if the Terminate came first); the
+ * sure signs are the async events with the triple and the flush of later WRs. Nothing is
+ * placed.
+ */
+static void refused_write(unsigned srv_access, uint64_t raddr_off, uint32_t len,
+			  uint32_t rkey_xor, struct triple t)
+{
+	struct e2e_pair p;
+	struct bufs b;
+	struct sv_wc wc;
+
+	open_pair(&p, &b, srv_access);
+	memset(b.sbuf, 0x33, MiB);
+	e2e_fill(b.cbuf, len, 1, 0);
+	e2e_post_one(p.cli.qp, 1, SV_WR_RDMA_WRITE, b.cmr, b.cbuf, len, SV_SEND_SIGNALED,
+		     (uintptr_t)b.sbuf + raddr_off, b.smr->rkey ^ rkey_xor, 0);
+	e2e_poll_n(p.cli.send_cq, &wc, 1, E2E_WAIT_MS);
+	cr_assert_eq(wc.wr_id, 1);
+	cr_assert(wc.status == SV_WC_SUCCESS || wc.status == SV_WC_REM_ACCESS_ERR,
+		  "refused WRITE completed with %s", sv_wc_status_str(wc.status));
+	expect_qp_error_event(&p.srv, EV(SV_EVENT_QP_ACCESS_ERR), &t, false, "responder");
+	expect_qp_error_event(&p.cli, QP_ERR_EVENTS, &t, true, "requester");
+	expect_dead_sq(&p.cli, 2);
+	e2e_wait_qp_state(p.srv.qp, SV_QPS_ERR, E2E_WAIT_MS);
+	expect_recv_flushed(&p.srv, 500, 2);
+	if (raddr_off < MiB)
+		e2e_assert_bytes(b.sbuf + raddr_off, MiB - raddr_off < len ? MiB - raddr_off : len,
+				 0x33, "target of a refused WRITE");
+	close_pair(&p, &b);
+}
+
+Test(e2e_errors, write_bad_rkey, .timeout = 30)
+{
+	refused_write(E2E_ACCESS_ALL, 0, 4096, 0x5a, T_DDP_T_INV_STAG);
+}
+
+Test(e2e_errors, write_out_of_bounds, .timeout = 30)
+{
+	refused_write(E2E_ACCESS_ALL, MiB - 100, 4096, 0, T_DDP_T_BOUNDS);
+}
+
+Test(e2e_errors, write_without_remote_write, .timeout = 30)
+{
+	refused_write(SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_READ, 0, 4096, 0,
+		      T_DDP_T_INV_STAG);
+}
+
+static void post_atomic(struct e2e_pair *p, struct bufs *b, uint64_t raddr_off)
+{
+	struct sv_sge sge = { .addr = (uintptr_t)b->cbuf, .length = 8, .lkey = b->cmr->lkey };
+	struct sv_send_wr wr;
+
+	e2e_wr(&wr, 1, SV_WR_ATOMIC_FETCH_AND_ADD, &sge, 1, SV_SEND_SIGNALED);
+	wr.wr.atomic.remote_addr = (uintptr_t)b->sbuf + raddr_off;
+	wr.wr.atomic.rkey = b->smr->rkey;
+	wr.wr.atomic.compare_add = 1;
+	e2e_post(p->cli.qp, &wr);
+}
+
+Test(e2e_errors, atomic_without_remote_atomic, .timeout = 30)
+{
+	struct e2e_pair p;
+	struct bufs b;
+	struct sv_wc wc;
+
+	open_pair(&p, &b, SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_WRITE |
+				  SV_ACCESS_REMOTE_READ);
+	*(uint64_t *)(b.sbuf + 64) = 10;
+	post_atomic(&p, &b, 64);
+	e2e_poll_n(p.cli.send_cq, &wc, 1, E2E_WAIT_MS);
+	e2e_assert_wc(&wc, 1, SV_WC_REM_ACCESS_ERR, "atomic without REMOTE_ATOMIC");
+	cr_assert_eq(wc.vendor_err, vendor_err_of(T_RDMAP_ACCESS), "vendor_err 0x%06x",
+		     wc.vendor_err);
+	cr_assert_eq(*(uint64_t *)(b.sbuf + 64), 10, "refused atomic changed the target");
+	expect_qp_error_event(&p.srv, EV(SV_EVENT_QP_ACCESS_ERR), &T_RDMAP_ACCESS, false,
+			      "responder");
+	expect_dead_sq(&p.cli, 2);
+	close_pair(&p, &b);
+}
+
+/* An atomic target that is not 8-byte aligned is an invalid request (verbs.md 5). */
+Test(e2e_errors, atomic_misaligned, .timeout = 30)
+{
+	struct e2e_pair p;
+	struct bufs b;
+	struct sv_wc wc;
+
+	open_pair(&p, &b, E2E_ACCESS_ALL);
+	memset(b.sbuf + 64, 0x44, 16);
+	post_atomic(&p, &b, 68);
+	e2e_poll_n(p.cli.send_cq, &wc, 1, E2E_WAIT_MS);
+	cr_assert_eq(wc.wr_id, 1);
+	e2e_assert_wc(&wc, 1, SV_WC_REM_INV_REQ_ERR, "misaligned atomic");
+	cr_assert_eq(wc.vendor_err >> 8, (uint32_t)SV_TERM_LAYER_RDMAP << 8 | SV_TERM_RDMAP_REMOTE_OP,
+		     "misaligned atomic: Terminate 0x%06x is not an RDMAP remote operation error",
+		     wc.vendor_err);
+	e2e_assert_bytes(b.sbuf + 64, 16, 0x44, "misaligned atomic target");
+	expect_qp_error_event(&p.srv, QP_ERR_EVENTS, NULL, false, "responder");
+	expect_dead_sq(&p.cli, 2);
+	close_pair(&p, &b);
+}
+
+/* A QP whose qp_access_flags do not enable REMOTE_READ refuses READs even on an MR that
+ * grants them (verbs.md section 6, rkey check step 1). */
+Test(e2e_errors, read_on_qp_without_remote_read, .timeout = 30)
+{
+	struct e2e_pair_opts o;
+	struct e2e_pair p;
+	struct sv_wc wc;
+	uint8_t *cbuf = e2e_alloc(4096), *sbuf = e2e_alloc(4096);
+	struct sv_mr *cmr, *smr;
+
+	e2e_pair_opts_init(&o);
+	o.srv_qp_access = SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_WRITE;
+	e2e_pair_open(&p, &o, NULL, NULL);
+	cmr = e2e_reg(&p.cli, cbuf, 4096, E2E_ACCESS_ALL);
+	smr = e2e_reg(&p.srv, sbuf, 4096, E2E_ACCESS_ALL);
+	e2e_post_one(p.cli.qp, 1, SV_WR_RDMA_READ, cmr, cbuf, 64, SV_SEND_SIGNALED,
+		     (uintptr_t)sbuf, smr->rkey, 0);
+	e2e_poll_n(p.cli.send_cq, &wc, 1, E2E_WAIT_MS);
+	cr_assert_eq(wc.wr_id, 1);
+	cr_assert(wc.status == SV_WC_REM_ACCESS_ERR || wc.status == SV_WC_REM_INV_REQ_ERR,
+		  "READ on a QP without REMOTE_READ: %s", sv_wc_status_str(wc.status));
+	expect_qp_error_event(&p.srv, QP_ERR_EVENTS, NULL, false, "responder");
+	expect_dead_sq(&p.cli, 2);
+	cr_assert_eq(sv_dereg_mr(cmr), 0);
+	cr_assert_eq(sv_dereg_mr(smr), 0);
+	e2e_pair_close(&p);
+	free(cbuf);
+	free(sbuf);
+}
+
+/* iWARP has no RNR: a SEND with no receive posted is DDP "no buffer" (verbs.md 10). */
+Test(e2e_errors, send_without_posted_receive, .timeout = 30)
+{
+	struct e2e_pair_opts o;
+	struct e2e_pair p;
+	struct sv_wc wc;
+
+	e2e_pair_opts_init(&o);
+	e2e_pair_open(&p, &o, NULL, NULL);
+	e2e_post_one(p.cli.qp, 1, SV_WR_SEND, NULL, NULL, 0, SV_SEND_SIGNALED, 0, 0, 0);
+	e2e_poll_n(p.cli.send_cq, &wc, 1, E2E_WAIT_MS);
+	cr_assert_eq(wc.wr_id, 1);
+	cr_assert(wc.status == SV_WC_SUCCESS || wc.status == SV_WC_REM_INV_REQ_ERR,
+		  "SEND into no receive: %s", sv_wc_status_str(wc.status));
+	expect_qp_error_event(&p.srv, EV(SV_EVENT_QP_REQ_ERR) | EV(SV_EVENT_QP_FATAL),
+			      &T_DDP_NO_BUF, false, "responder");
+	expect_qp_error_event(&p.cli, QP_ERR_EVENTS, &T_DDP_NO_BUF, true, "requester");
+	e2e_wait_qp_state(p.srv.qp, SV_QPS_ERR, E2E_WAIT_MS);
+	expect_dead_sq(&p.cli, 2);
+	e2e_pair_close(&p);
+}
+
+/* A SEND longer than the posted receive: the receive completes with LOC_LEN_ERR, the
+ * Terminate says "message too long", and the rest of the receive queue flushes. */
+Test(e2e_errors, receive_buffer_too_small, .timeout = 30)
+{
+	struct e2e_pair p;
+	struct bufs b;
+	struct sv_wc wc[2];
+	struct sv_mr *small;
+	uint8_t *rb = e2e_alloc(4096);
+	struct e2e_pair_opts o;
+
+	e2e_pair_opts_init(&o);
+	e2e_pair_open(&p, &o, NULL, NULL);
+	b.cbuf = e2e_alloc(4096);
+	b.cmr = e2e_reg(&p.cli, b.cbuf, 4096, E2E_ACCESS_ALL);
+	small = e2e_reg(&p.srv, rb, 4096, SV_ACCESS_LOCAL_WRITE);
+	memset(rb, 0x77, 4096);
+	e2e_post_recv(p.srv.qp, 10, small, rb, 100);
+	e2e_post_recv(p.srv.qp, 11, small, rb + 1024, 1024);
+	e2e_post_one(p.cli.qp, 1, SV_WR_SEND, b.cmr, b.cbuf, 200, SV_SEND_SIGNALED, 0, 0, 0);
+	e2e_poll_n(p.srv.recv_cq, wc, 2, E2E_WAIT_MS);
+	e2e_assert_wc(&wc[0], 10, SV_WC_LOC_LEN_ERR, "receive too small");
+	cr_assert_eq(wc[0].qp_num, p.srv.qp->qp_num);
+	e2e_assert_wc(&wc[1], 11, SV_WC_WR_FLUSH_ERR, "next receive");
+	e2e_assert_bytes(rb + 100, 4096 - 100, 0x77, "bytes past the small receive");
+	expect_qp_error_event(&p.srv, EV(SV_EVENT_QP_REQ_ERR) | EV(SV_EVENT_QP_FATAL),
+			      &T_DDP_TOO_LONG, false, "responder");
+	expect_qp_error_event(&p.cli, QP_ERR_EVENTS, &T_DDP_TOO_LONG, true, "requester");
+	e2e_poll_n(p.cli.send_cq, wc, 1, E2E_WAIT_MS);
+	cr_assert(wc[0].status == SV_WC_SUCCESS || wc[0].status == SV_WC_REM_INV_REQ_ERR,
+		  "requester SEND: %s", sv_wc_status_str(wc[0].status));
+	expect_dead_sq(&p.cli, 2);
+	cr_assert_eq(sv_dereg_mr(b.cmr), 0);
+	cr_assert_eq(sv_dereg_mr(small), 0);
+	e2e_pair_close(&p);
+	free(b.cbuf);
+	free(rb);
+}
+
+/* Posting rules per QP state (verbs.md section 1), and what RESET and ERR do to queued
+ * WRs; also modify_qp's own checks. No connection needed. */
+Test(e2e_errors, post_in_wrong_state, .timeout = 30)
+{
+	struct e2e_pair_opts o;
+	struct e2e_side s;
+	struct sv_qp_init_attr ia;
+	struct sv_qp_attr a;
+	struct sv_send_wr swr, *sbad;
+	struct sv_recv_wr rwr, *rbad;
+	struct sv_wc wc[2];
+	int rc;
+
+	e2e_pair_opts_init(&o);
+	e2e_side_open(&s, 1, &o);
+	memset(&ia, 0, sizeof(ia));
+	ia.send_cq = s.send_cq;
+	ia.recv_cq = s.recv_cq;
+	ia.cap.max_send_wr = 8;
+	ia.cap.max_recv_wr = 8;
+	ia.cap.max_send_sge = 1;
+	ia.cap.max_recv_sge = 1;
+	ia.qp_type = SV_QPT_RC;
+	cr_assert_eq(sv_create_qp(s.pd, &ia, &s.qp), 0);
+	e2e_wr(&swr, 1, SV_WR_SEND, NULL, 0, SV_SEND_SIGNALED);
+	memset(&rwr, 0, sizeof(rwr));
+	rwr.wr_id = 2;
+
+	/* RESET: both refused */
+	sbad = NULL;
+	rc = sv_post_send(s.qp, &swr, &sbad);
+	cr_assert_eq(rc, -EINVAL, "post_send in RESET: %d", rc);
+	cr_assert_eq(sbad, &swr);
+	rbad = NULL;
+	rc = sv_post_recv(s.qp, &rwr, &rbad);
+	cr_assert_eq(rc, -EINVAL, "post_recv in RESET: %d", rc);
+	cr_assert_eq(rbad, &rwr);
+
+	/* RESET->INIT without the required attributes changes nothing */
+	memset(&a, 0, sizeof(a));
+	a.qp_state = SV_QPS_INIT;
+	rc = sv_modify_qp(s.qp, &a, SV_QP_STATE);
+	cr_assert_eq(rc, -EINVAL, "RESET->INIT without PKEY/PORT/ACCESS: %d", rc);
+	cr_assert_eq(e2e_qp_state(s.qp), SV_QPS_RESET);
+	a.port_num = 1;
+	a.qp_access_flags = E2E_ACCESS_ALL;
+	cr_assert_eq(sv_modify_qp(s.qp, &a, SV_QP_STATE | SV_QP_PKEY_INDEX | SV_QP_PORT |
+						     SV_QP_ACCESS_FLAGS), 0);
+
+	/* INIT: receives queue, sends are refused */
+	cr_assert_eq(sv_post_recv(s.qp, &rwr, &rbad), 0, "post_recv in INIT");
+	rc = sv_post_send(s.qp, &swr, &sbad);
+	cr_assert_eq(rc, -EINVAL, "post_send in INIT: %d", rc);
+
+	/* INIT->RESET discards the receive without a completion */
+	a.qp_state = SV_QPS_RESET;
+	cr_assert_eq(sv_modify_qp(s.qp, &a, SV_QP_STATE), 0);
+	e2e_expect_no_wc(s.recv_cq, 100);
+
+	/* back to INIT, one receive, then ERR: it flushes */
+	a.qp_state = SV_QPS_INIT;
+	cr_assert_eq(sv_modify_qp(s.qp, &a, SV_QP_STATE | SV_QP_PKEY_INDEX | SV_QP_PORT |
+						     SV_QP_ACCESS_FLAGS), 0);
+	rwr.wr_id = 3;
+	cr_assert_eq(sv_post_recv(s.qp, &rwr, &rbad), 0);
+	a.qp_state = SV_QPS_ERR;
+	cr_assert_eq(sv_modify_qp(s.qp, &a, SV_QP_STATE), 0);
+	cr_assert_eq(e2e_qp_state(s.qp), SV_QPS_ERR);
+	e2e_poll_n(s.recv_cq, wc, 1, E2E_WAIT_MS);
+	e2e_assert_wc(&wc[0], 3, SV_WC_WR_FLUSH_ERR, "receive queued when entering ERR");
+	cr_assert_eq(wc[0].qp_num, s.qp->qp_num);
+
+	/* ERR: everything is accepted and flushes, signaled or not */
+	swr.send_flags = 0;
+	cr_assert_eq(sv_post_send(s.qp, &swr, &sbad), 0, "post_send in ERR");
+	rwr.wr_id = 4;
+	cr_assert_eq(sv_post_recv(s.qp, &rwr, &rbad), 0, "post_recv in ERR");
+	e2e_poll_n(s.send_cq, wc, 1, E2E_WAIT_MS);
+	e2e_assert_wc(&wc[0], 1, SV_WC_WR_FLUSH_ERR, "send posted in ERR");
+	e2e_poll_n(s.recv_cq, wc, 1, E2E_WAIT_MS);
+	e2e_assert_wc(&wc[0], 4, SV_WC_WR_FLUSH_ERR, "receive posted in ERR");
+
+	/* ERR->RTS is not a legal transition */
+	a.qp_state = SV_QPS_RTS;
+	rc = sv_modify_qp(s.qp, &a, SV_QP_STATE);
+	cr_assert_eq(rc, -EINVAL, "ERR->RTS: %d", rc);
+	cr_assert_eq(e2e_qp_state(s.qp), SV_QPS_ERR);
+	e2e_side_close(&s);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * A softverbs server facing a raw-socket client.
+ */
+
+struct fake_client {
+	struct e2e_side srv;
+	struct sv_cm_id *lid;
+	struct sockaddr_in addr;
+	struct fp_conn c;
+	uint8_t *rbuf;
+	struct sv_mr *rmr;
+};
+
+/* The fake client connects with CRC and offers Write and Read RTRs; the server accepts,
+ * and is ESTABLISHED once the RTR arrived. */
+static void fake_client_connect(struct fake_client *f)
+{
+	struct sv_cm_event *ev;
+	struct sv_conn_param sp;
+	struct sv_mpa_rr rr;
+
+	fp_connect(&f->c, &f->addr);
+	fp_send_request(&f->c, true, true, SV_MPA_RTR_WRITE | SV_MPA_RTR_READ, 4, 4, NULL, 0);
+	ev = e2e_cm_wait(f->srv.cm_ch, SV_CM_EVENT_CONNECT_REQUEST, E2E_WAIT_MS);
+	f->srv.id = ev->id;
+	cr_assert_eq(sv_cm_ack_event(ev), 0);
+	memset(&sp, 0, sizeof(sp));
+	sp.responder_resources = 4;
+	sp.initiator_depth = 4;
+	cr_assert_eq(sv_cm_accept(f->srv.id, f->srv.qp, &sp), 0);
+	fp_recv_rr(&f->c, &rr, true, E2E_WAIT_MS);
+	cr_assert_not(rr.reject, "server rejected the fake client");
+	cr_assert(rr.crc, "the Reply must keep the CRC the request asked for");
+	cr_assert(rr.enhanced && rr.p2p, "Reply to an RFC 6581 request is not enhanced");
+	fp_send_rtr(&f->c, rr.rtr);
+	ev = e2e_cm_wait(f->srv.cm_ch, SV_CM_EVENT_ESTABLISHED, E2E_WAIT_MS);
+	cr_assert_eq(sv_cm_ack_event(ev), 0);
+}
+
+/* Server with two 1 KiB receives (wr_ids 10, 11) in a 64 KiB buffer with every right,
+ * connected to a fake client. */
+static void fake_client_open(struct fake_client *f)
+{
+	struct e2e_pair_opts o;
+
+	e2e_pair_opts_init(&o);
+	e2e_side_open(&f->srv, 1, &o);
+	e2e_side_create_qp(&f->srv, &o, E2E_ACCESS_ALL);
+	f->rbuf = e2e_alloc(65536);
+	f->rmr = e2e_reg(&f->srv, f->rbuf, 65536, E2E_ACCESS_ALL);
+	e2e_post_recv(f->srv.qp, 10, f->rmr, f->rbuf, 1024);
+	e2e_post_recv(f->srv.qp, 11, f->rmr, f->rbuf + 1024, 1024);
+	f->lid = e2e_listen(&f->srv, &f->addr);
+	fake_client_connect(f);
+}
+
+/*
+ * The server survived: its old connection is torn down cleanly, and the same device and
+ * listener accept a fresh fake client whose Send arrives intact.
+ */
+static void fake_client_server_still_serves(struct fake_client *f)
+{
+	struct e2e_pair_opts o;
+	struct sv_async_event aev;
+	uint8_t ulpdu[128];
+	struct sv_wc wc;
+	size_t n;
+
+	fp_close(&f->c);
+	cr_assert_eq(sv_cm_destroy_id(f->srv.id), 0);
+	f->srv.id = NULL;
+	while (e2e_poll(f->srv.recv_cq, &wc, 1, 50) == 1)
+		;
+	while (e2e_async_next(f->srv.ctx, &aev, 0))
+		sv_ack_async_event(&aev);
+	cr_assert_eq(sv_destroy_qp(f->srv.qp), 0);
+	f->srv.qp = NULL;
+
+	e2e_pair_opts_init(&o);
+	e2e_side_create_qp(&f->srv, &o, E2E_ACCESS_ALL);
+	memset(f->rbuf, 0, 2048);
+	e2e_post_recv(f->srv.qp, 20, f->rmr, f->rbuf, 1024);
+	e2e_post_recv(f->srv.qp, 21, f->rmr, f->rbuf + 1024, 1024);
+	fake_client_connect(f);
+	n = fp_send_msg(&f->c, ulpdu, sizeof(ulpdu), "alive", 5);
+	fp_send_ulpdu(&f->c, ulpdu, n, false);
+	e2e_poll_n(f->srv.recv_cq, &wc, 1, E2E_WAIT_MS);
+	e2e_assert_wc(&wc, 20, SV_WC_SUCCESS, "Send on the second connection");
+	cr_assert_eq(wc.byte_len, 5);
+	cr_assert_arr_eq(f->rbuf, "alive", 5);
+}
+
+static void fake_client_close(struct fake_client *f)
+{
+	fp_close(&f->c);
+	cr_assert_eq(sv_dereg_mr(f->rmr), 0);
+	if (f->srv.id) {
+		cr_assert_eq(sv_cm_destroy_id(f->srv.id), 0);
+		f->srv.id = NULL;
+	}
+	cr_assert_eq(sv_cm_destroy_id(f->lid), 0);
+	e2e_side_close(&f->srv);
+	free(f->rbuf);
+}
+
+/* After the fake client's bad frame: a Terminate with triple t arrives (good CRC), the
+ * connection closes, the server QP is in ERR with the async event, its receives are
+ * done (none succeeded), and the server still serves a new connection. */
+static void expect_server_terminates(struct fake_client *f, const struct triple *t,
+				     unsigned type_mask, const char *what)
+{
+	struct sv_rdmap_term term;
+	struct sv_wc wc[2];
+
+	cr_assert(fp_wait_terminate(&f->c, &term, E2E_WAIT_MS), "%s: no Terminate", what);
+	if (t)
+		expect_term(&term, *t, what);
+	cr_assert(fp_wait_eof(&f->c, E2E_WAIT_MS), "%s: connection not closed", what);
+	expect_qp_error_event(&f->srv, type_mask, t, false, what);
+	e2e_wait_qp_state(f->srv.qp, SV_QPS_ERR, E2E_WAIT_MS);
+	e2e_poll_n(f->srv.recv_cq, wc, 2, E2E_WAIT_MS);
+	for (int i = 0; i < 2; i++) {
+		cr_assert_eq(wc[i].wr_id, 10 + (uint64_t)i);
+		cr_assert_neq(wc[i].status, SV_WC_SUCCESS, "%s: receive %d succeeded", what, i);
+	}
+	cr_assert_eq(wc[1].status, SV_WC_WR_FLUSH_ERR, "%s: second receive", what);
+	fake_client_server_still_serves(f);
+}
+
+Test(e2e_errors, wire_bad_crc, .timeout = 40)
+{
+	struct fake_client f;
+	uint8_t ulpdu[128];
+	size_t n;
+
+	fake_client_open(&f);
+	n = fp_send_msg(&f.c, ulpdu, sizeof(ulpdu), "corrupted", 9);
+	fp_send_ulpdu(&f.c, ulpdu, n, true);
+	expect_server_terminates(&f, &T_LLP_CRC, QP_ERR_EVENTS, "bad CRC");
+	cr_assert_neq(memcmp(f.rbuf, "corrupted", 9), 0, "a frame with a bad CRC was placed");
+	fake_client_close(&f);
+}
+
+Test(e2e_errors, wire_bad_ddp_version_untagged, .timeout = 40)
+{
+	struct fake_client f;
+	uint8_t ulpdu[128];
+	size_t n;
+
+	fake_client_open(&f);
+	n = fp_send_msg(&f.c, ulpdu, sizeof(ulpdu), "v2", 2);
+	ulpdu[0] = (uint8_t)((ulpdu[0] & ~SV_DDP_DV_MASK) | 2);
+	fp_send_ulpdu(&f.c, ulpdu, n, false);
+	expect_server_terminates(&f, &T_DDP_U_VERSION, QP_ERR_EVENTS, "bad DDP version");
+	fake_client_close(&f);
+}
+
+Test(e2e_errors, wire_bad_ddp_version_tagged, .timeout = 40)
+{
+	struct fake_client f;
+	struct sv_rdmap_msg m;
+	uint8_t ulpdu[128];
+	size_t n;
+
+	fake_client_open(&f);
+	memset(&m, 0, sizeof(m));
+	m.ddp.tagged = true;
+	m.ddp.last = true;
+	m.ddp.stag = f.rmr->rkey;
+	m.ddp.to = (uintptr_t)f.rbuf + 4096;
+	m.opcode = SV_RDMAP_WRITE;
+	n = fp_ulpdu(ulpdu, sizeof(ulpdu), &m, "tagged", 6);
+	ulpdu[0] = (uint8_t)((ulpdu[0] & ~SV_DDP_DV_MASK) | 0);
+	fp_send_ulpdu(&f.c, ulpdu, n, false);
+	expect_server_terminates(&f, &T_DDP_T_VERSION, QP_ERR_EVENTS, "bad tagged DDP version");
+	cr_assert_neq(memcmp(f.rbuf + 4096, "tagged", 6), 0, "bad-version Write was placed");
+	fake_client_close(&f);
+}
+
+Test(e2e_errors, wire_unknown_opcode, .timeout = 40)
+{
+	struct fake_client f;
+	uint8_t ulpdu[128];
+	size_t n;
+
+	fake_client_open(&f);
+	n = fp_send_msg(&f.c, ulpdu, sizeof(ulpdu), "op12", 4);
+	ulpdu[1] = (uint8_t)((SV_RDMAP_VERSION << SV_RDMAP_RV_SHIFT) | 0x0c);
+	fp_send_ulpdu(&f.c, ulpdu, n, false);
+	expect_server_terminates(&f, &T_RDMAP_OPCODE, QP_ERR_EVENTS, "unknown opcode");
+	fake_client_close(&f);
+}
+
+Test(e2e_errors, wire_bad_rdmap_version, .timeout = 40)
+{
+	struct fake_client f;
+	uint8_t ulpdu[128];
+	size_t n;
+
+	fake_client_open(&f);
+	n = fp_send_msg(&f.c, ulpdu, sizeof(ulpdu), "rv2", 3);
+	ulpdu[1] = (uint8_t)((2 << SV_RDMAP_RV_SHIFT) | SV_RDMAP_SEND);
+	fp_send_ulpdu(&f.c, ulpdu, n, false);
+	expect_server_terminates(&f, &T_RDMAP_VERSION, QP_ERR_EVENTS, "bad RDMAP version");
+	fake_client_close(&f);
+}
+
+/* Bytes that are no FPDU at all: a small length field, then noise; the CRC cannot match. */
+Test(e2e_errors, wire_garbage_after_mpa, .timeout = 40)
+{
+	struct fake_client f;
+	uint8_t junk[64];
+
+	fake_client_open(&f);
+	e2e_fill(junk, sizeof(junk), 1234, 0);
+	junk[0] = 0;
+	junk[1] = 26;	/* a 32-byte "FPDU" whose trailer is noise */
+	fp_send_all(&f.c, junk, sizeof(junk));
+	expect_server_terminates(&f, &T_LLP_CRC, QP_ERR_EVENTS, "garbage");
+	fake_client_close(&f);
+}
+
+/* A ULPDU too short to hold the DDP header it announces. */
+Test(e2e_errors, wire_ulpdu_shorter_than_header, .timeout = 40)
+{
+	struct fake_client f;
+	const uint8_t stub[6] = { SV_DDP_FLAG_L | SV_DDP_VERSION,
+				  (SV_RDMAP_VERSION << SV_RDMAP_RV_SHIFT) | SV_RDMAP_SEND, 0, 0,
+				  0, 0 };
+
+	fake_client_open(&f);
+	fp_send_ulpdu(&f.c, stub, sizeof(stub), false);
+	expect_server_terminates(&f, NULL, QP_ERR_EVENTS, "short ULPDU");
+	fake_client_close(&f);
+}
+
+/* ULPDU_Length 0xffff, then only a header's worth of bytes and a half-close: the server
+ * must not wait forever nor place anything; the connection and the QP end. */
+Test(e2e_errors, wire_huge_ulpdu_length_then_eof, .timeout = 40)
+{
+	struct fake_client f;
+	uint8_t ulpdu[128];
+	struct sv_wc wc[2];
+	size_t n;
+
+	fake_client_open(&f);
+	n = fp_send_msg(&f.c, ulpdu, sizeof(ulpdu), "huge", 4);
+	ulpdu[n] = 0;
+	{
+		uint8_t hdr[2] = { 0xff, 0xff };
+
+		fp_send_all(&f.c, hdr, 2);
+		fp_send_all(&f.c, ulpdu, n);
+	}
+	shutdown(f.c.fd, SHUT_WR);
+	cr_assert(fp_wait_eof(&f.c, E2E_WAIT_MS), "server kept the half-closed connection");
+	expect_qp_error_event(&f.srv, QP_ERR_EVENTS, NULL, false, "truncated FPDU");
+	e2e_wait_qp_state(f.srv.qp, SV_QPS_ERR, E2E_WAIT_MS);
+	e2e_poll_n(f.srv.recv_cq, wc, 2, E2E_WAIT_MS);
+	cr_assert_neq(wc[0].status, SV_WC_SUCCESS, "a truncated FPDU completed a receive");
+	cr_assert_eq(wc[1].status, SV_WC_WR_FLUSH_ERR);
+	fake_client_server_still_serves(&f);
+	fake_client_close(&f);
+}
+
+/* A Send longer than the receive, from the raw peer: the Terminate on the wire is DDP
+ * untagged "message too long" with the offending DDP header copied (D bit). */
+Test(e2e_errors, wire_send_too_long_terminate_bytes, .timeout = 40)
+{
+	struct fake_client f;
+	static uint8_t ulpdu[4096];
+	static uint8_t payload[2000];
+	struct sv_rdmap_term term;
+	size_t n;
+
+	fake_client_open(&f);
+	e2e_fill(payload, sizeof(payload), 9, 0);
+	n = fp_send_msg(&f.c, ulpdu, sizeof(ulpdu), payload, sizeof(payload));
+	fp_send_ulpdu(&f.c, ulpdu, n, false);
+	cr_assert(fp_wait_terminate(&f.c, &term, E2E_WAIT_MS), "no Terminate");
+	expect_term(&term, T_DDP_TOO_LONG, "Send too long");
+	cr_assert(term.has_ddp_hdr, "DDP error Terminate without the DDP header (D bit)");
+	cr_assert_eq(term.ddp_hdr_len, SV_DDP_UNTAGGED_HDR_LEN);
+	cr_assert_arr_eq(term.ddp_hdr + 2, ulpdu + 2, SV_DDP_UNTAGGED_HDR_LEN - 2,
+			 "copied DDP header differs from the offending one");
+	cr_assert(fp_wait_eof(&f.c, E2E_WAIT_MS), "connection not closed after Terminate");
+	fake_client_close(&f);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * The peer process dies in the middle of a transfer.
+ */
+
+struct child_info {
+	uint64_t addr;
+	uint32_t rkey;
+	uint32_t len;
+};
+
+/* The child: a plain softverbs client without Criterion, exiting on any error. It
+ * connects, tells the parent where its 1 MiB buffer is, and waits to be killed. */
+static void child_main(int rfd)
+{
+	struct sv_device_opts d;
+	struct sv_context *ctx;
+	struct sv_pd *pd;
+	struct sv_cq *cq;
+	struct sv_qp *qp;
+	struct sv_mr *mr, *imr;
+	struct sv_cm_channel *ch;
+	struct sv_cm_id *id;
+	struct sv_cm_event *ev;
+	struct sv_qp_init_attr ia;
+	struct sv_conn_param cp;
+	struct sockaddr_in addr;
+	struct child_info *info;
+	struct sv_sge sge;
+	struct sv_send_wr wr, *bad;
+	struct sv_wc wc;
+	uint16_t port;
+	uint8_t *buf;
+
+	alarm(30);	/* never outlive a broken test */
+	if (read(rfd, &port, sizeof(port)) != sizeof(port))
+		_exit(2);
+	sv_device_opts_init(&d);
+	d.transport = SV_TRANSPORT_TCP;
+	buf = malloc(MiB + 4096);
+	if (!buf || sv_open_device(&d, &ctx) || sv_alloc_pd(ctx, &pd) ||
+	    sv_create_cq(ctx, 64, NULL, NULL, 0, &cq))
+		_exit(3);
+	e2e_fill(buf, MiB, 77, 0);
+	memset(&ia, 0, sizeof(ia));
+	ia.send_cq = cq;
+	ia.recv_cq = cq;
+	ia.cap.max_send_wr = 8;
+	ia.cap.max_recv_wr = 8;
+	ia.cap.max_send_sge = 1;
+	ia.cap.max_recv_sge = 1;
+	ia.qp_type = SV_QPT_RC;
+	if (sv_create_qp(pd, &ia, &qp) ||
+	    sv_reg_mr(pd, buf, MiB, SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_READ, &mr) ||
+	    sv_reg_mr(pd, buf + MiB, 4096, SV_ACCESS_LOCAL_WRITE, &imr) ||
+	    sv_cm_create_channel(&ch) || sv_cm_create_id(ch, ctx, NULL, &id))
+		_exit(4);
+	memset(&addr, 0, sizeof(addr));
+	addr.sin_family = AF_INET;
+	addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	addr.sin_port = port;
+	memset(&cp, 0, sizeof(cp));
+	cp.responder_resources = 8;
+	cp.initiator_depth = 8;
+	if (sv_cm_connect(id, qp, (struct sockaddr *)&addr, &cp) || sv_cm_get_event(ch, &ev) ||
+	    ev->event != SV_CM_EVENT_ESTABLISHED)
+		_exit(5);
+	sv_cm_ack_event(ev);
+	info = (struct child_info *)(buf + MiB);
+	info->addr = (uintptr_t)buf;
+	info->rkey = mr->rkey;
+	info->len = MiB;
+	sge.addr = (uintptr_t)info;
+	sge.length = sizeof(*info);
+	sge.lkey = imr->lkey;
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = 1;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = SV_WR_SEND;
+	wr.send_flags = SV_SEND_SIGNALED;
+	if (sv_post_send(qp, &wr, &bad))
+		_exit(6);
+	while (sv_poll_cq(cq, 1, &wc) == 0)
+		usleep(100);
+	for (;;)
+		pause();	/* the progress thread serves the parent's READs */
+}
+
+Test(e2e_errors, peer_killed_mid_transfer, .timeout = 40)
+{
+	enum { NREAD = 32 };
+	struct e2e_pair_opts o;
+	struct e2e_side srv;
+	struct sv_cm_id *lid;
+	struct sockaddr_in addr;
+	struct sv_cm_event *ev;
+	struct sv_conn_param sp;
+	struct child_info info;
+	struct sv_wc wc[NREAD];
+	uint8_t *sink, *ibuf;
+	struct sv_mr *smr, *imr;
+	int pfd[2], status, got, first_err = -1;
+	pid_t pid;
+
+	/* fork before any thread of ours exists; the child waits for the port */
+	cr_assert_eq(pipe(pfd), 0);
+	pid = fork();
+	cr_assert_geq(pid, 0, "fork");
+	if (pid == 0) {
+		close(pfd[1]);
+		child_main(pfd[0]);
+		_exit(0);
+	}
+	close(pfd[0]);
+
+	e2e_pair_opts_init(&o);
+	e2e_side_open(&srv, 1, &o);
+	e2e_side_create_qp(&srv, &o, E2E_ACCESS_ALL);
+	sink = e2e_alloc(MiB);
+	ibuf = e2e_alloc(4096);
+	smr = e2e_reg(&srv, sink, MiB, E2E_ACCESS_ALL);
+	imr = e2e_reg(&srv, ibuf, 4096, SV_ACCESS_LOCAL_WRITE);
+	e2e_post_recv(srv.qp, 1, imr, ibuf, 4096);
+	lid = e2e_listen(&srv, &addr);
+	cr_assert_eq(write(pfd[1], &addr.sin_port, sizeof(addr.sin_port)),
+		     (ssize_t)sizeof(addr.sin_port));
+	close(pfd[1]);
+
+	ev = e2e_cm_wait(srv.cm_ch, SV_CM_EVENT_CONNECT_REQUEST, E2E_WAIT_MS);
+	srv.id = ev->id;
+	cr_assert_eq(sv_cm_ack_event(ev), 0);
+	memset(&sp, 0, sizeof(sp));
+	sp.responder_resources = 8;
+	sp.initiator_depth = 8;
+	cr_assert_eq(sv_cm_accept(srv.id, srv.qp, &sp), 0);
+	ev = e2e_cm_wait(srv.cm_ch, SV_CM_EVENT_ESTABLISHED, E2E_WAIT_MS);
+	cr_assert_eq(sv_cm_ack_event(ev), 0);
+	e2e_poll_n(srv.recv_cq, wc, 1, E2E_WAIT_MS);
+	e2e_assert_wc(&wc[0], 1, SV_WC_SUCCESS, "child's buffer description");
+	memcpy(&info, ibuf, sizeof(info));
+	cr_assert_eq(info.len, MiB);
+
+	for (int i = 0; i < NREAD; i++)
+		e2e_post_one(srv.qp, 100 + (uint64_t)i, SV_WR_RDMA_READ, smr, sink, MiB,
+			     SV_SEND_SIGNALED, info.addr, info.rkey, 0);
+	e2e_poll_n(srv.send_cq, wc, 1, E2E_WAIT_MS);
+	e2e_assert_wc(&wc[0], 100, SV_WC_SUCCESS, "first READ from the child");
+	e2e_assert_pat(sink, MiB, 77, 0, "READ data from the child");
+	cr_assert_eq(kill(pid, SIGKILL), 0);
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
+		  "child ended by itself (status 0x%x) before it was killed", status);
+
+	got = 1 + e2e_poll(srv.send_cq, wc + 1, NREAD - 1, E2E_WAIT_MS);
+	cr_assert_eq(got, NREAD, "only %d of %d READs completed after the peer died", got,
+		     NREAD);
+	for (int i = 0; i < NREAD; i++) {
+		cr_assert_eq(wc[i].wr_id, 100 + (uint64_t)i, "completion order");
+		if (first_err < 0 && wc[i].status != SV_WC_SUCCESS)
+			first_err = i;
+	}
+	cr_assert_geq(first_err, 0, "all %d READs succeeded from a dead peer", NREAD);
+	cr_assert_neq(wc[first_err].status, SV_WC_WR_FLUSH_ERR,
+		      "the READ in flight when the peer died (wr %d) was only flushed", first_err);
+	for (int i = first_err + 1; i < NREAD; i++)
+		cr_assert(wc[i].status == SV_WC_WR_FLUSH_ERR ||
+				  wc[i].status == wc[first_err].status,
+			  "READ %d after the failure: %s", i, sv_wc_status_str(wc[i].status));
+	e2e_wait_qp_state(srv.qp, SV_QPS_ERR, E2E_WAIT_MS);
+	expect_qp_error_event(&srv, QP_ERR_EVENTS, NULL, false, "peer gone");
+
+	cr_assert_eq(sv_dereg_mr(smr), 0);
+	cr_assert_eq(sv_dereg_mr(imr), 0);
+	cr_assert_eq(sv_cm_destroy_id(lid), 0);
+	e2e_side_close(&srv);
+	free(sink);
+	free(ibuf);
+}
+
+/*
+ * sv_dereg_mr while the peer streams READs from the region: it returns (only after the
+ * READs in flight are done with the memory), later READs fail with REM_ACCESS_ERR, and
+ * the memory can be scribbled on and unmapped right away: any later touch would crash
+ * this process, and every READ that did succeed carries only the original bytes.
+ */
+Test(e2e_errors, dereg_during_remote_reads, .timeout = 40)
+{
+	enum { NREAD = 40, RSZ = 256 * 1024 };
+	struct e2e_pair_opts o;
+	struct e2e_pair p;
+	struct sv_wc wc[NREAD + 1];
+	uint8_t *src, *sinks;
+	struct sv_mr *smr, *cmr;
+	uint32_t rkey;
+	int got, first_err = -1;
+
+	e2e_pair_opts_init(&o);
+	e2e_pair_open(&p, &o, NULL, NULL);
+	src = mmap(NULL, MiB, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	cr_assert_neq(src, MAP_FAILED);
+	e2e_fill(src, MiB, 88, 0);
+	sinks = e2e_alloc((size_t)NREAD * RSZ + RSZ);
+	smr = e2e_reg(&p.srv, src, MiB, SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_READ);
+	cmr = e2e_reg(&p.cli, sinks, (size_t)NREAD * RSZ + RSZ, E2E_ACCESS_ALL);
+	rkey = smr->rkey;
+	for (int i = 0; i < NREAD; i++)
+		e2e_post_one(p.cli.qp, (uint64_t)i, SV_WR_RDMA_READ, cmr, sinks + (size_t)i * RSZ,
+			     RSZ, SV_SEND_SIGNALED, (uintptr_t)src + (uint64_t)(i % 4) * RSZ,
+			     rkey, 0);
+	e2e_poll_n(p.cli.send_cq, wc, 1, E2E_WAIT_MS);
+	e2e_assert_wc(&wc[0], 0, SV_WC_SUCCESS, "first READ");
+
+	cr_assert_eq(sv_dereg_mr(smr), 0, "dereg while READs stream");
+	memset(src, 0, MiB);
+	cr_assert_eq(munmap(src, MiB), 0);
+	/* one more READ with the dead key, posted after dereg returned: it cannot succeed */
+	e2e_post_one(p.cli.qp, NREAD, SV_WR_RDMA_READ, cmr, sinks + (size_t)NREAD * RSZ, RSZ,
+		     SV_SEND_SIGNALED, (uintptr_t)src, rkey, 0);
+
+	got = 1 + e2e_poll(p.cli.send_cq, wc + 1, NREAD, E2E_WAIT_MS);
+	cr_assert_eq(got, NREAD + 1, "%d of %d READs completed", got, NREAD + 1);
+	for (int i = 0; i <= NREAD; i++) {
+		cr_assert_eq(wc[i].wr_id, (uint64_t)i, "completion order");
+		if (wc[i].status == SV_WC_SUCCESS) {
+			cr_assert_lt(first_err, 0, "READ %d succeeded after READ %d failed", i,
+				     first_err);
+			e2e_assert_pat(sinks + (size_t)i * RSZ, RSZ, 88, (size_t)(i % 4) * RSZ,
+				       "a READ that succeeded around dereg");
+		} else if (first_err < 0) {
+			first_err = i;
+			e2e_assert_wc(&wc[i], (uint64_t)i, SV_WC_REM_ACCESS_ERR,
+				      "first READ after dereg");
+			cr_assert_eq(wc[i].vendor_err, vendor_err_of(T_RDMAP_INV_STAG),
+				     "vendor_err 0x%06x", wc[i].vendor_err);
+		} else {
+			e2e_assert_wc(&wc[i], (uint64_t)i, SV_WC_WR_FLUSH_ERR,
+				      "READ after the failure");
+		}
+	}
+	cr_assert_geq(first_err, 1, "no READ failed after dereg");
+	expect_qp_error_event(&p.srv, EV(SV_EVENT_QP_ACCESS_ERR), &T_RDMAP_INV_STAG, false,
+			      "responder after dereg");
+	cr_assert_eq(sv_dereg_mr(cmr), 0);
+	e2e_pair_close(&p);
+	free(sinks);
+}
+
+/* A send-side SGE whose lkey names no MR: LOC_PROT_ERR for that WR, QP to ERR, and the
+ * peer never sees a byte (verbs.md section 6, lkey check). */
+Test(e2e_errors, send_bad_lkey, .timeout = 30)
+{
+	struct e2e_pair p;
+	struct bufs b;
+	struct sv_sge sge;
+	struct sv_send_wr wr;
+	struct sv_wc wc;
+
+	open_pair(&p, &b, E2E_ACCESS_ALL);
+	sge.addr = (uintptr_t)b.cbuf;
+	sge.length = 100;
+	sge.lkey = b.cmr->lkey ^ 0x5a;
+	e2e_wr(&wr, 1, SV_WR_SEND, &sge, 1, 0);	/* unsignaled: an error completes anyway */
+	e2e_post(p.cli.qp, &wr);
+	e2e_poll_n(p.cli.send_cq, &wc, 1, E2E_WAIT_MS);
+	e2e_assert_wc(&wc, 1, SV_WC_LOC_PROT_ERR, "SEND with a bad lkey");
+	cr_assert_eq(wc.qp_num, p.cli.qp->qp_num);
+	expect_dead_sq(&p.cli, 2);
+	/* the peer's receives may flush when the dead QP's connection closes, but none of
+	 * them may have received the SEND */
+	{
+		struct sv_wc rwc[2];
+		int n = e2e_poll(p.srv.recv_cq, rwc, 2, 200);
+
+		for (int i = 0; i < n; i++)
+			e2e_assert_wc(&rwc[i], 500 + (uint64_t)i, SV_WC_WR_FLUSH_ERR,
+				      "peer receive after a SEND with a bad lkey");
+	}
+	close_pair(&p, &b);
+}
+
+/* A READ whose sink lies outside its MR: LOC_PROT_ERR before anything is asked of the
+ * peer. */
+Test(e2e_errors, read_sink_outside_mr, .timeout = 30)
+{
+	struct e2e_pair p;
+	struct bufs b;
+	struct sv_wc wc;
+
+	open_pair(&p, &b, E2E_ACCESS_ALL);
+	e2e_post_one(p.cli.qp, 1, SV_WR_RDMA_READ, b.cmr, b.cbuf + MiB - 10, 64,
+		     SV_SEND_SIGNALED, (uintptr_t)b.sbuf, b.smr->rkey, 0);
+	e2e_poll_n(p.cli.send_cq, &wc, 1, E2E_WAIT_MS);
+	e2e_assert_wc(&wc, 1, SV_WC_LOC_PROT_ERR, "READ into a sink past the MR");
+	expect_dead_sq(&p.cli, 2);
+	close_pair(&p, &b);
+}
+
+/* A receive whose buffer names no MR: the SEND that lands there completes it with
+ * LOC_PROT_ERR; nothing is written; the responder's QP goes to ERR. */
+Test(e2e_errors, recv_bad_lkey, .timeout = 30)
+{
+	struct e2e_pair_opts o;
+	struct e2e_pair p;
+	uint8_t *cbuf = e2e_alloc(4096), *rbuf = e2e_alloc(4096);
+	struct sv_mr *cmr, *rmr;
+	struct sv_sge sge;
+	struct sv_recv_wr rwr = { .wr_id = 9, .sg_list = &sge, .num_sge = 1 }, *rbad;
+	struct sv_wc wc;
+
+	e2e_pair_opts_init(&o);
+	e2e_pair_open(&p, &o, NULL, NULL);
+	cmr = e2e_reg(&p.cli, cbuf, 4096, E2E_ACCESS_ALL);
+	rmr = e2e_reg(&p.srv, rbuf, 4096, SV_ACCESS_LOCAL_WRITE);
+	memset(rbuf, 0x66, 4096);
+	sge.addr = (uintptr_t)rbuf;
+	sge.length = 4096;
+	sge.lkey = rmr->lkey ^ 0x5a;
+	cr_assert_eq(sv_post_recv(p.srv.qp, &rwr, &rbad), 0);
+	e2e_fill(cbuf, 64, 5, 0);
+	e2e_post_one(p.cli.qp, 1, SV_WR_SEND, cmr, cbuf, 64, SV_SEND_SIGNALED, 0, 0, 0);
+	e2e_poll_n(p.srv.recv_cq, &wc, 1, E2E_WAIT_MS);
+	e2e_assert_wc(&wc, 9, SV_WC_LOC_PROT_ERR, "receive with a bad lkey");
+	e2e_assert_bytes(rbuf, 4096, 0x66, "buffer of a receive with a bad lkey");
+	e2e_wait_qp_state(p.srv.qp, SV_QPS_ERR, E2E_WAIT_MS);
+	expect_qp_error_event(&p.cli, QP_ERR_EVENTS, NULL, true, "requester");
+	cr_assert_eq(sv_dereg_mr(cmr), 0);
+	cr_assert_eq(sv_dereg_mr(rmr), 0);
+	e2e_pair_close(&p);
+	free(cbuf);
+	free(rbuf);
+}
+
+/* Objects in use refuse to go (-EBUSY) and stay usable; the right order frees all. */
+Test(e2e_errors, busy_objects_refuse_destruction, .timeout = 30)
+{
+	struct e2e_pair p;
+	struct bufs b;
+	struct sv_comp_channel *ch;
+	struct sv_cq *cq;
+	int rc;
+
+	open_pair(&p, &b, E2E_ACCESS_ALL);
+	rc = sv_dealloc_pd(p.srv.pd);
+	cr_assert_eq(rc, -EBUSY, "dealloc_pd with an MR and a QP: %d", rc);
+	rc = sv_destroy_cq(p.srv.recv_cq);
+	cr_assert_eq(rc, -EBUSY, "destroy_cq used by a QP: %d", rc);
+	rc = sv_close_device(p.srv.ctx);
+	cr_assert_eq(rc, -EBUSY, "close_device with objects left: %d", rc);
+	cr_assert_eq(sv_create_comp_channel(p.srv.ctx, &ch), 0);
+	cr_assert_eq(sv_create_cq(p.srv.ctx, 8, NULL, ch, 0, &cq), 0);
+	rc = sv_destroy_comp_channel(ch);
+	cr_assert_eq(rc, -EBUSY, "destroy_comp_channel used by a CQ: %d", rc);
+	cr_assert_eq(sv_destroy_cq(cq), 0);
+	cr_assert_eq(sv_destroy_comp_channel(ch), 0);
+	/* still fully working after the refusals */
+	e2e_fill(b.cbuf, 256, 3, 0);
+	e2e_post_one(p.cli.qp, 1, SV_WR_SEND, b.cmr, b.cbuf, 256, SV_SEND_SIGNALED, 0, 0, 0);
+	{
+		struct sv_wc wc;
+
+		e2e_poll_n(p.srv.recv_cq, &wc, 1, E2E_WAIT_MS);
+		e2e_assert_wc(&wc, 500, SV_WC_SUCCESS, "SEND after refused destroys");
+	}
+	e2e_assert_pat(b.sbuf, 256, 3, 0, "SEND data after refused destroys");
+	close_pair(&p, &b);
+}

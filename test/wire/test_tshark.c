@@ -1,0 +1,490 @@
+/*
+ * test_tshark.c — wire conformance: Wireshark's own iWARP dissectors must accept every
+ * byte softverbs sends.
+ *
+ * dumpcap captures the loopback port of one session that uses every opcode (SEND, SEND
+ * with SE, SEND_WITH_IMM, RDMA WRITE, WRITE_WITH_IMM, RDMA READ small and large, both
+ * atomics) and ends with a refused READ (a Terminate) and a disconnect. tshark then
+ * decodes the capture and the test requires:
+ *  - every TCP segment with payload decodes as MPA (iwarp_mpa), or is part of a PDU
+ *    tshark reassembled into one;
+ *  - the MPA Request and Reply are there, with the CRC flag;
+ *  - every FPDU's CRC checks good (tshark's "Good CRC32"), none bad;
+ *  - no malformed frame, no expert info of severity error;
+ *  - the RDMAP opcodes seen cover Write, Read Request/Response, Send, Send with SE,
+ *    Terminate, Atomic Request/Response.
+ * The two heuristic sub-dissectors of DDP payloads (RPC-over-RDMA, SMB Direct) are
+ * disabled: they would try to parse our test patterns as their own protocols.
+ *
+ * Skipped only when tshark/dumpcap are not installed. Capturing on lo needs root or
+ * dumpcap's capabilities (CI runs as root).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "softverbs.h"
+
+#define WAIT_MS 8000
+#define MiB (1u << 20)
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static bool wait_fd(int fd, int ms)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+
+	return poll(&pfd, 1, ms) > 0;
+}
+
+static bool have_program(const char *name)
+{
+	char cmd[256];
+
+	snprintf(cmd, sizeof(cmd), "command -v %s >/dev/null 2>&1", name);
+	return system(cmd) == 0;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * The session: two device contexts in this process.
+ */
+
+struct end {
+	struct sv_context *ctx;
+	struct sv_pd *pd;
+	struct sv_cq *cq;
+	struct sv_qp *qp;
+	struct sv_cm_channel *ch;
+	struct sv_cm_id *id;
+	uint8_t *buf;
+	struct sv_mr *mr;
+};
+
+static struct sv_cm_event *cm_wait(struct end *e, enum sv_cm_event_type type)
+{
+	struct sv_cm_event *ev = NULL;
+	uint64_t deadline = now_ms() + WAIT_MS;
+	int rc;
+
+	while ((rc = sv_cm_get_event(e->ch, &ev)) == -EAGAIN) {
+		uint64_t now = now_ms();
+
+		cr_assert(now < deadline && wait_fd(sv_cm_channel_fd(e->ch), (int)(deadline - now)),
+			  "no CM event %s", sv_cm_event_str(type));
+	}
+	cr_assert_eq(rc, 0, "sv_cm_get_event: %s", sv_strerror(rc));
+	cr_assert_eq(ev->event, type, "CM event %s, expected %s", sv_cm_event_str(ev->event),
+		     sv_cm_event_str(type));
+	return ev;
+}
+
+static void end_open(struct end *e)
+{
+	struct sv_device_opts d;
+	struct sv_qp_init_attr ia;
+	struct sv_qp_attr qa;
+	int fl;
+
+	memset(e, 0, sizeof(*e));
+	sv_device_opts_init(&d);
+	d.transport = SV_TRANSPORT_TCP;
+	d.crc = 1;
+	cr_assert_eq(sv_open_device(&d, &e->ctx), 0);
+	cr_assert_eq(sv_alloc_pd(e->ctx, &e->pd), 0);
+	cr_assert_eq(sv_create_cq(e->ctx, 256, NULL, NULL, 0, &e->cq), 0);
+	memset(&ia, 0, sizeof(ia));
+	ia.send_cq = e->cq;
+	ia.recv_cq = e->cq;
+	ia.cap.max_send_wr = 32;
+	ia.cap.max_recv_wr = 32;
+	ia.cap.max_send_sge = 2;
+	ia.cap.max_recv_sge = 2;
+	ia.qp_type = SV_QPT_RC;
+	cr_assert_eq(sv_create_qp(e->pd, &ia, &e->qp), 0);
+	/* INIT now, so receives can be posted before the connection exists */
+	memset(&qa, 0, sizeof(qa));
+	qa.qp_state = SV_QPS_INIT;
+	qa.port_num = 1;
+	qa.qp_access_flags = SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_WRITE |
+			     SV_ACCESS_REMOTE_READ | SV_ACCESS_REMOTE_ATOMIC;
+	cr_assert_eq(sv_modify_qp(e->qp, &qa, SV_QP_STATE | SV_QP_PKEY_INDEX | SV_QP_PORT |
+						      SV_QP_ACCESS_FLAGS), 0);
+	cr_assert_eq(sv_cm_create_channel(&e->ch), 0);
+	fl = fcntl(sv_cm_channel_fd(e->ch), F_GETFL);
+	fcntl(sv_cm_channel_fd(e->ch), F_SETFL, fl | O_NONBLOCK);
+	e->buf = aligned_alloc(4096, 2 * MiB);
+	cr_assert_not_null(e->buf);
+	memset(e->buf, 0, 2 * MiB);
+	cr_assert_eq(sv_reg_mr(e->pd, e->buf, 2 * MiB,
+			       SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_WRITE |
+				       SV_ACCESS_REMOTE_READ | SV_ACCESS_REMOTE_ATOMIC,
+			       &e->mr),
+		     0);
+}
+
+static void end_close(struct end *e)
+{
+	struct sv_async_event ev;
+	struct sv_cm_event *cev;
+	int fl = fcntl(sv_async_fd(e->ctx), F_GETFL);
+
+	fcntl(sv_async_fd(e->ctx), F_SETFL, fl | O_NONBLOCK);
+	while (sv_get_async_event(e->ctx, &ev) == 0)
+		sv_ack_async_event(&ev);
+	while (sv_cm_get_event(e->ch, &cev) == 0)
+		sv_cm_ack_event(cev);
+	if (e->id)
+		cr_assert_eq(sv_cm_destroy_id(e->id), 0);
+	cr_assert_eq(sv_destroy_qp(e->qp), 0);
+	cr_assert_eq(sv_cm_destroy_channel(e->ch), 0);
+	cr_assert_eq(sv_dereg_mr(e->mr), 0);
+	cr_assert_eq(sv_destroy_cq(e->cq), 0);
+	cr_assert_eq(sv_dealloc_pd(e->pd), 0);
+	cr_assert_eq(sv_close_device(e->ctx), 0);
+	free(e->buf);
+}
+
+/* Posts a signaled WR on e from e->buf + off; peer (if any) names the remote buffer. */
+static void post_key(struct end *e, uint64_t wr_id, enum sv_wr_opcode op, uint32_t off,
+		     uint32_t len, unsigned flags, struct end *peer, uint64_t roff,
+		     uint32_t rkey_xor)
+{
+	struct sv_sge sge = { .addr = (uintptr_t)e->buf + off, .length = len,
+			      .lkey = e->mr->lkey };
+	struct sv_send_wr wr, *bad;
+	int rc;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = wr_id;
+	wr.opcode = op;
+	wr.sg_list = &sge;
+	wr.num_sge = len ? 1 : 0;
+	wr.send_flags = SV_SEND_SIGNALED | flags;
+	wr.imm_data = htonl(0x1234);
+	if (op == SV_WR_ATOMIC_CMP_AND_SWP || op == SV_WR_ATOMIC_FETCH_AND_ADD) {
+		wr.wr.atomic.remote_addr = (uintptr_t)peer->buf + roff;
+		wr.wr.atomic.rkey = peer->mr->rkey ^ rkey_xor;
+		wr.wr.atomic.compare_add = 1;
+		wr.wr.atomic.swap = 2;
+	} else if (peer) {
+		wr.wr.rdma.remote_addr = (uintptr_t)peer->buf + roff;
+		wr.wr.rdma.rkey = peer->mr->rkey ^ rkey_xor;
+	}
+	rc = sv_post_send(e->qp, &wr, &bad);
+	cr_assert_eq(rc, 0, "sv_post_send(opcode %d): %s", op, sv_strerror(rc));
+}
+
+static void post(struct end *e, uint64_t wr_id, enum sv_wr_opcode op, uint32_t off,
+		 uint32_t len, unsigned flags, struct end *peer, uint64_t roff)
+{
+	post_key(e, wr_id, op, off, len, flags, peer, roff, 0);
+}
+
+static void post_recv(struct end *e, uint64_t wr_id, uint32_t off)
+{
+	struct sv_sge sge = { .addr = (uintptr_t)e->buf + off, .length = 65536,
+			      .lkey = e->mr->lkey };
+	struct sv_recv_wr wr = { .wr_id = wr_id, .sg_list = &sge, .num_sge = 1 }, *bad;
+
+	cr_assert_eq(sv_post_recv(e->qp, &wr, &bad), 0);
+}
+
+/* Polls n completions of cq; returns the status of the last. */
+static enum sv_wc_status poll_n(struct end *e, int n)
+{
+	uint64_t deadline = now_ms() + WAIT_MS;
+	struct sv_wc wc;
+	int got = 0;
+
+	wc.status = SV_WC_GENERAL_ERR;
+	while (got < n) {
+		int rc = sv_poll_cq(e->cq, 1, &wc);
+
+		cr_assert_geq(rc, 0);
+		got += rc;
+		cr_assert(rc > 0 || now_ms() < deadline, "%d of %d completions", got, n);
+		if (rc == 0)
+			usleep(50);
+	}
+	return wc.status;
+}
+
+/* Connects client to a listener on 127.0.0.1:port, then runs every opcode. */
+static void run_session(uint16_t port)
+{
+	struct end cli, srv;
+	struct sv_cm_id *lid;
+	struct sv_cm_event *ev;
+	struct sv_conn_param cp;
+	struct sockaddr_in addr;
+
+	end_open(&cli);
+	end_open(&srv);
+	for (int i = 0; i < 8; i++)
+		post_recv(&srv, 100 + (uint64_t)i, (uint32_t)i * 65536);
+	cr_assert_eq(sv_cm_create_id(srv.ch, srv.ctx, NULL, &lid), 0);
+	memset(&addr, 0, sizeof(addr));
+	addr.sin_family = AF_INET;
+	addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	addr.sin_port = htons(port);
+	cr_assert_eq(sv_cm_listen(lid, (struct sockaddr *)&addr, 4), 0, "listen on port %u",
+		     port);
+	memset(&cp, 0, sizeof(cp));
+	cp.private_data = "tshark";
+	cp.private_data_len = 6;
+	cp.responder_resources = 4;
+	cp.initiator_depth = 4;
+	cr_assert_eq(sv_cm_create_id(cli.ch, cli.ctx, NULL, &cli.id), 0);
+	cr_assert_eq(sv_cm_connect(cli.id, cli.qp, (struct sockaddr *)&addr, &cp), 0);
+	ev = cm_wait(&srv, SV_CM_EVENT_CONNECT_REQUEST);
+	srv.id = ev->id;
+	sv_cm_ack_event(ev);
+	cr_assert_eq(sv_cm_accept(srv.id, srv.qp, &cp), 0);
+	sv_cm_ack_event(cm_wait(&cli, SV_CM_EVENT_ESTABLISHED));
+	sv_cm_ack_event(cm_wait(&srv, SV_CM_EVENT_ESTABLISHED));
+
+	for (uint32_t i = 0; i < 2 * MiB; i++)
+		cli.buf[i] = (uint8_t)(i * 7 + 3);
+	post(&cli, 1, SV_WR_SEND, 0, 1000, 0, NULL, 0);
+	post(&cli, 2, SV_WR_SEND, 0, 5, SV_SEND_SOLICITED, NULL, 0);
+	post(&cli, 3, SV_WR_SEND_WITH_IMM, 0, 33, 0, NULL, 0);
+	post(&cli, 4, SV_WR_RDMA_WRITE, 0, 3, 0, &srv, MiB);
+	post(&cli, 5, SV_WR_RDMA_WRITE, 0, 200000, 0, &srv, MiB);
+	post(&cli, 6, SV_WR_RDMA_WRITE_WITH_IMM, 0, 4096, 0, &srv, MiB);
+	post(&cli, 7, SV_WR_RDMA_READ, 8, 17, 0, &srv, MiB);
+	post(&cli, 8, SV_WR_RDMA_READ, MiB, 300000, 0, &srv, MiB);
+	post(&cli, 9, SV_WR_ATOMIC_FETCH_AND_ADD, 64, 8, 0, &srv, 2 * MiB - 64);
+	post(&cli, 10, SV_WR_ATOMIC_CMP_AND_SWP, 72, 8, 0, &srv, 2 * MiB - 56);
+	post(&cli, 11, SV_WR_SEND, 0, 60000, SV_SEND_FENCE, NULL, 0);
+	cr_assert_eq(poll_n(&cli, 11), SV_WC_SUCCESS, "session WRs");
+	cr_assert_eq(poll_n(&srv, 5), SV_WC_SUCCESS, "session receives");
+	/* a READ with a key that does not exist: the server answers with a Terminate */
+	post_key(&cli, 12, SV_WR_RDMA_READ, 0, 64, 0, &srv, 0, 0x55);
+	cr_assert_eq(poll_n(&cli, 1), SV_WC_REM_ACCESS_ERR, "READ with a bad key");
+
+	end_close(&cli);
+	cr_assert_eq(sv_cm_destroy_id(lid), 0);
+	end_close(&srv);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Capture and decode.
+ */
+
+/* A port that is free now (bound to 0 and released). */
+static uint16_t free_port(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	socklen_t len = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	cr_assert(fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+		  getsockname(fd, (struct sockaddr *)&a, &len) == 0);
+	close(fd);
+	return ntohs(a.sin_port);
+}
+
+/* Starts dumpcap on lo for tcp port `port` into path, its messages going to log; returns
+ * its pid once it reports that it is capturing. (A log file rather than a pipe: dumpcap
+ * writes its final statistics when stopped, and a closed pipe would kill it with SIGPIPE
+ * before the capture file is complete.) */
+static pid_t start_capture(const char *path, const char *log, uint16_t port)
+{
+	char filter[64], text[1024];
+	uint64_t deadline = now_ms() + 15000;
+	pid_t pid;
+
+	snprintf(filter, sizeof(filter), "tcp port %u", port);
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+		if (fd < 0)
+			_exit(126);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		execlp("dumpcap", "dumpcap", "-q", "-i", "lo", "-f", filter, "-a",
+		       "duration:120", "-w", path, (char *)NULL);
+		_exit(127);
+	}
+	/* dumpcap prints "Capturing on 'Loopback: lo'" once it is ready */
+	for (;;) {
+		FILE *f = fopen(log, "r");
+		size_t n = 0;
+		int status;
+
+		if (f) {
+			n = fread(text, 1, sizeof(text) - 1, f);
+			fclose(f);
+		}
+		text[n] = 0;
+		if (strstr(text, "Capturing on"))
+			return pid;
+		if (waitpid(pid, &status, WNOHANG) == pid)
+			cr_assert_fail("dumpcap exited (status 0x%x): %s -- capturing on lo needs "
+				       "root or dumpcap's capabilities (dpkg-reconfigure "
+				       "wireshark-common)", status, text);
+		cr_assert_lt(now_ms(), deadline, "dumpcap did not start within 15 s: %s", text);
+		usleep(20 * 1000);
+	}
+}
+
+static void stop_capture(pid_t pid)
+{
+	uint64_t deadline = now_ms() + 10000;
+	int status;
+
+	/* let the last segments reach the ring before stopping */
+	usleep(300 * 1000);
+	kill(pid, SIGINT);
+	while (waitpid(pid, &status, WNOHANG) == 0) {
+		if (now_ms() > deadline) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &status, 0);
+			cr_assert_fail("dumpcap did not stop within 10 s");
+		}
+		usleep(10000);
+	}
+}
+
+/* Runs a tshark command (bounded by timeout(1)) and returns its stdout (malloc'd). */
+static char *run_tshark(const char *args)
+{
+	char cmd[1024];
+	size_t cap = 1 << 16, len = 0;
+	char *out = malloc(cap);
+	FILE *f;
+	int status;
+
+	snprintf(cmd, sizeof(cmd),
+		 "timeout 120 tshark --disable-protocol rpcordma --disable-protocol smb_direct "
+		 "%s 2>/dev/null",
+		 args);
+	f = popen(cmd, "r");
+	cr_assert_not_null(f, "popen %s", cmd);
+	for (;;) {
+		size_t n;
+
+		if (len + 4096 > cap)
+			out = realloc(out, cap *= 2);
+		n = fread(out + len, 1, cap - len - 1, f);
+		if (n == 0)
+			break;
+		len += n;
+	}
+	out[len] = 0;
+	status = pclose(f);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "tshark failed (%d): %s",
+		  status, cmd);
+	return out;
+}
+
+static size_t count(const char *hay, const char *needle)
+{
+	size_t n = 0;
+
+	for (const char *p = hay; (p = strstr(p, needle)) != NULL; p += strlen(needle))
+		n++;
+	return n;
+}
+
+Test(wire, tshark_decodes_every_frame, .timeout = 240)
+{
+	char dir[] = "/tmp/sv-tshark-XXXXXX";
+	char path[128], log[128], args[512];
+	char *out, *line, *save = NULL;
+	uint16_t port;
+	pid_t cap;
+	bool seen[16] = { false };
+	static const unsigned need[] = { 0x0, 0x1, 0x2, 0x3, 0x5, 0x7, 0xa, 0xb };
+	size_t fpdus, good, bad;
+
+	if (!have_program("tshark") || !have_program("dumpcap"))
+		cr_skip_test("tshark/dumpcap not installed (apt-get install tshark)");
+	cr_assert_not_null(mkdtemp(dir));
+	chmod(dir, 0755);	/* dumpcap may drop privileges to write the file */
+	snprintf(path, sizeof(path), "%s/session.pcapng", dir);
+	snprintf(log, sizeof(log), "%s/dumpcap.log", dir);
+
+	port = free_port();
+	cap = start_capture(path, log, port);
+	run_session(port);
+	stop_capture(cap);
+
+	/* 1. no malformed frames and no expert errors */
+	snprintf(args, sizeof(args),
+		 "-r %s -Y '_ws.malformed || _ws.expert.severity >= \"Error\"' -T fields "
+		 "-e frame.number -e _ws.expert.message",
+		 path);
+	out = run_tshark(args);
+	cr_assert_str_empty(out, "frames with errors (frame, message):\n%s", out);
+	free(out);
+
+	/* 2. every TCP payload is MPA (or a piece of an MPA PDU reassembled elsewhere) */
+	snprintf(args, sizeof(args),
+		 "-r %s -Y 'tcp.len > 0 && !iwarp_mpa && !tcp.reassembled_in' -T fields "
+		 "-e frame.number -e tcp.len",
+		 path);
+	out = run_tshark(args);
+	cr_assert_str_empty(out, "TCP payload not decoded as MPA (frame, length):\n%s", out);
+	free(out);
+
+	/* 3. the MPA exchange, with CRC */
+	snprintf(args, sizeof(args),
+		 "-r %s -Y 'iwarp_mpa.key.req || iwarp_mpa.key.rep' -T fields "
+		 "-e iwarp_mpa.crc_flag -e iwarp_mpa.rej_flag",
+		 path);
+	out = run_tshark(args);
+	cr_assert_eq(count(out, "\n"), 2, "expected one MPA Request and one Reply:\n%s", out);
+	cr_assert_eq(count(out, "1\t0\n"), 2, "CRC flag / reject flag:\n%s", out);
+	free(out);
+
+	/* 4. CRC of every FPDU */
+	snprintf(args, sizeof(args), "-r %s -V", path);
+	out = run_tshark(args);
+	fpdus = count(out, "ULPDU length:");
+	good = count(out, "(Good CRC32)");
+	bad = count(out, "(Bad CRC32");
+	cr_assert_gt(fpdus, 20, "only %zu FPDUs decoded", fpdus);
+	cr_assert_eq(bad, 0, "%zu FPDUs with a bad CRC", bad);
+	cr_assert_eq(good, fpdus, "%zu FPDUs, %zu with a good CRC", fpdus, good);
+	free(out);
+
+	/* 5. the opcodes */
+	snprintf(args, sizeof(args), "-r %s -Y iwarp_rdma -T fields -e iwarp_rdma.opcode", path);
+	out = run_tshark(args);
+	for (line = strtok_r(out, "\n,", &save); line; line = strtok_r(NULL, "\n,", &save)) {
+		unsigned long op = strtoul(line, NULL, 0);
+
+		cr_assert_lt(op, 16, "opcode field %s", line);
+		seen[op] = true;
+	}
+	free(out);
+	for (size_t i = 0; i < sizeof(need) / sizeof(need[0]); i++)
+		cr_assert(seen[need[i]], "RDMAP opcode 0x%x never seen in the capture", need[i]);
+	cr_assert(seen[0x8] || seen[0x9], "no RFC 7306 Immediate Data message for the *_WITH_IMM WRs");
+
+	unlink(path);
+	unlink(log);
+	rmdir(dir);
+}
