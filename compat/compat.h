@@ -9,11 +9,17 @@
 #ifndef SV_COMPAT_H
 #define SV_COMPAT_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <infiniband/verbs.h>
 
 #include "softverbs.h"
 
 #define SVC_EXPORT __attribute__((visibility("default")))
+
+#ifndef container_of
+#define container_of(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
+#endif
 
 /* The softverbs device context under an ibv_context of ours (NULL for a foreign one). */
 struct sv_context *svc_sv_context(struct ibv_context *ctx);

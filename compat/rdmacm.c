@@ -308,6 +308,12 @@ static int next_event(struct svc_channel *ch, struct svc_event **out)
 		if (*out)
 			return 0;
 		rc = sv_cm_get_event(ch->sv, &s);
+		if (rc == 0 && s->event == SV_CM_EVENT_TIMEWAIT_EXIT) {
+			/* An iWARP device has no time-wait state to report (librdmacm gives
+			 * TIMEWAIT_EXIT only on IB): drop it. */
+			sv_cm_ack_event(s);
+			continue;
+		}
 		if (rc == 0) {
 			if (!(*out = translate(s))) {
 				sv_cm_ack_event(s);
@@ -383,7 +389,8 @@ static int wait_for(struct svc_id *id, enum rdma_cm_event_type want, struct svc_
 	for (;;) {
 		if ((rc = next_event(id->ch, &e)) < 0)
 			break;
-		if (e->ev.id == &id->id && e->ev.event == want) {
+		/* A request names the new id; the listener is its listen_id. */
+		if (e->ev.event == want && (e->ev.id == &id->id || e->ev.listen_id == &id->id)) {
 			*out = e;
 			break;
 		}

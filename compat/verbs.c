@@ -396,7 +396,7 @@ static int svc_query_port_ex(struct ibv_context *ctx, uint8_t port, struct ibv_p
 	pa.lid = a.lid;
 	pa.max_vl_num = 1;
 	pa.active_width = 2;		/* 4x */
-	pa.active_speed = 32;		/* "10 Gbps" class: a loopback socket, not a wire */
+	pa.active_speed = 8;		/* reported as 10 Gbps: a socket has no link speed */
 	pa.phys_state = 5;		/* LinkUp */
 	pa.link_layer = a.link_layer_ethernet ? IBV_LINK_LAYER_ETHERNET :
 			IBV_LINK_LAYER_INFINIBAND;
