@@ -25,6 +25,9 @@
 struct sv_context *svc_sv_context(struct ibv_context *ctx);
 /* The softverbs QP under an ibv_qp of ours. */
 struct sv_qp *svc_sv_qp(struct ibv_qp *qp);
+/* Whether a receive was ever posted on the QP (a refused connect may then not be
+ * retried: the retry resets the QP, which would drop the receives). */
+bool svc_qp_recv_posted(struct ibv_qp *qp);
 /* Copies the softverbs QP state into ibv_qp.state, which applications read directly. */
 void svc_sync_qp_state(struct ibv_qp *qp);
 

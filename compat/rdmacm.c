@@ -24,6 +24,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <sys/epoll.h>
@@ -57,7 +58,13 @@ struct svc_id {
 	bool has_qp_attr;		/* passive ep: QP made for each request */
 	struct ibv_qp_init_attr qp_attr;
 	struct svc_event *request;	/* rdma_get_request's event, acked when settled */
+	long retry_until_ms;		/* a refused connect is retried until then */
+	struct sv_conn_param conn;	/* rdma_connect's parameters, for the retry */
+	uint8_t conn_priv[SV_CM_MAX_PRIVATE_DATA];
 };
+
+#define CONNECT_RETRY_MS 2000		/* perftest asks resolution to take at most 2 s */
+#define CONNECT_RETRY_GAP_MS 20
 
 static pthread_mutex_t verbs_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct ibv_context *shared_verbs;
@@ -294,6 +301,66 @@ static struct svc_event *translate(struct sv_cm_event *s)
 	return e;
 }
 
+static void synthesize_status(struct svc_id *id, enum rdma_cm_event_type type, int status)
+{
+	struct svc_event *e = calloc(1, sizeof(*e));
+
+	if (!e)
+		return;
+	e->ev.id = &id->id;
+	e->ev.event = type;
+	e->ev.status = status;
+	pthread_mutex_lock(&id->ch->lock);
+	local_push(id->ch, e);
+	pthread_mutex_unlock(&id->ch->lock);
+}
+
+static void synthesize(struct svc_id *id, enum rdma_cm_event_type type)
+{
+	synthesize_status(id, type, 0);
+}
+
+static long now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/*
+ * A connect refused by the peer's TCP (nothing listens on the port yet) is tried again,
+ * on a fresh softverbs id, until the id's retry deadline. On IB the request would have
+ * waited for address and route resolution and the CM's REQ round trip; over loopback
+ * TCP the refusal is immediate, and programs that listen right after a handshake on
+ * another connection (perftest -R) would lose that race every time. The QP is reset and
+ * reconnected, so this is done only while no receive was ever posted on it.
+ */
+static bool retry_refused(struct svc_channel *ch, struct sv_cm_event *s)
+{
+	struct svc_id *id = s->id->user_context;
+	struct sv_cm_id *old = id->sv, *fresh;
+	struct ibv_qp_attr reset = { .qp_state = IBV_QPS_RESET };
+	struct timespec gap = { 0, CONNECT_RETRY_GAP_MS * 1000000L };
+
+	if (s->event != SV_CM_EVENT_UNREACHABLE || s->status != -ECONNREFUSED ||
+	    !id->id.qp || now_ms() >= id->retry_until_ms || svc_qp_recv_posted(id->id.qp))
+		return false;
+	if (sv_cm_create_id(ch->sv, svc_sv_context(id->id.verbs), id, &fresh) < 0)
+		return false;
+	sv_cm_ack_event(s);
+	sv_cm_destroy_id(old);		/* the QP goes to ERR with nothing to flush */
+	id->sv = fresh;
+	nanosleep(&gap, NULL);
+	if (ibv_modify_qp(id->id.qp, &reset, IBV_QP_STATE) == 0 &&
+	    sv_cm_connect(fresh, svc_sv_qp(id->id.qp), &id->id.route.addr.dst_addr,
+			  &id->conn) == 0)
+		return true;
+	/* The retry could not start: the application hears of the refusal after all. */
+	synthesize_status(id, RDMA_CM_EVENT_UNREACHABLE, -ECONNREFUSED);
+	return true;
+}
+
 /* The next event of the channel: set-aside and synthesized ones first, then softverbs'. */
 static int next_event(struct svc_channel *ch, struct svc_event **out)
 {
@@ -314,6 +381,8 @@ static int next_event(struct svc_channel *ch, struct svc_event **out)
 			sv_cm_ack_event(s);
 			continue;
 		}
+		if (rc == 0 && retry_refused(ch, s))
+			continue;
 		if (rc == 0) {
 			if (!(*out = translate(s))) {
 				sv_cm_ack_event(s);
@@ -364,19 +433,6 @@ SVC_EXPORT int rdma_ack_cm_event(struct rdma_cm_event *event)
 		return fail(EINVAL);
 	event_free(container_of(event, struct svc_event, ev));
 	return 0;
-}
-
-static void synthesize(struct svc_id *id, enum rdma_cm_event_type type)
-{
-	struct svc_event *e = calloc(1, sizeof(*e));
-
-	if (!e)
-		return;
-	e->ev.id = &id->id;
-	e->ev.event = type;
-	pthread_mutex_lock(&id->ch->lock);
-	local_push(id->ch, e);
-	pthread_mutex_unlock(&id->ch->lock);
 }
 
 /* Synchronous ids: waits for the id's next event of interest; an error event for the
@@ -761,10 +817,23 @@ SVC_EXPORT int rdma_connect(struct rdma_cm_id *cm_id, struct rdma_conn_param *pa
 	id = to_id(cm_id);
 	if (!cm_id->qp)
 		return fail(EINVAL);	/* iWARP connects a QP: the MPA exchange needs one */
-	if (param)
+	if (param) {
 		param_to_sv(param, &p);
-	rc = sv_cm_connect(id->sv, svc_sv_qp(cm_id->qp), &cm_id->route.addr.dst_addr,
-			   param ? &p : NULL);
+	} else {
+		/* librdmacm without parameters: as much as the device offers. */
+		memset(&p, 0, sizeof(p));
+		p.responder_resources = RDMA_MAX_RESP_RES;
+		p.initiator_depth = RDMA_MAX_INIT_DEPTH;
+	}
+	if (p.private_data_len > sizeof(id->conn_priv))
+		return fail(EINVAL);
+	id->conn = p;
+	if (p.private_data_len) {
+		memcpy(id->conn_priv, p.private_data, p.private_data_len);
+		id->conn.private_data = id->conn_priv;
+	}
+	id->retry_until_ms = now_ms() + CONNECT_RETRY_MS;
+	rc = sv_cm_connect(id->sv, svc_sv_qp(cm_id->qp), &cm_id->route.addr.dst_addr, &id->conn);
 	if (rc < 0)
 		return fail(rc);
 	if (id->sync && (rc = wait_and_ack(id, RDMA_CM_EVENT_ESTABLISHED)) < 0)

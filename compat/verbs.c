@@ -97,6 +97,7 @@ struct svc_qp {
 	struct svc_pending *pend;
 	unsigned n_pend, cap_pend;
 	int wr_err;			/* first error of the chain, reported by wr_complete */
+	bool recv_posted;		/* a receive was ever posted (svc_qp_recv_posted) */
 };
 
 static pthread_mutex_t dev_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -812,6 +813,8 @@ static int svc_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_r
 {
 	struct sv_qp *sq = to_qp(qp)->sv;
 
+	if (wr && !to_qp(qp)->recv_posted)
+		__atomic_store_n(&to_qp(qp)->recv_posted, true, __ATOMIC_RELAXED);
 	for (; wr; wr = wr->next) {
 		struct sv_recv_wr r = { .wr_id = wr->wr_id, .sg_list = (struct sv_sge *)wr->sg_list,
 					.num_sge = wr->num_sge };
@@ -1528,4 +1531,9 @@ SVC_EXPORT struct sv_qp *svc_sv_qp(struct ibv_qp *qp)
 SVC_EXPORT void svc_sync_qp_state(struct ibv_qp *qp)
 {
 	qp->state = (enum ibv_qp_state)to_qp(qp)->sv->state;
+}
+
+SVC_EXPORT bool svc_qp_recv_posted(struct ibv_qp *qp)
+{
+	return __atomic_load_n(&to_qp(qp)->recv_posted, __ATOMIC_RELAXED);
 }
