@@ -262,8 +262,9 @@ static char *tshark(const char *path, const char *args)
 
 	/* The heuristic payload dissectors would read our test patterns as their protocols. */
 	snprintf(cmd, sizeof(cmd), "timeout 60 tshark -n -r '%s' --disable-protocol rpcordma "
-		 "--disable-protocol smb_direct --disable-protocol smc --disable-protocol nvme-rdma "
-		 "--disable-protocol lnet --disable-protocol iser --disable-protocol infiniband_sdp "
+		 "--disable-protocol smb_direct --disable-protocol smc "
+		 "--disable-protocol nvme-rdma --disable-protocol lnet --disable-protocol iser "
+		 "--disable-protocol infiniband_sdp "
 		 "--disable-protocol fcoib --disable-protocol eoib %s 2>/dev/null", path, args);
 	p = popen(cmd, "r");
 	cr_assert_not_null(p);
@@ -309,7 +310,8 @@ TestSuite(wire_ib_pcap, .init = build_capture, .fini = drop_capture, .timeout = 
 Test(wire_ib_pcap, every_opcode_decodes_as_infiniband)
 {
 	const char *out = tshark(pcap, "-T fields -E separator=, -E occurrence=f "
-				 "-e frame.number -e infiniband.bth.opcode -e infiniband.bth.destqp "
+				 "-e frame.number -e infiniband.bth.opcode "
+				 "-e infiniband.bth.destqp "
 				 "-e infiniband.bth.psn -e _ws.malformed -e _ws.expert.severity "
 				 "-e infiniband.invariant.crc");
 	unsigned seen = 0;
@@ -326,7 +328,8 @@ Test(wire_ib_pcap, every_opcode_decodes_as_infiniband)
 		cr_assert_eq(opcode, f->opcode, "frame %u: tshark opcode %u, sent %u (%s)", num,
 			     opcode, f->opcode, sv__ib_opinfo(f->opcode)->name);
 		cr_assert_eq(psn, num - 1, "frame %u psn %u", num, psn);
-		cr_assert_eq(qp, num > nframes - NMADS ? (unsigned)SV_GSI_QPN : 0x12u, "frame %u qp", num);
+		cr_assert_eq(qp, num > nframes - NMADS ? (unsigned)SV_GSI_QPN : 0x12u, "frame %u",
+			     num);
 		/* rest: malformed (empty), expert severity (empty unless flagged), ICRC. The
 		 * ICRC is the last field: everything before it must be empty. */
 		cr_assert(rest[0] == ',' && rest[1] == ',', "frame %u (%s) flagged: %s", num,
