@@ -50,6 +50,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (rc < 0) {
 		size_t rest;
 		bool bad_aeth;
+		int want;
 
 		if (size < SV_BTH_LEN) {
 			if (rc != -EBADMSG)
@@ -62,18 +63,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				abort();
 			return 0;
 		}
-		if (size < (size_t)oi->hdr_len + SV_ICRC_LEN ||
-		    ((data[1] >> 4) & 3) > size - oi->hdr_len - SV_ICRC_LEN) {
+		/* In the decoder's order: headers cut short, a reserved AETH syndrome (an AETH
+		 * always follows the BTH directly), pad longer than what is left, payload + pad
+		 * not whole words. */
+		if (size < (size_t)oi->hdr_len + SV_ICRC_LEN) {
 			if (rc != -EBADMSG)
 				abort();
 			return 0;
 		}
-		/* Left: payload + pad not whole words, or a reserved AETH syndrome (an AETH
-		 * always follows the BTH directly). */
-		rest = size - oi->hdr_len - SV_ICRC_LEN;
 		bad_aeth = (oi->hdrs & SV_IB_HDR_AETH) &&
 			   sv__aeth_syndrome_reserved(data[SV_BTH_LEN]);
-		if (rc != -EPROTO || ((rest & 3) == 0 && !bad_aeth))
+		rest = size - oi->hdr_len - SV_ICRC_LEN;
+		if (bad_aeth)
+			want = -EPROTO;
+		else if (((data[1] >> 4) & 3) > rest)
+			want = -EBADMSG;
+		else
+			want = -EPROTO;
+		if (rc != want || (want == -EPROTO && !bad_aeth && (rest & 3) == 0))
 			abort();
 		return 0;
 	}
