@@ -33,7 +33,6 @@ void sv__iw_qp_reset(struct sv__iwqp *iq)
 	sv__iw_tx_abort(iq);
 	memset(iq, 0, sizeof(*iq));
 	iq->qp = keep.qp;
-	iq->ctx = keep.ctx;
 	iq->fd = -1;
 	iq->mulpdu = keep.mulpdu;
 	iq->irq = irq;
@@ -90,7 +89,6 @@ static int qp_create(struct sv_qp *qp, void **tqp)
 	if (!iq)
 		return -ENOMEM;
 	iq->qp = qp;
-	iq->ctx = qp->context;
 	iq->fd = -1;
 	/* MULPDU: payload per FPDU; the header must fit the 16-bit ULPDU_Length too. */
 	iq->mulpdu = o->mulpdu ? o->mulpdu : SV__IW_DEFAULT_MULPDU;
@@ -149,11 +147,15 @@ static void sq_kick(struct sv_qp *qp)
 static int poll_qp(struct sv_qp *qp)
 {
 	struct sv__iwqp *iq = sv__iw_qp(qp);
+	uint64_t now;
 	int rc;
 
 	/* The responder's first FPDU is the loop's (it reports ESTABLISHED). */
 	if (!iq->up || iq->err || iq->rtr_wait || iq->ev_eof || iq->ev_lost)
 		return 0;
+	now = sv__now_ns();
+	iq->poll_streak = now - iq->poll_ns < SV__IW_SPIN_GAP_NS ? iq->poll_streak + 1 : 1;
+	iq->poll_ns = now;
 	rc = sv__iw_rx_progress(iq, 16);
 	if (!sv__iw_tx_idle(iq) && !iq->want_write && iq->tx_ok)
 		rc |= sv__iw_tx_progress(iq);

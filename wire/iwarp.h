@@ -29,6 +29,13 @@
 
 #define SV__IW_HS_TIMEOUT_MS 10000	/* MPA Request/Reply exchange must finish by then */
 #define SV__IW_CLOSE_TIMEOUT_MS 2000	/* after our FIN, wait this long for the peer's */
+/* Parking the loop's RX (iwarp_cm.c data_io()): an application whose poll() calls come
+ * less than SPIN_GAP apart, SPIN_STREAK times in a row, is spinning and reads the socket
+ * itself; the loop re-checks every PARK_MS and resumes once polls stopped for IDLE. */
+#define SV__IW_SPIN_GAP_NS 20000
+#define SV__IW_SPIN_STREAK 8
+#define SV__IW_PARK_MS 1
+#define SV__IW_IDLE_NS 200000
 #define SV__IW_MAX_PENDING 64		/* unanswered handshakes per listener */
 #define SV__IW_DEFAULT_MULPDU 8192	/* payload per FPDU when the options say 0 */
 #define SV__IW_MAX_RD 128		/* cap on IRD/ORD resources per QP */
@@ -165,7 +172,6 @@ struct sv__iw_rx {
 /* Per-QP transport state (the qp's tqp). */
 struct sv__iwqp {
 	struct sv_qp *qp;
-	struct sv_context *ctx;
 	struct sv__tep *ep;		/* the connection, NULL when none */
 	int fd;				/* -1 unless connected */
 	bool up;			/* data phase: the RX engine may run */
@@ -185,6 +191,8 @@ struct sv__iwqp {
 	bool want_write;		/* the socket was full: poll for writability */
 	bool shut_req;			/* shut our direction once TX drains */
 	bool shut_done;
+	uint64_t poll_ns;		/* last time poll() ran the RX engine (app thread) */
+	unsigned poll_streak;		/* polls in a row, each within SPIN_GAP of the last */
 	/* TX */
 	uint64_t tx_off;		/* stream offset (markers) */
 	uint64_t seq;			/* WQEs taken so far */
