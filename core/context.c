@@ -40,6 +40,18 @@ static bool env_ulong(const char *name, unsigned long *out)
 	return true;
 }
 
+/* The UDP transport's variables: SV_IMPAIR (checked when the device opens), SV_RETX. */
+static void env_udp(struct sv_device_opts *opts)
+{
+	const char *r = getenv("SV_RETX");
+
+	env_str("SV_IMPAIR", opts->impair, sizeof(opts->impair));
+	if (r && !strcasecmp(r, "sr"))
+		opts->retx = SV_RETX_SR;
+	else if (r && *r && strcasecmp(r, "gbn"))
+		sv__log(SV_LOG_WARN, "softverbs: unknown SV_RETX=%s, using gbn", r);
+}
+
 void sv_device_opts_init(struct sv_device_opts *opts)
 {
 	const char *t = getenv("SV_TRANSPORT");
@@ -64,6 +76,7 @@ void sv_device_opts_init(struct sv_device_opts *opts)
 		opts->markers = v != 0;
 	if (env_ulong("SV_MULPDU", &v) && v > 0 && v <= 65535)
 		opts->mulpdu = (uint32_t)v;
+	env_udp(opts);
 }
 
 /* A zero limit means the default; a limit above the hard cap is cut to it. */
@@ -92,6 +105,7 @@ static void normalize(struct sv_device_opts *o)
 	if (o->mulpdu == 0 || o->mulpdu > 65535)
 		o->mulpdu = SV__DEF_MULPDU;
 	o->bind_addr[sizeof(o->bind_addr) - 1] = '\0';
+	o->impair[sizeof(o->impair) - 1] = '\0';
 }
 
 /* FNV-1a over the bind address, the pid and the context's address: distinct per process

@@ -140,9 +140,16 @@ struct sv__transport_ops {
 	/* Addresses of an endpoint; either pointer may be NULL. */
 	int (*ep_addr)(struct sv__tep *ep, struct sockaddr_storage *local,
 		       struct sockaddr_storage *peer);
+
+	/* Optional (NULL: -EOPNOTSUPP to the caller). [any thread, after ctx_init] The
+	 * port's GID at index. */
+	int (*query_gid)(struct sv_context *ctx, int index, uint8_t gid[16]);
+	/* [qp-locked] Per-QP counters. */
+	int (*qp_stats)(struct sv_qp *qp, struct sv_qp_stats *stats);
 };
 
 extern const struct sv__transport_ops sv__iwarp_tcp_ops;
+extern const struct sv__transport_ops sv__roce_udp_ops;
 
 /* ---------------------------------------------------------------------------------------
  * What core offers a transport.

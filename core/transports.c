@@ -14,8 +14,10 @@ static const struct sv__transport_ops *lookup(enum sv_transport t)
 	switch (t) {
 	case SV_TRANSPORT_TCP:
 		return &sv__iwarp_tcp_ops;
+	case SV_TRANSPORT_UDP:
+		return &sv__roce_udp_ops;
 	default:
-		return NULL;		/* UDP (RoCEv2 framing) is not built yet */
+		return NULL;
 	}
 }
 

@@ -64,6 +64,18 @@ struct sv_device_opts {
 	uint32_t max_qp_rd_atom;	/* IRD per QP */
 	uint32_t max_qp_init_rd_atom;	/* ORD per QP */
 	uint32_t max_msg_size;
+	/* UDP transport only (appended; zero = default). */
+	char impair[128];	/* fault injection on transmit (SV_IMPAIR), e.g.
+				 * "loss=0.02,dup=0.01,reorder=0.02,delay_ms=10,seed=7"; "" = off */
+	int retx;		/* enum sv_retx_mode (SV_RETX=gbn|sr); both ends must agree */
+	uint32_t cwnd_max;	/* cap on packets in flight per QP; 0 = 256 */
+};
+
+/* Loss recovery of the UDP transport's RC QPs. Go-back-N is the InfiniBand behaviour;
+ * selective repeat (IRN-style, still valid RoCEv2 on the wire) must be set on both ends. */
+enum sv_retx_mode {
+	SV_RETX_GBN = 0,
+	SV_RETX_SR = 1,
 };
 
 void sv_device_opts_init(struct sv_device_opts *opts);
@@ -135,6 +147,13 @@ struct sv_port_attr {
 
 /* Ports are numbered from 1; a device has one. */
 int sv_query_port(struct sv_context *ctx, uint8_t port_num, struct sv_port_attr *attr);
+
+/*
+ * The port's GID at index (one GID, index 0). On the UDP transport it is the IPv4-mapped
+ * form of the bound address (::ffff:a.b.c.d): give it to the peer, which puts it in
+ * ah_attr.dgid when moving its QP to RTR. -EOPNOTSUPP on the TCP transport.
+ */
+int sv_query_gid(struct sv_context *ctx, uint8_t port_num, int index, uint8_t gid[16]);
 
 /* ---------------------------------------------------------------------------------------
  * Protection domains and memory regions
@@ -399,6 +418,21 @@ struct sv_qp_attr {
 int sv_modify_qp(struct sv_qp *qp, struct sv_qp_attr *attr, int attr_mask);
 int sv_query_qp(struct sv_qp *qp, struct sv_qp_attr *attr, int attr_mask,
 		struct sv_qp_init_attr *init_attr);
+
+/* Per-QP counters (UDP transport; -EOPNOTSUPP where a transport keeps none). */
+struct sv_qp_stats {
+	uint64_t tx_packets, rx_packets;
+	uint64_t tx_bytes, rx_bytes;	/* UDP payload bytes (BTH through ICRC) */
+	uint64_t retransmits;		/* request packets sent again */
+	uint64_t timeouts;		/* local ACK timer expiries */
+	uint64_t naks_tx, naks_rx;	/* NAKs other than RNR */
+	uint64_t rnr_naks_tx, rnr_naks_rx;
+	uint64_t icrc_errors;		/* received packets dropped for a bad ICRC */
+	uint64_t duplicates_rx;		/* request packets that arrived again */
+	uint64_t out_of_order_rx;	/* request packets ahead of the expected PSN */
+};
+
+int sv_query_qp_stats(struct sv_qp *qp, struct sv_qp_stats *stats);
 
 struct sv_sge {
 	uint64_t addr;

@@ -1,0 +1,171 @@
+/*
+ * roce_util.c — see roce_util.h.
+ */
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "roce_util.h"
+
+long ru_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+uint32_t ru_crc(const uint8_t *p, size_t n)
+{
+	return (uint32_t)crc32(0, p, (uInt)n);
+}
+
+/* A UDP port free right now on 127.0.0.1 (bind port 0 and read it back). */
+static uint16_t free_port(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	socklen_t l = sizeof(a);
+	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+	uint16_t port;
+
+	cr_assert(fd >= 0);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &l), 0);
+	port = ntohs(a.sin_port);
+	close(fd);
+	return port;
+}
+
+void ru_open(struct rside *s, int retx, const char *impair, size_t buflen, uint32_t depth)
+{
+	struct sv_device_opts o;
+	struct sv_qp_init_attr ia = { 0 };
+	int rc = -1;
+
+	memset(s, 0, sizeof(*s));
+	sv_device_opts_init(&o);
+	o.transport = SV_TRANSPORT_UDP;
+	strcpy(o.bind_addr, "127.0.0.1");
+	o.retx = retx;
+	if (impair)
+		snprintf(o.impair, sizeof(o.impair), "%s", impair);
+	/* Retry with another port if a concurrent test took ours in between. */
+	for (int i = 0; i < 5 && rc < 0; i++) {
+		o.port = free_port();
+		rc = sv_open_device(&o, &s->ctx);
+	}
+	cr_assert_eq(rc, 0, "open: %s", sv_strerror(rc));
+	s->port = o.port;
+	cr_assert_eq(sv_query_gid(s->ctx, 1, 0, s->gid), 0);
+	cr_assert_eq(sv_alloc_pd(s->ctx, &s->pd), 0);
+	cr_assert_eq(sv_create_cq(s->ctx, (int)(2 * depth), NULL, NULL, 0, &s->cq), 0);
+	ia.send_cq = ia.recv_cq = s->cq;
+	ia.qp_type = SV_QPT_RC;
+	ia.cap.max_send_wr = depth;
+	ia.cap.max_recv_wr = depth;
+	ia.cap.max_send_sge = 16;
+	ia.cap.max_recv_sge = 16;
+	ia.cap.max_inline_data = 64;
+	cr_assert_eq(sv_create_qp(s->pd, &ia, &s->qp), 0);
+	s->len = buflen;
+	s->buf = aligned_alloc(4096, (buflen + 4095) & ~(size_t)4095);
+	cr_assert(s->buf);
+	memset(s->buf, 0, buflen);
+	cr_assert_eq(sv_reg_mr(s->pd, s->buf, buflen, SV_ACCESS_LOCAL_WRITE |
+			       SV_ACCESS_REMOTE_WRITE | SV_ACCESS_REMOTE_READ |
+			       SV_ACCESS_REMOTE_ATOMIC, &s->mr), 0);
+	s->psn = (uint32_t)rand() & 0xffffff;
+}
+
+static void to_rts(struct rside *s, const struct rside *peer, const struct rlink *l)
+{
+	struct sv_qp_attr a;
+	int rc;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = SV_QPS_INIT;
+	a.qp_access_flags = SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_WRITE |
+			    SV_ACCESS_REMOTE_READ | SV_ACCESS_REMOTE_ATOMIC;
+	a.port_num = 1;
+	cr_assert_eq(sv_modify_qp(s->qp, &a, SV_QP_STATE | SV_QP_PKEY_INDEX | SV_QP_PORT |
+				  SV_QP_ACCESS_FLAGS), 0);
+	memset(&a, 0, sizeof(a));
+	a.qp_state = SV_QPS_RTR;
+	memcpy(a.ah_attr.dgid, peer->gid, 16);
+	a.ah_attr.dport = peer->port;
+	a.ah_attr.port_num = 1;
+	a.path_mtu = l->mtu;
+	a.dest_qp_num = peer->qp->qp_num;
+	a.rq_psn = peer->psn;
+	a.max_dest_rd_atomic = l->rd_atomic;
+	a.min_rnr_timer = l->min_rnr_timer;
+	rc = sv_modify_qp(s->qp, &a, SV_QP_STATE | SV_QP_AV | SV_QP_PATH_MTU | SV_QP_DEST_QPN |
+			  SV_QP_RQ_PSN | SV_QP_MAX_DEST_RD_ATOMIC | SV_QP_MIN_RNR_TIMER);
+	cr_assert_eq(rc, 0, "RTR: %s", sv_strerror(rc));
+	memset(&a, 0, sizeof(a));
+	a.qp_state = SV_QPS_RTS;
+	a.sq_psn = s->psn;
+	a.timeout = l->timeout;
+	a.retry_cnt = l->retry_cnt;
+	a.rnr_retry = l->rnr_retry;
+	a.max_rd_atomic = l->rd_atomic;
+	rc = sv_modify_qp(s->qp, &a, SV_QP_STATE | SV_QP_SQ_PSN | SV_QP_TIMEOUT |
+			  SV_QP_RETRY_CNT | SV_QP_RNR_RETRY | SV_QP_MAX_QP_RD_ATOMIC);
+	cr_assert_eq(rc, 0, "RTS: %s", sv_strerror(rc));
+}
+
+void ru_connect(struct rside *a, struct rside *b, const struct rlink *l)
+{
+	to_rts(a, b, l);
+	to_rts(b, a, l);
+}
+
+void ru_wait(struct rside *s, struct sv_wc *wc, long timeout_ms)
+{
+	long end = ru_now_ms() + timeout_ms;
+
+	for (;;) {
+		int n = sv_poll_cq(s->cq, 1, wc);
+
+		cr_assert(n >= 0);
+		if (n == 1)
+			return;
+		cr_assert(ru_now_ms() < end, "no completion within %ld ms", timeout_ms);
+		usleep(50);
+	}
+}
+
+void ru_quiet(struct rside *s, long ms)
+{
+	long end = ru_now_ms() + ms;
+	struct sv_wc wc;
+
+	while (ru_now_ms() < end) {
+		cr_assert_eq(sv_poll_cq(s->cq, 1, &wc), 0, "unexpected completion wr_id %lu %s",
+			     (unsigned long)wc.wr_id, sv_wc_status_str(wc.status));
+		usleep(200);
+	}
+}
+
+void ru_close(struct rside *s)
+{
+	if (!s->ctx)
+		return;
+	if (s->qp)
+		cr_assert_eq(sv_destroy_qp(s->qp), 0);
+	if (s->mr)
+		cr_assert_eq(sv_dereg_mr(s->mr), 0);
+	cr_assert_eq(sv_destroy_cq(s->cq), 0);
+	cr_assert_eq(sv_dealloc_pd(s->pd), 0);
+	cr_assert_eq(sv_close_device(s->ctx), 0);
+	free(s->buf);
+	memset(s, 0, sizeof(*s));
+}

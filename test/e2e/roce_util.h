@@ -1,0 +1,46 @@
+/*
+ * roce_util.h — two UDP-transport endpoints on loopback for the test_roce_* suites:
+ * each side its own device context bound to 127.0.0.1 on a free port, connected out of
+ * band the way ibv_rc_pingpong does it (GID, QPN and PSN exchanged in memory, then
+ * modify_qp INIT -> RTR -> RTS).
+ */
+#ifndef TEST_ROCE_UTIL_H
+#define TEST_ROCE_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "softverbs.h"
+
+struct rside {
+	struct sv_context *ctx;
+	struct sv_pd *pd;
+	struct sv_cq *cq;
+	struct sv_qp *qp;
+	uint8_t *buf;
+	size_t len;
+	struct sv_mr *mr;
+	uint8_t gid[16];
+	uint16_t port;
+	uint32_t psn;
+};
+
+struct rlink {
+	enum sv_mtu mtu;
+	uint8_t timeout, retry_cnt, rnr_retry, min_rnr_timer;
+	uint8_t rd_atomic;		/* both ORD and IRD */
+};
+
+/* Opens a side: retx is enum sv_retx_mode, impair a spec or NULL. */
+void ru_open(struct rside *s, int retx, const char *impair, size_t buflen, uint32_t depth);
+/* Connects a and b both ways with the link parameters. */
+void ru_connect(struct rside *a, struct rside *b, const struct rlink *l);
+/* Next completion on s's CQ within timeout_ms (asserts one arrives). */
+void ru_wait(struct rside *s, struct sv_wc *wc, long timeout_ms);
+/* No completion arrives on s's CQ for ms. */
+void ru_quiet(struct rside *s, long ms);
+void ru_close(struct rside *s);
+long ru_now_ms(void);
+uint32_t ru_crc(const uint8_t *p, size_t n);
+
+#endif

@@ -1,0 +1,60 @@
+/*
+ * impair.h — seeded, deterministic fault injection on the UDP transmit path: loss,
+ * duplication, reordering and added delay, configured by a spec string such as
+ * "loss=0.02,dup=0.01,reorder=0.02,delay_ms=10,seed=7" (sv_device_opts.impair or the
+ * SV_IMPAIR environment variable).
+ *
+ * It sits beside the transport: when no impairment is configured the transport never
+ * calls in here (one pointer test per batch). Decisions come from a per-context PRNG in
+ * packet order, so a given seed and packet sequence always meets the same faults.
+ * Packets that must arrive late (delay, reorder) are copied and held in a heap ordered
+ * by release time; the transport's loop sends them when due (sv__impair_flush).
+ */
+#ifndef SV_WIRE_IMPAIR_H
+#define SV_WIRE_IMPAIR_H
+
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+struct sv__impair_cfg {
+	double loss, dup, reorder;	/* probabilities per packet, 0..1 */
+	uint32_t delay_ms;		/* added to every packet */
+	uint64_t seed;
+};
+
+/* Parses a spec; unknown keys or bad values are -EINVAL. An empty spec is all zero. */
+int sv__impair_parse(const char *spec, struct sv__impair_cfg *cfg);
+/* True when the config does anything. */
+bool sv__impair_active(const struct sv__impair_cfg *cfg);
+
+struct sv__impair_held;
+
+struct sv__impair {
+	struct sv__impair_cfg cfg;
+	pthread_mutex_t lock;		/* the PRNG and the heap: senders run on any thread */
+	uint64_t rng;
+	uint64_t seq;
+	struct sv__impair_held **heap;
+	uint32_t n, cap;
+	/* What it did, for tests and logs. */
+	uint64_t dropped, duplicated, reordered, delayed;
+};
+
+int sv__impair_init(struct sv__impair *im, const struct sv__impair_cfg *cfg);
+void sv__impair_fini(struct sv__impair *im);
+
+/*
+ * Sends n datagrams through the impairment: some dropped, some sent twice, some held.
+ * Returns how many of the n count as handed over (dropped ones included: a lossy link
+ * takes them). *next_ns is set to the earliest release time when something is held
+ * (0 if nothing is).
+ */
+int sv__impair_send(struct sv__impair *im, int fd, struct mmsghdr *msgs, unsigned n,
+		    uint64_t now_ns, uint64_t *next_ns);
+/* Sends the held datagrams that are due. Returns the next release time (0: none). */
+uint64_t sv__impair_flush(struct sv__impair *im, int fd, uint64_t now_ns);
+
+#endif

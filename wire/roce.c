@@ -1,0 +1,862 @@
+/*
+ * roce.c — the RoCEv2-framed UDP transport: its ops table (core/transport.h), the
+ * context's UDP socket, the loop's receive path, the transmit batch and per-QP timers.
+ *
+ * Addressing. Each device context binds one UDP socket, the stand-in for a RoCE port:
+ * bind_addr:port, port 4791 (the IANA RoCEv2 port) unless opts.port/SV_PORT says
+ * otherwise. The GID is the IPv4-mapped IPv6 form of the bound address (::ffff:a.b.c.d),
+ * as RoCEv2 GIDs of IPv4 interfaces are. Packets are demultiplexed by BTH DestQP through
+ * the context's QPN table, never by source port (spec/roce.md 10).
+ *
+ * Two processes (or two contexts) on one host without configuration: when bind_addr is
+ * unset ("" or "0.0.0.0") the context binds 127.0.0.1:4791, and if that is taken,
+ * 127.0.0.2:4791, 127.0.0.3:4791 ... up to 127.0.0.32 (Linux routes all of 127/8 to the
+ * loopback interface). Each context thus has its own GID; peers exchange GIDs and QPNs
+ * out of band (sv_query_gid), as ibv_rc_pingpong does. Set SV_BIND_ADDR to an interface
+ * address to talk across hosts.
+ *
+ * ICRC. A datagram from an unconnected socket with IP_PMTUDISC_DO carries IPv4
+ * identification 0 and DF (spec/roce.md 9), so with the socket bound to an explicit
+ * address and port every field the ICRC covers is known: the sender computes the real
+ * RoCEv2 ICRC, and the receiver recomputes it from recvmsg's source address and the
+ * IP_PKTINFO destination. Packets with a bad ICRC are dropped and counted.
+ *
+ * Data path copies. TX builds the headers in a small per-batch buffer and hands
+ * sendmmsg iovecs that point straight into registered memory (no staging copy). RX
+ * receives with recvmmsg into a ring of MTU-sized buffers and then copies into the
+ * destination: a UDP socket cannot place a datagram's payload at an address chosen from
+ * its header, so this is the same one copy any plain UDP receiver makes into its buffer.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "wire/roce.h"
+
+/* ---------------------------------------------------------------------------------------
+ * Small helpers.
+ */
+
+struct sv__rqp *sv__rqp(struct sv_qp *qp)
+{
+	return sv__qp_tqp(qp);
+}
+
+static bool on_loop(const struct sv__rctx *rc)
+{
+	return pthread_equal(pthread_self(), rc->loop_thread);
+}
+
+static void timer_cb(uv_timer_t *t);
+
+int sv__roce_iov_slice(const struct iovec *iov, int niov, uint32_t off, uint32_t len,
+		       struct iovec *out)
+{
+	int n = 0;
+
+	for (int i = 0; i < niov && len; i++) {
+		size_t l = iov[i].iov_len;
+
+		if (off >= l) {
+			off -= (uint32_t)l;
+			continue;
+		}
+		size_t take = l - off < len ? l - off : len;
+
+		out[n].iov_base = (uint8_t *)iov[i].iov_base + off;
+		out[n].iov_len = take;
+		n++;
+		len -= (uint32_t)take;
+		off = 0;
+	}
+	return n;
+}
+
+void sv__roce_iov_copy_in(const struct iovec *iov, int niov, uint32_t off, const uint8_t *src,
+			  uint32_t len)
+{
+	struct iovec sl[SV__MAX_SGE];
+	int n = sv__roce_iov_slice(iov, niov, off, len, sl);
+
+	for (int i = 0; i < n; i++) {
+		memcpy(sl[i].iov_base, src, sl[i].iov_len);
+		src += sl[i].iov_len;
+	}
+}
+
+/* ---------------------------------------------------------------------------------------
+ * ICRC (spec/roce.md 9).
+ */
+
+uint32_t sv__roce_icrc(const struct sockaddr_in *src, const struct sockaddr_in *dst,
+		       const struct iovec *iov, int niov)
+{
+	static const uint8_t ones[8] = { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff };
+	uint8_t ip[20], udp[8], bth[SV__BTH_LEN];
+	size_t len = SV__ICRC_LEN;
+	uLong crc;
+	int i;
+
+	for (i = 0; i < niov; i++)
+		len += iov[i].iov_len;
+	/* IPv4 header as sent: version 4, IHL 5, TOS masked, total length, id 0, DF, TTL
+	 * masked, protocol UDP, checksum masked, addresses. */
+	ip[0] = 0x45;
+	ip[1] = 0xff;
+	sv__put_be16(ip + 2, (uint16_t)(20 + 8 + len));
+	sv__put_be16(ip + 4, 0);
+	sv__put_be16(ip + 6, 0x4000);
+	ip[8] = 0xff;
+	ip[9] = IPPROTO_UDP;
+	ip[10] = ip[11] = 0xff;
+	memcpy(ip + 12, &src->sin_addr, 4);
+	memcpy(ip + 16, &dst->sin_addr, 4);
+	memcpy(udp, &src->sin_port, 2);
+	memcpy(udp + 2, &dst->sin_port, 2);
+	sv__put_be16(udp + 4, (uint16_t)(8 + len));
+	udp[6] = udp[7] = 0xff;		/* UDP checksum masked */
+	memcpy(bth, iov[0].iov_base, SV__BTH_LEN);
+	bth[4] = 0xff;			/* FECN, BECN, Resv6 masked */
+
+	crc = crc32(0L, ones, sizeof(ones));	/* the absent LRH */
+	crc = crc32(crc, ip, sizeof(ip));
+	crc = crc32(crc, udp, sizeof(udp));
+	crc = crc32(crc, bth, sizeof(bth));
+	crc = crc32(crc, (const Bytef *)iov[0].iov_base + SV__BTH_LEN,
+		    (uInt)(iov[0].iov_len - SV__BTH_LEN));
+	for (i = 1; i < niov; i++)
+		crc = crc32(crc, iov[i].iov_base, (uInt)iov[i].iov_len);
+	return (uint32_t)crc;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Transmit batch. [qp-locked]
+ */
+
+static void imp_arm(struct sv__rctx *rc, uint64_t next_ns)
+{
+	if (next_ns)
+		uv_async_send(&rc->imp_wake);
+}
+
+int sv__roce_flush(struct sv__rqp *q)
+{
+	struct sv__roce_txb *b = q->txb;
+	struct sv__rctx *rc = q->rc;
+	unsigned done = 0;
+	int rc_out = 0;
+
+	if (!b->n)
+		return 0;
+	if (rc->imp) {
+		uint64_t next;
+
+		sv__impair_send(rc->imp, rc->fd, b->msgs, b->n, sv__now_ns(), &next);
+		imp_arm(rc, next);
+		done = b->n;
+	} else {
+		while (done < b->n) {
+			int s = sendmmsg(rc->fd, b->msgs + done, b->n - done, MSG_DONTWAIT);
+
+			if (s < 0) {
+				if (errno == EINTR)
+					continue;
+				/* Full socket or a transient error: what did not go is a loss
+				 * the reliability layer repairs (resend on NAK or timeout). */
+				rc_out = -EAGAIN;
+				break;
+			}
+			done += (unsigned)s;
+		}
+	}
+	for (unsigned i = 0; i < done; i++) {
+		q->st.tx_packets++;
+		for (size_t j = 0; j < b->msgs[i].msg_hdr.msg_iovlen; j++)
+			q->st.tx_bytes += b->msgs[i].msg_hdr.msg_iov[j].iov_len;
+	}
+	b->n = 0;
+	return rc_out;
+}
+
+int sv__roce_txq(struct sv__rqp *q, const uint8_t *hdr, size_t hlen, const struct iovec *pay,
+		 int npay, uint32_t paylen)
+{
+	struct sv__roce_txb *b = q->txb;
+	unsigned i, pad = (-paylen) & 3;
+	struct iovec *v;
+	struct msghdr *m;
+	int n = 0;
+
+	if (b->n == SV__ROCE_TX_BATCH)
+		sv__roce_flush(q);
+	i = b->n;
+	v = b->iov[i];
+	memcpy(b->hdr[i], hdr, hlen);
+	b->hdr[i][1] = (uint8_t)((b->hdr[i][1] & ~0x30) | pad << 4);
+	v[n].iov_base = b->hdr[i];
+	v[n++].iov_len = hlen;
+	for (int j = 0; j < npay; j++)
+		v[n++] = pay[j];
+	memset(b->trl[i], 0, sizeof(b->trl[i]));
+	if (pad) {
+		v[n].iov_base = b->trl[i];
+		v[n++].iov_len = pad;
+	}
+	sv__put_le32(b->trl[i] + pad, sv__roce_icrc(&q->rc->local, &q->peer, v, n));
+	if (pad) {
+		v[n - 1].iov_len = pad + SV__ICRC_LEN;
+	} else {
+		v[n].iov_base = b->trl[i];
+		v[n++].iov_len = SV__ICRC_LEN;
+	}
+	m = &b->msgs[i].msg_hdr;
+	memset(m, 0, sizeof(*m));
+	m->msg_name = &q->peer;
+	m->msg_namelen = sizeof(q->peer);
+	m->msg_iov = v;
+	m->msg_iovlen = (size_t)n;
+	b->n++;
+	return 0;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Timers.
+ */
+
+static void arm_timer(struct sv__rqp *q)
+{
+	uint64_t next = sv__retx_next_ns(&q->rx);
+	uint64_t now, ms;
+
+	if (q->err)
+		next = 0;
+	if (next == q->timer_armed_ns)
+		return;
+	q->timer_armed_ns = next;
+	if (!next) {
+		uv_timer_stop(&q->timer);
+		return;
+	}
+	now = sv__now_ns();
+	/* libuv timers count milliseconds: round up so we never wake early by design. */
+	ms = next > now ? (next - now + 999999) / 1000000 : 0;
+	uv_timer_start(&q->timer, timer_cb, ms, 0);
+}
+
+void sv__roce_timer_update(struct sv__rqp *q)
+{
+	uint64_t next = sv__retx_next_ns(&q->rx);
+
+	if (on_loop(q->rc)) {
+		arm_timer(q);
+		return;
+	}
+	/* Not on the loop: libuv handles are the loop's. Ask it when the deadline is
+	 * earlier than what the timer is set for; a later one is found by the early
+	 * wake-up, which re-arms. */
+	if (next && !q->err && (q->timer_armed_ns == 0 || next < q->timer_armed_ns))
+		sv__qp_kick(q->qp);
+}
+
+static void qp_round(struct sv__rqp *q)
+{
+	if (q->err)
+		return;
+	sv__roce_resp_progress(q);
+	if (!q->err)
+		sv__roce_req_progress(q);
+	sv__roce_flush(q);
+}
+
+static void timer_cb(uv_timer_t *t)
+{
+	struct sv__rqp *q = t->data;
+
+	sv__qp_lock(q->qp);
+	q->timer_armed_ns = 0;
+	if (!q->err && q->live) {
+		sv__roce_req_timer(q);
+		qp_round(q);
+	}
+	arm_timer(q);
+	sv__qp_unlock(q->qp);
+}
+
+static void imp_timer_cb(uv_timer_t *t)
+{
+	struct sv__rctx *rc = t->data;
+	uint64_t now = sv__now_ns();
+	uint64_t next = sv__impair_flush(rc->imp, rc->fd, now);
+
+	rc->imp_armed_ns = next;
+	if (next)
+		uv_timer_start(&rc->imp_timer, imp_timer_cb, next > now ?
+			       (next - now + 999999) / 1000000 : 0, 0);
+}
+
+static void imp_wake_cb(uv_async_t *a)
+{
+	struct sv__rctx *rc = a->data;
+
+	uv_timer_stop(&rc->imp_timer);
+	imp_timer_cb(&rc->imp_timer);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * QPN table (loop only).
+ */
+
+static uint32_t slot_of(const struct sv__rctx *rc, uint32_t qpn)
+{
+	return (qpn * 2654435761u) & rc->tbl_mask;
+}
+
+static struct sv__rqp *tbl_find(const struct sv__rctx *rc, uint32_t qpn)
+{
+	for (uint32_t i = slot_of(rc, qpn), n = 0; n <= rc->tbl_mask; i = (i + 1) & rc->tbl_mask,
+	     n++) {
+		struct sv__rqp *q = rc->tbl[i];
+
+		if (!q)
+			return NULL;
+		if (q->qp->qp_num == qpn)
+			return q;
+	}
+	return NULL;
+}
+
+static int tbl_add(struct sv__rctx *rc, struct sv__rqp *q)
+{
+	for (uint32_t i = slot_of(rc, q->qp->qp_num), n = 0; n <= rc->tbl_mask;
+	     i = (i + 1) & rc->tbl_mask, n++) {
+		if (!rc->tbl[i]) {
+			rc->tbl[i] = q;
+			return 0;
+		}
+	}
+	return -ENOMEM;
+}
+
+/* Removal with backward-shift so lookups never stop at a hole. */
+static void tbl_del(struct sv__rctx *rc, struct sv__rqp *q)
+{
+	uint32_t i = slot_of(rc, q->qp->qp_num), j;
+
+	while (rc->tbl[i] && rc->tbl[i] != q)
+		i = (i + 1) & rc->tbl_mask;
+	if (!rc->tbl[i])
+		return;
+	rc->tbl[i] = NULL;
+	for (j = (i + 1) & rc->tbl_mask; rc->tbl[j]; j = (j + 1) & rc->tbl_mask) {
+		struct sv__rqp *m = rc->tbl[j];
+
+		rc->tbl[j] = NULL;
+		tbl_add(rc, m);
+	}
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Receive path (loop).
+ */
+
+static bool pktinfo_dst(struct msghdr *m, struct in_addr *dst)
+{
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c; c = CMSG_NXTHDR(m, c)) {
+		if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO) {
+			struct in_pktinfo pi;
+
+			memcpy(&pi, CMSG_DATA(c), sizeof(pi));
+			*dst = pi.ipi_addr;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* Checks and dispatches one datagram. Returns the QP it touched (locked and unlocked
+ * here), or NULL. */
+static struct sv__rqp *rx_one(struct sv__rctx *rc, unsigned i, bool *kept)
+{
+	struct msghdr *m = &rc->rx_msgs[i].msg_hdr;
+	size_t len = rc->rx_msgs[i].msg_len;
+	uint8_t *buf = rc->rx_buf[i];
+	struct sockaddr_in dst = rc->local;
+	struct iovec v = { buf, 0 };
+	struct sv__roce_pkt k;
+	struct sv__rqp *q;
+	uint32_t crc;
+
+	if ((m->msg_flags & MSG_TRUNC) || len < SV__BTH_LEN + SV__ICRC_LEN)
+		return NULL;
+	if (!pktinfo_dst(m, &dst.sin_addr))
+		return NULL;
+	q = tbl_find(rc, sv__get_be24(buf + 5));
+	v.iov_len = len - SV__ICRC_LEN;
+	crc = sv__roce_icrc(&rc->rx_src[i], &dst, &v, 1);
+	if (crc != sv__get_le32(buf + len - SV__ICRC_LEN)) {
+		/* IBA 9.8.2.x: a packet failing its ICRC is silently dropped. */
+		if (q) {
+			sv__qp_lock(q->qp);
+			q->st.icrc_errors++;
+			sv__qp_unlock(q->qp);
+		} else {
+			rc->icrc_errors_unknown++;
+		}
+		return NULL;
+	}
+	if (!q || sv__roce_decode(&k, buf, len - SV__ICRC_LEN) < 0)
+		return NULL;
+	sv__qp_lock(q->qp);
+	/* Only the peer of a connected QP may talk to it (the AV it was given). */
+	if (q->err || !q->live || rc->rx_src[i].sin_addr.s_addr != q->peer.sin_addr.s_addr ||
+	    rc->rx_src[i].sin_port != q->peer.sin_port) {
+		sv__qp_unlock(q->qp);
+		return NULL;
+	}
+	q->st.rx_packets++;
+	q->st.rx_bytes += len;
+	q->now_ns = sv__now_ns();
+	if (k.op >= SV__OP_READ_RESP_FIRST && k.op <= SV__OP_ATOMIC_ACK)
+		sv__roce_req_rx(q, &k);
+	else
+		sv__roce_resp_rx(q, &k, buf, SV__ROCE_RX_BUF, kept);
+	sv__qp_unlock(q->qp);
+	return q;
+}
+
+static void rx_cb(uv_poll_t *h, int status, int events)
+{
+	struct sv__rctx *rc = h->data;
+	struct sv__rqp *touched[SV__ROCE_RX_BATCH];
+	int rounds = 16;
+
+	if (status < 0 || !(events & UV_READABLE))
+		return;
+	while (rounds--) {
+		unsigned nt = 0;
+		int n;
+
+		for (unsigned i = 0; i < SV__ROCE_RX_BATCH; i++) {
+			struct msghdr *m = &rc->rx_msgs[i].msg_hdr;
+
+			m->msg_name = &rc->rx_src[i];
+			m->msg_namelen = sizeof(rc->rx_src[i]);
+			m->msg_iov = &rc->rx_iov[i];
+			m->msg_iovlen = 1;
+			m->msg_control = rc->rx_cmsg[i];
+			m->msg_controllen = sizeof(rc->rx_cmsg[i]);
+			m->msg_flags = 0;
+			rc->rx_iov[i].iov_base = rc->rx_buf[i];
+			rc->rx_iov[i].iov_len = SV__ROCE_RX_BUF;
+		}
+		n = recvmmsg(rc->fd, rc->rx_msgs, SV__ROCE_RX_BATCH, MSG_DONTWAIT, NULL);
+		if (n <= 0)
+			break;
+		for (int i = 0; i < n; i++) {
+			bool kept = false;
+			struct sv__rqp *q = rx_one(rc, (unsigned)i, &kept);
+			unsigned t;
+
+			if (kept) {
+				/* The responder keeps this buffer (an out-of-order packet). */
+				uint8_t *nb = malloc(SV__ROCE_RX_BUF);
+
+				if (nb)
+					rc->rx_buf[i] = nb;
+			}
+			if (!q)
+				continue;
+			for (t = 0; t < nt && touched[t] != q; t++)
+				;
+			if (t == nt)
+				touched[nt++] = q;
+		}
+		/* Coalesced replies: one ACK per QP per batch, then whatever the window
+		 * opened on the requester side. */
+		for (unsigned t = 0; t < nt; t++) {
+			struct sv__rqp *q = touched[t];
+
+			sv__qp_lock(q->qp);
+			q->now_ns = sv__now_ns();
+			qp_round(q);
+			arm_timer(q);
+			sv__qp_unlock(q->qp);
+		}
+		if (n < SV__ROCE_RX_BATCH)
+			break;
+	}
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Context.
+ */
+
+static int open_socket(struct sv__rctx *rc, const struct sv_device_opts *o)
+{
+	static const int one = 1, pmtu = IP_PMTUDISC_DO, sb = SV__ROCE_SOCKBUF;
+	uint16_t port = o->port ? o->port : SV__ROCE_PORT;
+	bool autoaddr = !o->bind_addr[0] || !strcmp(o->bind_addr, "0.0.0.0");
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
+	socklen_t al = sizeof(a);
+	int fd, rc_out = -EADDRINUSE;
+
+	if (!autoaddr && inet_pton(AF_INET, o->bind_addr, &a.sin_addr) != 1) {
+		sv__log(SV_LOG_ERROR, "softverbs udp: bind address %s is not IPv4", o->bind_addr);
+		return -EAFNOSUPPORT;
+	}
+	fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	/* DF and no fragmentation: a datagram is one IB packet, and ID 0 makes the ICRC
+	 * computable (see the top of this file). */
+	if (setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu)) < 0 ||
+	    setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &one, sizeof(one)) < 0) {
+		rc_out = -errno;
+		goto err_close;
+	}
+	/* Bigger socket buffers than the default: a window of 4 KiB packets must fit. The
+	 * kernel caps them at rmem_max/wmem_max; less just means more loss to repair. */
+	(void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sb, sizeof(sb));
+	(void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sb, sizeof(sb));
+	for (unsigned i = 1; i <= (autoaddr ? SV__ROCE_FALLBACK_ADDRS : 1); i++) {
+		if (autoaddr)
+			a.sin_addr.s_addr = htonl(0x7f000000u | i);
+		if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0) {
+			rc_out = 0;
+			break;
+		}
+		rc_out = -errno;
+		if (errno != EADDRINUSE)
+			break;
+	}
+	if (rc_out < 0) {
+		sv__log(SV_LOG_ERROR, "softverbs udp: cannot bind %s:%u: %s", autoaddr ?
+			"127.0.0.x" : o->bind_addr, port, strerror(-rc_out));
+		goto err_close;
+	}
+	if (getsockname(fd, (struct sockaddr *)&a, &al) < 0) {
+		rc_out = -errno;
+		goto err_close;
+	}
+	rc->fd = fd;
+	rc->local = a;
+	rc->dport_default = port;
+	/* IPv4-mapped GID: ::ffff:a.b.c.d */
+	memset(rc->gid, 0, sizeof(rc->gid));
+	rc->gid[10] = rc->gid[11] = 0xff;
+	memcpy(rc->gid + 12, &a.sin_addr, 4);
+	return 0;
+err_close:
+	close(fd);
+	return rc_out;
+}
+
+static void rctx_free(struct sv__rctx *rc)
+{
+	for (unsigned i = 0; i < SV__ROCE_RX_BATCH; i++)
+		free(rc->rx_buf[i]);
+	if (rc->imp) {
+		sv__impair_fini(rc->imp);
+		free(rc->imp);
+	}
+	if (rc->fd >= 0)
+		close(rc->fd);
+	free(rc->tbl);
+	free(rc);
+}
+
+static void handle_closed(uv_handle_t *h)
+{
+	struct sv__rctx *rc = h->data;
+
+	if (--rc->handles_open == 0)
+		rctx_free(rc);
+}
+
+static int ctx_init(struct sv_context *ctx, void **tctx)
+{
+	const struct sv_device_opts *o = sv__ctx_opts(ctx);
+	struct sv__impair_cfg icfg;
+	struct sv__rctx *rc;
+	int r;
+
+	if ((r = sv__impair_parse(o->impair, &icfg)) < 0) {
+		sv__log(SV_LOG_ERROR, "softverbs udp: bad impairment spec \"%s\"", o->impair);
+		return r;
+	}
+	if (!(rc = calloc(1, sizeof(*rc))))
+		return -ENOMEM;
+	rc->ctx = ctx;
+	rc->loop_thread = pthread_self();	/* ctx_init runs on the loop */
+	rc->fd = -1;
+	rc->sr = o->retx == SV_RETX_SR;
+	rc->cwnd_max = o->cwnd_max;
+	rc->tbl_mask = 2047;		/* > 2x SV max_qp (1024) */
+	if (!(rc->tbl = calloc(rc->tbl_mask + 1, sizeof(*rc->tbl)))) {
+		r = -ENOMEM;
+		goto err_free;
+	}
+	for (unsigned i = 0; i < SV__ROCE_RX_BATCH; i++) {
+		if (!(rc->rx_buf[i] = malloc(SV__ROCE_RX_BUF))) {
+			r = -ENOMEM;
+			goto err_free;
+		}
+	}
+	if (sv__impair_active(&icfg)) {
+		if (!(rc->imp = malloc(sizeof(*rc->imp)))) {
+			r = -ENOMEM;
+			goto err_free;
+		}
+		sv__impair_init(rc->imp, &icfg);
+	}
+	if ((r = open_socket(rc, o)) < 0)
+		goto err_free;
+	if ((r = uv_poll_init(sv__ctx_loop(ctx), &rc->poll, rc->fd)) < 0)
+		goto err_free;
+	rc->poll.data = rc;
+	rc->handles_open = 1;
+	if (rc->imp) {
+		uv_timer_init(sv__ctx_loop(ctx), &rc->imp_timer);
+		uv_async_init(sv__ctx_loop(ctx), &rc->imp_wake, imp_wake_cb);
+		rc->imp_timer.data = rc->imp_wake.data = rc;
+		rc->handles_open += 2;
+	}
+	uv_poll_start(&rc->poll, UV_READABLE, rx_cb);
+	sv__log(SV_LOG_INFO, "softverbs udp: bound %s:%u (%s)", inet_ntoa(rc->local.sin_addr),
+		ntohs(rc->local.sin_port), rc->sr ? "selective repeat" : "go-back-N");
+	*tctx = rc;
+	return 0;
+err_free:
+	rctx_free(rc);
+	return r;
+}
+
+static void ctx_fini(struct sv_context *ctx, void *tctx)
+{
+	struct sv__rctx *rc = tctx;
+
+	(void)ctx;
+	uv_poll_stop(&rc->poll);
+	uv_close((uv_handle_t *)&rc->poll, handle_closed);
+	if (rc->imp) {
+		uv_close((uv_handle_t *)&rc->imp_timer, handle_closed);
+		uv_close((uv_handle_t *)&rc->imp_wake, handle_closed);
+	}
+}
+
+static int query_gid(struct sv_context *ctx, int index, uint8_t gid[16])
+{
+	struct sv__rctx *rc = sv__ctx_tctx(ctx);
+
+	if (index != 0)
+		return -EINVAL;
+	memcpy(gid, rc->gid, 16);
+	return 0;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * QPs.
+ */
+
+static void rqp_free(struct sv__rqp *q)
+{
+	sv__roce_resp_fini(q);
+	free(q->recs);
+	free(q->txb);
+	free(q);
+}
+
+static void timer_closed(uv_handle_t *h)
+{
+	rqp_free(h->data);		/* the QP's last handle */
+}
+
+static uint32_t pow2(uint32_t n)
+{
+	uint32_t s = 1;
+
+	while (s < n)
+		s <<= 1;
+	return s;
+}
+
+static int qp_create(struct sv_qp *qp, void **tqp)
+{
+	struct sv__rctx *rc = sv__ctx_tctx(qp->context);
+	const struct sv_qp_attr *a = sv__qp_attr(qp);
+	struct sv__rqp *q = calloc(1, sizeof(*q));
+	uint32_t n = pow2(a->cap.max_send_wr ? a->cap.max_send_wr : 1);
+	int r = -ENOMEM;
+
+	if (!q)
+		return -ENOMEM;
+	q->qp = qp;
+	q->rc = rc;
+	q->recs = calloc(n, sizeof(*q->recs));
+	q->rec_mask = n - 1;
+	q->txb = calloc(1, sizeof(*q->txb));
+	if (!q->recs || !q->txb)
+		goto err_free;
+	if ((r = sv__roce_resp_init(q)) < 0)
+		goto err_free;
+	if ((r = tbl_add(rc, q)) < 0)
+		goto err_free;
+	uv_timer_init(sv__ctx_loop(qp->context), &q->timer);
+	q->timer.data = q;
+	q->err = true;			/* no data path until RTR */
+	*tqp = q;
+	return 0;
+err_free:
+	rqp_free(q);
+	return r;
+}
+
+static void qp_destroy(struct sv_qp *qp, void *tqp)
+{
+	struct sv__rqp *q = tqp;
+
+	(void)qp;
+	tbl_del(q->rc, q);
+	uv_timer_stop(&q->timer);
+	uv_close((uv_handle_t *)&q->timer, timer_closed);
+}
+
+static int qp_modify(struct sv_qp *qp, const struct sv_qp_attr *attr, int mask)
+{
+	struct sv__rqp *q = sv__rqp(qp);
+	const struct sv_qp_attr *cur = sv__qp_attr(qp);
+	enum sv_qp_state next = (mask & SV_QP_STATE) ? attr->qp_state : cur->qp_state;
+	static const uint8_t v4mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+
+	if (qp->qp_type != SV_QPT_RC)
+		return -EOPNOTSUPP;
+	if (next == SV_QPS_RTR && cur->qp_state == SV_QPS_INIT) {
+		const struct sv_ah_attr *ah = &attr->ah_attr;
+
+		if (memcmp(ah->dgid, v4mapped, sizeof(v4mapped)) != 0) {
+			sv__log(SV_LOG_ERROR, "softverbs udp: dgid must be IPv4-mapped (::ffff:a.b.c.d)");
+			return -EAFNOSUPPORT;
+		}
+		memset(&q->peer, 0, sizeof(q->peer));
+		q->peer.sin_family = AF_INET;
+		memcpy(&q->peer.sin_addr, ah->dgid + 12, 4);
+		q->peer.sin_port = htons(ah->dport ? ah->dport : q->rc->dport_default);
+		q->mtu = 128u << attr->path_mtu;	/* SV_MTU_256 = 1 */
+		q->dqpn = attr->dest_qp_num;
+		q->sr = q->rc->sr;
+		q->epsn = attr->rq_psn & SV__PSN_MASK;
+		sv__roce_resp_reset(q);
+		q->nres = attr->max_dest_rd_atomic ? attr->max_dest_rd_atomic : 0;
+		if (q->nres > SV__ROCE_RSPQ / 2)
+			return -EINVAL;
+		q->err = false;
+		q->live = true;
+		return 0;
+	}
+	if (next == SV_QPS_RTS && cur->qp_state == SV_QPS_RTR) {
+		sv__retx_init(&q->rx, q->sr, attr->sq_psn, attr->timeout, attr->retry_cnt,
+			      attr->rnr_retry, q->rc->cwnd_max);
+		sv__roce_req_reset(q);
+		return 0;
+	}
+	return 0;
+}
+
+static void sq_kick(struct sv_qp *qp)
+{
+	struct sv__rqp *q = sv__rqp(qp);
+
+	if (q->err || !q->live)
+		return;
+	q->now_ns = sv__now_ns();
+	sv__roce_req_progress(q);
+	sv__roce_flush(q);
+	sv__roce_timer_update(q);
+}
+
+static void loop_kick(struct sv_qp *qp)
+{
+	struct sv__rqp *q = sv__rqp(qp);
+
+	q->now_ns = sv__now_ns();
+	qp_round(q);
+	arm_timer(q);
+}
+
+static void qp_error(struct sv_qp *qp)
+{
+	struct sv__rqp *q = sv__rqp(qp);
+
+	q->err = true;
+	q->live = false;
+	q->txb->n = 0;
+	sv__roce_resp_abort(q);
+	sv__roce_req_init(q);
+	/* The timer is the loop's; it finds err set and stops itself. */
+}
+
+static int qp_stats(struct sv_qp *qp, struct sv_qp_stats *s)
+{
+	struct sv__rqp *q = sv__rqp(qp);
+
+	memset(s, 0, sizeof(*s));
+	s->tx_packets = q->st.tx_packets;
+	s->rx_packets = q->st.rx_packets;
+	s->tx_bytes = q->st.tx_bytes;
+	s->rx_bytes = q->st.rx_bytes;
+	s->retransmits = q->st.retransmits;
+	s->timeouts = q->rx.timeouts;
+	s->naks_tx = q->st.naks_tx;
+	s->naks_rx = q->st.naks_rx;
+	s->rnr_naks_tx = q->st.rnr_naks_tx;
+	s->rnr_naks_rx = q->st.rnr_naks_rx;
+	s->icrc_errors = q->st.icrc_errors;
+	s->duplicates_rx = q->st.dup_rx;
+	s->out_of_order_rx = q->st.ooo_rx;
+	return 0;
+}
+
+/* In-band connection management (IB CM MADs on QP1) is not built: every CM call on a
+ * UDP device fails with -EOPNOTSUPP and says how to connect instead. */
+static int cm_unsupported(void)
+{
+	sv__log(SV_LOG_WARN, "softverbs udp: the connection manager is not available on the "
+		"UDP transport yet; connect out of band (sv_query_gid + sv_modify_qp to RTR/RTS)");
+	return -EOPNOTSUPP;
+}
+
+static int cm_listen(struct sv_context *ctx, void *cm, const struct sockaddr *addr,
+		     int backlog, struct sv__tep **lep)
+{
+	(void)ctx, (void)cm, (void)addr, (void)backlog, (void)lep;
+	return cm_unsupported();
+}
+
+static int cm_connect(struct sv_qp *qp, void *cm, const struct sockaddr *dst,
+		      const struct sv__conn_param *param, struct sv__tep **ep)
+{
+	(void)qp, (void)cm, (void)dst, (void)param, (void)ep;
+	return cm_unsupported();
+}
+
+const struct sv__transport_ops sv__roce_udp_ops = {
+	.name = "udp",
+	.connect = cm_connect,
+	.ctx_fini = ctx_fini,
+	.ctx_init = ctx_init,
+	.listen = cm_listen,
+	.loop_kick = loop_kick,
+	.poll = NULL,
+	.qp_create = qp_create,
+	.qp_destroy = qp_destroy,
+	.qp_error = qp_error,
+	.qp_modify = qp_modify,
+	.qp_stats = qp_stats,
+	.query_gid = query_gid,
+	.rq_kick = NULL,
+	.sq_kick = sq_kick,
+};

@@ -1,0 +1,224 @@
+/*
+ * roce.h — internal state of the RoCEv2-framed UDP transport (sv__roce_udp_ops).
+ *
+ *   roce.c        the ops table; the context's UDP socket (bind, fallback addresses,
+ *                 GID), the QPN table, the loop's receive path (recvmmsg ring, ICRC
+ *                 check, demultiplexing by BTH DestQP), the transmit batch (sendmmsg,
+ *                 ICRC), per-QP timers, counters
+ *   roce_req.c    the requester: work requests to packets, ACK/NAK and response
+ *                 processing, completions
+ *   roce_resp.c   the responder: PSN checks, placement, READ/atomic resources and
+ *                 replay, ACK/NAK generation
+ *   roce_retx.c   the reliability logic (pure: window, timers, GBN/SR decisions)
+ *   impair.c      fault injection on the transmit path
+ *
+ * Threads: the context's socket and its poll handle belong to the loop, which receives
+ * every datagram; transmission happens under the QP lock from whichever thread holds it
+ * (the application in post_send, the loop otherwise). A UDP datagram send is atomic, so
+ * QPs sharing the socket need no lock between them. Per-QP state is touched only with the
+ * QP lock held. The QPN table changes only on the loop (qp_create/qp_destroy).
+ */
+#ifndef SV_WIRE_ROCE_H
+#define SV_WIRE_ROCE_H
+
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include "core/transport.h"
+#include "wire/impair.h"
+#include "wire/roce_pkt.h"
+#include "wire/roce_retx.h"
+
+#define SV__ROCE_RX_BATCH 64		/* datagrams per recvmmsg */
+#define SV__ROCE_RX_BUF 4608		/* > BTH + largest ext + 4096 + pad + ICRC */
+#define SV__ROCE_TX_BATCH 64		/* datagrams per sendmmsg */
+#define SV__ROCE_TX_IOV (SV__MAX_SGE + 3)	/* header, payload slices, pad + ICRC */
+#define SV__ROCE_SOCKBUF (4 << 20)
+#define SV__ROCE_OOO 1024		/* SR: out-of-order packets a responder keeps */
+#define SV__ROCE_ACKREQ_EVERY 16	/* AckReq at least every this many packets */
+#define SV__ROCE_RSPQ 64		/* queued READ responses / atomic acks */
+#define SV__ROCE_SRNAKQ 64		/* SR NAKs queued between flushes */
+#define SV__ROCE_FALLBACK_ADDRS 32	/* 127.0.0.1 .. 127.0.0.32 when 4791 is taken */
+
+struct sv__rqp;
+
+/* Per-context state. */
+struct sv__rctx {
+	struct sv_context *ctx;
+	pthread_t loop_thread;
+	int fd;
+	struct sockaddr_in local;	/* bound address and port */
+	uint16_t dport_default;		/* peer port when an AV says 0 */
+	uint8_t gid[16];
+	bool sr;			/* selective repeat (device option, both ends) */
+	uint32_t cwnd_max;
+	uv_poll_t poll;
+	uv_timer_t imp_timer;		/* releases held (delayed/reordered) packets */
+	uv_async_t imp_wake;		/* re-arms imp_timer from other threads */
+	struct sv__impair *imp;		/* NULL: no impairment (the fast path) */
+	uint64_t imp_armed_ns;
+	int handles_open;
+	/* QPN table, open addressing (loop only). */
+	struct sv__rqp **tbl;
+	uint32_t tbl_mask;
+	/* RX ring. */
+	struct mmsghdr rx_msgs[SV__ROCE_RX_BATCH];
+	struct iovec rx_iov[SV__ROCE_RX_BATCH];
+	struct sockaddr_in rx_src[SV__ROCE_RX_BATCH];
+	uint8_t rx_cmsg[SV__ROCE_RX_BATCH][64];
+	uint8_t *rx_buf[SV__ROCE_RX_BATCH];
+	uint64_t icrc_errors_unknown;	/* bad ICRC for no known QP */
+};
+
+/* A transmit batch: built under one QP lock, sent with one sendmmsg. */
+struct sv__roce_txb {
+	unsigned n;
+	struct mmsghdr msgs[SV__ROCE_TX_BATCH];
+	struct iovec iov[SV__ROCE_TX_BATCH][SV__ROCE_TX_IOV];
+	uint8_t hdr[SV__ROCE_TX_BATCH][SV__ROCE_MAX_HDR + 4];
+	uint8_t trl[SV__ROCE_TX_BATCH][8];	/* pad (0..3) + ICRC */
+};
+
+/* Requester: one started send WQE. */
+struct sv__rswqe {
+	struct sv__send_wqe *wqe;
+	uint32_t first_psn;
+	uint32_t npkts;			/* PSNs it consumes (READ: response packets) */
+	uint32_t sent;			/* packets sent the first time (READ: 0 or npkts) */
+	uint32_t got_pkts;		/* READ: response packets placed */
+	bool rd_atomic;
+	bool done;			/* READ/atomic: response complete */
+	uint32_t rerequest_psn;		/* READ: gap already asked for (valid when rereq) */
+	bool rereq;
+	struct iovec iov[SV__MAX_SGE];	/* local memory (source or sink) */
+	int niov;
+};
+
+/* Responder resource (IBA 9.7.5.1.x): a READ or atomic kept for duplicate replay. */
+struct sv__rres {
+	bool valid, atomic;
+	uint32_t first_psn, npkts;
+	uint64_t va;
+	uint32_t rkey, len;
+	uint64_t orig;			/* atomic: the value returned (host order) */
+};
+
+/* A queued READ response stream or atomic acknowledgement. */
+struct sv__rrsp {
+	bool atomic;
+	bool dup;			/* a replay for a duplicate request */
+	uint32_t psn;			/* next response PSN */
+	uint32_t first_psn;		/* of the request (pkt index base) */
+	uint32_t last_psn;
+	uint32_t off;			/* bytes of the request already sent */
+	uint32_t len;			/* bytes of the whole request */
+	uint8_t *ptr;			/* host address of the request's byte 0 */
+	struct sv__mr *mr;
+	uint64_t orig;
+	uint32_t msn;
+};
+
+struct sv__rqp_stats {
+	uint64_t tx_packets, rx_packets, tx_bytes, rx_bytes;
+	uint64_t retransmits, naks_tx, naks_rx, rnr_naks_tx, rnr_naks_rx;
+	uint64_t icrc_errors, dup_rx, ooo_rx;
+};
+
+/* Per-QP state (the qp's tqp). */
+struct sv__rqp {
+	struct sv_qp *qp;
+	struct sv__rctx *rc;
+	uv_timer_t timer;		/* retransmission / RNR / TX retry */
+	uint64_t timer_armed_ns;	/* deadline the uv timer is set for (0: stopped) */
+	bool err;			/* qp_error ran: data path stopped */
+	bool live;			/* reached RTR: may receive */
+	bool sr;
+	uint32_t mtu;
+	struct sockaddr_in peer;
+	uint32_t dqpn;
+	uint64_t now_ns;		/* cached per processing round */
+	/* Requester. */
+	struct sv__retx rx;		/* the reliability state ("retx") */
+	struct sv__rswqe *recs;		/* ring of started WQEs, size = SQ depth */
+	uint32_t rec_mask, rec_get, rec_put;
+	uint32_t rec_new;		/* first record with packets never sent */
+	uint32_t rd_out;		/* READ/atomic outstanding (ORD) */
+	uint32_t pkts_since_ackreq;
+	/* Responder. */
+	uint32_t epsn;			/* expected PSN */
+	uint32_t msn;
+	bool nak_sent;			/* GBN: one NAK per gap */
+	bool ack_pending;
+	uint32_t ack_psn;
+	bool nak_pending;		/* a NAK (syndrome nak_syn) for nak_psn */
+	uint8_t nak_syn;
+	uint32_t nak_psn;
+	uint32_t srnak[SV__ROCE_SRNAKQ];	/* SR NAK triggering PSNs */
+	unsigned srnak_n;
+	struct sv__recv_wqe *rwqe;	/* SEND in progress */
+	struct iovec riov[SV__MAX_SGE];
+	int nriov;
+	uint32_t rcap, rgot;
+	bool in_send, in_write;
+	struct sv__mr *wmr;		/* WRITE in progress: target held */
+	uint8_t *wptr;
+	uint32_t wlen, wgot;
+	struct sv__rres *res;
+	uint32_t nres, res_next;
+	struct sv__rrsp rspq[SV__ROCE_RSPQ];
+	uint32_t rsp_get, rsp_put;
+	uint32_t rd_new;		/* new READ/atomic entries queued (IRD) */
+	uint8_t **ooo;			/* SR: kept packets by PSN slot */
+	uint16_t *ooo_len;
+	struct sv__rqp_stats st;
+	struct sv__roce_txb *txb;
+};
+
+/* roce.c */
+struct sv__rqp *sv__rqp(struct sv_qp *qp);
+/* [qp-locked] Queues a packet into the batch: hdr (hlen bytes, BTH first) then the
+ * payload iovecs, computes pad and ICRC. Flushes first when the batch is full.
+ * Returns 0, or -EAGAIN when the socket is full (the packet was not queued). */
+int sv__roce_txq(struct sv__rqp *q, const uint8_t *hdr, size_t hlen, const struct iovec *pay,
+		 int npay, uint32_t paylen);
+/* [qp-locked] Sends the batch. Returns -EAGAIN if the socket was full (unsent packets are
+ * dropped: the reliability layer resends them). */
+int sv__roce_flush(struct sv__rqp *q);
+/* [qp-locked] Re-arms the QP's timer at the earliest deadline (kicks the loop when not
+ * on it). */
+void sv__roce_timer_update(struct sv__rqp *q);
+/* Copies len bytes from src into the iovecs at byte offset off. */
+void sv__roce_iov_copy_in(const struct iovec *iov, int niov, uint32_t off, const uint8_t *src,
+			  uint32_t len);
+/* Fills out[] with the slices of iov covering [off, off+len); returns their count. */
+int sv__roce_iov_slice(const struct iovec *iov, int niov, uint32_t off, uint32_t len,
+		       struct iovec *out);
+
+/* roce_req.c — [qp-locked] */
+void sv__roce_req_init(struct sv__rqp *q);
+void sv__roce_req_reset(struct sv__rqp *q);
+/* Sends what the window and the socket take now. */
+void sv__roce_req_progress(struct sv__rqp *q);
+/* An ACK, NAK, READ response or atomic ACK arrived. */
+void sv__roce_req_rx(struct sv__rqp *q, const struct sv__roce_pkt *k);
+/* The QP timer fired. */
+void sv__roce_req_timer(struct sv__rqp *q);
+
+/* roce_resp.c — [qp-locked] */
+int sv__roce_resp_init(struct sv__rqp *q);
+void sv__roce_resp_reset(struct sv__rqp *q);
+void sv__roce_resp_fini(struct sv__rqp *q);
+/* A request packet arrived; buf is the receive buffer it lies in, which the responder
+ * may keep (SR out-of-order): then it sets *kept and the caller needs a new buffer. */
+void sv__roce_resp_rx(struct sv__rqp *q, const struct sv__roce_pkt *k, uint8_t *buf,
+		      size_t buflen, bool *kept);
+/* Sends queued READ responses, atomic ACKs, then the pending ACK/NAKs. */
+void sv__roce_resp_progress(struct sv__rqp *q);
+/* qp_error/reset: drop MR references and queued responses. */
+void sv__roce_resp_abort(struct sv__rqp *q);
+
+#endif

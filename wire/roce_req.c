@@ -1,0 +1,465 @@
+/*
+ * roce_req.c — the RC requester of the UDP transport (spec/roce.md 4, 6, 8): send work
+ * requests cut into packets by the path MTU, the response side of the wire (ACK, NAK,
+ * RNR NAK, READ responses, atomic ACKs) and completions.
+ *
+ * A started WQE becomes a record holding its PSN range and its mapped local memory, so
+ * any packet of it can be built again from the WQE alone: retransmission regenerates,
+ * nothing is buffered. Records complete strictly in order: a SEND or WRITE when an ACK
+ * (or a later response) covers its last PSN (IBA semantics: completion means the
+ * responder has it), a READ when its last response packet is placed, an atomic when its
+ * ATOMIC_ACKNOWLEDGE arrives. The retransmission decisions are roce_retx.c's.
+ *
+ * [qp-locked] everywhere; q->now_ns is the caller's clock for this round.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "wire/roce.h"
+
+static struct sv__rswqe *rec_at(struct sv__rqp *q, uint32_t i)
+{
+	return &q->recs[i & q->rec_mask];
+}
+
+void sv__roce_req_init(struct sv__rqp *q)
+{
+	q->rec_get = q->rec_put = q->rec_new = 0;
+	q->rd_out = 0;
+	q->pkts_since_ackreq = 0;
+}
+
+void sv__roce_req_reset(struct sv__rqp *q)
+{
+	sv__roce_req_init(q);
+}
+
+static uint32_t npkts_of(const struct sv__rqp *q, uint32_t len)
+{
+	return len ? (len + q->mtu - 1) / q->mtu : 1;
+}
+
+static bool is_rd_atomic(enum sv_wr_opcode op)
+{
+	return op == SV_WR_RDMA_READ || op == SV_WR_ATOMIC_CMP_AND_SWP ||
+	       op == SV_WR_ATOMIC_FETCH_AND_ADD;
+}
+
+static bool is_atomic(enum sv_wr_opcode op)
+{
+	return op == SV_WR_ATOMIC_CMP_AND_SWP || op == SV_WR_ATOMIC_FETCH_AND_ADD;
+}
+
+/* The record whose PSN range holds psn, or NULL. */
+static struct sv__rswqe *rec_of_psn(struct sv__rqp *q, uint32_t psn)
+{
+	for (uint32_t i = q->rec_get; i != q->rec_put; i++) {
+		struct sv__rswqe *r = rec_at(q, i);
+
+		if (sv__psn_cmp(psn, r->first_psn) >= 0 &&
+		    sv__psn_cmp(psn, sv__psn_add(r->first_psn, r->npkts)) < 0)
+			return r;
+	}
+	return NULL;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Completion and failure.
+ */
+
+/* Completes, in order, every record that is finished. */
+static void complete_done(struct sv__rqp *q)
+{
+	while (q->rec_get != q->rec_new && !q->err) {
+		struct sv__rswqe *r = rec_at(q, q->rec_get);
+		uint32_t last = sv__psn_add(r->first_psn, r->npkts - 1);
+		uint32_t byte_len = 0;
+
+		if (r->rd_atomic) {
+			if (!r->done)
+				break;
+			byte_len = is_atomic(r->wqe->opcode) ? 8 : r->wqe->length;
+		} else if (sv__psn_cmp(last, q->rx.una) >= 0) {
+			break;
+		}
+		q->rec_get++;
+		sv__sq_done(q->qp, r->wqe, SV_WC_SUCCESS, byte_len, 0);
+	}
+}
+
+/* The WQE holding psn fails with status; the QP goes to ERR (core flushes the rest).
+ * Everything before psn was acknowledged by the message that brought the failure. */
+static void fail_at(struct sv__rqp *q, uint32_t psn, enum sv_wc_status status)
+{
+	struct sv__rswqe *r;
+
+	if (sv__psn_cmp(psn, q->rx.una) > 0)
+		sv__retx_ack(&q->rx, sv__psn_add(psn, SV__PSN_MASK), q->now_ns);
+	complete_done(q);
+	if (q->err)
+		return;
+	r = rec_of_psn(q, psn);
+	if (!r && q->rec_get != q->rec_put)
+		r = rec_at(q, q->rec_get);
+	if (!r)
+		return;
+	sv__sq_done(q->qp, r->wqe, status, 0, 0);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Building packets.
+ */
+
+/* Sends packet k of record r (k is the PSN offset; for a READ, the response index the
+ * request asks to start from). */
+static void emit(struct sv__rqp *q, struct sv__rswqe *r, uint32_t k, bool resend)
+{
+	const struct sv__send_wqe *w = r->wqe;
+	uint8_t h[SV__ROCE_MAX_HDR];
+	struct iovec pay[SV__MAX_SGE];
+	uint32_t psn = sv__psn_add(r->first_psn, k), off = k * q->mtu, seg = 0;
+	bool first = k == 0, last = k == r->npkts - 1, imm = false, se = false, ackreq;
+	size_t hl = SV__BTH_LEN;
+	int npay = 0;
+	uint8_t op;
+
+	switch (w->opcode) {
+	case SV_WR_SEND_WITH_IMM:
+		imm = true;
+		/* fall through */
+	case SV_WR_SEND:
+		op = r->npkts == 1 ? (imm ? SV__OP_SEND_ONLY_IMM : SV__OP_SEND_ONLY) :
+		     first ? SV__OP_SEND_FIRST :
+		     last ? (imm ? SV__OP_SEND_LAST_IMM : SV__OP_SEND_LAST) : SV__OP_SEND_MIDDLE;
+		se = last && (w->flags & SV_SEND_SOLICITED);
+		break;
+	case SV_WR_RDMA_WRITE_WITH_IMM:
+		imm = true;
+		/* fall through */
+	case SV_WR_RDMA_WRITE:
+		op = r->npkts == 1 ? (imm ? SV__OP_WRITE_ONLY_IMM : SV__OP_WRITE_ONLY) :
+		     first ? SV__OP_WRITE_FIRST :
+		     last ? (imm ? SV__OP_WRITE_LAST_IMM : SV__OP_WRITE_LAST) :
+		     SV__OP_WRITE_MIDDLE;
+		se = last && imm && (w->flags & SV_SEND_SOLICITED);
+		if (first) {
+			sv__roce_reth_put(h + hl, w->remote_addr, w->rkey, w->length);
+			hl += SV__RETH_LEN;
+		}
+		break;
+	case SV_WR_RDMA_READ:
+		/* A retried READ asks for the tail from response k (spec/roce.md 7). */
+		op = SV__OP_READ_REQ;
+		sv__roce_reth_put(h + hl, w->remote_addr + off, w->rkey, w->length - off);
+		hl += SV__RETH_LEN;
+		last = true;
+		break;
+	default:		/* atomics: AtomicETH (spec/roce.md 3 for the field mapping) */
+		op = w->opcode == SV_WR_ATOMIC_CMP_AND_SWP ? SV__OP_CMP_SWAP : SV__OP_FETCH_ADD;
+		sv__put_be64(h + hl, w->remote_addr);
+		sv__put_be32(h + hl + 8, w->rkey);
+		if (op == SV__OP_CMP_SWAP) {
+			sv__put_be64(h + hl + 12, w->swap);
+			sv__put_be64(h + hl + 20, w->compare_add);
+		} else {
+			sv__put_be64(h + hl + 12, w->compare_add);
+			sv__put_be64(h + hl + 20, 0);
+		}
+		hl += SV__ATOMETH_LEN;
+		last = true;
+		break;
+	}
+	if (imm && last) {
+		memcpy(h + hl, &w->imm_data, 4);	/* already network order */
+		hl += SV__IMM_LEN;
+	}
+	if (w->opcode != SV_WR_RDMA_READ && !is_atomic(w->opcode) && w->length) {
+		seg = w->length - off < q->mtu ? w->length - off : q->mtu;
+		npay = sv__roce_iov_slice(r->iov, r->niov, off, seg, pay);
+	}
+	/* AckReq on the last packet of a message, every few packets, and when the window
+	 * is about to close, so ACKs keep the window moving (spec/roce.md 2). */
+	ackreq = last || ++q->pkts_since_ackreq >= SV__ROCE_ACKREQ_EVERY ||
+		 sv__retx_room(&q->rx, q->now_ns) <= 2;
+	if (ackreq)
+		q->pkts_since_ackreq = 0;
+	sv__roce_bth_put(h, op, se, 0, q->dqpn, ackreq, psn);
+	sv__roce_txq(q, h, hl, pay, npay, seg);
+	if (resend)
+		q->st.retransmits++;
+}
+
+/* Starts the next posted WQE if the ORD, fence and window rules allow. Returns 1 when a
+ * record was added, 0 when not now, -1 when the WQE failed (the QP is in ERR). */
+static int take_wqe(struct sv__rqp *q)
+{
+	struct sv__send_wqe *w = sv__sq_peek(q->qp);
+	const struct sv_qp_attr *a = sv__qp_attr(q->qp);
+	struct sv__rswqe *r;
+	uint32_t n, room;
+	bool rd;
+	int niov;
+
+	if (!w || q->rec_put - q->rec_get > q->rec_mask)
+		return 0;
+	rd = is_rd_atomic(w->opcode);
+	/* max_rd_atomic: READ/atomics outstanding at once (ORD); a fence waits for all of
+	 * them (verbs.md 2). */
+	if (rd && q->rd_out >= a->max_rd_atomic)
+		return 0;
+	if ((w->flags & SV_SEND_FENCE) && q->rd_out)
+		return 0;
+	n = is_atomic(w->opcode) ? 1 : npkts_of(q, w->length);
+	room = sv__retx_room(&q->rx, q->now_ns);
+	if (room == 0)
+		return 0;
+	/* A READ's PSNs are its responses: admit it whole unless the link is idle. */
+	if (w->opcode == SV_WR_RDMA_READ && n > room && q->rx.una != q->rx.nxt)
+		return 0;
+	r = rec_at(q, q->rec_put);
+	memset(r, 0, sizeof(*r));
+	if (w->flags & SV_SEND_INLINE) {
+		niov = 0;
+		if (w->num_sge) {
+			r->iov[0].iov_base = (void *)(uintptr_t)w->sge[0].addr;
+			r->iov[0].iov_len = w->sge[0].length;
+			niov = 1;
+		}
+	} else {
+		niov = sv__sge_map(q->qp, w->sge, w->num_sge, rd, r->iov);
+	}
+	sv__sq_take(q->qp);
+	if (niov < 0) {
+		sv__sq_done(q->qp, w, SV_WC_LOC_PROT_ERR, 0, 0);
+		return -1;
+	}
+	r->wqe = w;
+	r->niov = niov;
+	r->first_psn = q->rx.nxt;
+	r->npkts = n;
+	r->rd_atomic = rd;
+	q->rec_put++;
+	if (rd)
+		q->rd_out++;
+	return 1;
+}
+
+void sv__roce_req_progress(struct sv__rqp *q)
+{
+	struct sv__retx *x = &q->rx;
+	bool resent = false;
+	uint32_t psn;
+
+	if (q->err || !q->live || sv__qp_state(q->qp) != SV_QPS_RTS)
+		return;
+	if (x->rnr_until_ns && q->now_ns < x->rnr_until_ns)
+		return;
+	/* Selective repeat: the PSNs the SACKs showed missing. */
+	while (sv__retx_pop(x, &psn)) {
+		struct sv__rswqe *r = rec_of_psn(q, psn);
+		uint32_t k;
+
+		if (!r)
+			continue;
+		k = sv__psn_diff(psn, r->first_psn);
+		if (r->wqe->opcode == SV_WR_RDMA_READ) {
+			if (r->done || k != r->got_pkts)
+				continue;	/* only the request PSN is ours to resend */
+		} else if (r->rd_atomic && r->done) {
+			continue;
+		}
+		emit(q, r, k, true);
+		resent = true;
+	}
+	/* In sequence from snd: go-back-N, or after a timeout (SACKed PSNs skipped). */
+	while (sv__psn_cmp(x->snd, x->nxt) < 0) {
+		struct sv__rswqe *r = rec_of_psn(q, x->snd);
+		uint32_t k;
+
+		if (!r) {
+			x->snd = x->nxt;
+			break;
+		}
+		k = sv__psn_diff(x->snd, r->first_psn);
+		if (r->wqe->opcode == SV_WR_RDMA_READ) {
+			if (!r->done) {
+				emit(q, r, k > r->got_pkts ? k : r->got_pkts, true);
+				resent = true;
+			}
+			x->snd = sv__psn_add(r->first_psn, r->npkts);
+			continue;
+		}
+		if (!(r->rd_atomic && r->done) && !sv__retx_is_sacked(x, x->snd)) {
+			emit(q, r, k, true);
+			resent = true;
+		}
+		x->snd = sv__psn_add(x->snd, 1);
+	}
+	if (resent)
+		sv__retx_sent(x, q->now_ns);
+	/* New packets, as far as the window goes. */
+	for (;;) {
+		struct sv__rswqe *r;
+
+		if (q->rec_new == q->rec_put) {
+			int t = take_wqe(q);
+
+			if (t <= 0)
+				return;
+		}
+		r = rec_at(q, q->rec_new);
+		if (r->wqe->opcode == SV_WR_RDMA_READ) {
+			uint32_t room = sv__retx_room(x, q->now_ns);
+
+			if (room == 0 || (r->npkts > room && x->una != x->nxt))
+				return;
+			emit(q, r, 0, false);
+			r->sent = r->npkts;
+			sv__retx_sent_new(x, r->npkts, q->now_ns);
+		} else {
+			if (sv__retx_room(x, q->now_ns) == 0)
+				return;
+			emit(q, r, r->sent, false);
+			r->sent++;
+			sv__retx_sent_new(x, 1, q->now_ns);
+		}
+		if (r->sent == r->npkts)
+			q->rec_new++;
+	}
+}
+
+/* ---------------------------------------------------------------------------------------
+ * The response side of the wire.
+ */
+
+/* An ACK for psn. A READ or atomic before it without its response means that response
+ * was lost: acknowledge up to it and resend from it (implied NAK, spec/roce.md 8). */
+static void on_ack(struct sv__rqp *q, uint32_t psn)
+{
+	for (uint32_t i = q->rec_get; i != q->rec_put; i++) {
+		struct sv__rswqe *r = rec_at(q, i);
+		uint32_t hole;
+
+		if (!r->rd_atomic || r->done)
+			continue;
+		if (sv__psn_cmp(r->first_psn, psn) > 0)
+			break;
+		hole = sv__psn_add(r->first_psn, r->got_pkts);
+		if (sv__psn_cmp(hole, q->rx.una) > 0)
+			sv__retx_ack(&q->rx, sv__psn_add(hole, SV__PSN_MASK), q->now_ns);
+		sv__retx_rewind(&q->rx, hole);
+		return;
+	}
+	sv__retx_ack(&q->rx, psn, q->now_ns);
+}
+
+static void on_read_resp(struct sv__rqp *q, const struct sv__roce_pkt *k)
+{
+	struct sv__rswqe *r = rec_of_psn(q, k->psn);
+	uint32_t idx, expect, want;
+
+	if (!r || r->wqe->opcode != SV_WR_RDMA_READ || r->done)
+		return;			/* stale: a duplicate of something complete */
+	idx = sv__psn_diff(k->psn, r->first_psn);
+	expect = r->got_pkts;
+	if (idx != expect) {
+		/* A response went missing: ask again from it, once per hole. Older ones
+		 * (duplicates of a resend) are ignored. */
+		if (idx > expect && !(r->rereq && r->rerequest_psn == expect)) {
+			r->rereq = true;
+			r->rerequest_psn = expect;
+			sv__retx_rewind(&q->rx, sv__psn_add(r->first_psn, expect));
+		}
+		return;
+	}
+	/* Every response but the last carries exactly one path MTU (IBA 9.7.3.x). */
+	want = idx == r->npkts - 1 ? r->wqe->length - idx * q->mtu : q->mtu;
+	if (k->paylen != want)
+		return;
+	sv__roce_iov_copy_in(r->iov, r->niov, idx * q->mtu, k->payload, k->paylen);
+	r->got_pkts++;
+	r->rereq = false;
+	if (r->got_pkts == r->npkts) {
+		r->done = true;
+		q->rd_out--;
+	}
+	sv__retx_ack(&q->rx, k->psn, q->now_ns);
+}
+
+static void on_atomic_ack(struct sv__rqp *q, const struct sv__roce_pkt *k)
+{
+	struct sv__rswqe *r = rec_of_psn(q, k->psn);
+
+	if (!r || !is_atomic(r->wqe->opcode) || r->done)
+		return;
+	/* The original value lands in the 8-byte local buffer in host order (rxe). */
+	if (r->niov >= 1 && r->iov[0].iov_len >= 8)
+		memcpy(r->iov[0].iov_base, &k->orig, 8);
+	r->done = true;
+	q->rd_out--;
+	sv__retx_ack(&q->rx, k->psn, q->now_ns);
+}
+
+static enum sv_wc_status nak_status(unsigned code)
+{
+	switch (code) {
+	case 1:
+		return SV_WC_REM_INV_REQ_ERR;
+	case 2:
+		return SV_WC_REM_ACCESS_ERR;
+	case 3:
+		return SV_WC_REM_OP_ERR;
+	default:
+		return SV_WC_REM_INV_RD_REQ_ERR;
+	}
+}
+
+void sv__roce_req_rx(struct sv__rqp *q, const struct sv__roce_pkt *k)
+{
+	if (sv__qp_state(q->qp) != SV_QPS_RTS && sv__qp_state(q->qp) != SV_QPS_SQD)
+		return;
+	switch (k->op) {
+	case SV__OP_ACK: {
+		unsigned type = (k->syndrome >> 5) & 3, val = k->syndrome & 0x1f;
+
+		if (type == 0) {
+			on_ack(q, k->psn);
+		} else if (type == 1) {
+			/* RNR NAK: wait the responder's delay, resend from its PSN. */
+			q->st.rnr_naks_rx++;
+			if (sv__retx_rnr(&q->rx, k->psn, sv__rnr_code_ns(val), q->now_ns) < 0) {
+				fail_at(q, k->psn, SV_WC_RNR_RETRY_EXC_ERR);
+				return;
+			}
+		} else if (type == 3 && val == 0) {
+			q->st.naks_rx++;
+			if (q->sr && k->paylen >= 4) {
+				sv__retx_sack(&q->rx, k->psn, sv__get_be32(k->payload) & SV__PSN_MASK,
+					      q->now_ns);
+			} else if (sv__retx_nak_seq(&q->rx, k->psn, q->now_ns) < 0) {
+				fail_at(q, k->psn, SV_WC_RETRY_EXC_ERR);
+				return;
+			}
+		} else if (type == 3) {
+			q->st.naks_rx++;
+			fail_at(q, k->psn, nak_status(val));
+			return;
+		}
+		break;
+	}
+	case SV__OP_ATOMIC_ACK:
+		on_atomic_ack(q, k);
+		break;
+	default:
+		on_read_resp(q, k);
+		break;
+	}
+	complete_done(q);
+}
+
+void sv__roce_req_timer(struct sv__rqp *q)
+{
+	q->now_ns = sv__now_ns();
+	if (sv__retx_on_timer(&q->rx, q->now_ns) < 0)
+		fail_at(q, q->rx.una, SV_WC_RETRY_EXC_ERR);
+}

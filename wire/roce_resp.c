@@ -1,0 +1,633 @@
+/*
+ * roce_resp.c — the RC responder of the UDP transport (spec/roce.md 7, IBA 9.7.x as rxe
+ * implements it): PSN check, opcode sequence, access, resources, length, R_Key, execute,
+ * acknowledge — in that order for each packet.
+ *
+ * In sequence (PSN = ePSN) a packet is executed and ePSN advances. Ahead of ePSN,
+ * go-back-N sends one NAK PSN sequence error per gap and drops; selective repeat keeps
+ * the packet (the receive buffer changes hands, no copy) and answers with a NAK 0x60
+ * naming ePSN plus the arrived PSN in a 4-byte payload, then executes kept packets in
+ * PSN order once the gap fills, so placement, completions and READ/atomic execution
+ * keep the IBA order. Behind ePSN (a duplicate): SEND/WRITE are ACKed and not executed
+ * again (C9-105); a READ is re-read from its resource and resent from the asked PSN; an
+ * atomic's saved result is resent from its resource, never executed twice.
+ *
+ * Replies leave in order: queued READ responses and atomic ACKs first, then NAKs, then
+ * the coalesced ACK (one per receive batch), so an ACK never overtakes the responses
+ * before it (the requester would take that for a lost response: implied NAK).
+ *
+ * [qp-locked] everywhere.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "wire/roce.h"
+
+#define MAX_RES (SV__ROCE_RSPQ / 2)
+#define SYN_ACK 0x1f			/* ACK without credit information (rxe) */
+#define SYN_RNR 0x20
+#define SYN_NAK_SEQ 0x60
+#define SYN_NAK_INV 0x61
+#define SYN_NAK_ACC 0x62
+#define SYN_NAK_OP 0x63
+
+struct ooo_ent {
+	uint8_t *buf;
+	struct sv__roce_pkt k;
+};
+
+int sv__roce_resp_init(struct sv__rqp *q)
+{
+	q->res = calloc(MAX_RES, sizeof(*q->res));
+	return q->res ? 0 : -ENOMEM;
+}
+
+static struct ooo_ent *ooo_tab(struct sv__rqp *q)
+{
+	return (struct ooo_ent *)(void *)q->ooo;
+}
+
+static void ooo_drop_all(struct sv__rqp *q)
+{
+	struct ooo_ent *o = ooo_tab(q);
+
+	if (!o)
+		return;
+	for (unsigned i = 0; i < SV__ROCE_OOO; i++) {
+		free(o[i].buf);
+		o[i].buf = NULL;
+	}
+}
+
+void sv__roce_resp_abort(struct sv__rqp *q)
+{
+	if (q->wmr) {
+		sv__mr_release(q->wmr);
+		q->wmr = NULL;
+	}
+	for (; q->rsp_get != q->rsp_put; q->rsp_get++) {
+		struct sv__rrsp *e = &q->rspq[q->rsp_get % SV__ROCE_RSPQ];
+
+		if (e->mr)
+			sv__mr_release(e->mr);
+		e->mr = NULL;
+	}
+	q->rd_new = 0;
+	q->rwqe = NULL;			/* core flushes it */
+	q->in_send = q->in_write = false;
+	ooo_drop_all(q);
+}
+
+void sv__roce_resp_reset(struct sv__rqp *q)
+{
+	sv__roce_resp_abort(q);
+	q->msn = 0;
+	q->nak_sent = q->ack_pending = q->nak_pending = false;
+	q->srnak_n = 0;
+	q->rsp_get = q->rsp_put = 0;
+	q->rd_new = 0;
+	q->res_next = 0;
+	memset(q->res, 0, MAX_RES * sizeof(*q->res));
+	if (q->sr && !q->ooo)
+		q->ooo = calloc(SV__ROCE_OOO, sizeof(struct ooo_ent));
+}
+
+void sv__roce_resp_fini(struct sv__rqp *q)
+{
+	if (q->res)
+		sv__roce_resp_abort(q);
+	free(q->ooo);
+	free(q->res);
+	q->ooo = NULL;
+	q->res = NULL;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Replies.
+ */
+
+static void put_ack(struct sv__rqp *q, uint8_t syn, uint32_t psn, const uint8_t *pay,
+		    uint32_t paylen)
+{
+	uint8_t h[SV__BTH_LEN + SV__AETH_LEN + 4];
+
+	/* A small payload (the SR NAK's PSN) rides in the header buffer, which the batch
+	 * copies: nothing may point at this stack frame once it returns. */
+	sv__roce_bth_put(h, SV__OP_ACK, false, 0, q->dqpn, false, psn);
+	sv__roce_aeth_put(h + SV__BTH_LEN, syn, q->msn);
+	if (paylen)
+		memcpy(h + SV__BTH_LEN + SV__AETH_LEN, pay, paylen);
+	sv__roce_txq(q, h, SV__BTH_LEN + SV__AETH_LEN + paylen, NULL, 0, paylen);
+}
+
+static void send_rsp(struct sv__rqp *q, struct sv__rrsp *e)
+{
+	uint8_t h[SV__BTH_LEN + SV__AETH_LEN + SV__ATOMACK_LEN];
+	uint32_t total, j, seg;
+	struct iovec v;
+	uint8_t op;
+
+	if (e->atomic) {
+		sv__roce_bth_put(h, SV__OP_ATOMIC_ACK, false, 0, q->dqpn, false, e->psn);
+		sv__roce_aeth_put(h + SV__BTH_LEN, SYN_ACK, e->msn);
+		sv__put_be64(h + SV__BTH_LEN + SV__AETH_LEN, e->orig);
+		sv__roce_txq(q, h, sizeof(h), NULL, 0, 0);
+		e->off = e->len = 0;
+		return;
+	}
+	total = e->len ? (e->len + q->mtu - 1) / q->mtu : 1;
+	j = e->off / q->mtu;
+	seg = e->len - e->off < q->mtu ? e->len - e->off : q->mtu;
+	op = total == 1 ? SV__OP_READ_RESP_ONLY : j == 0 ? SV__OP_READ_RESP_FIRST :
+	     j == total - 1 ? SV__OP_READ_RESP_LAST : SV__OP_READ_RESP_MIDDLE;
+	sv__roce_bth_put(h, op, false, 0, q->dqpn, false, e->psn);
+	v.iov_base = e->ptr + e->off;
+	v.iov_len = seg;
+	if (op == SV__OP_READ_RESP_MIDDLE) {
+		sv__roce_txq(q, h, SV__BTH_LEN, &v, seg ? 1 : 0, seg);
+	} else {
+		/* rxe sends READ responses with syndrome 0x1F (spec/roce.md 7). */
+		sv__roce_aeth_put(h + SV__BTH_LEN, SYN_ACK, e->msn);
+		sv__roce_txq(q, h, SV__BTH_LEN + SV__AETH_LEN, &v, seg ? 1 : 0, seg);
+	}
+	e->off += seg;
+	e->psn = sv__psn_add(e->psn, 1);
+}
+
+void sv__roce_resp_progress(struct sv__rqp *q)
+{
+	while (q->rsp_get != q->rsp_put) {
+		struct sv__rrsp *e = &q->rspq[q->rsp_get % SV__ROCE_RSPQ];
+
+		do
+			send_rsp(q, e);
+		while (e->off < e->len);
+		if (e->mr)
+			sv__mr_release(e->mr);
+		e->mr = NULL;
+		if (!e->dup)
+			q->rd_new--;
+		q->rsp_get++;
+	}
+	if (q->nak_pending) {
+		put_ack(q, q->nak_syn, q->nak_psn, NULL, 0);
+		q->nak_pending = false;
+	}
+	for (unsigned i = 0; i < q->srnak_n; i++) {
+		uint8_t trig[4];
+
+		/* Selective repeat NAK (spec/roce.md 12): PSN = ePSN, payload = the PSN that
+		 * arrived out of order. */
+		sv__put_be32(trig, q->srnak[i]);
+		put_ack(q, SYN_NAK_SEQ, q->epsn, trig, 4);
+		q->st.naks_tx++;
+	}
+	q->srnak_n = 0;
+	if (q->ack_pending) {
+		put_ack(q, SYN_ACK, sv__psn_add(q->epsn, SV__PSN_MASK), NULL, 0);
+		q->ack_pending = false;
+	}
+}
+
+/* A fatal request error: the NAK goes out now (the QP is about to stop), then the QP
+ * moves to ERR — through the receive WQE it consumed if there is one. */
+static void fatal(struct sv__rqp *q, uint8_t syn, uint32_t psn, enum sv_wc_status rq_status)
+{
+	enum sv_event_type ev = syn == SYN_NAK_ACC ? SV_EVENT_QP_ACCESS_ERR :
+				syn == SYN_NAK_INV ? SV_EVENT_QP_REQ_ERR : SV_EVENT_QP_FATAL;
+	struct sv__recv_wqe *w = q->rwqe;
+
+	q->nak_pending = true;
+	q->nak_syn = syn;
+	q->nak_psn = psn;
+	q->ack_pending = false;
+	q->st.naks_tx++;
+	sv__roce_resp_progress(q);
+	sv__roce_flush(q);
+	q->rwqe = NULL;
+	if (w)
+		sv__rq_done(q->qp, w, rq_status, SV_WC_RECV, 0, 0, 0, false);
+	sv__qp_fatal(q->qp, ev, NULL);
+}
+
+static uint8_t nak_of_mr(int rc)
+{
+	/* QP access flags lacking the right is an invalid request; a bad key, PD, range
+	 * or region right is a remote access error (spec/roce.md 7). */
+	return rc == -EOPNOTSUPP ? SYN_NAK_INV : SYN_NAK_ACC;
+}
+
+static struct sv__rrsp *rsp_new(struct sv__rqp *q)
+{
+	struct sv__rrsp *e;
+
+	if (q->rsp_put - q->rsp_get >= SV__ROCE_RSPQ)
+		return NULL;
+	e = &q->rspq[q->rsp_put % SV__ROCE_RSPQ];
+	memset(e, 0, sizeof(*e));
+	return e;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Executing a request in sequence. Returns true when ePSN advanced.
+ */
+
+enum { GO, STOP };
+
+static int take_rwqe(struct sv__rqp *q, const struct sv__roce_pkt *k)
+{
+	const struct sv_qp_attr *a = sv__qp_attr(q->qp);
+	struct sv__recv_wqe *w;
+	int n;
+
+	if (sv__rq_take(q->qp, &w) < 0) {
+		/* No receive posted: RNR NAK with our min_rnr_timer (IBA 9.7.5.2.8). PSN is
+		 * this packet's; the requester resends it after the delay. */
+		q->nak_pending = true;
+		q->nak_syn = SYN_RNR | (a->min_rnr_timer & 0x1f);
+		q->nak_psn = k->psn;
+		q->ack_pending = false;
+		q->st.rnr_naks_tx++;
+		return STOP;
+	}
+	q->rwqe = w;
+	n = sv__sge_map(q->qp, w->sge, w->num_sge, true, q->riov);
+	if (n < 0) {
+		fatal(q, SYN_NAK_OP, k->psn, SV_WC_LOC_PROT_ERR);
+		return STOP;
+	}
+	q->nriov = n;
+	q->rcap = w->length;
+	q->rgot = 0;
+	return GO;
+}
+
+static int do_send(struct sv__rqp *q, const struct sv__roce_pkt *k)
+{
+	unsigned f = k->flags;
+
+	if (f & SV__OPF_IETH) {
+		/* No memory windows or invalidation here: an invalid request for us. */
+		fatal(q, SYN_NAK_INV, k->psn, SV_WC_REM_INV_REQ_ERR);
+		return STOP;
+	}
+	if ((f & SV__OPF_FIRST) && take_rwqe(q, k) != GO)
+		return STOP;
+	if (q->rgot + k->paylen > q->rcap) {
+		fatal(q, SYN_NAK_INV, k->psn, SV_WC_LOC_LEN_ERR);
+		return STOP;
+	}
+	sv__roce_iov_copy_in(q->riov, q->nriov, q->rgot, k->payload, k->paylen);
+	q->rgot += k->paylen;
+	q->in_send = !(f & SV__OPF_LAST);
+	if (f & SV__OPF_LAST) {
+		struct sv__recv_wqe *w = q->rwqe;
+
+		q->rwqe = NULL;
+		q->msn = sv__psn_add(q->msn, 1);
+		sv__rq_done(q->qp, w, SV_WC_SUCCESS, SV_WC_RECV, q->rgot,
+			    (f & SV__OPF_IMM) ? k->imm : 0, (f & SV__OPF_IMM) ? SV_WC_WITH_IMM : 0,
+			    k->se);
+	}
+	return GO;
+}
+
+static int do_write(struct sv__rqp *q, const struct sv__roce_pkt *k)
+{
+	unsigned f = k->flags;
+
+	/* WRITE with immediate consumes a receive at its last packet: check first, so an
+	 * RNR NAK leaves nothing half done (the packet comes again). */
+	if ((f & SV__OPF_IMM) && take_rwqe(q, k) != GO)
+		return STOP;
+	if (f & SV__OPF_FIRST) {
+		if (k->dmalen > (1u << 31)) {
+			fatal(q, SYN_NAK_INV, k->psn, SV_WC_REM_INV_REQ_ERR);
+			return STOP;
+		}
+		q->wlen = k->dmalen;
+		q->wgot = 0;
+		q->wptr = NULL;
+		if (k->dmalen) {
+			void *p;
+			int rc = sv__mr_acquire(q->qp, k->rkey, k->va, k->dmalen,
+						SV_ACCESS_REMOTE_WRITE, &q->wmr, &p);
+
+			if (rc < 0) {
+				q->wmr = NULL;
+				fatal(q, nak_of_mr(rc), k->psn, SV_WC_REM_ACCESS_ERR);
+				return STOP;
+			}
+			q->wptr = p;
+		} else if (!(sv__qp_attr(q->qp)->qp_access_flags & SV_ACCESS_REMOTE_WRITE)) {
+			fatal(q, SYN_NAK_INV, k->psn, SV_WC_REM_INV_REQ_ERR);
+			return STOP;
+		}
+	}
+	if (q->wgot + k->paylen > q->wlen ||
+	    ((f & SV__OPF_LAST) && q->wgot + k->paylen != q->wlen)) {
+		fatal(q, SYN_NAK_INV, k->psn, SV_WC_REM_INV_REQ_ERR);
+		return STOP;
+	}
+	if (k->paylen)
+		memcpy(q->wptr + q->wgot, k->payload, k->paylen);
+	q->wgot += k->paylen;
+	q->in_write = !(f & SV__OPF_LAST);
+	if (f & SV__OPF_LAST) {
+		if (q->wmr)
+			sv__mr_release(q->wmr);
+		q->wmr = NULL;
+		q->msn = sv__psn_add(q->msn, 1);
+		if (f & SV__OPF_IMM) {
+			struct sv__recv_wqe *w = q->rwqe;
+
+			q->rwqe = NULL;
+			sv__rq_done(q->qp, w, SV_WC_SUCCESS, SV_WC_RECV_RDMA_WITH_IMM, q->wlen,
+				    k->imm, SV_WC_WITH_IMM, k->se);
+		}
+	}
+	return GO;
+}
+
+/* READ/atomics executed and not yet fully answered (replays of duplicates excluded):
+ * what IRD bounds. */
+static uint32_t rd_queued(const struct sv__rqp *q)
+{
+	return q->rd_new;
+}
+
+static struct sv__rres *res_new(struct sv__rqp *q)
+{
+	struct sv__rres *r = &q->res[q->res_next++ % q->nres];
+
+	memset(r, 0, sizeof(*r));
+	r->valid = true;
+	return r;
+}
+
+static int do_read(struct sv__rqp *q, const struct sv__roce_pkt *k)
+{
+	uint32_t n = k->dmalen ? (k->dmalen + q->mtu - 1) / q->mtu : 1;
+	struct sv__rrsp *e;
+	struct sv__rres *r;
+	void *p = NULL;
+	struct sv__mr *mr = NULL;
+
+	/* IRD: more READ/atomics than our resources is an invalid request (IBA C9-
+	 * 9.7.5.1.x via rxe). */
+	if (q->nres == 0 || rd_queued(q) >= q->nres || k->dmalen > (1u << 31)) {
+		fatal(q, SYN_NAK_INV, k->psn, SV_WC_REM_INV_REQ_ERR);
+		return STOP;
+	}
+	if (k->dmalen) {
+		int rc = sv__mr_acquire(q->qp, k->rkey, k->va, k->dmalen, SV_ACCESS_REMOTE_READ,
+					&mr, &p);
+
+		if (rc < 0) {
+			fatal(q, nak_of_mr(rc), k->psn, SV_WC_REM_ACCESS_ERR);
+			return STOP;
+		}
+	} else if (!(sv__qp_attr(q->qp)->qp_access_flags & SV_ACCESS_REMOTE_READ)) {
+		fatal(q, SYN_NAK_INV, k->psn, SV_WC_REM_INV_REQ_ERR);
+		return STOP;
+	}
+	r = res_new(q);
+	r->first_psn = k->psn;
+	r->npkts = n;
+	r->va = k->va;
+	r->rkey = k->rkey;
+	r->len = k->dmalen;
+	q->msn = sv__psn_add(q->msn, 1);
+	e = rsp_new(q);			/* room: rd_queued < nres <= RSPQ / 2 */
+	e->psn = e->first_psn = k->psn;
+	e->last_psn = sv__psn_add(k->psn, n - 1);
+	e->len = k->dmalen;
+	e->ptr = p;
+	e->mr = mr;
+	e->msn = q->msn;
+	q->rsp_put++;
+	q->rd_new++;
+	/* A READ takes one PSN per response packet (spec/roce.md 6). */
+	q->epsn = sv__psn_add(q->epsn, n - 1);
+	return GO;
+}
+
+static int do_atomic(struct sv__rqp *q, const struct sv__roce_pkt *k)
+{
+	struct sv__rrsp *e;
+	struct sv__rres *r;
+	struct sv__mr *mr;
+	uint64_t orig, *p;
+	int rc;
+
+	if (q->nres == 0 || rd_queued(q) >= q->nres || (k->va & 7)) {
+		fatal(q, SYN_NAK_INV, k->psn, SV_WC_REM_INV_REQ_ERR);
+		return STOP;
+	}
+	rc = sv__mr_acquire(q->qp, k->rkey, k->va, 8, SV_ACCESS_REMOTE_ATOMIC, &mr,
+			    (void **)&p);
+	if (rc < 0) {
+		fatal(q, nak_of_mr(rc), k->psn, SV_WC_REM_ACCESS_ERR);
+		return STOP;
+	}
+	/* Executed once, here; a duplicate gets the saved value (IBA o9-x, spec/roce.md 7).
+	 * Atomic against other atomics of this device (SV_ATOMIC_HCA). */
+	if (k->op == SV__OP_CMP_SWAP) {
+		orig = k->compare;
+		__atomic_compare_exchange_n(p, &orig, k->swap_add, false, __ATOMIC_SEQ_CST,
+					    __ATOMIC_SEQ_CST);
+	} else {
+		orig = __atomic_fetch_add(p, k->swap_add, __ATOMIC_SEQ_CST);
+	}
+	sv__mr_release(mr);
+	r = res_new(q);
+	r->atomic = true;
+	r->first_psn = k->psn;
+	r->npkts = 1;
+	r->va = k->va;
+	r->rkey = k->rkey;
+	r->len = 8;
+	r->orig = orig;
+	q->msn = sv__psn_add(q->msn, 1);
+	e = rsp_new(q);
+	e->atomic = true;
+	e->psn = e->first_psn = e->last_psn = k->psn;
+	e->orig = orig;
+	e->msn = q->msn;
+	q->rsp_put++;
+	q->rd_new++;
+	return GO;
+}
+
+static int execute(struct sv__rqp *q, const struct sv__roce_pkt *k)
+{
+	unsigned f = k->flags;
+	bool send = f & SV__OPF_SEND, write = f & SV__OPF_WRITE;
+	int rc;
+
+	/* Opcode sequence (IBA 9.7.5.1.x): inside a SEND only SEND MIDDLE/LAST, inside a
+	 * WRITE only WRITE MIDDLE/LAST, and those never outside. */
+	if ((q->in_send && !(send && !(f & SV__OPF_FIRST))) ||
+	    (q->in_write && !(write && !(f & SV__OPF_FIRST))) ||
+	    (!q->in_send && send && !(f & SV__OPF_FIRST)) ||
+	    (!q->in_write && write && !(f & SV__OPF_FIRST))) {
+		fatal(q, SYN_NAK_INV, k->psn, SV_WC_REM_INV_REQ_ERR);
+		return STOP;
+	}
+	/* Length: FIRST and MIDDLE carry exactly the path MTU, the rest at most that. */
+	if ((send || write) && (k->paylen > q->mtu ||
+				(!(f & SV__OPF_LAST) && k->paylen != q->mtu))) {
+		fatal(q, SYN_NAK_INV, k->psn, SV_WC_REM_INV_REQ_ERR);
+		return STOP;
+	}
+	if (send)
+		rc = do_send(q, k);
+	else if (write)
+		rc = do_write(q, k);
+	else if (k->op == SV__OP_READ_REQ)
+		rc = do_read(q, k);
+	else if (k->op == SV__OP_CMP_SWAP || k->op == SV__OP_FETCH_ADD)
+		rc = do_atomic(q, k);
+	else
+		return STOP;		/* not a request: ignore */
+	if (rc != GO)
+		return STOP;
+	q->epsn = sv__psn_add(q->epsn, 1);
+	q->nak_sent = false;
+	if (k->ackreq && (send || write))
+		q->ack_pending = true;
+	return GO;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Duplicates.
+ */
+
+static void duplicate(struct sv__rqp *q, const struct sv__roce_pkt *k)
+{
+	q->st.dup_rx++;
+	if (k->op == SV__OP_READ_REQ || k->op == SV__OP_CMP_SWAP || k->op == SV__OP_FETCH_ADD) {
+		bool atomic = k->op != SV__OP_READ_REQ;
+
+		for (uint32_t i = 0; i < q->nres; i++) {
+			struct sv__rres *r = &q->res[i];
+			struct sv__rrsp *e;
+			uint32_t idx;
+
+			if (!r->valid || r->atomic != atomic || r->rkey != k->rkey)
+				continue;
+			if (sv__psn_cmp(k->psn, r->first_psn) < 0 ||
+			    sv__psn_cmp(k->psn, sv__psn_add(r->first_psn, r->npkts)) >= 0)
+				continue;
+			idx = sv__psn_diff(k->psn, r->first_psn);
+			if (!(e = rsp_new(q)))
+				return;		/* busy: the requester asks again */
+			e->dup = true;
+			e->psn = e->first_psn = k->psn;
+			e->last_psn = sv__psn_add(r->first_psn, r->npkts - 1);
+			e->msn = q->msn;
+			if (atomic) {
+				if (idx != 0)
+					return;
+				e->atomic = true;
+				e->orig = r->orig;	/* replayed, never re-executed */
+				q->rsp_put++;
+				return;
+			}
+			/* A retried READ asks for the tail from its PSN: it must lie within
+			 * the original (spec/roce.md 7), then memory is read again. */
+			if (k->va != r->va + (uint64_t)idx * q->mtu ||
+			    k->dmalen != r->len - idx * q->mtu)
+				return;
+			if (k->dmalen) {
+				void *p;
+
+				if (sv__mr_acquire(q->qp, k->rkey, k->va, k->dmalen,
+						   SV_ACCESS_REMOTE_READ, &e->mr, &p) < 0)
+					return;
+				e->ptr = p;
+			}
+			e->len = k->dmalen;
+			q->rsp_put++;
+			return;
+		}
+		return;			/* no resource: drop silently */
+	}
+	/* SEND/WRITE: not executed again; ACK what we have (C9-105). */
+	q->ack_pending = true;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Entry.
+ */
+
+static void drain_ooo(struct sv__rqp *q)
+{
+	struct ooo_ent *o = ooo_tab(q);
+
+	while (o && !q->err) {
+		struct ooo_ent *e = &o[q->epsn & (SV__ROCE_OOO - 1)];
+		struct sv__roce_pkt k;
+		uint8_t *buf;
+
+		if (!e->buf || e->k.psn != q->epsn)
+			return;
+		k = e->k;
+		buf = e->buf;
+		e->buf = NULL;
+		if (execute(q, &k) != GO) {
+			if (!q->err && !e->buf) {
+				e->buf = buf;	/* RNR: keep it for when it can go */
+				return;
+			}
+			free(buf);
+			return;
+		}
+		free(buf);
+	}
+}
+
+void sv__roce_resp_rx(struct sv__rqp *q, const struct sv__roce_pkt *k, uint8_t *buf,
+		      size_t buflen, bool *kept)
+{
+	int32_t d = sv__psn_cmp(k->psn, q->epsn);
+
+
+	(void)buflen;
+	if (d == 0) {
+		if (execute(q, k) == GO && q->sr)
+			drain_ooo(q);
+		return;
+	}
+	if (d < 0) {
+		duplicate(q, k);
+		return;
+	}
+	q->st.ooo_rx++;
+	if (q->sr && q->ooo) {
+		struct ooo_ent *e = &ooo_tab(q)[k->psn & (SV__ROCE_OOO - 1)];
+
+		if (sv__psn_diff(k->psn, q->epsn) >= SV__ROCE_OOO)
+			return;		/* beyond what we keep: the sender's timer repairs */
+		if (!e->buf) {
+			e->buf = buf;
+			e->k = *k;
+			*kept = true;
+		}
+		if (q->srnak_n == SV__ROCE_SRNAKQ) {
+			memmove(q->srnak, q->srnak + 1, (SV__ROCE_SRNAKQ - 1) * sizeof(q->srnak[0]));
+			q->srnak_n--;
+		}
+		q->srnak[q->srnak_n++] = k->psn;
+		return;
+	}
+	/* Go-back-N: one NAK per gap, then silence until ePSN arrives (spec/roce.md 7). */
+	if (!q->nak_sent) {
+		q->nak_sent = true;
+		q->nak_pending = true;
+		q->nak_syn = SYN_NAK_SEQ;
+		q->nak_psn = q->epsn;
+		q->st.naks_tx++;
+	}
+}

@@ -1,0 +1,93 @@
+/*
+ * roce_retx.h — the RC requester's reliability state for the UDP transport: PSN window,
+ * acknowledgement processing, go-back-N and selective-repeat retransmission decisions,
+ * the local ACK timer, the RNR wait and the congestion window. Pure logic: no I/O, no
+ * clock (time is the now_ns parameter), so tests drive it on simulated time. The design
+ * essay is at the top of roce_retx.c.
+ */
+#ifndef SV_WIRE_ROCE_RETX_H
+#define SV_WIRE_ROCE_RETX_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define SV__RETX_WIN 2048		/* PSN span the SACK bitmap covers (> the window cap) */
+#define SV__RETX_RTXQ 128		/* selective retransmissions queued between sends */
+#define SV__CWND_MIN 4			/* packets */
+#define SV__CWND_INIT 32
+#define SV__CWND_MAX_DEFAULT 256
+#define SV__CWND_CAP 1024		/* hard cap: < SV__RETX_WIN / 2 */
+
+struct sv__retx {
+	bool sr;			/* selective repeat (else go-back-N) */
+	uint32_t una;			/* oldest unacknowledged PSN */
+	uint32_t nxt;			/* first PSN never sent */
+	uint32_t snd;			/* next PSN to send in sequence (< nxt: resending) */
+	uint64_t rto_ns;		/* local ACK timeout; 0 = no timer (timeout 0) */
+	uint64_t deadline_ns;		/* retransmission deadline; 0 = not armed */
+	uint64_t rnr_until_ns;		/* RNR wait in progress until then; 0 = none */
+	uint8_t retry_cnt, rnr_retry;	/* configured (3 bits each) */
+	uint8_t retries_left, rnr_left;
+	/* Congestion window, in packets (PSNs) outstanding. */
+	uint32_t cwnd, ssthresh, cwnd_max, ca_acc;
+	/* Loss recovery episode: one window cut per episode; selective repeat state. */
+	bool recovery;
+	uint32_t recover_psn;		/* the episode ends when una passes it */
+	uint32_t rtx_cursor;		/* SR: PSNs before it were already resent this episode */
+	uint32_t rtxq[SV__RETX_RTXQ];
+	unsigned rtxq_get, rtxq_put;
+	uint64_t sacked[SV__RETX_WIN / 64];
+	/* Counters. */
+	uint64_t timeouts, naks, rnr_naks;
+};
+
+/* timeout: the verbs 5-bit value (4.096 us << timeout; 0 = no timer). cwnd_max 0 = the
+ * default. rnr_retry 7 = retry forever. */
+void sv__retx_init(struct sv__retx *r, bool sr, uint32_t psn, uint8_t timeout,
+		   uint8_t retry_cnt, uint8_t rnr_retry, uint32_t cwnd_max);
+
+/* How many PSNs beyond nxt the window admits now (0 while an RNR wait runs). */
+uint32_t sv__retx_room(const struct sv__retx *r, uint64_t now_ns);
+/* New PSNs [nxt, nxt+n) went out. Arms the timer if it was idle. */
+void sv__retx_sent_new(struct sv__retx *r, uint32_t n, uint64_t now_ns);
+/* Anything sent (new or resent) re-arms an idle timer. */
+void sv__retx_sent(struct sv__retx *r, uint64_t now_ns);
+
+/* Everything up to and including psn is acknowledged. Returns the number of PSNs newly
+ * acknowledged (0 for a stale or out-of-window ACK). Reloads the retry counters on
+ * progress and grows the window. */
+uint32_t sv__retx_ack(struct sv__retx *r, uint32_t psn, uint64_t now_ns);
+
+/* NAK PSN sequence error naming psn (the responder's expected PSN), go-back-N: PSNs
+ * before psn are acknowledged, resend from psn. -ETIMEDOUT when retry_cnt is exhausted
+ * (the caller completes with RETRY_EXC_ERR). */
+int sv__retx_nak_seq(struct sv__retx *r, uint32_t psn, uint64_t now_ns);
+
+/* Selective repeat NAK: cum is the responder's expected PSN, trig the out-of-order PSN
+ * it received and kept. Queues the unacknowledged PSNs in [cum, trig) not yet resent in
+ * this episode. */
+void sv__retx_sack(struct sv__retx *r, uint32_t cum, uint32_t trig, uint64_t now_ns);
+
+/* RNR NAK naming psn with the responder's delay: PSNs before psn are acknowledged; wait,
+ * then resend from psn. -ETIMEDOUT when rnr_retry is exhausted. */
+int sv__retx_rnr(struct sv__retx *r, uint32_t psn, uint64_t delay_ns, uint64_t now_ns);
+
+/* Resend from psn (a lost READ response or an implied NAK), without counting a retry. */
+void sv__retx_rewind(struct sv__retx *r, uint32_t psn);
+
+/* Timer service: returns 1 if the deadline passed and the window was rewound, 0 if
+ * nothing was due, -ETIMEDOUT when retry_cnt is exhausted. Ends an RNR wait whose time
+ * came (returns 1 then too: sending may resume). */
+int sv__retx_on_timer(struct sv__retx *r, uint64_t now_ns);
+
+/* The earliest time on_timer has something to do; 0 = nothing armed. */
+uint64_t sv__retx_next_ns(const struct sv__retx *r);
+
+bool sv__retx_is_sacked(const struct sv__retx *r, uint32_t psn);
+/* Next queued selective retransmission; false when none. */
+bool sv__retx_pop(struct sv__retx *r, uint32_t *psn);
+
+/* IBA RNR timer code (AETH syndrome low 5 bits) to nanoseconds (spec/roce.md 5). */
+uint64_t sv__rnr_code_ns(unsigned code);
+
+#endif
