@@ -7,7 +7,25 @@
  *
  * The fast path has no thread hop: sq_kick writes FPDUs from the posting thread and poll
  * (sv_poll_cq on an empty CQ) parses inbound FPDUs in the polling thread; the loop covers
- * both when nobody else does (socket readable/writable callbacks).
+ * both when nobody else does (socket readable/writable callbacks), and stops watching a
+ * socket while an application spins on its QP (iwarp_cm.c data_io()).
+ *
+ * Wire choices where the RFCs leave room (see also spec/iwarp.md):
+ *  - RDMA Write with Immediate = RDMA Write + Immediate Data message (RFC 7306); the
+ *    4-byte verbs imm_data is bytes 0-3 of the 8-byte field, byte 4 bit 0 marks "closes a
+ *    Write" so the receiver reports RECV_RDMA_WITH_IMM with the Write's length.
+ *  - Send with Immediate = one Immediate Data message (opcode 0x8, 0x9 when solicited)
+ *    whose payload after the 8-byte field is the Send's data: exactly one receive is
+ *    consumed and completes WITH_IMM with byte_len = payload. With no payload this is
+ *    plain RFC 7306 Immediate Data; with payload it is our extension (Wireshark 4.0 shows
+ *    opcode 8 as "Unknown", not malformed). A Send followed by Immediate Data would
+ *    consume two receives.
+ *  - RTR: the initiator offers zero-length Write and Read, the responder picks Write,
+ *    then Read, then Send (only a peer offering nothing else gets Send).
+ *  - A connection lost under outstanding work (RST, FIN inside an FPDU or with READ
+ *    responses owed) completes the oldest started WQE with SV_WC_FATAL_ERR and vendor_err
+ *    LLP/conn-lost (0x020001), raises QP_FATAL, and the rest flush. A FIN between FPDUs
+ *    with nothing owed is a graceful close: DISCONNECTED (core flushes the QP).
  */
 #include <errno.h>
 #include <stdlib.h>

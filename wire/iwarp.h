@@ -4,10 +4,10 @@
  * The transport is split by concern, as siw is:
  *   iwarp.c       the ops table, per-context and per-QP state, poll/kick glue
  *   iwarp_cm.c    endpoints: listen/connect/accept, the MPA Request/Reply exchange
- *                 (RFC 5044 section 7, RFC 6581), the loop's socket callbacks, closing
+ *                 (RFC 5044, RFC 6581), the loop's socket callbacks, closing
  *   iwarp_tx.c    the transmit engine: WQEs and queued responses to FPDUs, writev batches
  *   iwarp_rx.c    the receive engine: a resumable FPDU parser with direct placement
- *   iwarp_term.c  Terminate messages (RFC 5040 section 7) and error mapping
+ *   iwarp_term.c  Terminate messages (RFC 5040) and error mapping
  *
  * Threads: an endpoint (struct sv__tep) and its libuv handles live on the context's loop.
  * The per-QP state (struct sv__iwqp) is touched only with the QP lock held; the socket fd
@@ -72,7 +72,7 @@ struct sv__iw_txmsg {
 	bool started;			/* at least one FPDU emitted (zero-length messages) */
 };
 
-/* Responder resources: a queued Read Response or Atomic Response (RFC 5040 5.2.2). */
+/* Responder resources: a queued Read Response or Atomic Response (RFC 5040). */
 struct sv__iw_irq {
 	struct sv__iw_txmsg msg;
 	struct sv__mr *mr;		/* Read Response source, held until written */
@@ -163,7 +163,7 @@ struct sv__iw_rx {
 	int nriov;
 	uint32_t rcap, rgot;
 	bool rmsg_open;			/* segments with L=0 seen, MSN fixed */
-	uint32_t msn[4];		/* next expected MSN per QN (RFC 5041 5.1: from 1) */
+	uint32_t msn[4];		/* next expected MSN per QN (RFC 5041: from 1) */
 	/* RDMA Write with Immediate: the Write just before an Immediate Data message. */
 	uint32_t wr_len;
 	bool wr_open, wr_last;

@@ -1,12 +1,12 @@
 /*
  * iwarp_cm.c — connections of the iWARP transport: TCP endpoints on the context's loop
- * and the MPA connection setup (RFC 5044 section 7, enhanced by RFC 6581).
+ * and the MPA connection setup (RFC 5044, enhanced by RFC 6581).
  *
  * Initiator: non-blocking connect; on writability it sends an MPA Request rev 2 with the
  * RFC 6581 block (P2P, its IRD/ORD, RTR types Write and Read offered: a zero-length Send
  * would consume a receive at the peer), C and M from the device options, then the
  * application's private data. On the Reply: R set means REJECTED; otherwise the IRD/ORD
- * and RTR choice are checked (RFC 6581 section 3: Terminate LLP 0x06 / 0x07 on failure),
+ * and RTR choice are checked (RFC 6581: Terminate LLP 0x06 / 0x07 on failure),
  * the chosen zero-length RTR FPDU is queued first, the QP goes to RTS and ESTABLISHED is
  * reported. A rev 1 Reply (no block) is accepted too: then no RTR is sent.
  *
@@ -15,7 +15,7 @@
  * SV__IW_MAX_PENDING handshakes wait per listener. CONNECT_REQUEST carries the private
  * data and the peer's IRD/ORD. accept sends the Reply (P2P echoed with exactly one RTR
  * type: Write preferred, then Read, then Send; IRD = min(our IRD, initiator ORD), ORD =
- * min(our ORD, initiator IRD); C = requester's C or ours; M = ours). RFC 5044 7.1.1: the
+ * min(our ORD, initiator IRD); C = requester's C or ours; M = ours). RFC 5044: the
  * responder sends no FPDU before the initiator's first one, so it reports ESTABLISHED (and
  * the QP enters RTS) when that first FPDU — the RTR, or any FPDU from a rev 1 initiator —
  * has been received. A rev 1 Request (no block) is served the same way; an application
@@ -354,7 +354,7 @@ static void build_rtr(struct sv__iwqp *iq, unsigned rtr)
 	struct sv__iw_txmsg *msg = &iq->rtr_msg;
 
 	if (rtr == SV_MPA_RTR_WRITE) {
-		/* A zero-length RDMA Write; its STag is never checked (RFC 6581 section 4). */
+		/* A zero-length RDMA Write; its STag is never checked (RFC 6581). */
 		sv__iw_txmsg_init(msg, SV_RDMAP_WRITE, true);
 		msg->m.ddp.stag = 1;
 	} else {
@@ -381,7 +381,7 @@ static void connect_fail(struct sv__tep *ep, enum sv_cm_event_type type, int sta
 	ep_close_fd(ep);
 }
 
-/* RFC 6581 section 3: the initiator's checks fail; say so with a Terminate first. */
+/* RFC 6581: the initiator's checks fail; say so with a Terminate first. */
 static void initiator_terminate(struct sv__tep *ep, uint8_t ecode)
 {
 	struct sv__iw_err e = { 0 };
@@ -410,7 +410,7 @@ static void initiator_reply(struct sv__tep *ep)
 		return;
 	}
 	if (r->enhanced) {
-		/* RFC 6581 section 3: our IRD must cover the responder's ORD. */
+		/* RFC 6581: our IRD must cover the responder's ORD. */
 		if (r->ord > ep->my_ird) {
 			initiator_terminate(ep, SV_TERM_LLP_INSUFF_IRD);
 			return;
@@ -509,7 +509,7 @@ int sv__iw_connect(struct sv_qp *qp, void *cm, const struct sockaddr *dst,
 	if (ep->my_ord > ep->iq->orq_size)
 		ep->my_ord = (uint16_t)ep->iq->orq_size;
 
-	/* RFC 5044 7.1 + RFC 6581 section 3: the Request with the enhanced block. */
+	/* RFC 5044 + RFC 6581: the Request with the enhanced block. */
 	rr.markers = o->markers != 0;
 	rr.crc = ep->req_crc = o->crc != 0;
 	rr.enhanced = true;
@@ -659,7 +659,7 @@ int sv__iw_accept(struct sv__tep *ep, struct sv_qp *qp, const struct sv__conn_pa
 	data_phase(ep, crc, q->markers, o->markers != 0, ird, ord);
 	ep->iq->rtr_wait = true;
 	ep->iq->rtr = rtr;
-	ep->iq->tx_ok = false;		/* RFC 5044 7.1.1: nothing before their first FPDU */
+	ep->iq->tx_ok = false;		/* RFC 5044: nothing before their first FPDU */
 	sv__qp_unlock(qp);
 	ep->state = EP_RTR_WAIT;
 	rc = hs_flush(ep);
@@ -821,7 +821,7 @@ static void data_io(struct sv__tep *ep, int events)
 			sv__iw_rx_progress(iq, 64);
 		}
 		while (iq->ev_established && !iq->err) {
-			/* The responder's first FPDU arrived (RFC 6581 section 4). */
+			/* The responder's first FPDU arrived (RFC 6581). */
 			iq->ev_established = false;
 			est = true;
 			sv__qp_established(qp, iq->ird, iq->ord);
