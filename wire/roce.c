@@ -665,6 +665,8 @@ static int query_gid(struct sv_context *ctx, int index, uint8_t gid[16])
 static void rqp_free(struct sv__rqp *q)
 {
 	sv__roce_resp_fini(q);
+	if (q->recs)
+		sv__roce_req_init(q);	/* frees READ bitmaps */
 	free(q->recs);
 	free(q->txb);
 	free(q);
