@@ -180,7 +180,8 @@ static void usage(FILE *f)
 "  --transport tcp|udp   wire mode (default tcp)\n"
 "  --op OP               write, write-imm, read, send, send-imm, atomic-faa, atomic-cas\n"
 "  --mode bw|lat         bandwidth (window of WRs) or latency (ping-pong / one at a time)\n"
-"  -s, --size BYTES      message size (K/M/G suffixes); atomics are always 8\n"
+"  -s, --size BYTES      message size, K/M/G suffixes (default 64K bw, 8 lat;\n"
+"                        atomics always move 8)\n"
 "  -n, --iters N         number of operations (default 5000 bw, 1000 lat)\n"
 "  -D, --duration SEC    run for SEC seconds instead of a count\n"
 "  -p, --port N          listen/connect port (default %d; loopback: any free)\n"
@@ -1390,6 +1391,11 @@ static void print_report(struct perf *p, int rc)
 	double sum = 0, p50, p99, mn = 0, mx = 0, avg = 0;
 	int verified = rc == 0 && p->ok;
 	int crc = p->crc_asked || p->peer_crc;
+	double load = 0;
+
+	/* Other work on the machine shows in every figure; say how busy it was. */
+	if (getloadavg(&load, 1) != 1)
+		load = -1;
 
 	if (p->nlat)
 		qsort(p->lat, p->nlat, sizeof(*p->lat), cmp_u64);
@@ -1410,7 +1416,7 @@ static void print_report(struct perf *p, int rc)
 		       "\"lat_us_p50\":%.3f,\"lat_us_p99\":%.3f,\"lat_us_min\":%.3f,"
 		       "\"lat_us_avg\":%.3f,\"lat_us_max\":%.3f,\"lat_kind\":\"%s\","
 		       "\"lat_samples\":%zu,\"verified\":%s,\"crc\":%s,\"loopback\":%s,"
-		       "\"seed\":%llu",
+		       "\"seed\":%llu,\"load_avg_1m\":%.2f",
 		       p->server ? "server" : "client",
 		       c->transport == SV_TRANSPORT_UDP ? "udp" : "tcp", op_names[c->op],
 		       c->mode == MODE_BW ? "bw" : "lat", (unsigned long long)unit,
@@ -1418,7 +1424,7 @@ static void print_report(struct perf *p, int rc)
 		       (unsigned long long)bytes, secs, gbps, mps, p50, p99, mn, avg, mx,
 		       lat_kind(c), p->nlat, verified ? "true" : "false",
 		       crc ? "true" : "false", c->loopback ? "true" : "false",
-		       (unsigned long long)c->seed);
+		       (unsigned long long)c->seed, load);
 		if (!verified) {
 			const char *why = rc < 0 ? sv_strerror(rc) : p->why;
 
@@ -1634,6 +1640,8 @@ static int parse_args(int argc, char **argv, struct config *c)
 	}
 	if (!c->iters && !(c->duration > 0))
 		c->iters = c->mode == MODE_BW ? 5000 : 1000;
+	if (!size_given && c->mode == MODE_LAT)
+		c->size = 8;		/* perftest's latency tests default to tiny messages too */
 	if (is_atomic(c->op)) {
 		if (size_given && c->size != 8)
 			fprintf(stderr, "%s: atomics move 8 bytes; --size ignored\n", PROG);

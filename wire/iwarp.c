@@ -7,7 +7,25 @@
  *
  * The fast path has no thread hop: sq_kick writes FPDUs from the posting thread and poll
  * (sv_poll_cq on an empty CQ) parses inbound FPDUs in the polling thread; the loop covers
- * both when nobody else does (socket readable/writable callbacks).
+ * both when nobody else does (socket readable/writable callbacks), and stops watching a
+ * socket while an application spins on its QP (iwarp_cm.c data_io()).
+ *
+ * Wire choices where the RFCs leave room (see also spec/iwarp.md):
+ *  - RDMA Write with Immediate = RDMA Write + Immediate Data message (RFC 7306); the
+ *    4-byte verbs imm_data is bytes 0-3 of the 8-byte field, byte 4 bit 0 marks "closes a
+ *    Write" so the receiver reports RECV_RDMA_WITH_IMM with the Write's length.
+ *  - Send with Immediate = one Immediate Data message (opcode 0x8, 0x9 when solicited)
+ *    whose payload after the 8-byte field is the Send's data: exactly one receive is
+ *    consumed and completes WITH_IMM with byte_len = payload. With no payload this is
+ *    plain RFC 7306 Immediate Data; with payload it is our extension (Wireshark 4.0 shows
+ *    opcode 8 as "Unknown", not malformed). A Send followed by Immediate Data would
+ *    consume two receives.
+ *  - RTR: the initiator offers zero-length Write and Read, the responder picks Write,
+ *    then Read, then Send (only a peer offering nothing else gets Send).
+ *  - A connection lost under outstanding work (RST, FIN inside an FPDU or with READ
+ *    responses owed) completes the oldest started WQE with SV_WC_FATAL_ERR and vendor_err
+ *    LLP/conn-lost (0x020001), raises QP_FATAL, and the rest flush. A FIN between FPDUs
+ *    with nothing owed is a graceful close: DISCONNECTED (core flushes the QP).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -33,7 +51,6 @@ void sv__iw_qp_reset(struct sv__iwqp *iq)
 	sv__iw_tx_abort(iq);
 	memset(iq, 0, sizeof(*iq));
 	iq->qp = keep.qp;
-	iq->ctx = keep.ctx;
 	iq->fd = -1;
 	iq->mulpdu = keep.mulpdu;
 	iq->irq = irq;
@@ -90,7 +107,6 @@ static int qp_create(struct sv_qp *qp, void **tqp)
 	if (!iq)
 		return -ENOMEM;
 	iq->qp = qp;
-	iq->ctx = qp->context;
 	iq->fd = -1;
 	/* MULPDU: payload per FPDU; the header must fit the 16-bit ULPDU_Length too. */
 	iq->mulpdu = o->mulpdu ? o->mulpdu : SV__IW_DEFAULT_MULPDU;
@@ -149,11 +165,15 @@ static void sq_kick(struct sv_qp *qp)
 static int poll_qp(struct sv_qp *qp)
 {
 	struct sv__iwqp *iq = sv__iw_qp(qp);
+	uint64_t now;
 	int rc;
 
 	/* The responder's first FPDU is the loop's (it reports ESTABLISHED). */
 	if (!iq->up || iq->err || iq->rtr_wait || iq->ev_eof || iq->ev_lost)
 		return 0;
+	now = sv__now_ns();
+	iq->poll_streak = now - iq->poll_ns < SV__IW_SPIN_GAP_NS ? iq->poll_streak + 1 : 1;
+	iq->poll_ns = now;
 	rc = sv__iw_rx_progress(iq, 16);
 	if (!sv__iw_tx_idle(iq) && !iq->want_write && iq->tx_ok)
 		rc |= sv__iw_tx_progress(iq);

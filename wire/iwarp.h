@@ -4,10 +4,10 @@
  * The transport is split by concern, as siw is:
  *   iwarp.c       the ops table, per-context and per-QP state, poll/kick glue
  *   iwarp_cm.c    endpoints: listen/connect/accept, the MPA Request/Reply exchange
- *                 (RFC 5044 section 7, RFC 6581), the loop's socket callbacks, closing
+ *                 (RFC 5044, RFC 6581), the loop's socket callbacks, closing
  *   iwarp_tx.c    the transmit engine: WQEs and queued responses to FPDUs, writev batches
  *   iwarp_rx.c    the receive engine: a resumable FPDU parser with direct placement
- *   iwarp_term.c  Terminate messages (RFC 5040 section 7) and error mapping
+ *   iwarp_term.c  Terminate messages (RFC 5040) and error mapping
  *
  * Threads: an endpoint (struct sv__tep) and its libuv handles live on the context's loop.
  * The per-QP state (struct sv__iwqp) is touched only with the QP lock held; the socket fd
@@ -29,6 +29,13 @@
 
 #define SV__IW_HS_TIMEOUT_MS 10000	/* MPA Request/Reply exchange must finish by then */
 #define SV__IW_CLOSE_TIMEOUT_MS 2000	/* after our FIN, wait this long for the peer's */
+/* Parking the loop's RX (iwarp_cm.c data_io()): an application whose poll() calls come
+ * less than SPIN_GAP apart, SPIN_STREAK times in a row, is spinning and reads the socket
+ * itself; the loop re-checks every PARK_MS and resumes once polls stopped for IDLE. */
+#define SV__IW_SPIN_GAP_NS 20000
+#define SV__IW_SPIN_STREAK 8
+#define SV__IW_PARK_MS 1
+#define SV__IW_IDLE_NS 200000
 #define SV__IW_MAX_PENDING 64		/* unanswered handshakes per listener */
 #define SV__IW_DEFAULT_MULPDU 8192	/* payload per FPDU when the options say 0 */
 #define SV__IW_MAX_RD 128		/* cap on IRD/ORD resources per QP */
@@ -65,7 +72,7 @@ struct sv__iw_txmsg {
 	bool started;			/* at least one FPDU emitted (zero-length messages) */
 };
 
-/* Responder resources: a queued Read Response or Atomic Response (RFC 5040 5.2.2). */
+/* Responder resources: a queued Read Response or Atomic Response (RFC 5040). */
 struct sv__iw_irq {
 	struct sv__iw_txmsg msg;
 	struct sv__mr *mr;		/* Read Response source, held until written */
@@ -156,7 +163,7 @@ struct sv__iw_rx {
 	int nriov;
 	uint32_t rcap, rgot;
 	bool rmsg_open;			/* segments with L=0 seen, MSN fixed */
-	uint32_t msn[4];		/* next expected MSN per QN (RFC 5041 5.1: from 1) */
+	uint32_t msn[4];		/* next expected MSN per QN (RFC 5041: from 1) */
 	/* RDMA Write with Immediate: the Write just before an Immediate Data message. */
 	uint32_t wr_len;
 	bool wr_open, wr_last;
@@ -165,7 +172,6 @@ struct sv__iw_rx {
 /* Per-QP transport state (the qp's tqp). */
 struct sv__iwqp {
 	struct sv_qp *qp;
-	struct sv_context *ctx;
 	struct sv__tep *ep;		/* the connection, NULL when none */
 	int fd;				/* -1 unless connected */
 	bool up;			/* data phase: the RX engine may run */
@@ -185,6 +191,8 @@ struct sv__iwqp {
 	bool want_write;		/* the socket was full: poll for writability */
 	bool shut_req;			/* shut our direction once TX drains */
 	bool shut_done;
+	uint64_t poll_ns;		/* last time poll() ran the RX engine (app thread) */
+	unsigned poll_streak;		/* polls in a row, each within SPIN_GAP of the last */
 	/* TX */
 	uint64_t tx_off;		/* stream offset (markers) */
 	uint64_t seq;			/* WQEs taken so far */

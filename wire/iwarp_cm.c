@@ -1,12 +1,12 @@
 /*
  * iwarp_cm.c — connections of the iWARP transport: TCP endpoints on the context's loop
- * and the MPA connection setup (RFC 5044 section 7, enhanced by RFC 6581).
+ * and the MPA connection setup (RFC 5044, enhanced by RFC 6581).
  *
  * Initiator: non-blocking connect; on writability it sends an MPA Request rev 2 with the
  * RFC 6581 block (P2P, its IRD/ORD, RTR types Write and Read offered: a zero-length Send
  * would consume a receive at the peer), C and M from the device options, then the
  * application's private data. On the Reply: R set means REJECTED; otherwise the IRD/ORD
- * and RTR choice are checked (RFC 6581 section 3: Terminate LLP 0x06 / 0x07 on failure),
+ * and RTR choice are checked (RFC 6581: Terminate LLP 0x06 / 0x07 on failure),
  * the chosen zero-length RTR FPDU is queued first, the QP goes to RTS and ESTABLISHED is
  * reported. A rev 1 Reply (no block) is accepted too: then no RTR is sent.
  *
@@ -15,7 +15,7 @@
  * SV__IW_MAX_PENDING handshakes wait per listener. CONNECT_REQUEST carries the private
  * data and the peer's IRD/ORD. accept sends the Reply (P2P echoed with exactly one RTR
  * type: Write preferred, then Read, then Send; IRD = min(our IRD, initiator ORD), ORD =
- * min(our ORD, initiator IRD); C = requester's C or ours; M = ours). RFC 5044 7.1.1: the
+ * min(our ORD, initiator IRD); C = requester's C or ours; M = ours). RFC 5044: the
  * responder sends no FPDU before the initiator's first one, so it reports ESTABLISHED (and
  * the QP enters RTS) when that first FPDU — the RTR, or any FPDU from a rev 1 initiator —
  * has been received. A rev 1 Request (no block) is served the same way; an application
@@ -59,7 +59,6 @@ struct sv__tep {
 	struct sv_context *ctx;
 	void *cm;			/* core's cookie; NULL: report nothing */
 	enum ep_state state;
-	bool initiator;
 	int conn_err;			/* connect() failed at once with this */
 	int fd;
 	int events;			/* current poll mask */
@@ -68,6 +67,7 @@ struct sv__tep {
 	uv_timer_t defer;		/* runs ep_update() outside the QP lock */
 	bool poll_open, timer_open, defer_open;
 	bool destroyed;			/* ep_destroy ran (or nobody will call it) */
+	bool parked;			/* the loop leaves RX to a polling application */
 	bool was_up, reported_end;	/* ESTABLISHED was reported / so was the end */
 	struct sv_qp *qp;
 	struct sv__iwqp *iq;
@@ -354,7 +354,7 @@ static void build_rtr(struct sv__iwqp *iq, unsigned rtr)
 	struct sv__iw_txmsg *msg = &iq->rtr_msg;
 
 	if (rtr == SV_MPA_RTR_WRITE) {
-		/* A zero-length RDMA Write; its STag is never checked (RFC 6581 section 4). */
+		/* A zero-length RDMA Write; its STag is never checked (RFC 6581). */
 		sv__iw_txmsg_init(msg, SV_RDMAP_WRITE, true);
 		msg->m.ddp.stag = 1;
 	} else {
@@ -381,7 +381,7 @@ static void connect_fail(struct sv__tep *ep, enum sv_cm_event_type type, int sta
 	ep_close_fd(ep);
 }
 
-/* RFC 6581 section 3: the initiator's checks fail; say so with a Terminate first. */
+/* RFC 6581: the initiator's checks fail; say so with a Terminate first. */
 static void initiator_terminate(struct sv__tep *ep, uint8_t ecode)
 {
 	struct sv__iw_err e = { 0 };
@@ -410,7 +410,7 @@ static void initiator_reply(struct sv__tep *ep)
 		return;
 	}
 	if (r->enhanced) {
-		/* RFC 6581 section 3: our IRD must cover the responder's ORD. */
+		/* RFC 6581: our IRD must cover the responder's ORD. */
 		if (r->ord > ep->my_ird) {
 			initiator_terminate(ep, SV_TERM_LLP_INSUFF_IRD);
 			return;
@@ -501,7 +501,6 @@ int sv__iw_connect(struct sv_qp *qp, void *cm, const struct sockaddr *dst,
 		return -ENOMEM;
 	}
 	ep->cm = cm;
-	ep->initiator = true;
 	ep->my_ird = clamp_rd(param ? param->ird : 0, o->max_qp_rd_atom);
 	ep->my_ord = clamp_rd(param ? param->ord : 0, o->max_qp_init_rd_atom);
 	qp_attach(ep, qp);
@@ -510,7 +509,7 @@ int sv__iw_connect(struct sv_qp *qp, void *cm, const struct sockaddr *dst,
 	if (ep->my_ord > ep->iq->orq_size)
 		ep->my_ord = (uint16_t)ep->iq->orq_size;
 
-	/* RFC 5044 7.1 + RFC 6581 section 3: the Request with the enhanced block. */
+	/* RFC 5044 + RFC 6581: the Request with the enhanced block. */
 	rr.markers = o->markers != 0;
 	rr.crc = ep->req_crc = o->crc != 0;
 	rr.enhanced = true;
@@ -660,7 +659,7 @@ int sv__iw_accept(struct sv__tep *ep, struct sv_qp *qp, const struct sv__conn_pa
 	data_phase(ep, crc, q->markers, o->markers != 0, ird, ord);
 	ep->iq->rtr_wait = true;
 	ep->iq->rtr = rtr;
-	ep->iq->tx_ok = false;		/* RFC 5044 7.1.1: nothing before their first FPDU */
+	ep->iq->tx_ok = false;		/* RFC 5044: nothing before their first FPDU */
 	sv__qp_unlock(qp);
 	ep->state = EP_RTR_WAIT;
 	rc = hs_flush(ep);
@@ -802,6 +801,18 @@ static void data_io(struct sv__tep *ep, int events)
 	sv__qp_lock(qp);
 	if (events & UV_WRITABLE)
 		sv__iw_tx_progress(iq);
+	if ((events & UV_READABLE) && ep->state == EP_UP && !iq->err &&
+	    iq->poll_streak >= SV__IW_SPIN_STREAK &&
+	    sv__now_ns() - iq->poll_ns < SV__IW_SPIN_GAP_NS) {
+		/* DESIGN.md "thread hops": the application is spinning on this QP and will
+		 * find these bytes itself; waking the loop for each FPDU costs a cross-core
+		 * switch. Stop watching readability; timer_cb() checks back every PARK_MS. */
+		sv__qp_unlock(qp);
+		ep->parked = true;
+		ep_timer(ep, SV__IW_PARK_MS);
+		ep_update(ep);
+		return;
+	}
 	if (events & UV_READABLE) {
 		if (iq->err) {
 			if (iq->fd >= 0 && sv__iw_rx_drain(iq) == -ENODATA)
@@ -810,7 +821,7 @@ static void data_io(struct sv__tep *ep, int events)
 			sv__iw_rx_progress(iq, 64);
 		}
 		while (iq->ev_established && !iq->err) {
-			/* The responder's first FPDU arrived (RFC 6581 section 4). */
+			/* The responder's first FPDU arrived (RFC 6581). */
 			iq->ev_established = false;
 			est = true;
 			sv__qp_established(qp, iq->ird, iq->ord);
@@ -873,6 +884,7 @@ static void ep_update(struct sv__tep *ep)
 	sv__qp_unlock(ep->qp);
 
 	if ((err || peer_done) && ep->state != EP_CLOSING) {
+		ep->parked = false;
 		ep->state = EP_CLOSING;
 		ep_timer(ep, SV__IW_CLOSE_TIMEOUT_MS);
 	}
@@ -880,7 +892,7 @@ static void ep_update(struct sv__tep *ep)
 		ep_end(ep);
 		return;
 	}
-	ep_poll(ep, UV_READABLE | (want_write ? UV_WRITABLE : 0));
+	ep_poll(ep, (ep->parked ? 0 : UV_READABLE) | (want_write ? UV_WRITABLE : 0));
 }
 
 static void poll_cb(uv_poll_t *h, int status, int events)
@@ -994,6 +1006,23 @@ static void timer_cb(uv_timer_t *t)
 	case EP_CLOSING:
 		ep_end(ep);
 		break;
+	case EP_UP:
+		/* Parked: still spinning? Then look again later; else the loop takes RX back
+		 * (an application that just went to sleep waits at most PARK_MS more). */
+		if (ep->parked && ep->qp) {
+			uint64_t last;
+
+			sv__qp_lock(ep->qp);
+			last = ep->iq->poll_ns;
+			sv__qp_unlock(ep->qp);
+			if (sv__now_ns() - last < SV__IW_IDLE_NS) {
+				ep_timer(ep, SV__IW_PARK_MS);
+				break;
+			}
+			ep->parked = false;
+			ep_update(ep);
+		}
+		break;
 	default:
 		break;
 	}
@@ -1014,7 +1043,7 @@ void sv__iw_ep_kick(struct sv__tep *ep)
 
 	/* [loop, qp-locked]: only adjust the mask here; the rest runs without the lock. */
 	if (iq && (ep->state == EP_UP || ep->state == EP_RTR_WAIT || ep->state == EP_CLOSING))
-		ep_poll(ep, UV_READABLE | (iq->want_write ? UV_WRITABLE : 0));
+		ep_poll(ep, (ep->parked ? 0 : UV_READABLE) | (iq->want_write ? UV_WRITABLE : 0));
 	if (ep->defer_open)
 		uv_timer_start(&ep->defer, defer_cb, 0, 0);
 }

@@ -2,9 +2,9 @@
  * iwarp_rx.c — the receive engine of the iWARP transport.
  *
  * A resumable parser over a non-blocking TCP stream (siw's model: -EAGAIN only means
- * "need more bytes"). Each FPDU (RFC 5044 section 4) goes through three stages:
- *   HDR      the ULPDU_Length field and the DDP/RDMAP headers (RFC 5041 section 4,
- *            RFC 5040 section 4), read into a small buffer and validated: queue number,
+ * "need more bytes"). Each FPDU (RFC 5044) goes through three stages:
+ *   HDR      the ULPDU_Length field and the DDP/RDMAP headers (RFC 5041,
+ *            RFC 5040), read into a small buffer and validated: queue number,
  *            MSN and MO for untagged segments, STag/TO/access for tagged ones;
  *   PAYLOAD  read straight into its destination (direct data placement): the target of
  *            an RDMA Write, the requester's READ sink, the posted receive of a Send;
@@ -13,7 +13,7 @@
  *            does a header error turn into a Terminate.
  * Bytes come through a read-ahead staging buffer; payloads of SV__IW_RX_DIRECT bytes or
  * more are read in place with one readv whose last iovec is the staging buffer, so the
- * next headers arrive in the same system call. Markers (RFC 5044 section 5), when we
+ * next headers arrive in the same system call. Markers (RFC 5044), when we
  * asked for them, are stripped as bytes are pulled and counted in the CRC.
  *
  * Every function here runs with the QP lock held.
@@ -45,7 +45,7 @@ static void fpdu_reset(struct sv__iw_rx *rx);
 void sv__iw_rx_reset(struct sv__iwqp *iq)
 {
 	for (int q = 0; q < 4; q++)
-		iq->rx->msn[q] = 1;	/* RFC 5041 section 5.1 */
+		iq->rx->msn[q] = 1;	/* RFC 5041 */
 	fpdu_reset(iq->rx);
 }
 
@@ -174,7 +174,7 @@ static ssize_t rx_pull(struct sv__iwqp *iq, const struct iovec *dst, int ndst, s
 		size_t chunk = want - got;
 		size_t avail = rx->sb_len - rx->sb_off;
 
-		/* RFC 5044 5.1: a marker every 512 stream bytes; CRC covers it (6.1). */
+		/* RFC 5044: a marker every 512 stream bytes; CRC covers it. */
 		if (iq->mark_rx && (rx->mk_got > 0 || rx->off % SV_MPA_MARKER_PERIOD == 0)) {
 			size_t take;
 
@@ -267,7 +267,7 @@ static void classify_bad_hdr(struct sv__iw_rx *rx)
 	uint8_t c0 = rx->hdr[2], c1 = rx->hdr[3];
 
 	if ((c0 & SV_DDP_DV_MASK) != SV_DDP_VERSION) {
-		/* RFC 5041 7.2: invalid DDP version, tagged or untagged flavour. */
+		/* RFC 5041: invalid DDP version, tagged or untagged flavour. */
 		err_ddp(&rx->err, (c0 & SV_DDP_FLAG_T) ? SV_TERM_DDP_TAGGED : SV_TERM_DDP_UNTAGGED,
 			(c0 & SV_DDP_FLAG_T) ? SV_TERM_DDP_T_INV_VERSION : SV_TERM_DDP_U_INV_VERSION,
 			SV_EVENT_QP_FATAL);
@@ -281,7 +281,7 @@ static void classify_bad_hdr(struct sv__iw_rx *rx)
 	}
 }
 
-/* Untagged DDP checks (RFC 5041 section 5.3): queue, MSN, MO, single segment. */
+/* Untagged DDP checks (RFC 5041): queue, MSN, MO, single segment. */
 static bool check_untagged(struct sv__iw_rx *rx, uint32_t qn, bool single)
 {
 	const struct sv_ddp_hdr *d = &rx->m.ddp;
@@ -321,7 +321,7 @@ static void on_header(struct sv__iwqp *iq)
 		void *ptr;
 		int rc;
 
-		/* RFC 5040 5.1 / verbs 6: a zero-length Write (the RTR) is not checked. */
+		/* RFC 5040 / verbs 6: a zero-length Write (the RTR) is not checked. */
 		if (rx->pay_len == 0)
 			break;
 		rc = sv__mr_acquire(iq->qp, m->ddp.stag, m->ddp.to, rx->pay_len,
@@ -372,7 +372,7 @@ static void on_header(struct sv__iwqp *iq)
 				SV_EVENT_QP_REQ_ERR);
 			break;
 		}
-		/* A zero-length Send chosen as RTR consumes no receive (RFC 6581 section 4). */
+		/* A zero-length Send chosen as RTR consumes no receive (RFC 6581). */
 		if (iq->rtr_wait && iq->rtr == SV_MPA_RTR_SEND && op == SV_RDMAP_SEND &&
 		    rx->pay_len == 0 && d->last && !rx->rmsg_open)
 			break;
@@ -380,7 +380,7 @@ static void on_header(struct sv__iwqp *iq)
 			struct sv__recv_wqe *w;
 			int n;
 
-			/* RFC 5040 5.3 / iWARP has no RNR: no receive is a DDP error. */
+			/* RFC 5040 / iWARP has no RNR: no receive is a DDP error. */
 			if (sv__rq_take(iq->qp, &w) < 0) {
 				err_ddp(&rx->err, SV_TERM_DDP_UNTAGGED, SV_TERM_DDP_U_NO_BUFFER,
 					SV_EVENT_QP_REQ_ERR);
@@ -440,7 +440,7 @@ static void on_header(struct sv__iwqp *iq)
  * Acting on a complete, CRC-checked FPDU.
  */
 
-/* RFC 7306 section 5: masked FetchAdd stops the carry out of each bit set in the mask. */
+/* RFC 7306: masked FetchAdd stops the carry out of each bit set in the mask. */
 static uint64_t masked_add(uint64_t a, uint64_t b, uint64_t mask)
 {
 	uint64_t r = 0, carry = 0;
@@ -484,7 +484,7 @@ static uint64_t run_atomic(uint64_t *p, const struct sv_rdmap_atomic_req *a)
 
 static bool irq_full(struct sv__iwqp *iq, struct sv__iw_rx *rx)
 {
-	/* RFC 5040 6.4: more outstanding Read (and RFC 7306 Atomic) Requests than the
+	/* RFC 5040: more outstanding Read (and RFC 7306 Atomic) Requests than the
 	 * negotiated IRD is an error; name it as an MSN beyond QN 1's buffers. */
 	if (iq->irq_put - iq->irq_get < iq->ird && iq->irq_put - iq->irq_get < iq->irq_size)
 		return false;
@@ -512,7 +512,7 @@ static void commit_read_req(struct sv__iwqp *iq)
 		}
 	}
 	e = &iq->irq[iq->irq_put % iq->irq_size];
-	/* RFC 5040 4.5: the response is a tagged message to the Data Sink STag/TO. */
+	/* RFC 5040: the response is a tagged message to the Data Sink STag/TO. */
 	sv__iw_txmsg_init(&e->msg, SV_RDMAP_READ_RESP, true);
 	e->msg.m.ddp.stag = r->sink_stag;
 	e->msg.to_base = r->sink_to;
@@ -543,7 +543,7 @@ static void commit_atomic_req(struct sv__iwqp *iq)
 		err_rdmap_op(&rx->err, SV_TERM_RDMAP_UNSPECIFIED);
 		return;
 	}
-	/* RFC 7306 5.1 / verbs 5: the target is an 8-byte aligned 64-bit word. */
+	/* RFC 7306 / verbs 5: the target is an 8-byte aligned 64-bit word. */
 	if (a->to & 7) {
 		err_rdmap_op(&rx->err, SV_TERM_RDMAP_UNSPECIFIED);
 		return;
@@ -698,7 +698,7 @@ static int commit(struct sv__iwqp *iq)
 	if (iq->err)
 		return RX_STOP;
 	if (iq->rtr_wait) {
-		/* RFC 6581 / RFC 5044 7.1: the responder may send once the first FPDU from
+		/* RFC 6581 / RFC 5044: the responder may send once the first FPDU from
 		 * the initiator (the RTR, or any FPDU from a rev 1 peer) has arrived. */
 		iq->rtr_wait = false;
 		iq->ev_established = true;
@@ -821,7 +821,7 @@ static int rx_step(struct sv__iwqp *iq)
 				rx->trl_got += (size_t)n;
 				continue;
 			}
-			/* RFC 5044 6.1: CRC32c over everything before it, stored LSB first;
+			/* RFC 5044: CRC32c over everything before it, stored LSB first;
 			 * ignored when not negotiated. */
 			if (iq->crc && ~rx->crc != sv__get_le32(rx->trl + pad)) {
 				iq->cnt.crc_errors++;

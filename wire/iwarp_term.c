@@ -1,8 +1,8 @@
 /*
  * iwarp_term.c — Terminate messages and the error paths of the iWARP transport.
  *
- * RFC 5040 section 7 (with RFC 5041 section 7 and RFC 5044 section 8 for the lower
- * layers' codes): an error detected on a stream is reported to the peer in one
+ * RFC 5040 error management (with RFC 5041 and RFC 5044 for the lower layers' codes):
+ * an error detected on a stream is reported to the peer in one
  * Terminate message (QN 2) naming layer, error type and code, optionally with the
  * offending DDP segment length (M), DDP header (D) and RDMAP header (R); then the stream
  * is dead: the QP goes to ERR and the connection closes. Which optional parts we include
@@ -39,7 +39,7 @@ void sv__iw_err_from_mr(struct sv__iw_err *e, int rc, bool rdmap)
 	uint8_t ecode;
 
 	if (rdmap) {
-		/* RFC 5040 7.2 remote protection codes, for Read Requests and atomics. */
+		/* RFC 5040 remote protection codes, for Read Requests and atomics. */
 		switch (rc) {
 		case -ENOENT: ecode = SV_TERM_RDMAP_INV_STAG; break;
 		case -EPERM: ecode = SV_TERM_RDMAP_STAG_NOT_ASSOC; break;
@@ -52,7 +52,7 @@ void sv__iw_err_from_mr(struct sv__iw_err *e, int rc, bool rdmap)
 		sv__iw_err_set(e, SV_TERM_LAYER_RDMAP, SV_TERM_RDMAP_REMOTE_PROT, ecode);
 		e->with_rdmap = true;
 	} else {
-		/* RFC 5041 7.2 tagged buffer codes for RDMA Write placement. DDP has no code
+		/* RFC 5041 tagged buffer codes for RDMA Write placement. DDP has no code
 		 * for missing access rights; like siw we call it an invalid STag. */
 		switch (rc) {
 		case -EPERM: ecode = SV_TERM_DDP_T_STAG_NOT_ASSOC; break;

@@ -1,12 +1,11 @@
 /*
  * iwarp_tx.c — the transmit engine of the iWARP transport.
  *
- * Work requests and queued responses become RDMAP messages (RFC 5040 section 4, RFC 7306
- * sections 4-5), each cut into DDP segments of at most mulpdu payload bytes (RFC 5041
- * section 5), each segment framed as one MPA FPDU (RFC 5044 section 4): 2-byte
- * ULPDU_Length, headers, payload, PAD to a 4-byte multiple, CRC32c (or zero when CRC was
- * not negotiated) and, if the peer asked for them, a marker every 512 stream bytes
- * (RFC 5044 section 5). Headers and trailers are built in a per-QP batch buffer; payload
+ * Work requests and queued responses become RDMAP messages (RFC 5040, RFC 7306), each
+ * cut into DDP segments of at most mulpdu payload bytes (RFC 5041), each segment framed
+ * as one MPA FPDU (RFC 5044): 2-byte ULPDU_Length, headers, payload, PAD to a 4-byte
+ * multiple, CRC32c (or zero when CRC was not negotiated) and, if the peer asked for
+ * them, a marker every 512 stream bytes. Headers and trailers are built in a per-QP batch buffer; payload
  * goes to writev straight from registered memory, so there is no staging copy. One
  * sendmsg carries up to SV__IW_TX_FPDU FPDUs; a partial write leaves a cursor that the
  * next call (the poster's thread or the loop when the socket turns writable) resumes.
@@ -48,7 +47,7 @@ int sv__iw_tx_init(struct sv__iwqp *iq)
 	if (!iq->tb)
 		return -ENOMEM;
 	for (int q = 0; q < 4; q++)
-		iq->tx_msn[q] = 1;	/* RFC 5041 section 5.1: MSN starts at 1 per queue */
+		iq->tx_msn[q] = 1;	/* RFC 5041: MSN starts at 1 per queue */
 	return 0;
 }
 
@@ -87,7 +86,7 @@ static void add_iov(struct fpdu_ctx *f, const void *p, size_t len, bool crc)
 		f->crc = sv__crc32c_update(f->crc, p, len);
 }
 
-/* A marker is due when the next stream byte sits at a multiple of 512 (RFC 5044 5.1).
+/* A marker is due when the next stream byte sits at a multiple of 512 (RFC 5044).
  * Its FPDUPTR counts back to this FPDU's ULPDU_Length field; a marker in front of the
  * length field belongs to the FPDU it precedes (pointer 0) and is covered by its CRC. */
 static void marker_if_due(struct fpdu_ctx *f)
@@ -156,7 +155,7 @@ static int add_fpdu(struct sv__iwqp *iq, struct sv__iw_txmsg *msg, uint8_t actio
 			   b->total + flen > SV__IW_TX_BYTES))
 		return -ENOSPC;
 
-	/* RFC 5041 5.2/5.3: tagged segments carry their own TO, untagged ones their MO;
+	/* RFC 5041: tagged segments carry their own TO, untagged ones their MO;
 	 * L marks the last segment of the message. */
 	msg->m.ddp.last = msg->off + seg == msg->len;
 	if (msg->m.ddp.tagged)
@@ -187,7 +186,7 @@ static int add_fpdu(struct sv__iwqp *iq, struct sv__iw_txmsg *msg, uint8_t actio
 		rest -= l;
 	}
 
-	/* RFC 5044 4.1: PAD brings length field + ULPDU to a multiple of 4; the CRC covers
+	/* RFC 5044: PAD brings length field + ULPDU to a multiple of 4; the CRC covers
 	 * everything before it, markers included (section 6.1). Stored LSB first. */
 	pad = sv__mpa_pad((size_t)hlen + seg);
 	memset(trl, 0, pad);
@@ -231,7 +230,7 @@ static unsigned ord_limit(struct sv__iwqp *iq)
 
 static void set_imm(struct sv__iw_txmsg *msg, uint32_t imm_be, bool after_write)
 {
-	/* RFC 7306 section 4: 8 bytes of Immediate Data, opaque to RDMAP. Verbs immediate
+	/* RFC 7306: 8 bytes of Immediate Data, opaque to RDMAP. Verbs immediate
 	 * data is 4 bytes (already in network order): bytes 0-3. Byte 4 bit 0 tells our
 	 * receiver that this Immediate Data closes an RDMA Write (WRITE_WITH_IMM), so it
 	 * reports RECV_RDMA_WITH_IMM; the rest is zero. */
@@ -332,7 +331,7 @@ static int start_wqe(struct sv__iwqp *iq)
 
 			sv__iw_txmsg_init(msg, SV_RDMAP_READ_REQ, false);
 			untagged(iq, msg, SV_DDP_QN_READ_REQ);
-			/* RFC 5040 4.4: the sink is named by STag and TO; our RX places each
+			/* RFC 5040: the sink is named by STag and TO; our RX places each
 			 * response at offset (TO - sink TO) in the WQE's SGE list, so the lkey
 			 * and address of the first SGE serve as that name. */
 			r->sink_stag = wqe->num_sge ? wqe->sge[0].lkey : 0;
@@ -402,7 +401,7 @@ static int cur_fpdu(struct sv__iwqp *iq)
 	if (!msg_done(msg))
 		return 0;
 	if (wqe->opcode == SV_WR_RDMA_WRITE_WITH_IMM && iq->cur_phase == 0) {
-		/* RFC 7306 section 4: RDMA Write with Immediate Data is an RDMA Write message
+		/* RFC 7306: RDMA Write with Immediate Data is an RDMA Write message
 		 * followed by an Immediate Data message, which consumes a receive. */
 		sv__iw_txmsg_init(msg, (wqe->flags & SV_SEND_SOLICITED) ? SV_RDMAP_IMM_SE :
 				  SV_RDMAP_IMM, false);
@@ -428,7 +427,7 @@ static int fill_batch(struct sv__iwqp *iq)
 		if (iq->term_pending && !iq->term_sent) {
 			if (add_fpdu(iq, &iq->term_msg, SV__IW_FP_TERM_DONE, NULL, 0) == 0)
 				iq->term_sent = true;
-			break;			/* nothing follows a Terminate (RFC 5040 5.4) */
+			break;			/* nothing follows a Terminate (RFC 5040) */
 		}
 		if (iq->err || !iq->tx_ok || iq->shut_req)
 			break;
@@ -547,7 +546,7 @@ int sv__iw_tx_progress(struct sv__iwqp *iq)
 	}
 	if (b->done == b->total && iq->shut_req && !iq->shut_done &&
 	    (!iq->term_pending || iq->term_sent)) {
-		shutdown(iq->fd, SHUT_WR);	/* our FIN: RFC 5044 7.2 graceful teardown */
+		shutdown(iq->fd, SHUT_WR);	/* our FIN: RFC 5044 graceful teardown */
 		iq->shut_done = true;
 		sv__qp_kick(iq->qp);
 	}
@@ -562,7 +561,7 @@ void sv__iw_tx_abort(struct sv__iwqp *iq)
 	for (int i = 0; i < b->nfp && !boundary; i++)
 		boundary = b->fp[i].end == b->done;
 	/* The FPDUs not yet written are dropped: their WQEs are flushed by core, and a
-	 * Terminate can only follow a complete FPDU (RFC 5040 5.4: best effort). */
+	 * Terminate can only follow a complete FPDU (RFC 5040: best effort). */
 	iq->tx_off -= b->total - b->done;
 	b->total = b->done;
 	b->nfp = b->fp_pos;
