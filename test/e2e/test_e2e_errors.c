@@ -1154,3 +1154,93 @@ Test(e2e_errors, busy_objects_refuse_destruction, .timeout = 30)
 	e2e_assert_pat(b.sbuf, 256, 3, 0, "SEND data after refused destroys");
 	close_pair(&p, &b);
 }
+
+/* Tearing down in the middle of traffic: the client destroys its id and QP while 16 MiB
+ * of WRITEs and READs are outstanding. Its outstanding WRs flush into the CQ, nothing
+ * touches freed memory (run under ASan too), the server sees the connection end, and
+ * both devices close cleanly. */
+Test(e2e_errors, destroy_qp_with_work_in_flight, .timeout = 30)
+{
+	struct e2e_pair_opts o;
+	struct e2e_pair p;
+	struct sv_cm_event *ev;
+	uint8_t *cbuf = e2e_alloc(8 * MiB), *sbuf = e2e_alloc(8 * MiB);
+	struct sv_mr *cmr, *smr;
+	struct sv_wc wc[32];
+	int n, total = 0, flushed = 0;
+
+	e2e_pair_opts_init(&o);
+	e2e_pair_open(&p, &o, NULL, NULL);
+	cmr = e2e_reg(&p.cli, cbuf, 8 * MiB, E2E_ACCESS_ALL);
+	smr = e2e_reg(&p.srv, sbuf, 8 * MiB, E2E_ACCESS_ALL);
+	for (int i = 0; i < 16; i++)
+		e2e_post_one(p.cli.qp, (uint64_t)i, i % 2 ? SV_WR_RDMA_READ : SV_WR_RDMA_WRITE, cmr,
+			     cbuf + (size_t)(i % 8) * MiB, MiB, SV_SEND_SIGNALED,
+			     (uintptr_t)sbuf + (uint64_t)(i % 8) * MiB, smr->rkey, 0);
+	cr_assert_eq(sv_cm_destroy_id(p.cli.id), 0);
+	p.cli.id = NULL;
+	cr_assert_eq(sv_destroy_qp(p.cli.qp), 0, "destroy_qp with 16 WRs outstanding");
+	p.cli.qp = NULL;
+	/* every WR is accounted for: done before the destroy, or flushed by it, in order */
+	while ((n = sv_poll_cq(p.cli.send_cq, 32, wc)) > 0) {
+		for (int k = 0; k < n; k++) {
+			cr_assert_eq(wc[k].wr_id, (uint64_t)(total + k), "completion order");
+			cr_assert(wc[k].status == SV_WC_SUCCESS || wc[k].status == SV_WC_WR_FLUSH_ERR,
+				  "WR %d: %s", total + k, sv_wc_status_str(wc[k].status));
+			/* READ responses arrive in order: once a READ was flushed, no later
+			 * READ can have its data. (A later WRITE may still report success: on
+			 * iWARP it completes once handed to TCP.) */
+			if ((total + k) % 2 == 1) {
+				cr_assert(wc[k].status == SV_WC_WR_FLUSH_ERR || flushed == 0,
+					  "READ %d succeeded after an earlier READ was flushed",
+					  total + k);
+				flushed += wc[k].status == SV_WC_WR_FLUSH_ERR;
+			}
+		}
+		total += n;
+	}
+	cr_assert_eq(total, 16, "%d of 16 WRs completed or flushed after destroy_qp", total);
+	ev = e2e_cm_wait(p.srv.cm_ch, SV_CM_EVENT_DISCONNECTED, E2E_WAIT_MS);
+	cr_assert_eq(sv_cm_ack_event(ev), 0);
+	e2e_wait_qp_state(p.srv.qp, SV_QPS_ERR, E2E_WAIT_MS);
+	cr_assert_eq(sv_dereg_mr(cmr), 0);
+	cr_assert_eq(sv_dereg_mr(smr), 0);
+	e2e_pair_close(&p);
+	free(cbuf);
+	free(sbuf);
+}
+
+/* The server destroys its listener, then the request id it never answered: the client
+ * learns of it through an event (no hang), and both devices close cleanly. */
+Test(e2e_errors, unanswered_request_destroyed, .timeout = 30)
+{
+	struct e2e_pair_opts o;
+	struct e2e_side cli, srv;
+	struct sv_cm_id *lid, *rid;
+	struct sockaddr_in addr;
+	struct sv_conn_param cp;
+	struct sv_cm_event *ev;
+
+	e2e_pair_opts_init(&o);
+	e2e_side_open(&cli, 1, &o);
+	e2e_side_open(&srv, 1, &o);
+	e2e_side_create_qp(&cli, &o, E2E_ACCESS_ALL);
+	lid = e2e_listen(&srv, &addr);
+	memset(&cp, 0, sizeof(cp));
+	cr_assert_eq(sv_cm_create_id(cli.cm_ch, cli.ctx, NULL, &cli.id), 0);
+	cr_assert_eq(sv_cm_connect(cli.id, cli.qp, (struct sockaddr *)&addr, &cp), 0);
+	ev = e2e_cm_wait(srv.cm_ch, SV_CM_EVENT_CONNECT_REQUEST, E2E_WAIT_MS);
+	rid = ev->id;
+	cr_assert_eq(sv_cm_ack_event(ev), 0);
+	cr_assert_eq(sv_cm_destroy_id(lid), 0);
+	cr_assert_eq(sv_cm_destroy_id(rid), 0, "destroying an unanswered request id");
+	ev = e2e_cm_next(cli.cm_ch, 2 * E2E_WAIT_MS);
+	cr_assert_not_null(ev, "client never heard that its request died");
+	cr_assert(ev->event == SV_CM_EVENT_REJECTED || ev->event == SV_CM_EVENT_CONNECT_ERROR ||
+			  ev->event == SV_CM_EVENT_UNREACHABLE,
+		  "client got %s", sv_cm_event_str(ev->event));
+	cr_assert_eq(sv_cm_ack_event(ev), 0);
+	cr_assert_neq(e2e_qp_state(cli.qp), SV_QPS_RTS);
+	e2e_side_close(&srv);
+	e2e_side_close(&cli);
+}

@@ -289,7 +289,7 @@ static void run_session(uint16_t port)
  * Capture and decode.
  */
 
-/* A port that is free now (bound to 0 and released). */
+/* A TCP port that is free now (bound to 0 and released). */
 static uint16_t free_port(void)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET };
@@ -303,17 +303,38 @@ static uint16_t free_port(void)
 	return ntohs(a.sin_port);
 }
 
-/* Starts dumpcap on lo for tcp port `port` into path, its messages going to log; returns
- * its pid once it reports that it is capturing. (A log file rather than a pipe: dumpcap
- * writes its final statistics when stopped, and a closed pipe would kill it with SIGPIPE
- * before the capture file is complete.) */
+static off_t file_size(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 ? st.st_size : -1;
+}
+
+/*
+ * Starts dumpcap on lo for tcp port `port` into path, its messages going to log (a file,
+ * not a pipe: dumpcap writes its final statistics when stopped, and a closed pipe would
+ * kill it with SIGPIPE before the capture file is complete). dumpcap says "Capturing on"
+ * a moment before packets really flow into the file, so the filter also takes UDP
+ * datagrams to a port of ours, and we send such sentinels until the file grows: from
+ * then on nothing of the session can be missed.
+ */
 static pid_t start_capture(const char *path, const char *log, uint16_t port)
 {
-	char filter[64], text[1024];
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	socklen_t salen = sizeof(sa);
+	char filter[96], text[1024];
 	uint64_t deadline = now_ms() + 15000;
+	off_t base = -1;
+	int ufd;
 	pid_t pid;
 
-	snprintf(filter, sizeof(filter), "tcp port %u", port);
+	/* the sentinel port stays bound by us, so no one else's traffic matches it */
+	ufd = socket(AF_INET, SOCK_DGRAM, 0);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	cr_assert(ufd >= 0 && bind(ufd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+		  getsockname(ufd, (struct sockaddr *)&sa, &salen) == 0);
+	snprintf(filter, sizeof(filter), "tcp port %u or udp port %u", port,
+		 ntohs(sa.sin_port));
 	pid = fork();
 	cr_assert_geq(pid, 0);
 	if (pid == 0) {
@@ -327,35 +348,50 @@ static pid_t start_capture(const char *path, const char *log, uint16_t port)
 		       "duration:120", "-w", path, (char *)NULL);
 		_exit(127);
 	}
-	/* dumpcap prints "Capturing on 'Loopback: lo'" once it is ready */
 	for (;;) {
-		FILE *f = fopen(log, "r");
-		size_t n = 0;
 		int status;
 
-		if (f) {
-			n = fread(text, 1, sizeof(text) - 1, f);
-			fclose(f);
-		}
-		text[n] = 0;
-		if (strstr(text, "Capturing on"))
-			return pid;
-		if (waitpid(pid, &status, WNOHANG) == pid)
+		if (waitpid(pid, &status, WNOHANG) == pid) {
+			FILE *f = fopen(log, "r");
+			size_t n = f ? fread(text, 1, sizeof(text) - 1, f) : 0;
+
+			if (f)
+				fclose(f);
+			text[n] = 0;
 			cr_assert_fail("dumpcap exited (status 0x%x): %s -- capturing on lo needs "
 				       "root or dumpcap's capabilities (dpkg-reconfigure "
 				       "wireshark-common)", status, text);
-		cr_assert_lt(now_ms(), deadline, "dumpcap did not start within 15 s: %s", text);
+		}
+		cr_assert_lt(now_ms(), deadline, "dumpcap did not capture within 15 s");
+		if (base < 0) {
+			FILE *f = fopen(log, "r");
+			size_t n = f ? fread(text, 1, sizeof(text) - 1, f) : 0;
+
+			if (f)
+				fclose(f);
+			text[n] = 0;
+			if (strstr(text, "Capturing on"))
+				base = file_size(path);
+		} else if (file_size(path) > base) {
+			break;
+		} else {
+			sendto(ufd, "sentinel", 8, 0, (struct sockaddr *)&sa, sizeof(sa));
+		}
 		usleep(20 * 1000);
 	}
+	close(ufd);
+	return pid;
 }
 
 static void stop_capture(pid_t pid)
 {
 	uint64_t deadline = now_ms() + 10000;
-	int status;
+	int status = 0;
 
 	/* let the last segments reach the ring before stopping */
 	usleep(300 * 1000);
+	cr_assert_eq(waitpid(pid, &status, WNOHANG), 0,
+		     "dumpcap stopped before the session ended (status 0x%x)", status);
 	kill(pid, SIGINT);
 	while (waitpid(pid, &status, WNOHANG) == 0) {
 		if (now_ms() > deadline) {
@@ -411,9 +447,10 @@ static size_t count(const char *hay, const char *needle)
 Test(wire, tshark_decodes_every_frame, .timeout = 240)
 {
 	char dir[] = "/tmp/sv-tshark-XXXXXX";
-	char path[128], log[128], args[512];
+	char path[128], log[128], args[512], flt[64];
 	char *out, *line, *save = NULL;
 	uint16_t port;
+	unsigned long stream;
 	pid_t cap;
 	bool seen[16] = { false };
 	static const unsigned need[] = { 0x0, 0x1, 0x2, 0x3, 0x5, 0x7, 0xa, 0xb };
@@ -431,36 +468,48 @@ Test(wire, tshark_decodes_every_frame, .timeout = 240)
 	run_session(port);
 	stop_capture(cap);
 
+	/* 0. the session's connection: the one SYN to the listener's port */
+	snprintf(args, sizeof(args),
+		 "-r %s -Y 'tcp.flags.syn == 1 && tcp.flags.ack == 0 && tcp.dstport == %u' "
+		 "-T fields -e tcp.stream",
+		 path, port);
+	out = run_tshark(args);
+	cr_assert_eq(count(out, "\n"), 1, "expected one connection to port %u, got:\n%s", port,
+		     out);
+	stream = strtoul(out, NULL, 10);
+	free(out);
+	snprintf(flt, sizeof(flt), "tcp.stream == %lu", stream);
+
 	/* 1. no malformed frames and no expert errors */
 	snprintf(args, sizeof(args),
-		 "-r %s -Y '_ws.malformed || _ws.expert.severity >= \"Error\"' -T fields "
-		 "-e frame.number -e _ws.expert.message",
-		 path);
+		 "-r %s -Y '%s && (_ws.malformed || _ws.expert.severity >= \"Error\")' "
+		 "-T fields -e frame.number -e _ws.expert.message",
+		 path, flt);
 	out = run_tshark(args);
 	cr_assert_str_empty(out, "frames with errors (frame, message):\n%s", out);
 	free(out);
 
 	/* 2. every TCP payload is MPA (or a piece of an MPA PDU reassembled elsewhere) */
 	snprintf(args, sizeof(args),
-		 "-r %s -Y 'tcp.len > 0 && !iwarp_mpa && !tcp.reassembled_in' -T fields "
+		 "-r %s -Y '%s && tcp.len > 0 && !iwarp_mpa && !tcp.reassembled_in' -T fields "
 		 "-e frame.number -e tcp.len",
-		 path);
+		 path, flt);
 	out = run_tshark(args);
 	cr_assert_str_empty(out, "TCP payload not decoded as MPA (frame, length):\n%s", out);
 	free(out);
 
 	/* 3. the MPA exchange, with CRC */
 	snprintf(args, sizeof(args),
-		 "-r %s -Y 'iwarp_mpa.key.req || iwarp_mpa.key.rep' -T fields "
+		 "-r %s -Y '%s && (iwarp_mpa.key.req || iwarp_mpa.key.rep)' -T fields "
 		 "-e iwarp_mpa.crc_flag -e iwarp_mpa.rej_flag",
-		 path);
+		 path, flt);
 	out = run_tshark(args);
 	cr_assert_eq(count(out, "\n"), 2, "expected one MPA Request and one Reply:\n%s", out);
 	cr_assert_eq(count(out, "1\t0\n"), 2, "CRC flag / reject flag:\n%s", out);
 	free(out);
 
 	/* 4. CRC of every FPDU */
-	snprintf(args, sizeof(args), "-r %s -V", path);
+	snprintf(args, sizeof(args), "-r %s -Y '%s' -V", path, flt);
 	out = run_tshark(args);
 	fpdus = count(out, "ULPDU length:");
 	good = count(out, "(Good CRC32)");
@@ -471,7 +520,8 @@ Test(wire, tshark_decodes_every_frame, .timeout = 240)
 	free(out);
 
 	/* 5. the opcodes */
-	snprintf(args, sizeof(args), "-r %s -Y iwarp_rdma -T fields -e iwarp_rdma.opcode", path);
+	snprintf(args, sizeof(args), "-r %s -Y '%s && iwarp_rdma' -T fields -e iwarp_rdma.opcode",
+		 path, flt);
 	out = run_tshark(args);
 	for (line = strtok_r(out, "\n,", &save); line; line = strtok_r(NULL, "\n,", &save)) {
 		unsigned long op = strtoul(line, NULL, 0);
