@@ -56,6 +56,23 @@ static void push(struct sv_context *ctx, struct sv__async_node *n)
 	pthread_mutex_unlock(&ctx->async_lock);
 }
 
+static bool is_qp_event(enum sv_event_type t)
+{
+	switch (t) {
+	case SV_EVENT_QP_FATAL:
+	case SV_EVENT_QP_REQ_ERR:
+	case SV_EVENT_QP_ACCESS_ERR:
+	case SV_EVENT_COMM_EST:
+	case SV_EVENT_SQ_DRAINED:
+	case SV_EVENT_PATH_MIG:
+	case SV_EVENT_PATH_MIG_ERR:
+	case SV_EVENT_QP_LAST_WQE_REACHED:
+		return true;
+	default:
+		return false;
+	}
+}
+
 void sv__async_raise_qp(struct sv__qp *qp, enum sv_event_type type,
 			const struct sv__term_info *term)
 {
@@ -63,6 +80,14 @@ void sv__async_raise_qp(struct sv__qp *qp, enum sv_event_type type,
 
 	if (qp->destroying)
 		return;		/* sv_destroy_qp retired the QP from the queue */
+	/* The acknowledgement finds its counter by the event type, so a QP's event must
+	 * carry a QP event type. */
+	if (!is_qp_event(type)) {
+		sv__log(SV_LOG_WARN, "softverbs: QP %u: %s is not a QP event, raising %s",
+			qp->pub.qp_num, sv_event_type_str(type),
+			sv_event_type_str(SV_EVENT_QP_FATAL));
+		type = SV_EVENT_QP_FATAL;
+	}
 	if (!(n = calloc(1, sizeof(*n)))) {
 		sv__log(SV_LOG_ERROR, "softverbs: out of memory, lost async event %s on QP %u",
 			sv_event_type_str(type), qp->pub.qp_num);
@@ -168,23 +193,6 @@ int sv_get_async_event(struct sv_context *ctx, struct sv_async_event *event)
 	*event = n->ev;
 	free(n);
 	return 0;
-}
-
-static bool is_qp_event(enum sv_event_type t)
-{
-	switch (t) {
-	case SV_EVENT_QP_FATAL:
-	case SV_EVENT_QP_REQ_ERR:
-	case SV_EVENT_QP_ACCESS_ERR:
-	case SV_EVENT_COMM_EST:
-	case SV_EVENT_SQ_DRAINED:
-	case SV_EVENT_PATH_MIG:
-	case SV_EVENT_PATH_MIG_ERR:
-	case SV_EVENT_QP_LAST_WQE_REACHED:
-		return true;
-	default:
-		return false;
-	}
 }
 
 void sv_ack_async_event(struct sv_async_event *event)

@@ -188,7 +188,7 @@ struct sv_cm_rtu {
 struct sv_cm_dreq {
 	uint32_t local_comm_id;
 	uint32_t remote_comm_id;
-	uint32_t remote_qpn;		/* 24 bits: the QP being disconnected, at the receiver */
+	uint32_t remote_qpn;		/* 24 bits: the receiver's QP to disconnect */
 	uint8_t private_data[SV_CM_DREQ_PRIVATE_LEN];
 };
 

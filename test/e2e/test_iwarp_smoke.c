@@ -460,3 +460,56 @@ Test(iwarp_smoke, ipv6_loopback, .fini = teardown, .timeout = 60)
 	ops_roundtrip();
 	disconnect_both();
 }
+
+Test(iwarp_smoke, qps_reconnect_after_reset, .fini = teardown, .timeout = 60)
+{
+	struct sv_qp_attr attr = { .qp_state = SV_QPS_RESET };
+	struct sv_sge sge;
+	struct sv_send_wr wr;
+	struct sv_wc wc;
+
+	connect_pair(1, 1, 0, 0);
+	disconnect_both();
+	for (struct sv_wc w; sv_poll_cq(srv.cq, 1, &w) > 0 || sv_poll_cq(cli.cq, 1, &w) > 0;)
+		cr_assert_eq(w.status, SV_WC_WR_FLUSH_ERR);
+	/* Same QPs, new ids: a fresh MPA exchange, MSNs from 1 again. */
+	sv_cm_destroy_id(cli.id);
+	sv_cm_destroy_id(srv.id);
+	sv_cm_destroy_id(listener);
+	cli.id = srv.id = listener = NULL;
+	cr_assert_eq(sv_modify_qp(srv.qp, &attr, SV_QP_STATE), 0);
+	cr_assert_eq(sv_modify_qp(cli.qp, &attr, SV_QP_STATE), 0);
+	{
+		struct sockaddr_in a = { .sin_family = AF_INET };
+		struct sockaddr_storage bound;
+		struct sv_cm_event *ev;
+
+		inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+		cr_assert_eq(sv_cm_create_id(srv.ch, srv.ctx, NULL, &listener), 0);
+		cr_assert_eq(sv_cm_listen(listener, (struct sockaddr *)&a, 8), 0);
+		cr_assert_eq(sv_cm_local_addr(listener, &bound), 0);
+		a.sin_port = ((struct sockaddr_in *)&bound)->sin_port;
+		cr_assert_eq(sv_cm_create_id(cli.ch, cli.ctx, NULL, &cli.id), 0);
+		int rc = sv_cm_connect(cli.id, cli.qp, (struct sockaddr *)&a, NULL);
+
+		cr_assert_eq(rc, 0, "%s", sv_strerror(rc));
+		ev = wait_event(srv.ch, SV_CM_EVENT_CONNECT_REQUEST);
+		srv.id = ev->id;
+		sv_cm_ack_event(ev);
+		cr_assert_eq(sv_cm_accept(srv.id, srv.qp, NULL), 0);
+		post_recv(&srv, 0, 4096, 300);
+		sv_cm_ack_event(wait_event(cli.ch, SV_CM_EVENT_ESTABLISHED));
+		sv_cm_ack_event(wait_event(srv.ch, SV_CM_EVENT_ESTABLISHED));
+	}
+	memcpy(cli.buf + 8192, "again", 5);
+	sge = (struct sv_sge){ (uintptr_t)(cli.buf + 8192), 5, cli.mr->lkey };
+	wr = (struct sv_send_wr){ .wr_id = 11, .sg_list = &sge, .num_sge = 1,
+				  .opcode = SV_WR_SEND };
+	post_send(&cli, &wr);
+	cr_assert_eq(poll_one(&cli).status, SV_WC_SUCCESS);
+	wc = poll_one(&srv);
+	cr_assert_eq(wc.status, SV_WC_SUCCESS, "%s", sv_wc_status_str(wc.status));
+	cr_assert_eq(wc.wr_id, 300);
+	cr_assert_arr_eq(srv.buf, "again", 5);
+	disconnect_both();
+}

@@ -205,3 +205,19 @@ Test(core_async, open_device_by_transport)
 	cr_assert_eq(da.transport, SV_TRANSPORT_TCP);
 	cr_assert_eq(sv_close_device(ctx), 0);
 }
+
+Test(core_async, qp_event_of_a_wrong_type_is_still_acknowledgeable)
+{
+	struct sv_async_event ev;
+
+	dbl_to_rts(env.qp);
+	sv__qp_lock(env.qp);
+	sv__qp_fatal(env.qp, SV_EVENT_CQ_ERR, NULL);	/* a transport's mistake */
+	sv__qp_unlock(env.qp);
+	cr_assert_eq(sv_get_async_event(env.ctx, &ev), 0);
+	cr_assert_eq(ev.event_type, SV_EVENT_QP_FATAL);
+	cr_assert_eq(ev.element.qp, env.qp);
+	sv_ack_async_event(&ev);
+	cr_assert_eq(sv_destroy_qp(env.qp), 0, "the acknowledgement reached the QP");
+	env.qp = NULL;
+}

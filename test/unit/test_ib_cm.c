@@ -1,0 +1,377 @@
+/*
+ * test_ib_cm.c — IB CM MADs (wire/ib_cm.h) against MADs laid out by hand at the byte and bit
+ * offsets of IBA vol. 1 tables 106-113 (as the kernel's include/rdma/ibta_vol1_c12.h lists
+ * them): every message decodes to the values placed, re-encodes to the same bytes, fails on
+ * every truncation, and bad MAD headers or attributes are -EPROTO.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <string.h>
+
+#include "wire/byteorder.h"
+#include "wire/ib_cm.h"
+
+static uint8_t mad[SV_MAD_LEN];
+static uint8_t *const cm = mad + SV_MAD_HDR_LEN;	/* CM message: table offsets */
+
+static const uint8_t gid_l[16] = { [10] = 0xff, [11] = 0xff, 192, 168, 1, 10 };
+static const uint8_t gid_r[16] = { 0xfe, 0x80, [14] = 0x12, [15] = 0x34 };
+
+/* IBA 13.4.2 header: base version 1, class 0x07, class version 2, method Send, status 0,
+ * class specific 0, TID 0x0102030405060708, attribute attr, attribute modifier 0. */
+static void lay_header(uint16_t attr)
+{
+	memset(mad, 0, sizeof(mad));
+	mad[0] = 0x01;
+	mad[1] = 0x07;
+	mad[2] = 0x02;
+	mad[3] = 0x03;
+	for (int i = 0; i < 8; i++)
+		mad[8 + i] = (uint8_t)(i + 1);
+	mad[16] = (uint8_t)(attr >> 8);
+	mad[17] = (uint8_t)attr;
+}
+
+static void pattern(uint8_t *p, size_t n, uint8_t seed)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = (uint8_t)(seed + i);
+}
+
+/* Decodes mad, checks the header, re-encodes and compares, checks truncations. */
+static void roundtrip(struct sv_cm_msg *m, uint16_t attr)
+{
+	uint8_t out[SV_MAD_LEN + 8];
+	struct sv_cm_msg t;
+
+	cr_assert_eq(sv__cm_decode(m, mad, sizeof(mad)), SV_MAD_LEN);
+	cr_assert_eq(m->mad.base_version, 1);
+	cr_assert_eq(m->mad.mgmt_class, SV_MAD_CLASS_CM);
+	cr_assert_eq(m->mad.class_version, 2);
+	cr_assert_eq(m->mad.method, SV_MAD_METHOD_SEND);
+	cr_assert_eq(m->mad.tid, 0x0102030405060708ull);
+	cr_assert_eq(m->mad.attr_id, attr);
+	memset(out, 0xee, sizeof(out));
+	cr_assert_eq(sv__cm_encode(out, sizeof(out), m), SV_MAD_LEN);
+	cr_assert_arr_eq(out, mad, SV_MAD_LEN, "%s", sv__cm_attr_name(attr));
+	cr_assert_eq(out[SV_MAD_LEN], 0xee);		/* nothing past the MAD */
+	cr_assert_eq(sv__cm_encode(out, SV_MAD_LEN - 1, m), -ENOSPC);
+	for (size_t n = 0; n < SV_MAD_LEN; n++)
+		cr_assert_eq(sv__cm_decode(&t, mad, n), -EBADMSG, "len %zu", n);
+}
+
+Test(wire_ib_cm, req)
+{
+	struct sv_cm_msg m;
+	const struct sv_cm_req *r = &m.req;
+
+	lay_header(0x0010);
+	sv__put_be32(cm + 0, 0xc0de0001);		/* local comm ID */
+	sv__put_be64(cm + 8, 0x0000000001064853ull);	/* service ID: RDMA CM TCP port 18515 */
+	sv__put_be64(cm + 16, 0x0002c90300a1b2c3ull);	/* local CA GUID */
+	sv__put_be32(cm + 28, 0x00000000);		/* local Q_Key */
+	cm[32] = 0x00, cm[33] = 0x00, cm[34] = 0x12;	/* local QPN */
+	cm[35] = 4;					/* responder resources */
+	cm[39] = 2;					/* initiator depth */
+	cm[43] = 20 << 3 | 1 << 1 | 1;			/* remote CM timeout, UC, EEFC */
+	cm[44] = 0xab, cm[45] = 0xcd, cm[46] = 0xef;	/* starting PSN */
+	cm[47] = 21 << 3 | 6;				/* local CM timeout, retry count */
+	cm[48] = 0xff, cm[49] = 0xff;			/* P_Key */
+	cm[50] = 3 << 4 | 7;				/* MTU 1024, RNR retry 7 */
+	cm[51] = 15 << 4 | 0x08;			/* max CM retries, SRQ */
+	cm[52] = 0xff, cm[53] = 0xff, cm[54] = 0xff, cm[55] = 0xff;	/* LIDs */
+	memcpy(cm + 56, gid_l, 16);
+	memcpy(cm + 72, gid_r, 16);
+	cm[88] = 0x12, cm[89] = 0x34, cm[90] = 0x50;	/* flow label 0x12345 */
+	cm[91] = 0x03;					/* packet rate */
+	cm[92] = 0x10;					/* traffic class */
+	cm[93] = 64;					/* hop limit */
+	cm[94] = 5 << 4 | 0x08;				/* SL 5, subnet local */
+	cm[95] = 14 << 3;				/* local ACK timeout */
+	cm[96] = 0x00, cm[97] = 0x07;			/* alternate local LID */
+	cm[139] = 9 << 3;				/* alternate ACK timeout */
+	pattern(cm + 140, SV_CM_REQ_PRIVATE_LEN, 0x40);
+	roundtrip(&m, SV_CM_ATTR_REQ);
+
+	cr_assert_eq(r->local_comm_id, 0xc0de0001);
+	cr_assert_eq(r->service_id, sv__cm_service_id(18515));
+	cr_assert_eq(r->local_ca_guid, 0x0002c90300a1b2c3ull);
+	cr_assert_eq(r->local_qpn, 0x12);
+	cr_assert_eq(r->responder_resources, 4);
+	cr_assert_eq(r->initiator_depth, 2);
+	cr_assert_eq(r->remote_cm_response_timeout, 20);
+	cr_assert_eq(r->transport, SV_CM_TRANSPORT_UC);
+	cr_assert(r->e2e_flow_control);
+	cr_assert_eq(r->starting_psn, 0xabcdef);
+	cr_assert_eq(r->local_cm_response_timeout, 21);
+	cr_assert_eq(r->retry_count, 6);
+	cr_assert_eq(r->pkey, 0xffff);
+	cr_assert_eq(r->path_mtu, 3);
+	cr_assert(!r->rdc_exists);
+	cr_assert_eq(r->rnr_retry_count, 7);
+	cr_assert_eq(r->max_cm_retries, 15);
+	cr_assert(r->srq);
+	cr_assert_eq(r->ext_transport, 0);
+	cr_assert_eq(r->primary.local_lid, 0xffff);
+	cr_assert_eq(r->primary.remote_lid, 0xffff);
+	cr_assert_arr_eq(r->primary.local_gid, gid_l, 16);
+	cr_assert_arr_eq(r->primary.remote_gid, gid_r, 16);
+	cr_assert_eq(r->primary.flow_label, 0x12345);
+	cr_assert_eq(r->primary.packet_rate, 3);
+	cr_assert_eq(r->primary.traffic_class, 0x10);
+	cr_assert_eq(r->primary.hop_limit, 64);
+	cr_assert_eq(r->primary.sl, 5);
+	cr_assert(r->primary.subnet_local);
+	cr_assert_eq(r->primary.local_ack_timeout, 14);
+	cr_assert_eq(r->alternate.local_lid, 7);
+	cr_assert_eq(r->alternate.local_ack_timeout, 9);
+	cr_assert_eq(r->private_data[0], 0x40);
+	cr_assert_eq(r->private_data[91], (uint8_t)(0x40 + 91));
+}
+
+Test(wire_ib_cm, req_reserved_bits_ignored_and_sent_as_zero)
+{
+	struct sv_cm_msg m;
+	uint8_t out[SV_MAD_LEN];
+
+	lay_header(0x0010);
+	sv__put_be32(cm + 0, 0x11);
+	cm[34] = 0x22;
+	/* Reserved: bytes 4-7, 24-27, MAD bytes 18-19, flow-label/rate gap, SL byte low bits. */
+	memset(cm + 4, 0xaa, 4);
+	memset(cm + 24, 0xbb, 4);
+	mad[18] = 0xcc;
+	cm[90] = 0x0f;
+	cm[91] = 0xc0;
+	cm[94] = 0x07;
+	cm[95] = 0x07;
+	cr_assert_eq(sv__cm_decode(&m, mad, sizeof(mad)), SV_MAD_LEN);
+	cr_assert_eq(m.req.local_comm_id, 0x11);
+	cr_assert_eq(m.req.local_qpn, 0x22);
+	cr_assert_eq(m.req.primary.flow_label, 0);
+	cr_assert_eq(m.req.primary.packet_rate, 0);
+	cr_assert_eq(m.req.primary.sl, 0);
+	cr_assert_eq(m.req.primary.local_ack_timeout, 0);
+	cr_assert_eq(sv__cm_encode(out, sizeof(out), &m), SV_MAD_LEN);
+	for (int i = 4; i < 8; i++)
+		cr_assert_eq(out[SV_MAD_HDR_LEN + i], 0);
+	for (int i = 24; i < 28; i++)
+		cr_assert_eq(out[SV_MAD_HDR_LEN + i], 0);
+	cr_assert_eq(out[18], 0);
+	cr_assert_eq(out[SV_MAD_HDR_LEN + 90], 0);
+	cr_assert_eq(out[SV_MAD_HDR_LEN + 91], 0);
+	cr_assert_eq(out[SV_MAD_HDR_LEN + 94], 0);
+	cr_assert_eq(out[SV_MAD_HDR_LEN + 95], 0);
+}
+
+Test(wire_ib_cm, rep)
+{
+	struct sv_cm_msg m;
+	const struct sv_cm_rep *r = &m.rep;
+
+	lay_header(0x0013);
+	sv__put_be32(cm + 0, 0xc0de0002);		/* local comm ID */
+	sv__put_be32(cm + 4, 0xc0de0001);		/* remote comm ID */
+	sv__put_be32(cm + 8, 0x12345678);		/* local Q_Key */
+	cm[12] = 0x00, cm[13] = 0x00, cm[14] = 0x34;	/* local QPN */
+	cm[18] = 0x09;					/* local EECN */
+	cm[20] = 0x12, cm[21] = 0x34, cm[22] = 0x56;	/* starting PSN */
+	cm[24] = 2;					/* responder resources */
+	cm[25] = 4;					/* initiator depth */
+	cm[26] = 15 << 3 | 1 << 1 | 1;			/* target ACK delay, failover, EEFC */
+	cm[27] = 5 << 5 | 0x10;				/* RNR retry 5, SRQ */
+	sv__put_be64(cm + 28, 0x0002c90300d4e5f6ull);	/* local CA GUID */
+	pattern(cm + 36, SV_CM_REP_PRIVATE_LEN, 0x80);
+	roundtrip(&m, SV_CM_ATTR_REP);
+
+	cr_assert_eq(r->local_comm_id, 0xc0de0002);
+	cr_assert_eq(r->remote_comm_id, 0xc0de0001);
+	cr_assert_eq(r->local_qkey, 0x12345678);
+	cr_assert_eq(r->local_qpn, 0x34);
+	cr_assert_eq(r->local_eecn, 9);
+	cr_assert_eq(r->starting_psn, 0x123456);
+	cr_assert_eq(r->responder_resources, 2);
+	cr_assert_eq(r->initiator_depth, 4);
+	cr_assert_eq(r->target_ack_delay, 15);
+	cr_assert_eq(r->failover_accepted, 1);
+	cr_assert(r->e2e_flow_control);
+	cr_assert_eq(r->rnr_retry_count, 5);
+	cr_assert(r->srq);
+	cr_assert_eq(r->local_ca_guid, 0x0002c90300d4e5f6ull);
+	cr_assert_eq(r->private_data[195], (uint8_t)(0x80 + 195));
+}
+
+Test(wire_ib_cm, rej)
+{
+	struct sv_cm_msg m;
+	const struct sv_cm_rej *r = &m.rej;
+
+	lay_header(0x0012);
+	sv__put_be32(cm + 0, 0xc0de0003);
+	sv__put_be32(cm + 4, 0xc0de0004);
+	cm[8] = 1 << 6;					/* message rejected: REP */
+	cm[9] = 5 << 1;					/* reject info length 5 */
+	cm[10] = 0x00, cm[11] = 28;			/* reason: consumer defined */
+	pattern(cm + 12, SV_CM_REJ_ARI_LEN, 0x01);
+	pattern(cm + 84, SV_CM_REJ_PRIVATE_LEN, 0x90);
+	roundtrip(&m, SV_CM_ATTR_REJ);
+
+	cr_assert_eq(r->local_comm_id, 0xc0de0003);
+	cr_assert_eq(r->remote_comm_id, 0xc0de0004);
+	cr_assert_eq(r->msg_rejected, SV_CM_MSG_REP);
+	cr_assert_eq(r->ari_len, 5);
+	cr_assert_eq(r->reason, SV_CM_REJ_CONSUMER_DEFINED);
+	cr_assert_eq(r->ari[71], 72);
+	cr_assert_eq(r->private_data[0], 0x90);
+	cr_assert_eq(r->private_data[147], (uint8_t)(0x90 + 147));
+}
+
+Test(wire_ib_cm, mra)
+{
+	struct sv_cm_msg m;
+
+	lay_header(0x0011);
+	sv__put_be32(cm + 0, 0x01);
+	sv__put_be32(cm + 4, 0x02);
+	cm[8] = 2 << 6;					/* message MRAed: other (LAP) */
+	cm[9] = 17 << 3;				/* service timeout */
+	pattern(cm + 10, SV_CM_MRA_PRIVATE_LEN, 0x03);
+	roundtrip(&m, SV_CM_ATTR_MRA);
+	cr_assert_eq(m.mra.local_comm_id, 1);
+	cr_assert_eq(m.mra.remote_comm_id, 2);
+	cr_assert_eq(m.mra.msg_mraed, SV_CM_MSG_OTHER);
+	cr_assert_eq(m.mra.service_timeout, 17);
+	cr_assert_eq(m.mra.private_data[221], (uint8_t)(0x03 + 221));
+}
+
+Test(wire_ib_cm, rtu_dreq_drep)
+{
+	struct sv_cm_msg m;
+
+	lay_header(0x0014);
+	sv__put_be32(cm + 0, 0xa);
+	sv__put_be32(cm + 4, 0xb);
+	pattern(cm + 8, SV_CM_RTU_PRIVATE_LEN, 0x10);
+	roundtrip(&m, SV_CM_ATTR_RTU);
+	cr_assert_eq(m.rtu.local_comm_id, 0xa);
+	cr_assert_eq(m.rtu.remote_comm_id, 0xb);
+	cr_assert_eq(m.rtu.private_data[223], (uint8_t)(0x10 + 223));
+
+	lay_header(0x0015);
+	sv__put_be32(cm + 0, 0xc);
+	sv__put_be32(cm + 4, 0xd);
+	cm[8] = 0x00, cm[9] = 0x00, cm[10] = 0x34;	/* remote QPN */
+	pattern(cm + 12, SV_CM_DREQ_PRIVATE_LEN, 0x20);
+	roundtrip(&m, SV_CM_ATTR_DREQ);
+	cr_assert_eq(m.dreq.local_comm_id, 0xc);
+	cr_assert_eq(m.dreq.remote_comm_id, 0xd);
+	cr_assert_eq(m.dreq.remote_qpn, 0x34);
+	cr_assert_eq(m.dreq.private_data[219], (uint8_t)(0x20 + 219));
+
+	lay_header(0x0016);
+	sv__put_be32(cm + 0, 0xe);
+	sv__put_be32(cm + 4, 0xf);
+	pattern(cm + 8, SV_CM_DREP_PRIVATE_LEN, 0x30);
+	roundtrip(&m, SV_CM_ATTR_DREP);
+	cr_assert_eq(m.drep.local_comm_id, 0xe);
+	cr_assert_eq(m.drep.remote_comm_id, 0xf);
+	cr_assert_eq(m.drep.private_data[0], 0x30);
+}
+
+Test(wire_ib_cm, bad_headers_and_attributes)
+{
+	static const struct {
+		int byte;
+		uint8_t value;
+	} bad[] = {
+		{ 0, 0x02 },		/* base version */
+		{ 1, 0x04 },		/* class: not CM (performance) */
+		{ 1, 0x81 },		/* class: directed-route SMP */
+		{ 2, 0x01 },		/* class version */
+		{ 3, 0x01 },		/* method Get */
+		{ 3, 0x83 },		/* response bit set */
+		{ 17, 0x17 },		/* attribute LAP */
+		{ 17, 0x01 },		/* attribute ClassPortInfo */
+		{ 16, 0x01 },		/* attribute 0x0110 */
+	};
+	struct sv_cm_msg m;
+	uint8_t out[SV_MAD_LEN];
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		lay_header(0x0014);
+		mad[bad[i].byte] = bad[i].value;
+		cr_assert_eq(sv__cm_decode(&m, mad, sizeof(mad)), -EPROTO, "case %zu", i);
+	}
+	/* Longer input (a UD payload with room to spare) decodes the first 256 bytes. */
+	lay_header(0x0014);
+	{
+		uint8_t big[SV_MAD_LEN + 40];
+
+		memcpy(big, mad, SV_MAD_LEN);
+		memset(big + SV_MAD_LEN, 0x77, 40);
+		cr_assert_eq(sv__cm_decode(&m, big, sizeof(big)), SV_MAD_LEN);
+	}
+	sv__cm_mad_init(&m, SV_CM_ATTR_RTU, 1);
+	m.mad.attr_id = 0x0017;
+	cr_assert_eq(sv__cm_encode(out, sizeof(out), &m), -EPROTO);
+}
+
+Test(wire_ib_cm, mad_init_and_names)
+{
+	struct sv_cm_msg m;
+	uint8_t out[SV_MAD_LEN];
+
+	sv__cm_mad_init(&m, SV_CM_ATTR_DREQ, 0xfedcba9876543210ull);
+	m.dreq.remote_qpn = 0x123456;
+	cr_assert_eq(sv__cm_encode(out, sizeof(out), &m), SV_MAD_LEN);
+	cr_assert_eq(out[0], 1);
+	cr_assert_eq(out[1], 0x07);
+	cr_assert_eq(out[2], 2);
+	cr_assert_eq(out[3], 0x03);
+	cr_assert_eq(sv__get_be64(out + 8), 0xfedcba9876543210ull);
+	cr_assert_eq(sv__get_be16(out + 16), 0x0015);
+	cr_assert_eq(sv__get_be24(out + SV_MAD_HDR_LEN + 8), 0x123456);
+	cr_assert_str_eq(sv__cm_attr_name(SV_CM_ATTR_REQ), "REQ");
+	cr_assert_str_eq(sv__cm_attr_name(SV_CM_ATTR_MRA), "MRA");
+	cr_assert_str_eq(sv__cm_attr_name(SV_CM_ATTR_REJ), "REJ");
+	cr_assert_str_eq(sv__cm_attr_name(SV_CM_ATTR_REP), "REP");
+	cr_assert_str_eq(sv__cm_attr_name(SV_CM_ATTR_RTU), "RTU");
+	cr_assert_str_eq(sv__cm_attr_name(SV_CM_ATTR_DREQ), "DREQ");
+	cr_assert_str_eq(sv__cm_attr_name(SV_CM_ATTR_DREP), "DREP");
+	cr_assert_str_eq(sv__cm_attr_name(0x0017), "?");
+	cr_assert_str_eq(sv__cm_attr_name(0x000f), "?");
+}
+
+/* RDMA CM IP header (kernel cma.c struct cma_hdr): version 0, IPv4 in the last 4 bytes
+ * of each 16-byte address. */
+Test(wire_ib_cm, cm_ip_header)
+{
+	static const uint8_t v[SV_CM_IP_HDR_LEN] = {
+		0x00, 0x40, 0x43, 0x21,
+		0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 10, 0, 0, 1,
+		0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 10, 0, 0, 2,
+	};
+	struct sv_cm_ip_hdr h;
+	uint8_t out[SV_CM_IP_HDR_LEN], b[SV_CM_IP_HDR_LEN];
+
+	cr_assert_eq(sv__cm_ip_hdr_decode(&h, v, sizeof(v)), SV_CM_IP_HDR_LEN);
+	cr_assert_eq(h.ip_version, 4);
+	cr_assert_eq(h.src_port, 0x4321);
+	cr_assert_eq(h.src_addr[15], 1);
+	cr_assert_eq(h.dst_addr[15], 2);
+	cr_assert_eq(sv__cm_ip_hdr_encode(out, sizeof(out), &h), SV_CM_IP_HDR_LEN);
+	cr_assert_arr_eq(out, v, sizeof(v));
+	cr_assert_eq(sv__cm_ip_hdr_encode(out, sizeof(out) - 1, &h), -ENOSPC);
+	for (size_t n = 0; n < sizeof(v); n++)
+		cr_assert_eq(sv__cm_ip_hdr_decode(&h, v, n), -EBADMSG);
+	memcpy(b, v, sizeof(b));
+	b[0] = 1;				/* CMA version */
+	cr_assert_eq(sv__cm_ip_hdr_decode(&h, b, sizeof(b)), -EPROTO);
+	b[0] = 0;
+	b[1] = 0x50;				/* IP version 5 */
+	cr_assert_eq(sv__cm_ip_hdr_decode(&h, b, sizeof(b)), -EPROTO);
+	b[1] = 0x60;
+	cr_assert_eq(sv__cm_ip_hdr_decode(&h, b, sizeof(b)), SV_CM_IP_HDR_LEN);
+	cr_assert_eq(h.ip_version, 6);
+	cr_assert_eq(SV_CM_IP_PRIVATE_MAX, 56);
+}
