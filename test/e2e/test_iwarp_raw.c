@@ -173,8 +173,9 @@ static void peer_fpdu(struct sv_rdmap_msg *m, const void *payload, size_t len, b
 	peer_send(f, n + 4);
 }
 
-/* Reads one FPDU sent to the peer; checks its CRC; returns the payload length. */
-static size_t peer_read_fpdu(struct sv_rdmap_msg *m, uint8_t *ulpdu, size_t cap)
+/* Reads one FPDU sent to the peer; checks its CRC (zero when crc is false); returns the
+ * payload length. */
+static size_t peer_read_fpdu_crc(struct sv_rdmap_msg *m, uint8_t *ulpdu, size_t cap, bool crc)
 {
 	uint8_t hdr[2], trl[8];
 	size_t ul, pad;
@@ -190,10 +191,15 @@ static size_t peer_read_fpdu(struct sv_rdmap_msg *m, uint8_t *ulpdu, size_t cap)
 	c = sv__crc32c_update(SV_CRC32C_INIT, hdr, 2);
 	c = sv__crc32c_update(c, ulpdu, ul);
 	c = ~sv__crc32c_update(c, trl, pad);
-	cr_assert_eq(sv__get_le32(trl + pad), c, "bad CRC from our stack");
+	cr_assert_eq(sv__get_le32(trl + pad), crc ? c : 0, "bad CRC field from our stack");
 	hl = sv__rdmap_decode(m, ulpdu, ul);
 	cr_assert_gt(hl, 0);
 	return ul - (size_t)hl;
+}
+
+static size_t peer_read_fpdu(struct sv_rdmap_msg *m, uint8_t *ulpdu, size_t cap)
+{
+	return peer_read_fpdu_crc(m, ulpdu, cap, true);
 }
 
 static void untagged(struct sv_rdmap_msg *m, uint8_t op, uint32_t qn, uint32_t msn)
@@ -718,4 +724,128 @@ Test(iwarp_raw, initiator_rejected, .init = setup, .fini = teardown, .timeout = 
 	cr_assert_eq(ev->param.private_data_len, 4);
 	cr_assert_arr_eq(ev->param.private_data, "busy", 4);
 	sv_cm_ack_event(ev);
+}
+
+/*
+ * Bytes Linux siw sent in shared/captures/siw-rping-mpa-v1.pcap: its MPA rev 1 Reply
+ * (frame 6: no CRC, no markers, no private data) and its RDMA Read Request (frame 10:
+ * QN 1, MSN 1, sink STag 0x40cc4300 TO 0x563616bbc670, 64 bytes from STag 0xffffe080 TO
+ * 0x7fffffffe080, CRC field zero). Our initiator takes the Reply, then serves the Read
+ * with its source patched to our buffer, then answers the original with a Terminate.
+ */
+static const uint8_t siw_reply[20] = {
+	0x4d, 0x50, 0x41, 0x20, 0x49, 0x44, 0x20, 0x52, 0x65, 0x70, 0x20, 0x46, 0x72, 0x61,
+	0x6d, 0x65, 0x00, 0x01, 0x00, 0x00,
+};
+static const uint8_t siw_read_req[52] = {
+	0x00, 0x2e, 0x41, 0x41, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00,
+	0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x40, 0xcc, 0x43, 0x00, 0x00, 0x00, 0x56, 0x36,
+	0x16, 0xbb, 0xc6, 0x70, 0x00, 0x00, 0x00, 0x40, 0xff, 0xff, 0xe0, 0x80, 0x00, 0x00,
+	0x7f, 0xff, 0xff, 0xff, 0xe0, 0x80, 0x00, 0x00, 0x00, 0x00,
+};
+
+Test(iwarp_raw, siw_reply_and_read_request, .init = setup, .fini = teardown, .timeout = 30)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	socklen_t al = sizeof(a);
+	struct timeval tv = { .tv_sec = TIMEOUT_MS / 1000 };
+	struct sv_device_opts o;
+	struct sv_context *c2;
+	struct sv_pd *pd2;
+	struct sv_cq *cq2;
+	struct sv_qp *qp2;
+	struct sv_mr *mr2;
+	struct sv_cm_id *id2;
+	struct sv_qp_init_attr ia = { 0 };
+	uint8_t req[600], ulpdu[256], f[52];
+	uint8_t *src = aligned_alloc(64, 4096);
+	struct sv_rdmap_msg m;
+	struct sv_mpa_rr rr;
+	struct pollfd pf;
+	struct sv_cm_event *ev;
+	size_t pd;
+	int l;
+
+	/* An initiator device without CRC, as the capture's client had. */
+	sv_device_opts_init(&o);
+	o.transport = SV_TRANSPORT_TCP;
+	o.crc = 0;
+	cr_assert_eq(sv_open_device(&o, &c2), 0);
+	cr_assert_eq(sv_alloc_pd(c2, &pd2), 0);
+	cr_assert_eq(sv_create_cq(c2, 16, NULL, NULL, 0, &cq2), 0);
+	ia.send_cq = ia.recv_cq = cq2;
+	ia.cap.max_send_wr = ia.cap.max_recv_wr = 4;
+	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+	ia.qp_type = SV_QPT_RC;
+	cr_assert_eq(sv_create_qp(pd2, &ia, &qp2), 0);
+	for (int i = 0; i < 64; i++)
+		src[i] = (uint8_t)(0xc0 + i);
+	cr_assert_eq(sv_reg_mr(pd2, src, 4096, SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_READ, &mr2),
+		     0);
+
+	l = socket(AF_INET, SOCK_STREAM, 0);
+	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+	cr_assert_eq(bind(l, (struct sockaddr *)&a, sizeof(a)), 0);
+	cr_assert_eq(listen(l, 1), 0);
+	getsockname(l, (struct sockaddr *)&a, &al);
+	cr_assert_eq(sv_cm_create_id(ch, c2, NULL, &id2), 0);
+	cr_assert_eq(sv_cm_connect(id2, qp2, (struct sockaddr *)&a, NULL), 0);
+	peer = accept(l, NULL, NULL);
+	close(l);
+	setsockopt(peer, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	peer_recv(req, SV_MPA_RR_HDR_LEN);
+	pd = sv__get_be16(req + 18);
+	peer_recv(req + SV_MPA_RR_HDR_LEN, pd);
+	cr_assert_gt(sv__mpa_rr_decode(&rr, req, SV_MPA_RR_HDR_LEN + pd, false), 0);
+	cr_assert_not(rr.crc);
+	peer_send(siw_reply, sizeof(siw_reply));
+	ev = wait_event(SV_CM_EVENT_ESTABLISHED);
+	cr_assert_eq(ev->id, id2);
+	sv_cm_ack_event(ev);
+
+	/* siw's Read Request, its source pointed at our registered bytes. */
+	memcpy(f, siw_read_req, sizeof(f));
+	sv__put_be32(f + 36, mr2->rkey);
+	sv__put_be64(f + 40, (uintptr_t)src);
+	peer_send(f, sizeof(f));
+	cr_assert_eq(peer_read_fpdu_crc(&m, ulpdu, sizeof(ulpdu), false), 64);
+	cr_assert_eq(m.opcode, SV_RDMAP_READ_RESP);
+	cr_assert(m.ddp.last);
+	cr_assert_eq(m.ddp.stag, 0x40cc4300);
+	cr_assert_eq(m.ddp.to, 0x563616bbc670ull);
+	cr_assert_arr_eq(ulpdu + m.hdr_len, src, 64);
+
+	/* The same frame as siw sent it (MSN 2 now): its STag is not ours. */
+	memcpy(f, siw_read_req, sizeof(f));
+	f[15] = 2;
+	peer_send(f, sizeof(f));
+	peer_read_fpdu_crc(&m, ulpdu, sizeof(ulpdu), false);
+	cr_assert_eq(m.opcode, SV_RDMAP_TERMINATE);
+	cr_assert_eq(m.u.term.layer, SV_TERM_LAYER_RDMAP);
+	cr_assert_eq(m.u.term.etype, SV_TERM_RDMAP_REMOTE_PROT);
+	cr_assert(m.u.term.has_ddp_hdr);
+	cr_assert(m.u.term.has_rdmap_hdr, "a Read Request's header travels back (R)");
+	cr_assert_arr_eq(m.u.term.rdmap_hdr, siw_read_req + 20, SV_RDMAP_READ_REQ_LEN);
+	close(peer);
+	peer = -1;
+	pf = (struct pollfd){ .fd = sv_cm_channel_fd(ch), .events = POLLIN };
+	cr_assert_eq(poll(&pf, 1, TIMEOUT_MS), 1);
+	cr_assert_eq(sv_cm_get_event(ch, &ev), 0);
+	cr_assert_eq(ev->event, SV_CM_EVENT_DISCONNECTED);
+	sv_cm_ack_event(ev);
+	for (;;) {
+		struct sv_async_event ae;
+
+		fcntl(sv_async_fd(c2), F_SETFL, fcntl(sv_async_fd(c2), F_GETFL) | O_NONBLOCK);
+		if (sv_get_async_event(c2, &ae) < 0)
+			break;
+		sv_ack_async_event(&ae);
+	}
+	cr_assert_eq(sv_destroy_qp(qp2), 0);
+	sv_cm_destroy_id(id2);
+	sv_dereg_mr(mr2);
+	sv_destroy_cq(cq2);
+	sv_dealloc_pd(pd2);
+	cr_assert_eq(sv_close_device(c2), 0);
+	free(src);
 }

@@ -1,0 +1,56 @@
+/*
+ * apps_util.h — running the packaged rdma-core programs on the drop-ins, via svrun.
+ *
+ * Every process is started in its own process group with stdout and stderr in a file,
+ * waited for with a deadline, and killed (the whole group) when the deadline passes or
+ * the test ends, so a hung program can neither hang the suite nor outlive it.
+ */
+#ifndef APPS_UTIL_H
+#define APPS_UTIL_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+struct apps_proc {
+	pid_t pid;
+	char log[256];		/* where its stdout went */
+	char err[256];		/* and its stderr */
+	int status;		/* exit code once reaped; -1: killed at the deadline */
+	bool done;
+};
+
+/* Skips the current test (with the reason) unless every named program is installed. */
+void apps_require(const char *const progs[]);
+
+/* A TCP port that was free on 127.0.0.1 a moment ago (bound with port 0, read back). */
+int apps_free_port(void);
+
+/* Starts `svrun argv...` (argv NULL-terminated); fails the test if it cannot fork. */
+void apps_start(struct apps_proc *p, const char *const argv[]);
+
+/* Waits until the process listens on TCP port `port` (from /proc/net/tcp) or exits;
+ * false at the deadline. */
+bool apps_wait_listen(struct apps_proc *p, int port, int timeout_ms);
+
+/* Waits for exit until the deadline, then kills the process group; returns the exit code
+ * or -1 when it had to be killed. */
+int apps_wait(struct apps_proc *p, int timeout_ms);
+
+/* Kills the process group if still running (for cleanup). */
+void apps_kill(struct apps_proc *p);
+
+/* The process's stdout then its stderr, NUL-terminated (caller frees); removes the
+ * files. */
+char *apps_output(const struct apps_proc *p);
+
+/* Runs a server and then a client, both through svrun, and waits for both; asserts that
+ * both exit 0 within timeout_ms, printing their output if not. port is where the server
+ * must be listening before the client starts (0: just wait a moment). The outputs are
+ * returned (caller frees). */
+void apps_pair(const char *const server[], const char *const client[], int port,
+	       int timeout_ms, char **server_out, char **client_out);
+
+/* Counts occurrences of needle in haystack. */
+int apps_count(const char *haystack, const char *needle);
+
+#endif

@@ -1,0 +1,61 @@
+/*
+ * test_apps_ibverbs.c — the packaged ibverbs-utils programs on the libibverbs drop-in.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+
+#include "apps_util.h"
+#include "ldd_util.h"
+
+static const char *const progs[] = {
+	"ibv_devices", "ibv_devinfo", "ibv_rc_pingpong", "ibv_srq_pingpong",
+	"ibv_ud_pingpong", "ibv_uc_pingpong", "ibv_xsrq_pingpong", "ibv_asyncwatch", NULL
+};
+
+static char *run(const char *const argv[])
+{
+	struct apps_proc p;
+	char *out;
+	int rc;
+
+	apps_start(&p, argv);
+	rc = apps_wait(&p, 30000);
+	out = apps_output(&p);
+	cr_assert(rc == 0, "%s exited %d:\n%s", argv[0], rc, out);
+	return out;
+}
+
+Test(apps_ibverbs, every_symbol_resolves, .timeout = 120)
+{
+	apps_require(progs);
+	apps_ldd_check(progs);
+}
+
+Test(apps_ibverbs, ibv_devices_lists_sv_tcp0, .timeout = 60)
+{
+	const char *argv[] = { "ibv_devices", NULL };
+	char *out;
+
+	apps_require(progs);
+	out = run(argv);
+	cr_expect(strstr(out, "sv_tcp0"), "no sv_tcp0 in:\n%s", out);
+	free(out);
+}
+
+Test(apps_ibverbs, ibv_devinfo_describes_the_iwarp_port, .timeout = 60)
+{
+	const char *argv[] = { "ibv_devinfo", "-v", "-d", "sv_tcp0", NULL };
+	char *out;
+
+	apps_require(progs);
+	out = run(argv);
+	cr_expect(strstr(out, "hca_id:\tsv_tcp0"), "%s", out);
+	cr_expect(strstr(out, "transport:\t\t\tiWARP (1)"), "%s", out);
+	cr_expect(strstr(out, "state:\t\t\tPORT_ACTIVE (4)"), "%s", out);
+	cr_expect(strstr(out, "link_layer:\t\tEthernet"), "%s", out);
+	cr_expect(strstr(out, "active_mtu:\t\t4096 (5)"), "%s", out);
+	cr_expect(strstr(out, "GID[  0]:\t\t0000:0000:0000:0000:0000:ffff:7f00:0001"), "%s", out);
+	free(out);
+}

@@ -1,0 +1,102 @@
+/*
+ * test_apps_rdmacm.c — the packaged rdmacm-utils programs on the drop-ins (sv_tcp0):
+ * server and client on 127.0.0.1, both must exit 0, and what they verify is checked in
+ * their output.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+
+#include "apps_util.h"
+#include "ldd_util.h"
+
+static const char *const progs[] = {
+	"rping", "ucmatose", "rdma_server", "rdma_client", "udaddy", "mckey", "cmtime",
+	"rdma_xserver", "rdma_xclient", "rstream", "riostream", "rcopy", "udpong", NULL
+};
+
+Test(apps_rdmacm, every_symbol_resolves, .timeout = 120)
+{
+	apps_require(progs);
+	apps_ldd_check(progs);
+}
+
+/* rping -v prints every ping it receives: the server must have seen all of them, in
+ * order, with the rotating pattern rping checks. */
+Test(apps_rdmacm, rping_1000_verbose, .timeout = 120)
+{
+	char port[16], *so, *co, last[64];
+	const char *srv[] = { "rping", "-s", "-a", "127.0.0.1", "-p", port, "-v", "-C", "1000",
+			      NULL };
+	const char *cli[] = { "rping", "-c", "-a", "127.0.0.1", "-p", port, "-v", "-C", "1000",
+			      NULL };
+	int p = apps_free_port();
+
+	apps_require(progs);
+	snprintf(port, sizeof(port), "%d", p);
+	apps_pair(srv, cli, p, 90000, &so, &co);
+	cr_expect_eq(apps_count(so, "server ping data: rdma-ping-"), 1000, "%s", so);
+	cr_expect_eq(apps_count(co, "ping data: rdma-ping-"), 1000, "%s", co);
+	snprintf(last, sizeof(last), "rdma-ping-999: ");
+	cr_expect(strstr(so, last), "%s", so);
+	cr_expect(strstr(so, "server DISCONNECT EVENT"), "%s", so);
+	free(so);
+	free(co);
+}
+
+/* rping -V compares every buffer with what was sent and exits non-zero on a mismatch
+ * (apps_pair asserts exit 0 on both sides). */
+Test(apps_rdmacm, rping_validate, .timeout = 120)
+{
+	char port[16], *so, *co;
+	const char *srv[] = { "rping", "-s", "-a", "127.0.0.1", "-p", port, "-V", "-C", "500",
+			      "-S", "4096", NULL };
+	const char *cli[] = { "rping", "-c", "-a", "127.0.0.1", "-p", port, "-V", "-C", "500",
+			      "-S", "4096", NULL };
+	int p = apps_free_port();
+
+	apps_require(progs);
+	snprintf(port, sizeof(port), "%d", p);
+	apps_pair(srv, cli, p, 90000, &so, &co);
+	cr_expect(!strstr(co, "data mismatch"), "%s", co);
+	cr_expect(!strstr(so, "data mismatch"), "%s", so);
+	free(so);
+	free(co);
+}
+
+Test(apps_rdmacm, ucmatose, .timeout = 120)
+{
+	char port[16], *so, *co;
+	const char *srv[] = { "ucmatose", "-p", port, "-c", "2", "-C", "20", NULL };
+	const char *cli[] = { "ucmatose", "-s", "127.0.0.1", "-p", port, "-c", "2", "-C", "20",
+			      NULL };
+	int p = apps_free_port();
+
+	apps_require(progs);
+	snprintf(port, sizeof(port), "%d", p);
+	apps_pair(srv, cli, p, 90000, &so, &co);
+	cr_expect(strstr(so, "data transfers complete"), "%s", so);
+	cr_expect(strstr(so, "return status 0"), "%s", so);
+	cr_expect(strstr(co, "return status 0"), "%s", co);
+	free(so);
+	free(co);
+}
+
+/* The synchronous rdma_create_ep / rdma_get_request style, with inline sends. */
+Test(apps_rdmacm, rdma_server_client, .timeout = 120)
+{
+	char port[16], *so, *co;
+	const char *srv[] = { "rdma_server", "-p", port, NULL };
+	const char *cli[] = { "rdma_client", "-s", "127.0.0.1", "-p", port, NULL };
+	int p = apps_free_port();
+
+	apps_require(progs);
+	snprintf(port, sizeof(port), "%d", p);
+	apps_pair(srv, cli, p, 60000, &so, &co);
+	cr_expect(strstr(so, "rdma_server: end 0"), "%s", so);
+	cr_expect(strstr(co, "rdma_client: end 0"), "%s", co);
+	free(so);
+	free(co);
+}
