@@ -144,7 +144,7 @@ static void timer_cb(uv_timer_t *t);
 
 static void ep_timer(struct sv__tep *ep, uint64_t ms)
 {
-	if (ep->timer_open)
+	if (ep->timer_open && !uv_is_closing((uv_handle_t *)&ep->timer))
 		uv_timer_start(&ep->timer, timer_cb, ms, 0);
 }
 
@@ -1044,7 +1044,7 @@ void sv__iw_ep_kick(struct sv__tep *ep)
 	/* [loop, qp-locked]: only adjust the mask here; the rest runs without the lock. */
 	if (iq && (ep->state == EP_UP || ep->state == EP_RTR_WAIT || ep->state == EP_CLOSING))
 		ep_poll(ep, (ep->parked ? 0 : UV_READABLE) | (iq->want_write ? UV_WRITABLE : 0));
-	if (ep->defer_open)
+	if (ep->defer_open && !uv_is_closing((uv_handle_t *)&ep->defer))
 		uv_timer_start(&ep->defer, defer_cb, 0, 0);
 }
 

@@ -341,61 +341,127 @@ Test(wire_ib_pcap, every_opcode_decodes_as_infiniband)
 	cr_assert_eq(seen, nframes, "tshark showed %u of %u frames", seen, nframes);
 }
 
-/* tshark's value of field in the first frame matching filter. */
-static void expect_field(const char *filter, const char *field, const char *want)
-{
-	char args[512];
-	char *out;
+/* What tshark must show for each CM MAD built by add_cm_mads(). */
+static const struct {
+	uint16_t attr;
+	const char *field;
+	const char *want;
+} cm_expect[] = {
+	{ 0x0010, "infiniband.mad.mgmtclass", "0x07" },
+	{ 0x0010, "infiniband.mad.method", "0x03" },
+	{ 0x0010, "infiniband.mad.transactionid", "0x0102030405060708" },
+	{ 0x0010, "infiniband.cm.req.localqpn", "0x000012" },
+	{ 0x0010, "infiniband.cm.req.startpsn", "0xabcdef" },
+	{ 0x0010, "infiniband.cm.req.responderres", "0x04" },
+	{ 0x0010, "infiniband.cm.req.initdepth", "0x02" },
+	{ 0x0010, "infiniband.cm.req.retrcount", "0x06" },
+	{ 0x0010, "infiniband.cm.req.rnrretrcount", "0x07" },
+	{ 0x0010, "infiniband.cm.req.pppmtu", "0x03" },
+	{ 0x0010, "infiniband.cm.req.maxcmretr", "0x0f" },
+	{ 0x0010, "infiniband.cm.req.transpsvctype", "0x00" },
+	{ 0x0010, "infiniband.cm.req.prim_localacktout", "0x0e" },
+	{ 0x0010, "infiniband.cm.req.prim_hoplim", "0x40" },
+	{ 0x0010, "infiniband.cm.req.prim_localgid_ipv4", "10.0.0.1" },
+	{ 0x0010, "infiniband.cm.req.prim_remotegid_ipv4", "10.0.0.2" },
+	{ 0x0010, "infiniband.cm.req.serviceid.dport", "0x4853" },
+	{ 0x0010, "infiniband.cm.req.ip_cm.sport", "0x4321" },
+	{ 0x0010, "infiniband.cm.req.ip_cm.sip4", "10.0.0.1" },
+	{ 0x0010, "infiniband.cm.req.ip_cm.dip4", "10.0.0.2" },
+	{ 0x0011, "infiniband.mad.mgmtclass", "0x07" },
+	{ 0x0011, "infiniband.mad.transactionid", "0x0102030405060708" },
+	{ 0x0013, "infiniband.cm.rep.remotecommid", "0xc0de0001" },
+	{ 0x0013, "infiniband.cm.rep.localqpn", "0x000034" },
+	{ 0x0013, "infiniband.cm.rep.startpsn", "0x123456" },
+	{ 0x0013, "infiniband.cm.rep.respres", "0x02" },
+	{ 0x0013, "infiniband.cm.rep.initdepth", "0x04" },
+	{ 0x0013, "infiniband.cm.rep.tgtackdelay", "0x0f" },
+	{ 0x0013, "infiniband.cm.rep.rnrretrcount", "0x05" },
+	{ 0x0013, "infiniband.cm.rep.localcaguid", "0x0002c90300d4e5f6" },
+	{ 0x0014, "infiniband.cm.rtu.localcommid", "0xc0de0001" },
+	{ 0x0014, "infiniband.cm.rtu.remotecommid", "0xc0de0002" },
+	{ 0x0012, "infiniband.cm.rej.localcommid", "0xc0de0003" },
+	{ 0x0012, "infiniband.cm.rej.reason", "0x001c" },
+	{ 0x0012, "infiniband.cm.rej.msgrej", "0x00" },
+	{ 0x0012, "infiniband.mad.transactionid", "0x1112131415161718" },
+	{ 0x0015, "infiniband.cm.req.remoteqpneecn", "0x000034" },
+	{ 0x0015, "infiniband.cm.dreq.localcommid", "0xc0de0001" },
+	{ 0x0015, "infiniband.cm.dreq.remotecommid", "0xc0de0002" },
+	{ 0x0016, "infiniband.cm.drsp.localcommid", "0xc0de0002" },
+	{ 0x0016, "infiniband.cm.drsp.remotecommid", "0xc0de0001" },
+};
+#define N_EXPECT (sizeof(cm_expect) / sizeof(cm_expect[0]))
 
-	snprintf(args, sizeof(args), "-Y '%s' -T fields -E occurrence=f -e %s", filter, field);
-	out = tshark(pcap, args);
-	out[strcspn(out, "\n")] = '\0';
-	cr_assert_str_eq(out, want, "%s: %s is '%s', want '%s'", filter, field, out, want);
+/* Column of one tab-separated line, copied into out. */
+static void column(const char *line, size_t col, char *out, size_t cap)
+{
+	size_t n;
+
+	for (; col > 0 && line != NULL; col--) {
+		line = strpbrk(line, "\t\n");
+		if (line != NULL && *line == '\t')
+			line++;
+		else
+			line = NULL;
+	}
+	cr_assert_not_null(line, "tshark line has too few columns");
+	n = strcspn(line, "\t\n");
+	cr_assert_lt(n, cap);
+	memcpy(out, line, n);
+	out[n] = '\0';
 }
 
+/* Column of field among the first n of cm_expect, counting each field once: tshark fills
+ * only one column per distinct field. Column 0 is the attribute ID. */
+static size_t field_column(size_t n, const char *field)
+{
+	size_t col = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		size_t j = 0;
+
+		while (j < i && strcmp(cm_expect[j].field, cm_expect[i].field) != 0)
+			j++;
+		if (j < i)
+			continue;		/* seen before */
+		col++;
+		if (strcmp(cm_expect[i].field, field) == 0)
+			return col;
+	}
+	return 0;
+}
+
+/* One tshark run over the MAD frames, one column per distinct field of cm_expect; each
+ * expectation is looked up in the line of its attribute. */
 Test(wire_ib_pcap, cm_mads_decode_with_our_values)
 {
-	const char *req = "infiniband.mad.attributeid == 0x0010";
+	char args[8192] = "-Y infiniband.mad -T fields -E separator=/t -E occurrence=f "
+			  "-e infiniband.mad.attributeid";
+	unsigned lines = 0;
+	const char *out;
 
-	expect_field("infiniband.mad.attributeid == 0x0011", "infiniband.mad.mgmtclass", "0x07");
-	expect_field(req, "infiniband.mad.mgmtclass", "0x07");
-	expect_field(req, "infiniband.mad.method", "0x03");
-	expect_field(req, "infiniband.mad.transactionid", "0x0102030405060708");
-	expect_field(req, "infiniband.cm.req.localqpn", "0x000012");
-	expect_field(req, "infiniband.cm.req.startpsn", "0xabcdef");
-	expect_field(req, "infiniband.cm.req.responderres", "0x04");
-	expect_field(req, "infiniband.cm.req.initdepth", "0x02");
-	expect_field(req, "infiniband.cm.req.retrcount", "0x06");
-	expect_field(req, "infiniband.cm.req.rnrretrcount", "0x07");
-	expect_field(req, "infiniband.cm.req.pppmtu", "0x03");
-	expect_field(req, "infiniband.cm.req.maxcmretr", "0x0f");
-	expect_field(req, "infiniband.cm.req.transpsvctype", "0x00");
-	expect_field(req, "infiniband.cm.req.prim_localacktout", "0x0e");
-	expect_field(req, "infiniband.cm.req.prim_localgid_ipv4", "10.0.0.1");
-	expect_field(req, "infiniband.cm.req.prim_remotegid_ipv4", "10.0.0.2");
-	expect_field(req, "infiniband.cm.req.serviceid.dport", "0x4853");
-	expect_field(req, "infiniband.cm.req.ip_cm.sport", "0x4321");
-	expect_field(req, "infiniband.cm.req.ip_cm.sip4", "10.0.0.1");
-	expect_field(req, "infiniband.cm.req.ip_cm.dip4", "10.0.0.2");
+	for (size_t i = 0; i < N_EXPECT; i++) {
+		size_t l = strlen(args);
 
-	const char *rep = "infiniband.mad.attributeid == 0x0013";
+		if (field_column(i, cm_expect[i].field) == 0)
+			snprintf(args + l, sizeof(args) - l, " -e %s", cm_expect[i].field);
+	}
+	out = tshark(pcap, args);
+	for (const char *line = out; *line != '\0'; line = strchr(line, '\n') + 1) {
+		char attr_s[16], got[128];
+		unsigned long attr;
 
-	expect_field(rep, "infiniband.cm.rep.remotecommid", "0xc0de0001");
-	expect_field(rep, "infiniband.cm.rep.localqpn", "0x000034");
-	expect_field(rep, "infiniband.cm.rep.startpsn", "0x123456");
-	expect_field(rep, "infiniband.cm.rep.respres", "0x02");
-	expect_field(rep, "infiniband.cm.rep.initdepth", "0x04");
-	expect_field(rep, "infiniband.cm.rep.tgtackdelay", "0x0f");
-	expect_field(rep, "infiniband.cm.rep.rnrretrcount", "0x05");
-
-	expect_field("infiniband.mad.attributeid == 0x0014", "infiniband.cm.rtu.remotecommid",
-		     "0xc0de0002");
-	expect_field("infiniband.mad.attributeid == 0x0012", "infiniband.cm.rej.reason", "0x001c");
-	expect_field("infiniband.mad.attributeid == 0x0012", "infiniband.cm.rej.msgrej", "0x00");
-	expect_field("infiniband.mad.attributeid == 0x0015", "infiniband.cm.req.remoteqpneecn",
-		     "0x000034");
-	expect_field("infiniband.mad.attributeid == 0x0015", "infiniband.cm.dreq.localcommid",
-		     "0xc0de0001");
-	expect_field("infiniband.mad.attributeid == 0x0016", "infiniband.cm.drsp.remotecommid",
-		     "0xc0de0001");
+		cr_assert_not_null(strchr(line, '\n'));
+		column(line, 0, attr_s, sizeof(attr_s));
+		attr = strtoul(attr_s, NULL, 16);
+		lines++;
+		for (size_t i = 0; i < N_EXPECT; i++) {
+			if (cm_expect[i].attr != attr)
+				continue;
+			column(line, field_column(N_EXPECT, cm_expect[i].field), got, sizeof(got));
+			cr_assert_str_eq(got, cm_expect[i].want, "%s (%s): %s is '%s', want '%s'",
+					 attr_s, sv__cm_attr_name((uint16_t)attr), cm_expect[i].field,
+					 got, cm_expect[i].want);
+		}
+	}
+	cr_assert_eq(lines, NMADS, "tshark decoded %u MADs, we sent %u", lines, NMADS);
 }
