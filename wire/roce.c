@@ -92,35 +92,21 @@ void sv__roce_iov_copy_in(const struct iovec *iov, int niov, uint32_t off, const
  * ICRC (spec/roce.md 9).
  */
 
-uint32_t sv__roce_icrc(const struct sockaddr_in *src, const struct sockaddr_in *dst,
-		       const struct iovec *iov, int niov)
+uint32_t sv__roce_icrc_ip4(const uint8_t ip_in[20], const uint8_t udp_in[8],
+			   const struct iovec *iov, int niov)
 {
 	static const uint8_t ones[8] = { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff };
 	uint8_t ip[20], udp[8], bth[SV__BTH_LEN];
-	size_t len = SV__ICRC_LEN;
 	uLong crc;
-	int i;
 
-	for (i = 0; i < niov; i++)
-		len += iov[i].iov_len;
-	/* IPv4 header as sent: version 4, IHL 5, TOS masked, total length, id 0, DF, TTL
-	 * masked, protocol UDP, checksum masked, addresses. */
-	ip[0] = 0x45;
-	ip[1] = 0xff;
-	sv__put_be16(ip + 2, (uint16_t)(20 + 8 + len));
-	sv__put_be16(ip + 4, 0);
-	sv__put_be16(ip + 6, 0x4000);
-	ip[8] = 0xff;
-	ip[9] = IPPROTO_UDP;
-	ip[10] = ip[11] = 0xff;
-	memcpy(ip + 12, &src->sin_addr, 4);
-	memcpy(ip + 16, &dst->sin_addr, 4);
-	memcpy(udp, &src->sin_port, 2);
-	memcpy(udp + 2, &dst->sin_port, 2);
-	sv__put_be16(udp + 4, (uint16_t)(8 + len));
-	udp[6] = udp[7] = 0xff;		/* UDP checksum masked */
+	memcpy(ip, ip_in, sizeof(ip));
+	memcpy(udp, udp_in, sizeof(udp));
+	ip[1] = 0xff;			/* TOS (DSCP + ECN) */
+	ip[8] = 0xff;			/* TTL */
+	ip[10] = ip[11] = 0xff;		/* header checksum */
+	udp[6] = udp[7] = 0xff;		/* UDP checksum */
 	memcpy(bth, iov[0].iov_base, SV__BTH_LEN);
-	bth[4] = 0xff;			/* FECN, BECN, Resv6 masked */
+	bth[4] = 0xff;			/* FECN, BECN, Resv6 */
 
 	crc = crc32(0L, ones, sizeof(ones));	/* the absent LRH */
 	crc = crc32(crc, ip, sizeof(ip));
@@ -128,9 +114,34 @@ uint32_t sv__roce_icrc(const struct sockaddr_in *src, const struct sockaddr_in *
 	crc = crc32(crc, bth, sizeof(bth));
 	crc = crc32(crc, (const Bytef *)iov[0].iov_base + SV__BTH_LEN,
 		    (uInt)(iov[0].iov_len - SV__BTH_LEN));
-	for (i = 1; i < niov; i++)
+	for (int i = 1; i < niov; i++)
 		crc = crc32(crc, iov[i].iov_base, (uInt)iov[i].iov_len);
 	return (uint32_t)crc;
+}
+
+uint32_t sv__roce_icrc(const struct sockaddr_in *src, const struct sockaddr_in *dst,
+		       const struct iovec *iov, int niov)
+{
+	uint8_t ip[20], udp[8];
+	size_t len = SV__ICRC_LEN;
+
+	for (int i = 0; i < niov; i++)
+		len += iov[i].iov_len;
+	/* The IPv4 header a plain unconnected socket with DF sends: version 4, IHL 5,
+	 * total length, identification 0, DF, protocol UDP, the addresses (TOS, TTL and
+	 * checksum are masked anyway). */
+	memset(ip, 0, sizeof(ip));
+	ip[0] = 0x45;
+	sv__put_be16(ip + 2, (uint16_t)(20 + 8 + len));
+	sv__put_be16(ip + 6, 0x4000);
+	ip[9] = IPPROTO_UDP;
+	memcpy(ip + 12, &src->sin_addr, 4);
+	memcpy(ip + 16, &dst->sin_addr, 4);
+	memcpy(udp, &src->sin_port, 2);
+	memcpy(udp + 2, &dst->sin_port, 2);
+	sv__put_be16(udp + 4, (uint16_t)(8 + len));
+	udp[6] = udp[7] = 0;
+	return sv__roce_icrc_ip4(ip, udp, iov, niov);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -665,6 +676,8 @@ static int query_gid(struct sv_context *ctx, int index, uint8_t gid[16])
 static void rqp_free(struct sv__rqp *q)
 {
 	sv__roce_resp_fini(q);
+	if (q->recs)
+		sv__roce_req_init(q);	/* frees READ bitmaps */
 	free(q->recs);
 	free(q->txb);
 	free(q);

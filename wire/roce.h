@@ -89,11 +89,12 @@ struct sv__rswqe {
 	uint32_t first_psn;
 	uint32_t npkts;			/* PSNs it consumes (READ: response packets) */
 	uint32_t sent;			/* packets sent the first time (READ: 0 or npkts) */
-	uint32_t got_pkts;		/* READ: response packets placed */
+	uint32_t got_pkts;		/* READ: responses placed without a gap before them */
+	uint64_t *rbits;		/* READ of several packets: responses placed */
 	bool rd_atomic;
 	bool done;			/* READ/atomic: response complete */
-	uint32_t rerequest_psn;		/* READ: gap already asked for (valid when rereq) */
-	bool rereq;
+	bool rereq;			/* READ: the gap at rereq_at was asked for again */
+	uint32_t rereq_at;
 	struct iovec iov[SV__MAX_SGE];	/* local memory (source or sink) */
 	int niov;
 };
@@ -111,6 +112,7 @@ struct sv__rres {
 struct sv__rrsp {
 	bool atomic;
 	bool dup;			/* a replay for a duplicate request */
+	bool cancelled;			/* superseded by a later retry of the READ */
 	uint32_t psn;			/* next response PSN */
 	uint32_t first_psn;		/* of the request (pkt index base) */
 	uint32_t last_psn;

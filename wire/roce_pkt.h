@@ -271,5 +271,9 @@ static inline int sv__roce_decode(struct sv__roce_pkt *k, const uint8_t *p, size
  */
 uint32_t sv__roce_icrc(const struct sockaddr_in *src, const struct sockaddr_in *dst,
 		       const struct iovec *iov, int niov);
+/* The same over given IPv4 and UDP headers as they were on the wire (the masking is
+ * done here). */
+uint32_t sv__roce_icrc_ip4(const uint8_t ip[20], const uint8_t udp[8],
+			   const struct iovec *iov, int niov);
 
 #endif

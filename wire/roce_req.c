@@ -13,6 +13,7 @@
  * [qp-locked] everywhere; q->now_ns is the caller's clock for this round.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "wire/roce.h"
@@ -24,6 +25,10 @@ static struct sv__rswqe *rec_at(struct sv__rqp *q, uint32_t i)
 
 void sv__roce_req_init(struct sv__rqp *q)
 {
+	for (uint32_t i = 0; i <= q->rec_mask; i++) {
+		free(q->recs[i].rbits);
+		q->recs[i].rbits = NULL;
+	}
 	q->rec_get = q->rec_put = q->rec_new = 0;
 	q->rd_out = 0;
 	q->pkts_since_ackreq = 0;
@@ -233,6 +238,11 @@ static int take_wqe(struct sv__rqp *q)
 		sv__sq_done(q->qp, w, SV_WC_LOC_PROT_ERR, 0, 0);
 		return -1;
 	}
+	if (w->opcode == SV_WR_RDMA_READ && n > 1 &&
+	    !(r->rbits = calloc((n + 63) / 64, sizeof(uint64_t)))) {
+		sv__sq_done(q->qp, w, SV_WC_LOC_QP_OP_ERR, 0, 0);
+		return -1;
+	}
 	r->wqe = w;
 	r->niov = niov;
 	r->first_psn = q->rx.nxt;
@@ -283,7 +293,7 @@ void sv__roce_req_progress(struct sv__rqp *q)
 		k = sv__psn_diff(x->snd, r->first_psn);
 		if (r->wqe->opcode == SV_WR_RDMA_READ) {
 			if (!r->done) {
-				emit(q, r, k > r->got_pkts ? k : r->got_pkts, true);
+				emit(q, r, r->got_pkts, true);
 				resent = true;
 			}
 			x->snd = sv__psn_add(r->first_psn, r->npkts);
@@ -353,37 +363,57 @@ static void on_ack(struct sv__rqp *q, uint32_t psn)
 	sv__retx_ack(&q->rx, psn, q->now_ns);
 }
 
+static bool rbit(const struct sv__rswqe *r, uint32_t i)
+{
+	return r->rbits ? r->rbits[i / 64] >> (i % 64) & 1 : i < r->got_pkts;
+}
+
+/*
+ * A READ response. Each packet is placed where its PSN says (offset = index * path MTU),
+ * in or out of order, and remembered in a bitmap; una only moves over the gap-free
+ * prefix, so the timer still guards the first missing response. When the end of a
+ * response stream arrives with holes left, the requester asks again from the first hole
+ * (a valid retried READ, spec/roce.md 7); the packets after it that already arrived are
+ * ignored when they come again. Asking on the stream's end rather than on the first
+ * gap matters: a gap-triggered retry races the rest of the stream still in flight and
+ * every retry makes a new full stream, which on a slow receiver snowballs.
+ */
 static void on_read_resp(struct sv__rqp *q, const struct sv__roce_pkt *k)
 {
 	struct sv__rswqe *r = rec_of_psn(q, k->psn);
-	uint32_t idx, expect, want;
+	uint32_t idx, want;
 
 	if (!r || r->wqe->opcode != SV_WR_RDMA_READ || r->done)
 		return;			/* stale: a duplicate of something complete */
 	idx = sv__psn_diff(k->psn, r->first_psn);
-	expect = r->got_pkts;
-	if (idx != expect) {
-		/* A response went missing: ask again from it, once per hole. Older ones
-		 * (duplicates of a resend) are ignored. */
-		if (idx > expect && !(r->rereq && r->rerequest_psn == expect)) {
-			r->rereq = true;
-			r->rerequest_psn = expect;
-			sv__retx_rewind(&q->rx, sv__psn_add(r->first_psn, expect));
-		}
-		return;
-	}
 	/* Every response but the last carries exactly one path MTU (IBA 9.7.3.x). */
 	want = idx == r->npkts - 1 ? r->wqe->length - idx * q->mtu : q->mtu;
 	if (k->paylen != want)
 		return;
-	sv__roce_iov_copy_in(r->iov, r->niov, idx * q->mtu, k->payload, k->paylen);
-	r->got_pkts++;
-	r->rereq = false;
+	if (!rbit(r, idx)) {
+		sv__roce_iov_copy_in(r->iov, r->niov, idx * q->mtu, k->payload, k->paylen);
+		if (r->rbits)
+			r->rbits[idx / 64] |= 1ull << (idx % 64);
+		else
+			r->got_pkts = 1;
+		while (r->got_pkts < r->npkts && rbit(r, r->got_pkts))
+			r->got_pkts++;
+	}
 	if (r->got_pkts == r->npkts) {
 		r->done = true;
 		q->rd_out--;
+		free(r->rbits);
+		r->rbits = NULL;
+		sv__retx_ack(&q->rx, sv__psn_add(r->first_psn, r->npkts - 1), q->now_ns);
+		return;
 	}
-	sv__retx_ack(&q->rx, k->psn, q->now_ns);
+	if (r->got_pkts)
+		sv__retx_ack(&q->rx, sv__psn_add(r->first_psn, r->got_pkts - 1), q->now_ns);
+	if (idx == r->npkts - 1 && !(r->rereq && r->rereq_at == r->got_pkts)) {
+		r->rereq = true;
+		r->rereq_at = r->got_pkts;
+		sv__retx_rewind(&q->rx, sv__psn_add(r->first_psn, r->got_pkts));
+	}
 }
 
 static void on_atomic_ack(struct sv__rqp *q, const struct sv__roce_pkt *k)

@@ -160,9 +160,11 @@ void sv__roce_resp_progress(struct sv__rqp *q)
 	while (q->rsp_get != q->rsp_put) {
 		struct sv__rrsp *e = &q->rspq[q->rsp_get % SV__ROCE_RSPQ];
 
-		do
-			send_rsp(q, e);
-		while (e->off < e->len);
+		if (!e->cancelled) {
+			do
+				send_rsp(q, e);
+			while (e->off < e->len);
+		}
 		if (e->mr)
 			sv__mr_release(e->mr);
 		e->mr = NULL;
@@ -504,6 +506,28 @@ static int execute(struct sv__rqp *q, const struct sv__roce_pkt *k)
  * Duplicates.
  */
 
+/*
+ * A retried READ supersedes every stream queued for the same READ: the requester asks
+ * from the first response it lacks, so anything queued before is either already there
+ * or resent by the new stream. One stream per READ keeps a burst of retries (a duplicated
+ * request, a timeout racing a gap) from multiplying the response traffic.
+ */
+static void cancel_streams(struct sv__rqp *q, const struct sv__rres *r)
+{
+	uint32_t last = sv__psn_add(r->first_psn, r->npkts - 1);
+
+	for (uint32_t i = q->rsp_get; i != q->rsp_put; i++) {
+		struct sv__rrsp *e = &q->rspq[i % SV__ROCE_RSPQ];
+
+		if (e->atomic || e->last_psn != last)
+			continue;
+		if (e->mr)
+			sv__mr_release(e->mr);
+		e->mr = NULL;
+		e->cancelled = true;
+	}
+}
+
 static void duplicate(struct sv__rqp *q, const struct sv__roce_pkt *k)
 {
 	q->st.dup_rx++;
@@ -512,7 +536,9 @@ static void duplicate(struct sv__rqp *q, const struct sv__roce_pkt *k)
 
 		for (uint32_t i = 0; i < q->nres; i++) {
 			struct sv__rres *r = &q->res[i];
+			struct sv__mr *mr = NULL;
 			struct sv__rrsp *e;
+			void *p = NULL;
 			uint32_t idx;
 
 			if (!r->valid || r->atomic != atomic || r->rkey != k->rkey)
@@ -521,34 +547,30 @@ static void duplicate(struct sv__rqp *q, const struct sv__roce_pkt *k)
 			    sv__psn_cmp(k->psn, sv__psn_add(r->first_psn, r->npkts)) >= 0)
 				continue;
 			idx = sv__psn_diff(k->psn, r->first_psn);
-			if (!(e = rsp_new(q)))
+			if (atomic ? idx != 0 : (k->va != r->va + (uint64_t)idx * q->mtu ||
+						 k->dmalen != r->len - idx * q->mtu))
+				return;	/* a retried READ asks for a tail of the original */
+			if (!atomic) {
+				cancel_streams(q, r);
+				/* The memory is read again (spec/roce.md 7). */
+				if (k->dmalen && sv__mr_acquire(q->qp, k->rkey, k->va, k->dmalen,
+								SV_ACCESS_REMOTE_READ, &mr, &p) < 0)
+					return;
+			}
+			if (!(e = rsp_new(q))) {
+				if (mr)
+					sv__mr_release(mr);
 				return;		/* busy: the requester asks again */
+			}
 			e->dup = true;
+			e->atomic = atomic;
 			e->psn = e->first_psn = k->psn;
 			e->last_psn = sv__psn_add(r->first_psn, r->npkts - 1);
 			e->msn = q->msn;
-			if (atomic) {
-				if (idx != 0)
-					return;
-				e->atomic = true;
-				e->orig = r->orig;	/* replayed, never re-executed */
-				q->rsp_put++;
-				return;
-			}
-			/* A retried READ asks for the tail from its PSN: it must lie within
-			 * the original (spec/roce.md 7), then memory is read again. */
-			if (k->va != r->va + (uint64_t)idx * q->mtu ||
-			    k->dmalen != r->len - idx * q->mtu)
-				return;
-			if (k->dmalen) {
-				void *p;
-
-				if (sv__mr_acquire(q->qp, k->rkey, k->va, k->dmalen,
-						   SV_ACCESS_REMOTE_READ, &e->mr, &p) < 0)
-					return;
-				e->ptr = p;
-			}
-			e->len = k->dmalen;
+			e->orig = r->orig;	/* atomics: replayed, never re-executed */
+			e->mr = mr;
+			e->ptr = p;
+			e->len = atomic ? 0 : k->dmalen;
 			q->rsp_put++;
 			return;
 		}
@@ -592,6 +614,7 @@ void sv__roce_resp_rx(struct sv__rqp *q, const struct sv__roce_pkt *k, uint8_t *
 		      size_t buflen, bool *kept)
 {
 	int32_t d = sv__psn_cmp(k->psn, q->epsn);
+
 
 
 	(void)buflen;

@@ -85,7 +85,7 @@ void ru_open(struct rside *s, int retx, const char *impair, size_t buflen, uint3
 	s->psn = (uint32_t)rand() & 0xffffff;
 }
 
-static void to_rts(struct rside *s, const struct rside *peer, const struct rlink *l)
+void ru_to_rts(struct rside *s, const struct rside *peer, const struct rlink *l)
 {
 	struct sv_qp_attr a;
 	int rc;
@@ -124,8 +124,8 @@ static void to_rts(struct rside *s, const struct rside *peer, const struct rlink
 
 void ru_connect(struct rside *a, struct rside *b, const struct rlink *l)
 {
-	to_rts(a, b, l);
-	to_rts(b, a, l);
+	ru_to_rts(a, b, l);
+	ru_to_rts(b, a, l);
 }
 
 void ru_wait(struct rside *s, struct sv_wc *wc, long timeout_ms)

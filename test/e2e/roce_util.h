@@ -33,6 +33,8 @@ struct rlink {
 
 /* Opens a side: retx is enum sv_retx_mode, impair a spec or NULL. */
 void ru_open(struct rside *s, int retx, const char *impair, size_t buflen, uint32_t depth);
+/* Moves s (in RESET) to RTS towards peer. */
+void ru_to_rts(struct rside *s, const struct rside *peer, const struct rlink *l);
 /* Connects a and b both ways with the link parameters. */
 void ru_connect(struct rside *a, struct rside *b, const struct rlink *l);
 /* Next completion on s's CQ within timeout_ms (asserts one arrives). */

@@ -1,0 +1,140 @@
+/*
+ * test_roce_impair.c — reliability of the UDP transport under injected faults
+ * (loss=0.05, dup=0.02, reorder=0.05 on both directions): 64 MiB written and 64 MiB read
+ * arrive with identical checksums, every completion exactly once and in posting order,
+ * for go-back-N and for selective repeat. Also: the impairment spec parser.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "roce_util.h"
+#include "wire/impair.h"
+
+#define TOTAL (64u << 20)
+#define CHUNK (1u << 20)
+#define DEPTH 16
+#define SPEC "loss=0.05,dup=0.02,reorder=0.05,seed=%u"
+
+static struct rside a, b;
+
+static void fill(uint8_t *p, size_t n, uint32_t seed)
+{
+	uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+
+	for (size_t i = 0; i < n; i += 8) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		memcpy(p + i, &x, 8);
+	}
+}
+
+static void open_pair(int retx)
+{
+	struct rlink l = { .mtu = SV_MTU_4096, .timeout = 10, .retry_cnt = 7, .rnr_retry = 7,
+			   .min_rnr_timer = 1, .rd_atomic = 8 };
+	char spec[96];
+
+	snprintf(spec, sizeof(spec), SPEC, 7u);
+	ru_open(&a, retx, spec, TOTAL, 2 * DEPTH);
+	snprintf(spec, sizeof(spec), SPEC, 11u);
+	ru_open(&b, retx, spec, TOTAL, 2 * DEPTH);
+	ru_connect(&a, &b, &l);
+}
+
+static void teardown(void)
+{
+	ru_close(&a);
+	ru_close(&b);
+}
+
+/* Moves TOTAL bytes in CHUNK-sized WRs with op, DEPTH in flight, checking that the
+ * completions come back exactly once each, in posting order. */
+static void transfer(enum sv_wr_opcode op)
+{
+	uint32_t posted = 0, done = 0, n = TOTAL / CHUNK;
+	long t0 = ru_now_ms();
+
+	while (done < n) {
+		struct sv_wc wc;
+
+		while (posted < n && posted - done < DEPTH) {
+			struct sv_sge sge = { (uintptr_t)(a.buf + (size_t)posted * CHUNK), CHUNK,
+					      a.mr->lkey };
+			struct sv_send_wr wr = { .wr_id = posted, .sg_list = &sge, .num_sge = 1,
+						 .opcode = op, .send_flags = SV_SEND_SIGNALED },
+					  *bad;
+
+			wr.wr.rdma.remote_addr = (uintptr_t)(b.buf + (size_t)posted * CHUNK);
+			wr.wr.rdma.rkey = b.mr->rkey;
+			cr_assert_eq(sv_post_send(a.qp, &wr, &bad), 0);
+			posted++;
+		}
+		ru_wait(&a, &wc, 60000);
+		cr_assert_eq(wc.status, SV_WC_SUCCESS, "wr %lu: %s", (unsigned long)wc.wr_id,
+			     sv_wc_status_str(wc.status));
+		cr_assert_eq(wc.wr_id, done, "completion %lu, expected %u",
+			     (unsigned long)wc.wr_id, done);
+		done++;
+	}
+	{
+		struct sv_qp_stats sa, sb;
+		long ms = ru_now_ms() - t0;
+
+		sv_query_qp_stats(a.qp, &sa);
+		sv_query_qp_stats(b.qp, &sb);
+		cr_log_info("%s %u MiB in %ld ms (%.1f MB/s): retransmits %lu timeouts %lu "
+			    "naks rx %lu tx %lu, dup rx %lu",
+			    op == SV_WR_RDMA_WRITE ? "write" : "read", TOTAL >> 20, ms,
+			    ms ? TOTAL / 1000.0 / ms : 0.0, (unsigned long)sa.retransmits,
+			    (unsigned long)sa.timeouts, (unsigned long)sa.naks_rx,
+			    (unsigned long)sb.naks_tx, (unsigned long)sb.duplicates_rx);
+		cr_assert_gt(sa.retransmits, 0, "the impairment did nothing?");
+	}
+	ru_quiet(&a, 20);		/* nothing completes twice */
+}
+
+static void write_then_read(int retx)
+{
+	open_pair(retx);
+	fill(a.buf, TOTAL, 1);
+	transfer(SV_WR_RDMA_WRITE);
+	cr_assert_eq(ru_crc(a.buf, TOTAL), ru_crc(b.buf, TOTAL), "written data differ");
+
+	fill(b.buf, TOTAL, 2);
+	memset(a.buf, 0, TOTAL);
+	transfer(SV_WR_RDMA_READ);
+	cr_assert_eq(ru_crc(a.buf, TOTAL), ru_crc(b.buf, TOTAL), "read data differ");
+}
+
+Test(roce_impair, go_back_n_64mib, .fini = teardown, .timeout = 240)
+{
+	write_then_read(SV_RETX_GBN);
+}
+
+Test(roce_impair, selective_repeat_64mib, .fini = teardown, .timeout = 240)
+{
+	write_then_read(SV_RETX_SR);
+}
+
+Test(roce_impair, spec_parser)
+{
+	struct sv__impair_cfg c;
+
+	cr_assert_eq(sv__impair_parse("loss=0.02,dup=0.01,reorder=0.02,delay_ms=10,seed=7", &c), 0);
+	cr_assert_float_eq(c.loss, 0.02, 1e-12);
+	cr_assert_float_eq(c.dup, 0.01, 1e-12);
+	cr_assert_float_eq(c.reorder, 0.02, 1e-12);
+	cr_assert_eq(c.delay_ms, 10);
+	cr_assert_eq(c.seed, 7);
+	cr_assert(sv__impair_active(&c));
+	cr_assert_eq(sv__impair_parse("", &c), 0);
+	cr_assert_not(sv__impair_active(&c));
+	cr_assert_eq(sv__impair_parse("loss=2", &c), -EINVAL);
+	cr_assert_eq(sv__impair_parse("loss", &c), -EINVAL);
+	cr_assert_eq(sv__impair_parse("jitter=1", &c), -EINVAL);
+	cr_assert_eq(sv__impair_parse("delay_ms=x", &c), -EINVAL);
+}

@@ -1,0 +1,238 @@
+/*
+ * test_roce_retx.c — the UDP transport's pure pieces on simulated time: the requester's
+ * reliability state (roce_retx.c: window, ACKs, go-back-N NAKs, selective-repeat SACKs,
+ * timer, RNR, counters, PSN wrap), the RNR timer table, the packet codec and the ICRC
+ * against the published RoCEv2 vector (spec/roce.md 9).
+ */
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <string.h>
+
+#include "wire/roce_pkt.h"
+#include "wire/roce_retx.h"
+
+#define MS 1000000ull
+
+/* timeout 8: 4.096 us << 8 = 1.048576 ms */
+static void init(struct sv__retx *r, bool sr, uint32_t psn)
+{
+	sv__retx_init(r, sr, psn, 8, 3, 2, 64);
+}
+
+Test(roce_retx, timer_from_timeout_and_retry_exhaustion)
+{
+	struct sv__retx r;
+	uint64_t now = 1000 * MS;
+
+	init(&r, false, 100);
+	cr_assert_eq(r.rto_ns, 1048576);
+	cr_assert_eq(sv__retx_next_ns(&r), 0, "idle: no timer");
+	sv__retx_sent_new(&r, 5, now);
+	cr_assert_eq(sv__retx_next_ns(&r), now + 1048576);
+	cr_assert_eq(sv__retx_on_timer(&r, now + 1000), 0, "early wake-up does nothing");
+	for (int i = 0; i < 3; i++) {
+		now = sv__retx_next_ns(&r);
+		cr_assert_eq(sv__retx_on_timer(&r, now), 1);
+		cr_assert_eq(r.snd, 100, "resend from una");
+		r.snd = r.nxt;		/* the transport resent everything */
+	}
+	cr_assert_eq(sv__retx_on_timer(&r, sv__retx_next_ns(&r)), -ETIMEDOUT);
+	cr_assert_eq(r.timeouts, 3);
+}
+
+Test(roce_retx, timeout_zero_means_no_timer)
+{
+	struct sv__retx r;
+
+	sv__retx_init(&r, false, 0, 0, 7, 7, 0);
+	sv__retx_sent_new(&r, 3, 5 * MS);
+	cr_assert_eq(sv__retx_next_ns(&r), 0);
+	cr_assert_eq(sv__retx_on_timer(&r, 1000000 * MS), 0);
+}
+
+Test(roce_retx, ack_progress_reloads_counters_and_grows_window)
+{
+	struct sv__retx r;
+	uint64_t now = MS;
+	uint32_t room;
+
+	init(&r, false, 0xfffffe);	/* wraps to 0 */
+	room = sv__retx_room(&r, now);
+	cr_assert_eq(room, SV__CWND_INIT);
+	sv__retx_sent_new(&r, 10, now);
+	cr_assert_eq(r.nxt, 8);
+	cr_assert_eq(sv__retx_on_timer(&r, sv__retx_next_ns(&r)), 1);
+	cr_assert_eq(r.retries_left, 2);
+	r.snd = r.nxt;
+	cr_assert_eq(sv__retx_ack(&r, 2, now), 5, "0xfffffe..2 acknowledged");
+	cr_assert_eq(r.una, 3);
+	cr_assert_eq(r.retries_left, 3, "progress reloads retry_cnt");
+	cr_assert_eq(sv__retx_ack(&r, 1, now), 0, "stale ACK");
+	cr_assert_eq(sv__retx_ack(&r, 9, now), 0, "ACK beyond what was sent");
+	cr_assert_eq(sv__retx_ack(&r, 7, now), 5);
+	cr_assert_eq(sv__retx_next_ns(&r), 0, "nothing outstanding: timer off");
+}
+
+Test(roce_retx, go_back_n_nak)
+{
+	struct sv__retx r;
+	uint64_t now = MS;
+	uint32_t cw;
+
+	init(&r, false, 1000);
+	sv__retx_sent_new(&r, 20, now);
+	cw = r.cwnd;
+	cr_assert_eq(sv__retx_nak_seq(&r, 1007, now), 0);
+	cr_assert_eq(r.una, 1007, "PSNs before the NAK are acknowledged");
+	cr_assert_eq(r.snd, 1007, "resend from the NAK's PSN");
+	cr_assert_eq(r.cwnd, (cw + 7 > 64 ? 64 : cw + 7) / 2, "one cut per episode");
+	cw = r.cwnd;
+	r.snd = r.nxt;
+	cr_assert_eq(sv__retx_nak_seq(&r, 1008, now), 0);
+	cr_assert_eq(r.cwnd, cw, "same episode: no second cut");
+	cr_assert_eq(r.retries_left, 2, "progress reloaded 3, the NAK took one");
+	cr_assert_eq(sv__retx_nak_seq(&r, 1008, now), 0);
+	cr_assert_eq(sv__retx_nak_seq(&r, 1008, now), 0);
+	cr_assert_eq(r.retries_left, 0);
+	cr_assert_eq(sv__retx_nak_seq(&r, 1008, now), -ETIMEDOUT, "no progress, no retries");
+}
+
+Test(roce_retx, selective_repeat_sack)
+{
+	struct sv__retx r;
+	uint64_t now = MS;
+	uint32_t p, got[8], n = 0;
+
+	init(&r, true, 50);
+	sv__retx_sent_new(&r, 20, now);
+	/* 53 and 56 lost: the responder keeps 54, 55, 57 and NAKs each with ePSN 53. */
+	sv__retx_sack(&r, 53, 54, now);
+	sv__retx_sack(&r, 53, 55, now);
+	sv__retx_sack(&r, 53, 57, now);
+	cr_assert_eq(r.una, 53);
+	cr_assert(sv__retx_is_sacked(&r, 54));
+	cr_assert(sv__retx_is_sacked(&r, 57));
+	cr_assert_not(sv__retx_is_sacked(&r, 56));
+	while (sv__retx_pop(&r, &p))
+		got[n++] = p;
+	cr_assert_eq(n, 2, "only the holes are resent, once each");
+	cr_assert_eq(got[0], 53);
+	cr_assert_eq(got[1], 56);
+	cr_assert_eq(r.retries_left, 3, "SR NAKs do not consume retry_cnt");
+	cr_assert_eq(r.cwnd, SV__CWND_INIT + 3, "SR NAKs do not cut the window");
+	/* The resend of 53 arrived: the cumulative ACK jumps to 55 (56 still missing). */
+	sv__retx_sack(&r, 56, 58, now);
+	cr_assert_eq(r.una, 56);
+	cr_assert_not(sv__retx_pop(&r, &p), "56 was already resent in this episode");
+	/* The timer backstops the lost resend: from una, skipping SACKed PSNs. */
+	cr_assert_eq(sv__retx_on_timer(&r, sv__retx_next_ns(&r)), 1);
+	cr_assert_eq(r.snd, 56);
+	cr_assert(sv__retx_is_sacked(&r, 57));
+	cr_assert_eq(r.cwnd, SV__CWND_MIN, "a timeout cuts to the minimum");
+}
+
+Test(roce_retx, rnr_wait_and_exhaustion)
+{
+	struct sv__retx r;
+	uint64_t now = MS;
+
+	init(&r, false, 7);		/* rnr_retry 2 */
+	sv__retx_sent_new(&r, 4, now);
+	cr_assert_eq(sv__retx_rnr(&r, 9, sv__rnr_code_ns(14), now), 0);
+	cr_assert_eq(r.una, 9);
+	cr_assert_eq(sv__retx_room(&r, now + 1), 0, "no sending during the RNR wait");
+	cr_assert_eq(sv__retx_next_ns(&r), now + 1280000, "code 14 = 1.28 ms");
+	cr_assert_eq(sv__retx_on_timer(&r, now + 1280000), 1);
+	cr_assert_eq(r.snd, 9);
+	cr_assert_gt(sv__retx_room(&r, now + 1280000), 0);
+	cr_assert_eq(sv__retx_rnr(&r, 9, 10000, now), 0);
+	cr_assert_eq(sv__retx_rnr(&r, 9, 10000, now), -ETIMEDOUT);
+
+	sv__retx_init(&r, false, 0, 8, 3, 7, 0);	/* 7: forever */
+	sv__retx_sent_new(&r, 1, now);
+	for (int i = 0; i < 100; i++)
+		cr_assert_eq(sv__retx_rnr(&r, 0, 10000, now), 0);
+}
+
+Test(roce_retx, rnr_table)
+{
+	cr_assert_eq(sv__rnr_code_ns(0), 655360000ull);
+	cr_assert_eq(sv__rnr_code_ns(1), 10000);
+	cr_assert_eq(sv__rnr_code_ns(18), 5120000);
+	cr_assert_eq(sv__rnr_code_ns(25), 61440000);
+	cr_assert_eq(sv__rnr_code_ns(31), 491520000);
+}
+
+/* spec/roce.md 9: the datenlord/open-rdma-driver vector. */
+Test(roce_pkt, icrc_vector)
+{
+	static const uint8_t bth[] = { 0x0a, 0x80, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02,
+				       0x80, 0x00, 0x00, 0x00 };
+	static const uint8_t reth[] = { 0x00, 0x00, 0x7f, 0x7e, 0x91, 0x00, 0x00, 0x00,
+					0x01, 0x70, 0x9a, 0x33, 0x00, 0x00, 0x00, 0x80 };
+	static const uint8_t ip[20] = { 0x45, 0x00, 0x00, 0xbc, 0x00, 0x01, 0x00, 0x00, 0x40,
+					0x11, 0xf8, 0xda, 0xc0, 0xa8, 0x00, 0x02, 0xc0, 0xa8,
+					0x00, 0x03 };
+	static const uint8_t udp[8] = { 0x12, 0xb7, 0x12, 0xb7, 0x00, 0xa8, 0x00, 0x00 };
+	uint8_t hdr[28], pay[128];
+	struct sockaddr_in src = { .sin_family = AF_INET, .sin_port = htons(4791) };
+	struct sockaddr_in dst = { .sin_family = AF_INET, .sin_port = htons(4791) };
+	uint8_t ipdf[20];
+	struct iovec v[2] = { { hdr, sizeof(hdr) }, { pay, sizeof(pay) } };
+	struct sv__roce_pkt k;
+	uint8_t whole[156];
+
+	memcpy(hdr, bth, 12);
+	memcpy(hdr + 12, reth, 16);
+	memset(pay, 0xff, sizeof(pay));
+	cr_assert_eq(sv__roce_icrc_ip4(ip, udp, v, 2), 0x982287c6);
+
+	/* What we send ourselves: identification 0 and DF instead of id 1 (the masked
+	 * fields do not matter); same addresses, ports and lengths. */
+	memcpy(ipdf, ip, sizeof(ipdf));
+	ipdf[4] = ipdf[5] = 0;
+	ipdf[6] = 0x40;
+	inet_pton(AF_INET, "192.168.0.2", &src.sin_addr);
+	inet_pton(AF_INET, "192.168.0.3", &dst.sin_addr);
+	cr_assert_eq(sv__roce_icrc(&src, &dst, v, 2), sv__roce_icrc_ip4(ipdf, udp, v, 2));
+	cr_assert_neq(sv__roce_icrc(&src, &dst, v, 2), 0x982287c6);
+
+	memcpy(whole, hdr, 28);
+	memcpy(whole + 28, pay, 128);
+	cr_assert_eq(sv__roce_decode(&k, whole, sizeof(whole)), -EPROTO,
+		     "P_Key 0 is invalid (IBA 10.9.1)");
+	whole[2] = whole[3] = 0xff;
+	cr_assert_eq(sv__roce_decode(&k, whole, sizeof(whole)), 0);
+	cr_assert_eq(k.op, SV__OP_WRITE_ONLY);
+	cr_assert(k.se);
+	cr_assert(k.ackreq);
+	cr_assert_eq(k.dqp, 2);
+	cr_assert_eq(k.psn, 0);
+	cr_assert_eq(k.va, 0x7f7e91000000ull);
+	cr_assert_eq(k.rkey, 0x01709a33);
+	cr_assert_eq(k.dmalen, 128);
+	cr_assert_eq(k.paylen, 128);
+}
+
+Test(roce_pkt, decode_rejects)
+{
+	uint8_t p[64] = { 0 };
+	struct sv__roce_pkt k;
+
+	sv__roce_bth_put(p, SV__OP_READ_REQ, false, 0, 5, true, 9);
+	for (size_t n = 0; n < SV__BTH_LEN + SV__RETH_LEN; n++)
+		cr_assert_eq(sv__roce_decode(&k, p, n), -EBADMSG, "len %zu", n);
+	cr_assert_eq(sv__roce_decode(&k, p, SV__BTH_LEN + SV__RETH_LEN), 0);
+	cr_assert_eq(sv__roce_decode(&k, p, SV__BTH_LEN + SV__RETH_LEN + 4), -EBADMSG,
+		     "a READ request has no payload");
+	p[1] |= 0x01;			/* TVer 1 */
+	cr_assert_eq(sv__roce_decode(&k, p, SV__BTH_LEN + SV__RETH_LEN), -EPROTO);
+	p[1] = 0;
+	p[0] = 0x15;			/* reserved opcode */
+	cr_assert_eq(sv__roce_decode(&k, p, SV__BTH_LEN + SV__RETH_LEN), -EPROTO);
+	sv__roce_bth_put(p, SV__OP_SEND_ONLY, false, 3, 5, false, 9);
+	cr_assert_eq(sv__roce_decode(&k, p, SV__BTH_LEN + 2), -EBADMSG, "pad beyond payload");
+	cr_assert_eq(sv__roce_decode(&k, p, SV__BTH_LEN + 4), 0);
+	cr_assert_eq(k.paylen, 1);
+}
