@@ -24,9 +24,16 @@
  * Teardown: whoever closes first shuts its direction after its pending FPDUs (and a
  * Terminate, if any) are written; the other side answers the FIN with its own, and each
  * closes once both directions are done (or after SV__IW_CLOSE_TIMEOUT_MS) and reports
- * DISCONNECTED. A FIN between FPDUs with nothing owed is the peer's graceful close: the
- * QP is left as it is (the next WR flushes it), as siw leaves the QP to the consumer.
- * A reset or a FIN in the middle of an FPDU is an LLP error (iwarp_term.c).
+ * DISCONNECTED. A FIN between FPDUs with nothing owed is the peer's graceful close: no
+ * async event; core flushes the QP when DISCONNECTED is reported (a WR posted before
+ * that fails as flushed). A reset, or a FIN inside an FPDU or with READ responses still
+ * owed, is an LLP error (iwarp_term.c).
+ *
+ * Data phase: the loop watches the socket and runs the RX/TX engines under the QP lock,
+ * except while the application spins on the QP (sv_poll_cq calling poll() back to back):
+ * then the loop stops watching readability, since the spinning thread reads the socket
+ * itself and a loop wake-up per FPDU would cost a cross-core switch (DESIGN.md, thread
+ * hops). A timer takes RX back at most SV__IW_PARK_MS after the spinning stops.
  *
  * Everything here runs on the loop; QP state is touched under the QP lock. CM events are
  * reported outside the QP lock.
@@ -144,7 +151,7 @@ static void timer_cb(uv_timer_t *t);
 
 static void ep_timer(struct sv__tep *ep, uint64_t ms)
 {
-	if (ep->timer_open)
+	if (ep->timer_open && !uv_is_closing((uv_handle_t *)&ep->timer))
 		uv_timer_start(&ep->timer, timer_cb, ms, 0);
 }
 
@@ -1044,7 +1051,7 @@ void sv__iw_ep_kick(struct sv__tep *ep)
 	/* [loop, qp-locked]: only adjust the mask here; the rest runs without the lock. */
 	if (iq && (ep->state == EP_UP || ep->state == EP_RTR_WAIT || ep->state == EP_CLOSING))
 		ep_poll(ep, (ep->parked ? 0 : UV_READABLE) | (iq->want_write ? UV_WRITABLE : 0));
-	if (ep->defer_open)
+	if (ep->defer_open && !uv_is_closing((uv_handle_t *)&ep->defer))
 		uv_timer_start(&ep->defer, defer_cb, 0, 0);
 }
 

@@ -849,3 +849,44 @@ Test(iwarp_raw, siw_reply_and_read_request, .init = setup, .fini = teardown, .ti
 	cr_assert_eq(sv_close_device(c2), 0);
 	free(src);
 }
+
+Test(iwarp_raw, reads_beyond_ird_terminate, .init = setup, .fini = teardown, .timeout = 30)
+{
+	uint8_t frames[5 * 64];
+	size_t len = 0;
+	struct sv_rdmap_msg m;
+
+	established_v2();		/* our IRD is the peer's ORD: 4 */
+	/* Five Read Requests in one segment: the fifth exceeds IRD before any answer. */
+	for (uint32_t i = 0; i < 5; i++) {
+		uint8_t *f = frames + len;
+		int hl;
+
+		untagged(&m, SV_RDMAP_READ_REQ, 1, 1 + i);
+		m.u.read_req.sink_stag = 0x77;
+		m.u.read_req.size = 16;
+		m.u.read_req.src_stag = mr->rkey;
+		m.u.read_req.src_to = (uintptr_t)buf;
+		hl = sv__rdmap_encode(f + 2, 60, &m);
+		cr_assert_eq(hl, SV_DDP_UNTAGGED_HDR_LEN + SV_RDMAP_READ_REQ_LEN);
+		sv__put_be16(f, (uint16_t)hl);
+		sv__put_le32(f + 2 + hl, sv__crc32c(f, 2 + (size_t)hl));	/* 48: no PAD */
+		len += 2 + (size_t)hl + 4;
+	}
+	peer_send(frames, len);
+	/* Responses to the first four may precede the Terminate; skip them. */
+	for (int i = 0; i < 5; i++) {
+		uint8_t ulpdu[256];
+
+		peer_read_fpdu(&m, ulpdu, sizeof(ulpdu));
+		if (m.opcode == SV_RDMAP_TERMINATE)
+			break;
+		cr_assert_eq(m.opcode, SV_RDMAP_READ_RESP);
+	}
+	cr_assert_eq(m.opcode, SV_RDMAP_TERMINATE);
+	cr_assert_eq(m.u.term.layer, SV_TERM_LAYER_DDP);
+	cr_assert_eq(m.u.term.etype, SV_TERM_DDP_UNTAGGED);
+	cr_assert_eq(m.u.term.ecode, SV_TERM_DDP_U_MSN_RANGE);
+	cr_assert(m.u.term.has_ddp_hdr);
+	cr_assert_eq(sv__get_be32(m.u.term.ddp_hdr + 10), 5, "the fifth request is named");
+}
