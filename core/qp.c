@@ -269,6 +269,10 @@ void sv__qp_enter_err(struct sv__qp *qp)
 			qp->ops->qp_error(&qp->pub);
 	}
 	flush_all(qp);
+	/* verbs.md 3/8: a QP on an SRQ will take no more WQEs from it; the application
+	 * learns that, after the flushes above, from LAST_WQE_REACHED. */
+	if (qp->srq)
+		sv__async_raise_qp(qp, SV_EVENT_QP_LAST_WQE_REACHED, NULL);
 }
 
 /* RESET forgets everything queued without a completion (verbs.md 1, "-> RESET"). */
@@ -364,7 +368,15 @@ int sv__rq_take(struct sv_qp *pub, struct sv__recv_wqe **wqe)
 	struct sv__qp *qp = to_qp(pub);
 	enum sv_qp_state st = qp->attr.qp_state;
 
-	if (st == SV_QPS_RESET || st == SV_QPS_ERR || qp->rq_take == qp->rq_put)
+	if (st == SV_QPS_RESET || st == SV_QPS_ERR)
+		return -ENOENT;
+	/* With an SRQ the next WQE moves from the SRQ into this QP's ring, which then
+	 * completes or flushes it like its own (core/srq.c). A ring full of taken,
+	 * unfinished WQEs reads as "no receive", as an empty SRQ does. */
+	if (qp->srq && qp->rq_take == qp->rq_put && qp->rq_put - qp->rq_get <= qp->rq_mask &&
+	    sv__srq_take(qp->srq, &qp->rq[qp->rq_put & qp->rq_mask]) == 0)
+		qp->rq_put++;
+	if (qp->rq_take == qp->rq_put)
 		return -ENOENT;
 	*wqe = &qp->rq[qp->rq_take & qp->rq_mask];
 	qp->rq_take++;
@@ -482,6 +494,8 @@ int sv_create_qp(struct sv_pd *pd, struct sv_qp_init_attr *ia, struct sv_qp **ou
 {
 	struct sv_context *ctx;
 	struct sv__qp *qp;
+	struct sv__srq *srq;
+	struct sv_qp_cap cap;
 	uint32_t sq_n, rq_n;
 	int rc;
 
@@ -492,14 +506,29 @@ int sv_create_qp(struct sv_pd *pd, struct sv_qp_init_attr *ia, struct sv_qp **ou
 		return -EINVAL;
 	if (ia->qp_type != SV_QPT_RC)
 		return ia->qp_type == SV_QPT_UD ? -EOPNOTSUPP : -EINVAL;
-	if ((rc = check_caps(&ctx->opts, &ia->cap)) < 0)
+	srq = ia->srq ? to_srq(ia->srq) : NULL;
+	if (srq && ia->srq->context != ctx)
+		return -EINVAL;
+	/* ibv_create_qp(3): with an SRQ the receive caps are ignored. */
+	cap = ia->cap;
+	if (srq)
+		cap.max_recv_wr = cap.max_recv_sge = 0;
+	if ((rc = check_caps(&ctx->opts, &cap)) < 0)
 		return rc;
 	if (!(qp = calloc(1, sizeof(*qp))))
 		return -ENOMEM;
 
-	/* The granted depth is the ring size: a power of two at least what was asked. */
-	sq_n = pow2_at_least(ia->cap.max_send_wr ? ia->cap.max_send_wr : 1);
-	rq_n = pow2_at_least(ia->cap.max_recv_wr ? ia->cap.max_recv_wr : 1);
+	/* The granted depth is the ring size: a power of two at least what was asked. A
+	 * QP on an SRQ keeps there the WQEs it took and has not completed, which can
+	 * never be more than the SRQ held. */
+	sq_n = pow2_at_least(cap.max_send_wr ? cap.max_send_wr : 1);
+	if (srq) {
+		pthread_mutex_lock(&srq->lock);
+		rq_n = srq->mask + 1;
+		pthread_mutex_unlock(&srq->lock);
+	} else {
+		rq_n = pow2_at_least(cap.max_recv_wr ? cap.max_recv_wr : 1);
+	}
 	qp->sq = calloc(sq_n, sizeof(*qp->sq));
 	qp->sq_slot = calloc(sq_n, sizeof(*qp->sq_slot));
 	qp->rq = calloc(rq_n, sizeof(*qp->rq));
@@ -513,8 +542,9 @@ int sv_create_qp(struct sv_pd *pd, struct sv_qp_init_attr *ia, struct sv_qp **ou
 	}
 	qp->sq_mask = sq_n - 1;
 	qp->rq_mask = rq_n - 1;
+	ia->cap = cap;
 	ia->cap.max_send_wr = sq_n;
-	ia->cap.max_recv_wr = rq_n;
+	ia->cap.max_recv_wr = srq ? 0 : rq_n;
 	qp->init = *ia;
 
 	qp->pub.context = ctx;
@@ -554,8 +584,11 @@ int sv_create_qp(struct sv_pd *pd, struct sv_qp_init_attr *ia, struct sv_qp **ou
 	if (rc < 0)
 		goto err_lock;
 
-	if ((rc = sv__ctx_run_sync(ctx, qp_create_on_loop, qp)) < 0)
+	if (srq && (rc = sv__srq_attach(srq, pd)) < 0)
 		goto err_count;
+	qp->srq = srq;
+	if ((rc = sv__ctx_run_sync(ctx, qp_create_on_loop, qp)) < 0)
+		goto err_srq;
 	if ((rc = sv__cq_attach(ia->send_cq, qp)) < 0)
 		goto err_transport;
 	if ((rc = sv__cq_attach(ia->recv_cq, qp)) < 0)
@@ -567,6 +600,9 @@ err_send_cq:
 	sv__cq_detach(ia->send_cq, qp);
 err_transport:
 	sv__ctx_run_sync(ctx, qp_destroy_on_loop, qp);
+err_srq:
+	if (srq)
+		sv__srq_detach(srq);
 err_count:
 	pthread_mutex_lock(&ctx->obj_lock);
 	ctx->n_qp--;
@@ -607,6 +643,8 @@ int sv_destroy_qp(struct sv_qp *pub)
 		sv__cq_detach(pub->recv_cq, qp);
 	/* On the loop, so no transport callback for this QP runs after it returns. */
 	sv__ctx_run_sync(ctx, qp_destroy_on_loop, qp);
+	if (qp->srq)
+		sv__srq_detach(qp->srq);
 
 	atomic_fetch_sub(&container_of(pub->pd, struct sv__pd, pub)->n_qp, 1);
 	pthread_mutex_lock(&ctx->obj_lock);
@@ -927,8 +965,10 @@ int sv_post_recv(struct sv_qp *pub, struct sv_recv_wr *wr, struct sv_recv_wr **b
 	qp = to_qp(pub);
 	sv__qp_lock(pub);
 	st = qp->attr.qp_state;
-	if (st == SV_QPS_RESET) {
-		rc = -EINVAL;		/* verbs.md 1: post_recv needs INIT or later */
+	/* verbs.md 1: post_recv needs INIT or later; verbs.md 8: a QP on an SRQ has no
+	 * receive queue of its own (sv_post_srq_recv feeds it). */
+	if (st == SV_QPS_RESET || qp->srq) {
+		rc = -EINVAL;
 		goto out;
 	}
 	for (; wr; wr = wr->next) {
