@@ -17,9 +17,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <arpa/inet.h>
 
@@ -162,17 +164,6 @@ static int dev_open(struct svc_device *d, struct sv_context **out)
  * Devices.
  */
 
-/* A device is listed when its transport is built in: the TCP one always; the UDP one
- * when opening it succeeds (EPROTONOSUPPORT means the library was built without it). */
-static bool dev_present(struct svc_device *d)
-{
-	struct sv_context *sv;
-
-	if (d->transport == SV_TRANSPORT_TCP)
-		return true;
-	return dev_open(d, &sv) == 0;
-}
-
 SVC_EXPORT struct ibv_device **ibv_get_device_list(int *num_devices)
 {
 	struct ibv_device **list = calloc(3, sizeof(*list));
@@ -184,13 +175,10 @@ SVC_EXPORT struct ibv_device **ibv_get_device_list(int *num_devices)
 		errno = ENOMEM;
 		return NULL;
 	}
-	/* The device of the selected transport first: applications without -d take it. */
-	for (i = 0; i < 2; i++) {
-		struct svc_device *d = &devices[udp_first ? 1 - i : i];
-
-		if (dev_present(d))
-			list[n++] = &d->dev;
-	}
+	/* Both transports are built into libsoftverbs; the device of the selected one comes
+	 * first, as applications without -d take the first. Listing opens nothing. */
+	for (i = 0; i < 2; i++)
+		list[n++] = &devices[udp_first ? 1 - i : i].dev;
 	if (num_devices)
 		*num_devices = n;
 	return list;
@@ -412,8 +400,9 @@ SVC_EXPORT int ibv_query_port(struct ibv_context *ctx, uint8_t port,
 	return svc_query_port_ex(ctx, port, (struct ibv_port_attr *)attr, OLD_PORT_ATTR_LEN);
 }
 
-/* GID 0: the device's IPv4 address as an IPv4-mapped IPv6 address (RoCE v2 style; for
- * iWARP the GID only names the port). An unspecified bind address means loopback. */
+/* GID 0. On sv_udp0 it is the context's own (the IPv4-mapped address its UDP socket is
+ * bound to, which peers put in ah_attr.grh.dgid). For iWARP the GID only names the port:
+ * the bind address in the same form, loopback when unspecified. */
 static int make_gid(struct svc_context *c, unsigned index, union ibv_gid *gid)
 {
 	const char *bind = getenv("SV_BIND_ADDR");
@@ -421,9 +410,10 @@ static int make_gid(struct svc_context *c, unsigned index, union ibv_gid *gid)
 
 	if (index != 0)
 		return EINVAL;
+	if (c->dev->transport == SV_TRANSPORT_UDP)
+		return svc_errno(sv_query_gid(c->sv, 1, 0, gid->raw));
 	if (!bind || inet_pton(AF_INET, bind, &in) != 1 || in.s_addr == htonl(INADDR_ANY))
 		in.s_addr = htonl(INADDR_LOOPBACK);
-	(void)c;
 	memset(gid, 0, sizeof(*gid));
 	gid->raw[10] = 0xff;
 	gid->raw[11] = 0xff;
@@ -519,6 +509,11 @@ static int svc_poll_cq(struct ibv_cq *cq, int num, struct ibv_wc *wc)
 		if (n < want)
 			break;
 	}
+	/* sv_udp0's receive path runs only on the context's progress thread: an empty
+	 * poll gives up the CPU, so two spinning processes on few cores cannot starve
+	 * both progress threads for a whole scheduler slice. */
+	if (!done && to_ctx(cq->context)->dev->transport == SV_TRANSPORT_UDP)
+		sched_yield();
 	return done;
 }
 
@@ -1303,7 +1298,14 @@ SVC_EXPORT int ibv_destroy_qp(struct ibv_qp *qp)
 	if (!qp)
 		return EINVAL;
 	q = to_qp(qp);
-	if ((rc = sv_destroy_qp(q->sv)) < 0)
+	/* libibverbs blocks until the QP's async events are acknowledged; softverbs says
+	 * EBUSY meanwhile (another thread is expected to ack). */
+	while ((rc = sv_destroy_qp(q->sv)) == -EBUSY) {
+		struct timespec ts = { 0, 1000000 };
+
+		nanosleep(&ts, NULL);
+	}
+	if (rc < 0)
 		return svc_errno(rc);
 	pend_clear(q);
 	free(q->pend);

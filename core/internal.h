@@ -121,8 +121,19 @@ struct sv__pd {
 	struct sv_pd pub;
 	atomic_uint n_mr;
 	atomic_uint n_qp;
+	atomic_uint n_ah;
 	atomic_uint n_srq;
 };
+
+struct sv__ah {
+	struct sv_ah pub;
+	struct sv_ah_attr attr;
+};
+
+static inline struct sv__ah *to_ah(struct sv_ah *ah)
+{
+	return container_of(ah, struct sv__ah, pub);
+}
 
 struct sv__mr {
 	struct sv_mr pub;
@@ -212,6 +223,7 @@ struct sv__rq_slot {
 	uint32_t byte_len;
 	uint32_t imm_data;
 	unsigned wc_flags;
+	uint32_t src_qp;		/* UD: the sender's QPN */
 };
 
 struct sv__cm_id;

@@ -89,6 +89,47 @@ static const struct transition rc_table[SV_QPS_ERR + 1][SV_QPS_ERR + 1] = {
 	},
 };
 
+/* The UD column of the same table: a Q_Key instead of access flags, no path or PSN
+ * exchange (a UD QP talks to anyone through its address handles). */
+static const struct transition ud_table[SV_QPS_ERR + 1][SV_QPS_ERR + 1] = {
+	[SV_QPS_RESET] = {
+		[SV_QPS_RESET] = { true, 0, 0 },
+		[SV_QPS_INIT] = { true, SV_QP_PKEY_INDEX | SV_QP_PORT | SV_QP_QKEY, 0 },
+		[SV_QPS_ERR] = { true, 0, 0 },
+	},
+	[SV_QPS_INIT] = {
+		[SV_QPS_RESET] = { true, 0, 0 },
+		[SV_QPS_ERR] = { true, 0, 0 },
+		[SV_QPS_INIT] = { true, 0, SV_QP_PKEY_INDEX | SV_QP_PORT | SV_QP_QKEY },
+		[SV_QPS_RTR] = { true, 0, SV_QP_PKEY_INDEX | SV_QP_QKEY },
+	},
+	[SV_QPS_RTR] = {
+		[SV_QPS_RESET] = { true, 0, 0 },
+		[SV_QPS_ERR] = { true, 0, 0 },
+		[SV_QPS_RTS] = { true, SV_QP_SQ_PSN, SV_QP_CUR_STATE | SV_QP_QKEY },
+	},
+	[SV_QPS_RTS] = {
+		[SV_QPS_RESET] = { true, 0, 0 },
+		[SV_QPS_ERR] = { true, 0, 0 },
+		[SV_QPS_RTS] = { true, 0, SV_QP_CUR_STATE | SV_QP_QKEY },
+		[SV_QPS_SQD] = { true, 0, SV_QP_EN_SQD_ASYNC_NOTIFY },
+	},
+	[SV_QPS_SQD] = {
+		[SV_QPS_RESET] = { true, 0, 0 },
+		[SV_QPS_ERR] = { true, 0, 0 },
+		[SV_QPS_RTS] = { true, 0, SV_QP_CUR_STATE | SV_QP_QKEY },
+		[SV_QPS_SQD] = { true, 0, SV_QP_PKEY_INDEX | SV_QP_QKEY },
+	},
+	[SV_QPS_SQE] = {
+		[SV_QPS_RESET] = { true, 0, 0 },
+		[SV_QPS_ERR] = { true, 0, 0 },
+	},
+	[SV_QPS_ERR] = {
+		[SV_QPS_RESET] = { true, 0, 0 },
+		[SV_QPS_ERR] = { true, 0, 0 },
+	},
+};
+
 #define MASK_KNOWN ((SV_QP_DEST_QPN << 1) - 1)
 #define QP_ACCESS_KNOWN (SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_WRITE | \
 			 SV_ACCESS_REMOTE_READ | SV_ACCESS_REMOTE_ATOMIC)
@@ -181,6 +222,7 @@ static void complete_recv(struct sv__qp *qp, const struct sv__recv_wqe *w,
 		.byte_len = s->byte_len,
 		.imm_data = s->imm_data,
 		.qp_num = qp->pub.qp_num,
+		.src_qp = s->src_qp,
 		.wc_flags = s->wc_flags,
 	};
 
@@ -383,6 +425,15 @@ int sv__rq_take(struct sv_qp *pub, struct sv__recv_wqe **wqe)
 	return 0;
 }
 
+void sv__rq_set_src_qp(struct sv_qp *pub, struct sv__recv_wqe *wqe, uint32_t src_qp)
+{
+	struct sv__qp *qp = to_qp(pub);
+	uint32_t i = (uint32_t)(wqe - qp->rq);
+
+	if (i <= qp->rq_mask)
+		qp->rq_slot[i].src_qp = src_qp;
+}
+
 void sv__rq_done(struct sv_qp *pub, struct sv__recv_wqe *wqe, enum sv_wc_status status,
 		 enum sv_wc_opcode opcode, uint32_t byte_len, uint32_t imm_data,
 		 unsigned wc_flags, bool solicited)
@@ -504,8 +555,13 @@ int sv_create_qp(struct sv_pd *pd, struct sv_qp_init_attr *ia, struct sv_qp **ou
 	ctx = pd->context;
 	if (ia->send_cq->ctx != ctx || ia->recv_cq->ctx != ctx)
 		return -EINVAL;
-	if (ia->qp_type != SV_QPT_RC)
-		return ia->qp_type == SV_QPT_UD ? -EOPNOTSUPP : -EINVAL;
+	if (ia->qp_type != SV_QPT_RC && ia->qp_type != SV_QPT_UD)
+		return -EINVAL;
+	if (ia->qp_type == SV_QPT_UD && ctx->opts.transport != SV_TRANSPORT_UDP) {
+		sv__log(SV_LOG_ERROR, "softverbs: UD QPs need the UDP transport "
+			"(SV_TRANSPORT=udp); iWARP over TCP has no datagram service");
+		return -EOPNOTSUPP;
+	}
 	srq = ia->srq ? to_srq(ia->srq) : NULL;
 	if (srq && ia->srq->context != ctx)
 		return -EINVAL;
@@ -755,7 +811,7 @@ static int modify_locked(struct sv__qp *qp, const struct sv_qp_attr *attr, int m
 	next = (mask & SV_QP_STATE) ? attr->qp_state : cur;
 	if ((unsigned)next > SV_QPS_ERR || (unsigned)cur > SV_QPS_ERR)
 		return -EINVAL;
-	t = &rc_table[cur][next];
+	t = qp->pub.qp_type == SV_QPT_UD ? &ud_table[cur][next] : &rc_table[cur][next];
 	rest = mask & ~SV_QP_STATE;
 	if (!t->legal || (rest & t->req) != t->req || (rest & ~(t->req | t->opt)))
 		return -EINVAL;
@@ -863,6 +919,17 @@ static int post_one_send(struct sv__qp *qp, const struct sv_send_wr *wr)
 	/* An RDMA Read has one sink (max_sge_rd = 1, RFC 5040 4.4). */
 	if (wr->opcode == SV_WR_RDMA_READ && wr->num_sge > 1)
 		return -EINVAL;
+	if (qp->pub.qp_type == SV_QPT_UD) {
+		/* A UD message is one packet (IBA 9.7.7): SEND only, within the path MTU,
+		 * to an address handle of this QP's PD. */
+		if (wr->opcode != SV_WR_SEND && wr->opcode != SV_WR_SEND_WITH_IMM)
+			return -EINVAL;
+		if (total > (128u << qp->attr.path_mtu))
+			return -EINVAL;
+		if (!wr->wr.ud.ah || wr->wr.ud.ah->pd != qp->pub.pd ||
+		    wr->wr.ud.remote_qpn > 0xffffff)
+			return -EINVAL;
+	}
 	if (wr->send_flags & SV_SEND_INLINE) {
 		/* verbs.md 2: only SEND and WRITE may be inline, within max_inline_data. */
 		if (wr->opcode == SV_WR_RDMA_READ || is_atomic(wr->opcode))
@@ -890,7 +957,14 @@ static int post_one_send(struct sv__qp *qp, const struct sv_send_wr *wr)
 	if (qp->init.sq_sig_all)
 		w->flags |= SV_SEND_SIGNALED;
 	w->imm_data = wr->imm_data;
-	if (is_atomic(wr->opcode)) {
+	if (qp->pub.qp_type == SV_QPT_UD) {
+		w->ah_attr = to_ah(wr->wr.ud.ah)->attr;
+		w->remote_qpn = wr->wr.ud.remote_qpn;
+		w->remote_qkey = wr->wr.ud.remote_qkey;
+		w->remote_addr = 0;
+		w->rkey = 0;
+		w->compare_add = w->swap = 0;
+	} else if (is_atomic(wr->opcode)) {
 		w->remote_addr = wr->wr.atomic.remote_addr;
 		w->rkey = wr->wr.atomic.rkey;
 		w->compare_add = wr->wr.atomic.compare_add;

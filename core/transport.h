@@ -59,6 +59,10 @@ struct sv__send_wqe {
 	/* For INLINE the data was copied at post time: one SGE whose addr points into core's
 	 * copy, with lkey unchecked (flags has SV_SEND_INLINE). */
 	struct sv_sge sge[SV__MAX_SGE];
+	/* UD QPs only: the destination, copied from the WR's AH at post time. */
+	struct sv_ah_attr ah_attr;
+	uint32_t remote_qpn;
+	uint32_t remote_qkey;
 };
 
 struct sv__recv_wqe {
@@ -207,6 +211,10 @@ int sv__rq_take(struct sv_qp *qp, struct sv__recv_wqe **wqe);
 void sv__rq_done(struct sv_qp *qp, struct sv__recv_wqe *wqe, enum sv_wc_status status,
 		 enum sv_wc_opcode opcode, uint32_t byte_len, uint32_t imm_data,
 		 unsigned wc_flags, bool solicited);
+
+/* [qp-locked] UD receives: the sender's QPN for the completion of wqe (a taken, not yet
+ * completed WQE); call before sv__rq_done(). */
+void sv__rq_set_src_qp(struct sv_qp *qp, struct sv__recv_wqe *wqe, uint32_t src_qp);
 
 /*
  * [qp-locked] Local memory: checks every SGE's lkey (valid MR, the QP's PD, bounds,

@@ -353,7 +353,8 @@ struct sv_qp {
 };
 
 /* Caps above the device's limits are -EINVAL; the granted depths (powers of two) are
- * written back to init_attr->cap. Only SV_QPT_RC exists so far (UD: -EOPNOTSUPP). */
+ * written back to init_attr->cap. SV_QPT_UD exists on the UDP transport only (TCP:
+ * -EOPNOTSUPP). */
 int sv_create_qp(struct sv_pd *pd, struct sv_qp_init_attr *init_attr, struct sv_qp **qp);
 /* Moves the QP to ERR if needed (flushing), closes its connection and frees it. Fails
  * with -EBUSY while async events taken for it are not acknowledged (libibverbs blocks
@@ -370,6 +371,20 @@ struct sv_ah_attr {
 	uint16_t dport;		/* remote UDP port; 0 = the transport's default */
 	uint8_t port_num;
 };
+
+/*
+ * Address handles (UD QPs, UDP transport only): where a UD SEND goes. dgid is the
+ * IPv4-mapped GID of the destination device (sv_query_gid), dport its UDP port (0: the
+ * local device's port). -EOPNOTSUPP on the TCP transport, -EAFNOSUPPORT for a GID that
+ * is not IPv4-mapped. Destroying an AH that WRs still name is the application's error.
+ */
+struct sv_ah {
+	struct sv_context *context;
+	struct sv_pd *pd;
+};
+
+int sv_create_ah(struct sv_pd *pd, const struct sv_ah_attr *attr, struct sv_ah **ah);
+int sv_destroy_ah(struct sv_ah *ah);
 
 enum sv_qp_attr_mask {
 	SV_QP_STATE = 1 << 0,
@@ -439,6 +454,11 @@ struct sv_qp_stats {
 	uint64_t icrc_errors;		/* received packets dropped for a bad ICRC */
 	uint64_t duplicates_rx;		/* request packets that arrived again */
 	uint64_t out_of_order_rx;	/* request packets ahead of the expected PSN */
+	/* UD QPs (appended): datagrams dropped at the receiver for a Q_Key that is not the
+	 * QP's, or for want of a posted receive; datagrams the socket did not take. */
+	uint64_t qkey_drops;
+	uint64_t ud_no_recv_drops;
+	uint64_t ud_tx_drops;
 };
 
 int sv_query_qp_stats(struct sv_qp *qp, struct sv_qp_stats *stats);
@@ -485,6 +505,13 @@ struct sv_send_wr {
 			uint64_t swap;
 			uint32_t rkey;
 		} atomic;
+		/* UD QPs: destination AH, QPN and Q_Key (a Q_Key with bit 31 set means the
+		 * QP's own Q_Key, IBA 10.2.5). */
+		struct {
+			struct sv_ah *ah;
+			uint32_t remote_qpn;
+			uint32_t remote_qkey;
+		} ud;
 	} wr;
 };
 
@@ -500,6 +527,11 @@ struct sv_recv_wr {
  * too many SGEs, queue full (-ENOMEM), inline too large, QP state) it returns the error
  * and points *bad_wr at it; the WRs before it stay posted. In ERR every WR is accepted
  * and completes with SV_WC_WR_FLUSH_ERR.
+ * On a UD QP only SEND and SEND_WITH_IMM exist, wr.ud names the destination, and a
+ * message longer than the QP's path MTU (attr.path_mtu, 4096 unless set) is -EINVAL. A
+ * UD receive buffer gets the 40-byte GRH first (wc_flags SV_WC_GRH; for IPv4 the IPv4
+ * header in its last 20 bytes, as RoCEv2 HCAs do), then the payload; wc.src_qp is the
+ * sender's QPN.
  */
 int sv_post_send(struct sv_qp *qp, struct sv_send_wr *wr, struct sv_send_wr **bad_wr);
 int sv_post_recv(struct sv_qp *qp, struct sv_recv_wr *wr, struct sv_recv_wr **bad_wr);

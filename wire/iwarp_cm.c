@@ -24,9 +24,16 @@
  * Teardown: whoever closes first shuts its direction after its pending FPDUs (and a
  * Terminate, if any) are written; the other side answers the FIN with its own, and each
  * closes once both directions are done (or after SV__IW_CLOSE_TIMEOUT_MS) and reports
- * DISCONNECTED. A FIN between FPDUs with nothing owed is the peer's graceful close: the
- * QP is left as it is (the next WR flushes it), as siw leaves the QP to the consumer.
- * A reset or a FIN in the middle of an FPDU is an LLP error (iwarp_term.c).
+ * DISCONNECTED. A FIN between FPDUs with nothing owed is the peer's graceful close: no
+ * async event; core flushes the QP when DISCONNECTED is reported (a WR posted before
+ * that fails as flushed). A reset, or a FIN inside an FPDU or with READ responses still
+ * owed, is an LLP error (iwarp_term.c).
+ *
+ * Data phase: the loop watches the socket and runs the RX/TX engines under the QP lock,
+ * except while the application spins on the QP (sv_poll_cq calling poll() back to back):
+ * then the loop stops watching readability, since the spinning thread reads the socket
+ * itself and a loop wake-up per FPDU would cost a cross-core switch (DESIGN.md, thread
+ * hops). A timer takes RX back at most SV__IW_PARK_MS after the spinning stops.
  *
  * Everything here runs on the loop; QP state is touched under the QP lock. CM events are
  * reported outside the QP lock.

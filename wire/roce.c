@@ -35,6 +35,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "wire/ib_cm.h"
 #include "wire/roce.h"
 
 /* ---------------------------------------------------------------------------------------
@@ -419,11 +420,19 @@ static struct sv__rqp *rx_one(struct sv__rctx *rc, unsigned i, bool *kept)
 		}
 		return NULL;
 	}
+	/* UD datagrams: the CM's MADs on QP1 and UD QPs (roce_cm.c, roce_ud.c). */
+	if (sv__roce_op_is_ud(buf[0])) {
+		if (sv__get_be24(buf + 5) == SV_GSI_QPN)
+			sv__roce_cm_rx(rc, &rc->rx_src[i], buf, len - SV__ICRC_LEN);
+		else if (q)
+			sv__roce_ud_rx(q, &rc->rx_src[i], &dst, buf, len - SV__ICRC_LEN);
+		return NULL;
+	}
 	if (!q || sv__roce_decode(&k, buf, len - SV__ICRC_LEN) < 0)
 		return NULL;
 	sv__qp_lock(q->qp);
 	/* Only the peer of a connected QP may talk to it (the AV it was given). */
-	if (q->err || !q->live || rc->rx_src[i].sin_addr.s_addr != q->peer.sin_addr.s_addr ||
+	if (q->qp->qp_type != SV_QPT_RC || q->err || !q->live || rc->rx_src[i].sin_addr.s_addr != q->peer.sin_addr.s_addr ||
 	    rc->rx_src[i].sin_port != q->peer.sin_port) {
 		sv__qp_unlock(q->qp);
 		return NULL;
@@ -636,6 +645,8 @@ static int ctx_init(struct sv_context *ctx, void **tctx)
 		rc->imp_timer.data = rc->imp_wake.data = rc;
 		rc->handles_open += 2;
 	}
+	sv__roce_cm_init(rc);
+	rc->handles_open++;
 	uv_poll_start(&rc->poll, UV_READABLE, rx_cb);
 	sv__log(SV_LOG_INFO, "softverbs udp: bound %s:%u (%s)", inet_ntoa(rc->local.sin_addr),
 		ntohs(rc->local.sin_port), rc->sr ? "selective repeat" : "go-back-N");
@@ -653,6 +664,7 @@ static void ctx_fini(struct sv_context *ctx, void *tctx)
 	(void)ctx;
 	uv_poll_stop(&rc->poll);
 	uv_close((uv_handle_t *)&rc->poll, handle_closed);
+	uv_close((uv_handle_t *)&rc->cm_timer, handle_closed);
 	if (rc->imp) {
 		uv_close((uv_handle_t *)&rc->imp_timer, handle_closed);
 		uv_close((uv_handle_t *)&rc->imp_wake, handle_closed);
@@ -733,6 +745,7 @@ static void qp_destroy(struct sv_qp *qp, void *tqp)
 	struct sv__rqp *q = tqp;
 
 	(void)qp;
+	sv__roce_cm_qp_gone(q);
 	tbl_del(q->rc, q);
 	uv_timer_stop(&q->timer);
 	uv_close((uv_handle_t *)&q->timer, timer_closed);
@@ -745,6 +758,8 @@ static int qp_modify(struct sv_qp *qp, const struct sv_qp_attr *attr, int mask)
 	enum sv_qp_state next = (mask & SV_QP_STATE) ? attr->qp_state : cur->qp_state;
 	static const uint8_t v4mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
 
+	if (qp->qp_type == SV_QPT_UD)
+		return sv__roce_ud_modify(q, attr, mask);
 	if (qp->qp_type != SV_QPT_RC)
 		return -EOPNOTSUPP;
 	if (next == SV_QPS_RTR && cur->qp_state == SV_QPS_INIT) {
@@ -785,6 +800,10 @@ static void sq_kick(struct sv_qp *qp)
 
 	if (q->err || !q->live)
 		return;
+	if (qp->qp_type == SV_QPT_UD) {
+		sv__roce_ud_send(q);
+		return;
+	}
 	q->now_ns = sv__now_ns();
 	sv__roce_req_progress(q);
 	sv__roce_flush(q);
@@ -795,6 +814,8 @@ static void loop_kick(struct sv_qp *qp)
 {
 	struct sv__rqp *q = sv__rqp(qp);
 
+	if (qp->qp_type == SV_QPT_UD)
+		return;			/* UD sends complete in sq_kick, never later */
 	q->now_ns = sv__now_ns();
 	qp_round(q);
 	arm_timer(q);
@@ -830,38 +851,22 @@ static int qp_stats(struct sv_qp *qp, struct sv_qp_stats *s)
 	s->icrc_errors = q->st.icrc_errors;
 	s->duplicates_rx = q->st.dup_rx;
 	s->out_of_order_rx = q->st.ooo_rx;
+	s->qkey_drops = q->qkey_drops;
+	s->ud_no_recv_drops = q->ud_no_recv_drops;
+	s->ud_tx_drops = q->ud_tx_drops;
 	return 0;
-}
-
-/* In-band connection management (IB CM MADs on QP1) is not built: every CM call on a
- * UDP device fails with -EOPNOTSUPP and says how to connect instead. */
-static int cm_unsupported(void)
-{
-	sv__log(SV_LOG_WARN, "softverbs udp: the connection manager is not available on the "
-		"UDP transport yet; connect out of band (sv_query_gid + sv_modify_qp to RTR/RTS)");
-	return -EOPNOTSUPP;
-}
-
-static int cm_listen(struct sv_context *ctx, void *cm, const struct sockaddr *addr,
-		     int backlog, struct sv__tep **lep)
-{
-	(void)ctx, (void)cm, (void)addr, (void)backlog, (void)lep;
-	return cm_unsupported();
-}
-
-static int cm_connect(struct sv_qp *qp, void *cm, const struct sockaddr *dst,
-		      const struct sv__conn_param *param, struct sv__tep **ep)
-{
-	(void)qp, (void)cm, (void)dst, (void)param, (void)ep;
-	return cm_unsupported();
 }
 
 const struct sv__transport_ops sv__roce_udp_ops = {
 	.name = "udp",
-	.connect = cm_connect,
+	.accept = sv__roce_cm_accept,
+	.connect = sv__roce_cm_connect,
 	.ctx_fini = ctx_fini,
 	.ctx_init = ctx_init,
-	.listen = cm_listen,
+	.disconnect = sv__roce_cm_disconnect,
+	.ep_addr = sv__roce_cm_ep_addr,
+	.ep_destroy = sv__roce_cm_ep_destroy,
+	.listen = sv__roce_cm_listen,
 	.loop_kick = loop_kick,
 	.poll = NULL,
 	.qp_create = qp_create,
@@ -870,6 +875,7 @@ const struct sv__transport_ops sv__roce_udp_ops = {
 	.qp_modify = qp_modify,
 	.qp_stats = qp_stats,
 	.query_gid = query_gid,
+	.reject = sv__roce_cm_reject,
 	.rq_kick = NULL,
 	.sq_kick = sq_kick,
 };

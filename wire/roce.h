@@ -10,6 +10,9 @@
  *   roce_resp.c   the responder: PSN checks, placement, READ/atomic resources and
  *                 replay, ACK/NAK generation
  *   roce_retx.c   the reliability logic (pure: window, timers, GBN/SR decisions)
+ *   roce_ud.c     UD QPs (SEND_ONLY with DETH, GRH in the receive buffer) and the
+ *                 datagram sender UD and the CM share
+ *   roce_cm.c     in-band connection management: IB CM MADs on QP1
  *   impair.c      fault injection on the transmit path
  *
  * Threads: the context's socket and its poll handle belong to the loop, which receives
@@ -72,6 +75,12 @@ struct sv__rctx {
 	uint8_t rx_cmsg[SV__ROCE_RX_BATCH][64];
 	uint8_t *rx_buf[SV__ROCE_RX_BATCH];
 	uint64_t icrc_errors_unknown;	/* bad ICRC for no known QP */
+	/* Connection manager (roce_cm.c, loop only). */
+	uv_timer_t cm_timer;		/* MAD retransmissions */
+	struct sv__tep *cm_eps;		/* listeners and connections */
+	uint32_t cm_next_id;		/* local communication IDs */
+	uint16_t cm_next_port;		/* ephemeral service ports */
+	uint32_t gsi_psn;		/* BTH PSN of the MADs we send */
 };
 
 /* A transmit batch: built under one QP lock, sent with one sendmmsg. */
@@ -178,6 +187,11 @@ struct sv__rqp {
 	uint16_t *ooo_len;
 	struct sv__rqp_stats st;
 	struct sv__roce_txb *txb;
+	/* UD QPs. */
+	uint32_t ud_psn;
+	uint64_t qkey_drops, ud_no_recv_drops, ud_tx_drops;
+	/* The CM connection using this QP (roce_cm.c, loop only). */
+	struct sv__tep *cm_ep;
 };
 
 /* roce.c */
@@ -199,6 +213,48 @@ void sv__roce_iov_copy_in(const struct iovec *iov, int niov, uint32_t off, const
 /* Fills out[] with the slices of iov covering [off, off+len); returns their count. */
 int sv__roce_iov_slice(const struct iovec *iov, int niov, uint32_t off, uint32_t len,
 		       struct iovec *out);
+
+/* roce_ud.c */
+#define SV__ROCE_OP_UD_SEND_ONLY 0x64
+#define SV__ROCE_OP_UD_SEND_ONLY_IMM 0x65
+#define SV__ROCE_DETH_LEN 8
+#define SV__ROCE_GRH_LEN 40
+#define SV__ROCE_GSI_QKEY 0x80010000u	/* QP1's well-known Q_Key (IBA 13.5.3) */
+static inline bool sv__roce_op_is_ud(uint8_t op)
+{
+	return (op & 0xe0) == 0x60;
+}
+/* Sends one datagram to dst now: hdr (BTH first; its pad bits are set here), payload,
+ * pad, ICRC. Any thread (a datagram send is atomic). Returns 0 or a negative errno. */
+int sv__roce_dgram_send(struct sv__rctx *rc, const struct sockaddr_in *dst, uint8_t *hdr,
+			size_t hlen, const struct iovec *pay, int npay, uint32_t paylen);
+/* [qp-locked] modify_qp of a UD QP. */
+int sv__roce_ud_modify(struct sv__rqp *q, const struct sv_qp_attr *attr, int mask);
+/* [qp-locked] Sends every queued WR (completed on hand-off). */
+void sv__roce_ud_send(struct sv__rqp *q);
+/* [loop] A UD datagram (ICRC checked and stripped) for QP q, from src to dst. */
+void sv__roce_ud_rx(struct sv__rqp *q, const struct sockaddr_in *src,
+		    const struct sockaddr_in *dst, const uint8_t *p, size_t len);
+
+/* roce_cm.c — [loop] */
+/* ctx_init: the CM's timer (ctx_fini closes it with the context's other handles). */
+void sv__roce_cm_init(struct sv__rctx *rc);
+/* A MAD datagram for QP1 (ICRC checked and stripped) from src. */
+void sv__roce_cm_rx(struct sv__rctx *rc, const struct sockaddr_in *src, const uint8_t *p,
+		    size_t len);
+/* qp_destroy: the connection forgets the QP. */
+void sv__roce_cm_qp_gone(struct sv__rqp *q);
+int sv__roce_cm_listen(struct sv_context *ctx, void *cm, const struct sockaddr *addr,
+		       int backlog, struct sv__tep **lep);
+int sv__roce_cm_connect(struct sv_qp *qp, void *cm, const struct sockaddr *dst,
+			const struct sv__conn_param *param, struct sv__tep **ep);
+int sv__roce_cm_accept(struct sv__tep *ep, struct sv_qp *qp,
+		       const struct sv__conn_param *param);
+int sv__roce_cm_reject(struct sv__tep *ep, const uint8_t *priv, uint16_t priv_len);
+int sv__roce_cm_disconnect(struct sv__tep *ep);
+void sv__roce_cm_ep_destroy(struct sv__tep *ep);
+int sv__roce_cm_ep_addr(struct sv__tep *ep, struct sockaddr_storage *local,
+			struct sockaddr_storage *peer);
 
 /* roce_req.c — [qp-locked] */
 void sv__roce_req_init(struct sv__rqp *q);

@@ -59,3 +59,18 @@ Test(apps_ibverbs, ibv_devinfo_describes_the_iwarp_port, .timeout = 60)
 	cr_expect(strstr(out, "GID[  0]:\t\t0000:0000:0000:0000:0000:ffff:7f00:0001"), "%s", out);
 	free(out);
 }
+
+Test(apps_ibverbs, ibv_devinfo_describes_the_roce_port, .timeout = 60)
+{
+	const char *argv[] = { "ibv_devinfo", "-v", "-d", "sv_udp0", NULL };
+	char *out;
+
+	apps_require(progs);
+	out = run(argv);
+	cr_expect(strstr(out, "hca_id:\tsv_udp0"), "%s", out);
+	cr_expect(strstr(out, "transport:\t\t\tInfiniBand (0)"), "%s", out);
+	cr_expect(strstr(out, "link_layer:\t\tEthernet"), "%s", out);
+	cr_expect(strstr(out, "GID[  0]:\t\t::ffff:127.0.0."), "%s", out);
+	cr_expect(strstr(out, ", RoCE v2"), "%s", out);
+	free(out);
+}

@@ -2,7 +2,8 @@
  * test_roce_ops.c — the UDP transport end to end over loopback, connected out of band:
  * every RC opcode (SEND, SEND with immediate, RDMA WRITE, WRITE with immediate, READ,
  * compare-and-swap, fetch-and-add) at sizes 0, 1, 4095, 4096 and 1 MiB, several path
- * MTUs, multi-SGE, the GID format, and the CM calls refusing with -EOPNOTSUPP.
+ * MTUs, multi-SGE, the GID format, and where the CM may listen (test_roce_cm.c has the
+ * in-band connection manager itself).
  */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
@@ -271,16 +272,18 @@ Test(roce_ops, small_mtu_and_inline)
 	cr_assert_eq(memcmp(a.buf, b.buf + 600000, 40), 0);
 }
 
-Test(roce_ops, cm_is_not_supported_yet)
+Test(roce_ops, cm_listens_on_the_device_address_only)
 {
 	struct sv_cm_channel *ch;
 	struct sv_cm_id *id;
 	struct sockaddr_in sa = { .sin_family = AF_INET };
 
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	sa.sin_addr.s_addr = htonl(0x7f0000c8);	/* 127.0.0.200: not the device */
 	cr_assert_eq(sv_cm_create_channel(&ch), 0);
 	cr_assert_eq(sv_cm_create_id(ch, a.ctx, NULL, &id), 0);
-	cr_assert_eq(sv_cm_listen(id, (struct sockaddr *)&sa, 1), -EOPNOTSUPP);
+	cr_assert_eq(sv_cm_listen(id, (struct sockaddr *)&sa, 1), -EADDRNOTAVAIL);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	cr_assert_eq(sv_cm_listen(id, (struct sockaddr *)&sa, 1), 0);
 	cr_assert_eq(sv_cm_destroy_id(id), 0);
 	cr_assert_eq(sv_cm_destroy_channel(ch), 0);
 }

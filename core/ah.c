@@ -1,0 +1,45 @@
+/*
+ * ah.c — address handles for UD QPs (verbs.md; IBA 10.2.2.1). An AH is the destination
+ * of a UD SEND: the remote device's GID and UDP port. The UDP transport addresses IPv4
+ * only, so the GID must be IPv4-mapped (::ffff:a.b.c.d, what sv_query_gid returns); the
+ * check is made here so that a bad address fails at creation, not at every post.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/internal.h"
+
+int sv_create_ah(struct sv_pd *pd, const struct sv_ah_attr *attr, struct sv_ah **out)
+{
+	static const uint8_t v4mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+	struct sv__ah *ah;
+
+	if (!pd || !attr || !out)
+		return -EINVAL;
+	if (pd->context->opts.transport != SV_TRANSPORT_UDP) {
+		sv__log(SV_LOG_ERROR, "softverbs: address handles need the UDP transport");
+		return -EOPNOTSUPP;
+	}
+	if (memcmp(attr->dgid, v4mapped, sizeof(v4mapped)) != 0) {
+		sv__log(SV_LOG_ERROR, "softverbs udp: AH dgid must be IPv4-mapped (::ffff:a.b.c.d)");
+		return -EAFNOSUPPORT;
+	}
+	if (!(ah = calloc(1, sizeof(*ah))))
+		return -ENOMEM;
+	ah->pub.context = pd->context;
+	ah->pub.pd = pd;
+	ah->attr = *attr;
+	atomic_fetch_add(&container_of(pd, struct sv__pd, pub)->n_ah, 1);
+	*out = &ah->pub;
+	return 0;
+}
+
+int sv_destroy_ah(struct sv_ah *pub)
+{
+	if (!pub)
+		return -EINVAL;
+	atomic_fetch_sub(&container_of(pub->pd, struct sv__pd, pub)->n_ah, 1);
+	free(to_ah(pub));
+	return 0;
+}

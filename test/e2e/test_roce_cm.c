@@ -1,0 +1,389 @@
+/*
+ * test_roce_cm.c — the connection manager on the UDP transport (IB CM MADs on QP1):
+ * connect/accept with private data both ways, reject with private data, a service nobody
+ * listens on (REJECTED), an address nobody answers (UNREACHABLE), disconnect from either
+ * side (both DISCONNECTED, receives flushed), and every RC opcode over the QPs the CM
+ * connected.
+ *
+ * Both devices use the same free UDP port, each on its own loopback address (the
+ * transport's 127.0.0.x fallback), since the CM finds a peer's QP1 at IP:<our port>.
+ */
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "softverbs.h"
+
+#define BUF (1u << 20)
+#define WAIT_MS 5000
+
+struct cside {
+	struct sv_context *ctx;
+	struct sv_pd *pd;
+	struct sv_cq *cq;
+	struct sv_qp *qp;
+	struct sv_mr *mr;
+	uint8_t *buf;
+	struct sv_cm_channel *ch;
+	struct sv_cm_id *id;		/* listener (passive) or connection (active) */
+	struct sv_cm_id *conn;		/* passive: the accepted id */
+	struct in_addr ip;
+};
+
+static struct cside a, b;
+
+static uint16_t free_udp_port(void)
+{
+	struct sockaddr_in s = { .sin_family = AF_INET };
+	socklen_t l = sizeof(s);
+	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+	uint16_t port;
+
+	cr_assert(fd >= 0);
+	s.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	cr_assert_eq(bind(fd, (struct sockaddr *)&s, sizeof(s)), 0);
+	cr_assert_eq(getsockname(fd, (struct sockaddr *)&s, &l), 0);
+	port = ntohs(s.sin_port);
+	close(fd);
+	return port;
+}
+
+static void side_open(struct cside *s, uint16_t port)
+{
+	struct sv_device_opts o;
+	struct sv_qp_init_attr ia = { 0 };
+	uint8_t gid[16];
+	int rc;
+
+	memset(s, 0, sizeof(*s));
+	sv_device_opts_init(&o);
+	o.transport = SV_TRANSPORT_UDP;
+	o.bind_addr[0] = '\0';		/* 127.0.0.1, .2, ... whichever is free */
+	o.port = port;
+	rc = sv_open_device(&o, &s->ctx);
+	cr_assert_eq(rc, 0, "open: %s", sv_strerror(rc));
+	cr_assert_eq(sv_query_gid(s->ctx, 1, 0, gid), 0);
+	memcpy(&s->ip, gid + 12, 4);
+	cr_assert_eq(sv_alloc_pd(s->ctx, &s->pd), 0);
+	cr_assert_eq(sv_create_cq(s->ctx, 64, NULL, NULL, 0, &s->cq), 0);
+	ia.send_cq = ia.recv_cq = s->cq;
+	ia.qp_type = SV_QPT_RC;
+	ia.cap.max_send_wr = ia.cap.max_recv_wr = 16;
+	ia.cap.max_send_sge = ia.cap.max_recv_sge = 2;
+	cr_assert_eq(sv_create_qp(s->pd, &ia, &s->qp), 0);
+	s->buf = aligned_alloc(4096, BUF);
+	cr_assert(s->buf);
+	memset(s->buf, 0, BUF);
+	cr_assert_eq(sv_reg_mr(s->pd, s->buf, BUF, SV_ACCESS_LOCAL_WRITE |
+			       SV_ACCESS_REMOTE_WRITE | SV_ACCESS_REMOTE_READ |
+			       SV_ACCESS_REMOTE_ATOMIC, &s->mr), 0);
+	cr_assert_eq(sv_cm_create_channel(&s->ch), 0);
+	cr_assert_eq(sv_cm_create_id(s->ch, s->ctx, s, &s->id), 0);
+}
+
+static void side_close(struct cside *s)
+{
+	if (!s->ctx)
+		return;
+	if (s->conn)
+		cr_assert_eq(sv_cm_destroy_id(s->conn), 0);
+	cr_assert_eq(sv_cm_destroy_id(s->id), 0);
+	cr_assert_eq(sv_cm_destroy_channel(s->ch), 0);
+	cr_assert_eq(sv_destroy_qp(s->qp), 0);
+	cr_assert_eq(sv_dereg_mr(s->mr), 0);
+	cr_assert_eq(sv_destroy_cq(s->cq), 0);
+	cr_assert_eq(sv_dealloc_pd(s->pd), 0);
+	cr_assert_eq(sv_close_device(s->ctx), 0);
+	free(s->buf);
+	memset(s, 0, sizeof(*s));
+}
+
+static void setup(void)
+{
+	uint16_t port = free_udp_port();
+
+	side_open(&a, port);
+	side_open(&b, port);
+	cr_assert_neq(a.ip.s_addr, b.ip.s_addr, "two devices, two addresses");
+}
+
+static void teardown(void)
+{
+	side_close(&a);
+	side_close(&b);
+}
+
+/* The next CM event on s's channel, which must be of type want. The caller acks it. */
+static struct sv_cm_event *next_event(struct cside *s, enum sv_cm_event_type want, int ms)
+{
+	struct pollfd p = { .fd = sv_cm_channel_fd(s->ch), .events = POLLIN };
+	struct sv_cm_event *ev;
+
+	cr_assert_eq(poll(&p, 1, ms), 1, "no CM event (wanted %s) within %d ms",
+		     sv_cm_event_str(want), ms);
+	cr_assert_eq(sv_cm_get_event(s->ch, &ev), 0);
+	cr_assert_eq(ev->event, want, "got %s, wanted %s", sv_cm_event_str(ev->event),
+		     sv_cm_event_str(want));
+	return ev;
+}
+
+static struct sockaddr_in listen_b(void)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr = b.ip };
+	struct sockaddr_storage ss;
+
+	cr_assert_eq(sv_cm_listen(b.id, (struct sockaddr *)&sa, 4), 0);
+	cr_assert_eq(sv_cm_local_addr(b.id, &ss), 0);
+	memcpy(&sa, &ss, sizeof(sa));
+	cr_assert_neq(sa.sin_port, 0, "port 0 gets a free service port");
+	cr_assert_eq(sa.sin_addr.s_addr, b.ip.s_addr);
+	return sa;
+}
+
+static void connect_a(const struct sockaddr_in *dst, const char *priv)
+{
+	struct sv_conn_param p = { .private_data = priv,
+				   .private_data_len = (uint8_t)strlen(priv),
+				   .responder_resources = 4, .initiator_depth = 4 };
+
+	cr_assert_eq(sv_cm_connect(a.id, a.qp, (const struct sockaddr *)dst, &p), 0);
+}
+
+/* A connects to B's listener; both reach ESTABLISHED. */
+static void connect_pair(void)
+{
+	struct sockaddr_in dst = listen_b();
+	struct sv_conn_param rp = { .private_data = "rep-data-from-b",
+				    .private_data_len = 15, .responder_resources = 4,
+				    .initiator_depth = 4 };
+	struct sv_cm_event *ev;
+	struct sv_qp_attr at;
+
+	connect_a(&dst, "req-data-from-a");
+	ev = next_event(&b, SV_CM_EVENT_CONNECT_REQUEST, WAIT_MS);
+	cr_assert_eq(ev->listen_id, b.id);
+	b.conn = ev->id;
+	cr_assert_geq(ev->param.private_data_len, 15);
+	cr_assert_eq(memcmp(ev->param.private_data, "req-data-from-a", 15), 0);
+	cr_assert_eq(ev->param.responder_resources, 4);
+	cr_assert_eq(ev->param.initiator_depth, 4);
+	cr_assert_eq(sv_cm_ack_event(ev), 0);
+	cr_assert_eq(sv_cm_accept(b.conn, b.qp, &rp), 0);
+	ev = next_event(&a, SV_CM_EVENT_ESTABLISHED, WAIT_MS);
+	cr_assert_eq(ev->status, 0);
+	cr_assert_geq(ev->param.private_data_len, 15);
+	cr_assert_eq(memcmp(ev->param.private_data, "rep-data-from-b", 15), 0);
+	cr_assert_eq(sv_cm_ack_event(ev), 0);
+	ev = next_event(&b, SV_CM_EVENT_ESTABLISHED, WAIT_MS);
+	cr_assert_eq(sv_cm_ack_event(ev), 0);
+	cr_assert_eq(sv_query_qp(a.qp, &at, 0, NULL), 0);
+	cr_assert_eq(at.qp_state, SV_QPS_RTS);
+	cr_assert_eq(at.dest_qp_num, b.qp->qp_num);
+	cr_assert_eq(at.max_rd_atomic, 4);
+	cr_assert_eq(at.retry_cnt, 7);
+	cr_assert_eq(sv_query_qp(b.qp, &at, 0, NULL), 0);
+	cr_assert_eq(at.qp_state, SV_QPS_RTS);
+	cr_assert_eq(at.dest_qp_num, a.qp->qp_num);
+}
+
+static void wait_wc(struct cside *s, struct sv_wc *wc)
+{
+	for (int i = 0; i < WAIT_MS * 10; i++) {
+		int n = sv_poll_cq(s->cq, 1, wc);
+
+		cr_assert(n >= 0);
+		if (n == 1)
+			return;
+		usleep(100);
+	}
+	cr_assert_fail("no completion");
+}
+
+static void post_a(enum sv_wr_opcode op, uint64_t id, size_t off, uint32_t len,
+		   uint64_t raddr, uint64_t cmp_add, uint64_t swap)
+{
+	struct sv_sge sge = { (uintptr_t)(a.buf + off), len, a.mr->lkey };
+	struct sv_send_wr wr = { .wr_id = id, .sg_list = &sge, .num_sge = 1, .opcode = op,
+				 .send_flags = SV_SEND_SIGNALED }, *bad;
+
+	if (op == SV_WR_ATOMIC_CMP_AND_SWP || op == SV_WR_ATOMIC_FETCH_AND_ADD) {
+		wr.wr.atomic.remote_addr = raddr;
+		wr.wr.atomic.rkey = b.mr->rkey;
+		wr.wr.atomic.compare_add = cmp_add;
+		wr.wr.atomic.swap = swap;
+	} else {
+		wr.wr.rdma.remote_addr = raddr;
+		wr.wr.rdma.rkey = b.mr->rkey;
+	}
+	cr_assert_eq(sv_post_send(a.qp, &wr, &bad), 0);
+}
+
+static void expect_a(uint64_t id, enum sv_wc_opcode op)
+{
+	struct sv_wc wc;
+
+	wait_wc(&a, &wc);
+	cr_assert_eq(wc.status, SV_WC_SUCCESS, "wr %lu: %s", (unsigned long)wc.wr_id,
+		     sv_wc_status_str(wc.status));
+	cr_assert_eq(wc.wr_id, id);
+	cr_assert_eq(wc.opcode, op);
+}
+
+TestSuite(roce_cm, .init = setup, .fini = teardown, .timeout = 60);
+
+Test(roce_cm, connect_accept_then_every_opcode)
+{
+	struct sv_sge sge = { (uintptr_t)b.buf, 200000, b.mr->lkey };
+	struct sv_recv_wr rwr = { .wr_id = 50, .sg_list = &sge, .num_sge = 1 }, *rbad;
+	struct sockaddr_storage ss;
+	struct sockaddr_in *sa = (struct sockaddr_in *)&ss;
+	struct sv_wc wc;
+	uint64_t v;
+
+	connect_pair();
+	cr_assert_eq(sv_cm_peer_addr(b.conn, &ss), 0);
+	cr_assert_eq(sa->sin_addr.s_addr, a.ip.s_addr);
+	cr_assert_eq(sv_cm_local_addr(a.id, &ss), 0);
+	cr_assert_eq(sa->sin_addr.s_addr, a.ip.s_addr);
+
+	for (uint32_t i = 0; i < 150000; i++)
+		a.buf[i] = (uint8_t)(i * 7 + 1);
+	/* SEND (several packets). */
+	cr_assert_eq(sv_post_recv(b.qp, &rwr, &rbad), 0);
+	post_a(SV_WR_SEND, 1, 0, 150000, 0, 0, 0);
+	expect_a(1, SV_WC_SEND);
+	wait_wc(&b, &wc);
+	cr_assert_eq(wc.status, SV_WC_SUCCESS);
+	cr_assert_eq(wc.byte_len, 150000);
+	cr_assert_eq(memcmp(b.buf, a.buf, 150000), 0);
+	/* WRITE and READ back. */
+	post_a(SV_WR_RDMA_WRITE, 2, 1000, 70000, (uintptr_t)(b.buf + 300000), 0, 0);
+	expect_a(2, SV_WC_RDMA_WRITE);
+	cr_assert_eq(memcmp(b.buf + 300000, a.buf + 1000, 70000), 0);
+	post_a(SV_WR_RDMA_READ, 3, 500000, 70000, (uintptr_t)(b.buf + 300000), 0, 0);
+	expect_a(3, SV_WC_RDMA_READ);
+	cr_assert_eq(memcmp(a.buf + 500000, a.buf + 1000, 70000), 0);
+	/* Atomics on an aligned word of B. */
+	v = 40;
+	memcpy(b.buf + 600000, &v, 8);
+	post_a(SV_WR_ATOMIC_FETCH_AND_ADD, 4, 700000, 8, (uintptr_t)(b.buf + 600000), 2, 0);
+	expect_a(4, SV_WC_FETCH_ADD);
+	memcpy(&v, a.buf + 700000, 8);
+	cr_assert_eq(v, 40);
+	post_a(SV_WR_ATOMIC_CMP_AND_SWP, 5, 700008, 8, (uintptr_t)(b.buf + 600000), 42, 99);
+	expect_a(5, SV_WC_COMP_SWAP);
+	memcpy(&v, a.buf + 700008, 8);
+	cr_assert_eq(v, 42);
+	memcpy(&v, b.buf + 600000, 8);
+	cr_assert_eq(v, 99);
+}
+
+static void disconnect_from(bool active)
+{
+	struct sv_sge sge = { (uintptr_t)b.buf, 64, b.mr->lkey };
+	struct sv_recv_wr rwr = { .wr_id = 77, .sg_list = &sge, .num_sge = 1 }, *rbad;
+	struct sv_cm_event *ev;
+	struct sv_qp_attr at;
+	struct sv_wc wc;
+
+	connect_pair();
+	cr_assert_eq(sv_post_recv(b.qp, &rwr, &rbad), 0);
+	cr_assert_eq(sv_cm_disconnect(active ? a.id : b.conn), 0);
+	ev = next_event(&a, SV_CM_EVENT_DISCONNECTED, WAIT_MS);
+	cr_assert_eq(sv_cm_ack_event(ev), 0);
+	ev = next_event(&b, SV_CM_EVENT_DISCONNECTED, WAIT_MS);
+	cr_assert_eq(sv_cm_ack_event(ev), 0);
+	ev = next_event(&a, SV_CM_EVENT_TIMEWAIT_EXIT, WAIT_MS);
+	cr_assert_eq(sv_cm_ack_event(ev), 0);
+	ev = next_event(&b, SV_CM_EVENT_TIMEWAIT_EXIT, WAIT_MS);
+	cr_assert_eq(sv_cm_ack_event(ev), 0);
+	cr_assert_eq(sv_query_qp(a.qp, &at, 0, NULL), 0);
+	cr_assert_eq(at.qp_state, SV_QPS_ERR);
+	cr_assert_eq(sv_query_qp(b.qp, &at, 0, NULL), 0);
+	cr_assert_eq(at.qp_state, SV_QPS_ERR);
+	/* B's posted receive was flushed. */
+	wait_wc(&b, &wc);
+	cr_assert_eq(wc.wr_id, 77);
+	cr_assert_eq(wc.status, SV_WC_WR_FLUSH_ERR);
+}
+
+Test(roce_cm, disconnect_by_the_active_side)
+{
+	disconnect_from(true);
+}
+
+Test(roce_cm, disconnect_by_the_passive_side)
+{
+	disconnect_from(false);
+}
+
+Test(roce_cm, reject_with_private_data)
+{
+	struct sockaddr_in dst = listen_b();
+	struct sv_cm_event *ev;
+	struct sv_qp_attr at;
+
+	connect_a(&dst, "please");
+	ev = next_event(&b, SV_CM_EVENT_CONNECT_REQUEST, WAIT_MS);
+	b.conn = ev->id;
+	cr_assert_eq(sv_cm_reject(b.conn, "no-room-here", 12), 0);
+	cr_assert_eq(sv_cm_ack_event(ev), 0);
+	ev = next_event(&a, SV_CM_EVENT_REJECTED, WAIT_MS);
+	cr_assert_eq(ev->status, -ECONNREFUSED);
+	cr_assert_geq(ev->param.private_data_len, 12);
+	cr_assert_eq(memcmp(ev->param.private_data, "no-room-here", 12), 0);
+	cr_assert_eq(sv_cm_ack_event(ev), 0);
+	cr_assert_eq(sv_query_qp(a.qp, &at, 0, NULL), 0);
+	cr_assert_neq(at.qp_state, SV_QPS_RTS);
+}
+
+Test(roce_cm, no_listener_on_the_service_is_rejected)
+{
+	struct sockaddr_in dst = { .sin_family = AF_INET, .sin_addr = b.ip,
+				   .sin_port = htons(4242) };
+	struct sv_cm_event *ev;
+
+	connect_a(&dst, "x");
+	ev = next_event(&a, SV_CM_EVENT_REJECTED, WAIT_MS);
+	cr_assert_eq(ev->status, -ECONNREFUSED);
+	cr_assert_eq(sv_cm_ack_event(ev), 0);
+}
+
+Test(roce_cm, nobody_answers_is_unreachable)
+{
+	/* 127.0.0.200 is outside the fallback range: no device answers there. */
+	struct sockaddr_in dst = { .sin_family = AF_INET, .sin_port = htons(4242) };
+	struct sv_cm_event *ev;
+
+	dst.sin_addr.s_addr = htonl(0x7f0000c8);
+	connect_a(&dst, "x");
+	ev = next_event(&a, SV_CM_EVENT_UNREACHABLE, 10000);
+	cr_assert_eq(ev->status, -ETIMEDOUT);
+	cr_assert_eq(sv_cm_ack_event(ev), 0);
+}
+
+Test(roce_cm, req_private_data_limit)
+{
+	struct sockaddr_in dst = listen_b();
+	struct sv_cm_event *ev;
+	char big[57];
+	struct sv_conn_param p = { .private_data = big, .private_data_len = 57 };
+
+	/* 56 bytes are the most a REQ carries after the rdma_cm IP header. */
+	memset(big, 'z', sizeof(big));
+	cr_assert_eq(sv_cm_connect(a.id, a.qp, (struct sockaddr *)&dst, &p), -EINVAL);
+	p.private_data_len = 56;
+	cr_assert_eq(sv_cm_connect(a.id, a.qp, (struct sockaddr *)&dst, &p), 0);
+	ev = next_event(&b, SV_CM_EVENT_CONNECT_REQUEST, WAIT_MS);
+	b.conn = ev->id;
+	cr_assert_eq(ev->param.private_data_len, 56);
+	cr_assert_eq(memcmp(ev->param.private_data, big, 56), 0);
+	cr_assert_eq(sv_cm_ack_event(ev), 0);
+}

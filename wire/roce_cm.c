@@ -1,0 +1,874 @@
+/*
+ * roce_cm.c — in-band connection management on the UDP transport: IB CM MADs (IBA vol. 1
+ * chapter 12; codecs in wire/ib_cm.h) carried as UD SEND_ONLY packets with DETH to QP1
+ * (Q_Key 0x80010000, source QP 1) on the context's one UDP socket, so the sv_cm_* calls
+ * work on a UDP device as they do on a TCP one.
+ *
+ * Addressing (the rdma_cm convention for IB/RoCE, kernel cma.c): the sockaddr IP:port an
+ * application passes to sv_cm_listen/sv_cm_connect is split in two.
+ *  - The IP names the device: the peer's CM (its QP1) is its UDP socket at IP:<this
+ *    device's RoCE UDP port> (opts.port, 4791 by default), so both ends must use the same
+ *    UDP port. Two contexts on one host use different loopback addresses (the 127.0.0.x
+ *    fallback of roce.c does that by itself).
+ *  - The port is the service: service ID 0x0000000001060000 | port (RDMA_PS_TCP), in the
+ *    REQ. A listener on port 0 gets a free service port (from 49152 up); the active side
+ *    takes one too, which it sends in the REQ's private data as the rdma_cm IP header
+ *    (36 bytes: CMA version 0, IP version 4, source port, source and destination
+ *    addresses), so the application's REQ private data is at most 92 - 36 = 56 bytes.
+ * Private data arrives at the fixed size of each message as on InfiniBand (REQ 56 after
+ * the IP header, REP 196, REJ 148), zero-padded after what the peer sent.
+ *
+ * Handshake (IBA 12.6): REQ (QPN, starting PSN, responder resources / initiator depth,
+ * path MTU, retry counts, private data) -> REP (the accepting QP's QPN and PSN) -> RTU.
+ * The active QP goes to RTR and RTS on the REP; the passive QP to RTR when it sends the
+ * REP and to RTS on the RTU; both through sv_modify_qp(), the path out-of-band setup
+ * uses, with local ACK timeout 14 (67 ms), retry count 7, RNR retry 7 and min RNR timer
+ * 12 (0.64 ms). REJ answers a REQ nobody listens for (invalid service ID) or that the
+ * application rejects (consumer defined, with its private data). DREQ/DREP close; both
+ * sides report DISCONNECTED. A MAD that expects an answer (REQ, REP, DREQ) is sent again
+ * every CM_RETRY_MS up to CM_TRIES times; an unanswered REQ ends in UNREACHABLE, an
+ * unanswered REP in UNREACHABLE at the passive side, an unanswered DREQ in DISCONNECTED.
+ * A REQ repeated while the application has not decided yet is answered with an MRA, which
+ * restarts the active side's count.
+ *
+ * Loss recovery mode: the REQ/REP have no field for it and we keep RoCEv2 peers able to
+ * parse everything, so go-back-N vs selective repeat is not negotiated: both devices
+ * must set the same opts.retx (SV_RETX), as for out-of-band setup.
+ *
+ * Everything here runs on the loop: the ops (core calls them there), the receive path and
+ * the retransmission timer.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "wire/ib_cm.h"
+#include "wire/roce.h"
+
+#define CM_RETRY_MS 250
+#define CM_TRIES 5
+#define CM_MRA_WAIT_MS 4000		/* after an MRA: the application is deciding */
+#define CM_ACK_TIMEOUT 14		/* 4.096 us * 2^14 = 67 ms */
+#define CM_RETRY_CNT 7
+#define CM_RNR_RETRY 7
+#define CM_MIN_RNR_TIMER 12
+#define CM_EPHEMERAL 49152
+
+enum ep_state {
+	EP_LISTEN,
+	EP_REQ_SENT,		/* active: waiting for REP */
+	EP_REQ_RCVD,		/* passive: the application decides */
+	EP_REP_SENT,		/* passive: waiting for RTU */
+	EP_ESTABLISHED,
+	EP_DREQ_SENT,
+	EP_CLOSED,
+};
+
+struct sv__tep {
+	struct sv__rctx *rc;
+	struct sv__tep *next;
+	void *cm;			/* core's cookie */
+	enum ep_state state;
+	struct sv_qp *qp;
+	struct sockaddr_in local;	/* device IP : service port */
+	struct sockaddr_in peer;	/* peer IP : its service port */
+	struct sockaddr_in gsi;		/* the peer device's UDP socket */
+	uint32_t local_id, remote_id;
+	uint32_t remote_qpn;
+	uint32_t psn;			/* our starting PSN */
+	uint16_t ird, ord;		/* ours, negotiated */
+	uint8_t mtu;			/* enum sv_mtu */
+	uint8_t retry_cnt, rnr_retry;
+	uint8_t msg[SV_MAD_LEN];	/* the last MAD sent, for retransmission */
+	unsigned tries;
+	uint64_t deadline_ns;		/* 0: nothing to retransmit */
+};
+
+static uint64_t ms_ns(uint64_t ms)
+{
+	return ms * 1000000u;
+}
+
+static uint32_t rand24(void)
+{
+	return (uint32_t)random() & SV__PSN_MASK;
+}
+
+static void v4mapped(uint8_t gid[16], const struct in_addr *a)
+{
+	memset(gid, 0, 16);
+	gid[10] = gid[11] = 0xff;
+	memcpy(gid + 12, a, 4);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Sending MADs.
+ */
+
+static int mad_send(struct sv__rctx *rc, const struct sockaddr_in *dst, const uint8_t *mad)
+{
+	uint8_t hdr[SV__BTH_LEN + SV__ROCE_DETH_LEN];
+	struct iovec v = { (void *)mad, SV_MAD_LEN };
+
+	sv__roce_bth_put(hdr, SV__ROCE_OP_UD_SEND_ONLY, false, 0, SV_GSI_QPN, false,
+			 rc->gsi_psn);
+	rc->gsi_psn = sv__psn_add(rc->gsi_psn, 1);
+	sv__put_be32(hdr + SV__BTH_LEN, SV__ROCE_GSI_QKEY);
+	hdr[SV__BTH_LEN + 4] = 0;
+	sv__put_be24(hdr + SV__BTH_LEN + 5, SV_GSI_QPN);
+	return sv__roce_dgram_send(rc, dst, hdr, sizeof(hdr), &v, 1, SV_MAD_LEN);
+}
+
+static void timer_cb(uv_timer_t *t);
+
+static void arm(struct sv__rctx *rc)
+{
+	uint64_t next = 0, now = sv__now_ns();
+
+	for (struct sv__tep *e = rc->cm_eps; e; e = e->next)
+		if (e->deadline_ns && (!next || e->deadline_ns < next))
+			next = e->deadline_ns;
+	if (!next) {
+		uv_timer_stop(&rc->cm_timer);
+		return;
+	}
+	uv_timer_start(&rc->cm_timer, timer_cb, next > now ? (next - now + 999999) / 1000000 :
+		       0, 0);
+}
+
+/* Encodes m into ep->msg and sends it; with retransmit, keeps sending it on the timer. */
+static int ep_send(struct sv__tep *ep, const struct sv_cm_msg *m, bool retransmit)
+{
+	int r = sv__cm_encode(ep->msg, sizeof(ep->msg), m);
+
+	if (r < 0)
+		return r;
+	r = mad_send(ep->rc, &ep->gsi, ep->msg);
+	/* A full socket is a lost MAD: the timer repeats it. */
+	if (r == -EAGAIN || r == -ENOBUFS)
+		r = 0;
+	ep->tries = 1;
+	ep->deadline_ns = retransmit ? sv__now_ns() + ms_ns(CM_RETRY_MS) : 0;
+	arm(ep->rc);
+	return r;
+}
+
+static void send_rej(struct sv__rctx *rc, const struct sockaddr_in *dst, uint64_t tid,
+		     uint32_t local_id, uint32_t remote_id, uint8_t msg, uint16_t reason,
+		     const uint8_t *priv, size_t priv_len)
+{
+	uint8_t buf[SV_MAD_LEN];
+	struct sv_cm_msg m;
+
+	sv__cm_mad_init(&m, SV_CM_ATTR_REJ, tid);
+	m.rej.local_comm_id = local_id;
+	m.rej.remote_comm_id = remote_id;
+	m.rej.msg_rejected = msg;
+	m.rej.reason = reason;
+	if (priv_len)
+		memcpy(m.rej.private_data, priv, priv_len);
+	if (sv__cm_encode(buf, sizeof(buf), &m) == SV_MAD_LEN)
+		(void)mad_send(rc, dst, buf);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Endpoints.
+ */
+
+static struct sv__tep *ep_new(struct sv__rctx *rc, enum ep_state st)
+{
+	struct sv__tep *ep = calloc(1, sizeof(*ep));
+
+	if (!ep)
+		return NULL;
+	ep->rc = rc;
+	ep->state = st;
+	/* Communication IDs: unique per context, never 0 (0 means "unknown" in a REJ). */
+	if (++rc->cm_next_id == 0)
+		rc->cm_next_id = 1;
+	ep->local_id = rc->cm_next_id;
+	ep->next = rc->cm_eps;
+	rc->cm_eps = ep;
+	return ep;
+}
+
+static void ep_unlink(struct sv__tep *ep)
+{
+	for (struct sv__tep **pp = &ep->rc->cm_eps; *pp; pp = &(*pp)->next) {
+		if (*pp == ep) {
+			*pp = ep->next;
+			break;
+		}
+	}
+}
+
+static bool port_used(const struct sv__rctx *rc, uint16_t port)
+{
+	for (const struct sv__tep *e = rc->cm_eps; e; e = e->next)
+		if (e->local.sin_port == htons(port))
+			return true;
+	return false;
+}
+
+/* A free service port for an active connection or a port-0 listener. */
+static uint16_t ephemeral(struct sv__rctx *rc)
+{
+	for (unsigned n = 0; n < 65536 - CM_EPHEMERAL; n++) {
+		if (rc->cm_next_port < CM_EPHEMERAL)
+			rc->cm_next_port = CM_EPHEMERAL;
+		uint16_t p = rc->cm_next_port++;
+
+		if (!port_used(rc, p))
+			return p;
+	}
+	return 0;
+}
+
+static void attach_qp(struct sv__tep *ep, struct sv_qp *qp)
+{
+	ep->qp = qp;
+	sv__rqp(qp)->cm_ep = ep;
+}
+
+static void detach_qp(struct sv__tep *ep)
+{
+	if (ep->qp)
+		sv__rqp(ep->qp)->cm_ep = NULL;
+	ep->qp = NULL;
+}
+
+static struct sv__tep *find_by_local(struct sv__rctx *rc, uint32_t id)
+{
+	for (struct sv__tep *e = rc->cm_eps; e; e = e->next)
+		if (e->state != EP_LISTEN && e->local_id == id)
+			return e;
+	return NULL;
+}
+
+static void report(struct sv__tep *ep, enum sv_cm_event_type type, int status,
+		   const struct sv__conn_param *p)
+{
+	if (ep->cm)
+		sv__cm_report(ep->cm, type, status, p);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Moving the QP (through sv_modify_qp, as out-of-band setup does).
+ */
+
+static int qp_to_rtr(struct sv__tep *ep, uint32_t dqpn, uint32_t rq_psn)
+{
+	struct sv_qp_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = SV_QPS_RTR;
+	v4mapped(a.ah_attr.dgid, &ep->gsi.sin_addr);
+	a.ah_attr.dport = ntohs(ep->gsi.sin_port);
+	a.ah_attr.hop_limit = 64;
+	a.ah_attr.port_num = 1;
+	a.path_mtu = ep->mtu;
+	a.dest_qp_num = dqpn;
+	a.rq_psn = rq_psn;
+	a.max_dest_rd_atomic = (uint8_t)ep->ird;
+	a.min_rnr_timer = CM_MIN_RNR_TIMER;
+	return sv_modify_qp(ep->qp, &a, SV_QP_STATE | SV_QP_AV | SV_QP_PATH_MTU |
+			    SV_QP_DEST_QPN | SV_QP_RQ_PSN | SV_QP_MAX_DEST_RD_ATOMIC |
+			    SV_QP_MIN_RNR_TIMER);
+}
+
+static int qp_to_rts(struct sv__tep *ep)
+{
+	struct sv_qp_attr a;
+	int r;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = SV_QPS_RTS;
+	a.sq_psn = ep->psn;
+	a.timeout = CM_ACK_TIMEOUT;
+	a.retry_cnt = ep->retry_cnt;
+	a.rnr_retry = ep->rnr_retry;
+	a.max_rd_atomic = (uint8_t)ep->ord;
+	r = sv_modify_qp(ep->qp, &a, SV_QP_STATE | SV_QP_SQ_PSN | SV_QP_TIMEOUT |
+			 SV_QP_RETRY_CNT | SV_QP_RNR_RETRY | SV_QP_MAX_QP_RD_ATOMIC);
+	if (r == 0) {
+		sv__qp_lock(ep->qp);
+		sv__qp_established(ep->qp, ep->ird, ep->ord);
+		sv__qp_unlock(ep->qp);
+	}
+	return r;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Receiving MADs.
+ */
+
+static void rx_req(struct sv__rctx *rc, const struct sockaddr_in *src, const struct sv_cm_msg *m)
+{
+	const struct sv_cm_req *req = &m->req;
+	struct sv__conn_param p = { 0 };
+	struct sv_cm_ip_hdr ip;
+	struct sv__tep *l = NULL, *ep;
+	uint16_t sport = 0;
+
+	for (struct sv__tep *e = rc->cm_eps; e; e = e->next) {
+		if (e->state == EP_LISTEN)
+			continue;
+		if (e->remote_id == req->local_comm_id && e->gsi.sin_addr.s_addr ==
+		    src->sin_addr.s_addr && e->gsi.sin_port == src->sin_port) {
+			/* A repeated REQ (IBA 12.9.5): still deciding -> MRA; REP lost -> the
+			 * REP again; otherwise it is stale. */
+			if (e->state == EP_REQ_RCVD) {
+				struct sv_cm_msg a;
+				uint8_t buf[SV_MAD_LEN];
+
+				sv__cm_mad_init(&a, SV_CM_ATTR_MRA, m->mad.tid);
+				a.mra.local_comm_id = e->local_id;
+				a.mra.remote_comm_id = e->remote_id;
+				a.mra.msg_mraed = SV_CM_MSG_REQ;
+				a.mra.service_timeout = 20;
+				if (sv__cm_encode(buf, sizeof(buf), &a) == SV_MAD_LEN)
+					(void)mad_send(rc, src, buf);
+			} else if (e->state == EP_REP_SENT) {
+				(void)mad_send(rc, src, e->msg);
+			}
+			return;
+		}
+	}
+	for (struct sv__tep *e = rc->cm_eps; e; e = e->next) {
+		if (e->state == EP_LISTEN && sv__cm_service_id(ntohs(e->local.sin_port)) ==
+		    req->service_id) {
+			l = e;
+			break;
+		}
+	}
+	if (!l) {
+		send_rej(rc, src, m->mad.tid, 0, req->local_comm_id, SV_CM_MSG_REQ,
+			 SV_CM_REJ_INVALID_SERVICE_ID, NULL, 0);
+		return;
+	}
+	if (req->transport != SV_CM_TRANSPORT_RC) {
+		send_rej(rc, src, m->mad.tid, 0, req->local_comm_id, SV_CM_MSG_REQ,
+			 SV_CM_REJ_INVALID_TRANSPORT_TYPE, NULL, 0);
+		return;
+	}
+	if (req->path_mtu < SV_MTU_256 || req->path_mtu > SV_MTU_4096) {
+		send_rej(rc, src, m->mad.tid, 0, req->local_comm_id, SV_CM_MSG_REQ,
+			 SV_CM_REJ_INVALID_MTU, NULL, 0);
+		return;
+	}
+	if (!(ep = ep_new(rc, EP_REQ_RCVD)))
+		return;		/* the peer repeats the REQ */
+	ep->remote_id = req->local_comm_id;
+	ep->remote_qpn = req->local_qpn;
+	ep->gsi = *src;
+	ep->local = l->local;
+	ep->local.sin_addr = rc->local.sin_addr;
+	ep->mtu = req->path_mtu;
+	ep->retry_cnt = req->retry_count;
+	ep->rnr_retry = req->rnr_retry_count;
+	ep->ird = req->responder_resources;	/* the peer's, until accept */
+	ep->ord = req->initiator_depth;
+	ep->psn = req->starting_psn;		/* the peer's, until accept */
+	/* An rdma_cm peer puts its IP header first; anyone else's private data is all
+	 * the application's. */
+	if (sv__cm_ip_hdr_decode(&ip, req->private_data, SV_CM_REQ_PRIVATE_LEN) > 0 &&
+	    ip.ip_version == 4) {
+		sport = ip.src_port;
+		p.priv = req->private_data + SV_CM_IP_HDR_LEN;
+		p.priv_len = SV_CM_IP_PRIVATE_MAX;
+	} else {
+		p.priv = req->private_data;
+		p.priv_len = SV_CM_REQ_PRIVATE_LEN;
+	}
+	ep->peer.sin_family = AF_INET;
+	ep->peer.sin_addr = src->sin_addr;
+	ep->peer.sin_port = htons(sport);
+	p.ird = req->responder_resources;
+	p.ord = req->initiator_depth;
+	if (!(ep->cm = sv__cm_incoming(l->cm, ep, &p))) {
+		send_rej(rc, src, m->mad.tid, ep->local_id, ep->remote_id, SV_CM_MSG_REQ,
+			 SV_CM_REJ_NO_RESOURCES, NULL, 0);
+		ep_unlink(ep);
+		free(ep);
+	}
+}
+
+static void rx_rep(struct sv__rctx *rc, const struct sockaddr_in *src, const struct sv_cm_msg *m)
+{
+	const struct sv_cm_rep *rep = &m->rep;
+	struct sv__tep *ep = find_by_local(rc, rep->remote_comm_id);
+	struct sv__conn_param p = { 0 };
+	struct sv_cm_msg rtu;
+
+	if (!ep)
+		return;
+	if (ep->state == EP_ESTABLISHED && ep->remote_id == rep->local_comm_id) {
+		(void)mad_send(rc, src, ep->msg);	/* our RTU was lost */
+		return;
+	}
+	if (ep->state != EP_REQ_SENT || !ep->qp)
+		return;
+	ep->remote_id = rep->local_comm_id;
+	ep->remote_qpn = rep->local_qpn;
+	ep->gsi = *src;
+	if (rep->responder_resources < ep->ord)
+		ep->ord = rep->responder_resources;
+	ep->rnr_retry = rep->rnr_retry_count;
+	if (qp_to_rtr(ep, rep->local_qpn, rep->starting_psn) < 0 || qp_to_rts(ep) < 0) {
+		send_rej(rc, src, m->mad.tid, ep->local_id, ep->remote_id, SV_CM_MSG_REP,
+			 SV_CM_REJ_NO_RESOURCES, NULL, 0);
+		ep->state = EP_CLOSED;
+		ep->deadline_ns = 0;
+		report(ep, SV_CM_EVENT_CONNECT_ERROR, -EINVAL, NULL);
+		return;
+	}
+	sv__cm_mad_init(&rtu, SV_CM_ATTR_RTU, m->mad.tid);
+	rtu.rtu.local_comm_id = ep->local_id;
+	rtu.rtu.remote_comm_id = ep->remote_id;
+	ep->state = EP_ESTABLISHED;
+	(void)ep_send(ep, &rtu, false);
+	p.priv = rep->private_data;
+	p.priv_len = SV_CM_REP_PRIVATE_LEN;
+	p.ird = rep->responder_resources;
+	p.ord = rep->initiator_depth;
+	report(ep, SV_CM_EVENT_ESTABLISHED, 0, &p);
+}
+
+static void rx_rtu(struct sv__rctx *rc, const struct sv_cm_msg *m)
+{
+	struct sv__tep *ep = find_by_local(rc, m->rtu.remote_comm_id);
+	struct sv__conn_param p = { 0 };
+
+	if (!ep || ep->state != EP_REP_SENT || ep->remote_id != m->rtu.local_comm_id)
+		return;
+	ep->deadline_ns = 0;
+	if (!ep->qp || qp_to_rts(ep) < 0) {
+		ep->state = EP_CLOSED;
+		report(ep, SV_CM_EVENT_CONNECT_ERROR, -EINVAL, NULL);
+		return;
+	}
+	ep->state = EP_ESTABLISHED;
+	p.ird = ep->ird;
+	p.ord = ep->ord;
+	report(ep, SV_CM_EVENT_ESTABLISHED, 0, &p);
+}
+
+static void rx_rej(struct sv__rctx *rc, const struct sv_cm_msg *m)
+{
+	struct sv__tep *ep = find_by_local(rc, m->rej.remote_comm_id);
+	struct sv__conn_param p = { 0 };
+
+	if (!ep || (ep->state != EP_REQ_SENT && ep->state != EP_REP_SENT))
+		return;
+	ep->state = EP_CLOSED;
+	ep->deadline_ns = 0;
+	/* An application's reject carries its private data; ours (no listener, ...) none
+	 * worth passing, but the full field is what IB delivers either way. */
+	p.priv = m->rej.private_data;
+	p.priv_len = SV_CM_REJ_PRIVATE_LEN;
+	sv__log(SV_LOG_DEBUG, "softverbs udp: CM REJ, reason %u", m->rej.reason);
+	report(ep, SV_CM_EVENT_REJECTED, -ECONNREFUSED, &p);
+}
+
+static void rx_mra(struct sv__rctx *rc, const struct sv_cm_msg *m)
+{
+	struct sv__tep *ep = find_by_local(rc, m->mra.remote_comm_id);
+
+	if (!ep || ep->state != EP_REQ_SENT)
+		return;
+	ep->tries = 1;
+	ep->deadline_ns = sv__now_ns() + ms_ns(CM_MRA_WAIT_MS);
+}
+
+static void rx_dreq(struct sv__rctx *rc, const struct sockaddr_in *src,
+		    const struct sv_cm_msg *m)
+{
+	struct sv__tep *ep = find_by_local(rc, m->dreq.remote_comm_id);
+	uint8_t buf[SV_MAD_LEN];
+	struct sv_cm_msg a;
+
+	/* Always answered, even for a connection already gone (its DREP was lost). */
+	sv__cm_mad_init(&a, SV_CM_ATTR_DREP, m->mad.tid);
+	a.drep.local_comm_id = m->dreq.remote_comm_id;
+	a.drep.remote_comm_id = m->dreq.local_comm_id;
+	if (sv__cm_encode(buf, sizeof(buf), &a) == SV_MAD_LEN)
+		(void)mad_send(rc, src, buf);
+	if (!ep || ep->remote_id != m->dreq.local_comm_id)
+		return;
+	if (ep->state == EP_ESTABLISHED || ep->state == EP_REP_SENT ||
+	    ep->state == EP_DREQ_SENT) {
+		ep->state = EP_CLOSED;
+		ep->deadline_ns = 0;
+		report(ep, SV_CM_EVENT_DISCONNECTED, 0, NULL);
+	}
+}
+
+static void rx_drep(struct sv__rctx *rc, const struct sv_cm_msg *m)
+{
+	struct sv__tep *ep = find_by_local(rc, m->drep.remote_comm_id);
+
+	if (!ep || ep->state != EP_DREQ_SENT || ep->remote_id != m->drep.local_comm_id)
+		return;
+	ep->state = EP_CLOSED;
+	ep->deadline_ns = 0;
+	report(ep, SV_CM_EVENT_DISCONNECTED, 0, NULL);
+}
+
+void sv__roce_cm_rx(struct sv__rctx *rc, const struct sockaddr_in *src, const uint8_t *p,
+		    size_t len)
+{
+	size_t hlen = SV__BTH_LEN + SV__ROCE_DETH_LEN;
+	struct sv_cm_msg *m;
+
+	/* A GSI MAD: UD SEND_ONLY with the GSI Q_Key, 256 bytes, no pad (IBA 13.5.3). */
+	if (p[0] != SV__ROCE_OP_UD_SEND_ONLY || len < hlen + SV_MAD_LEN ||
+	    (p[1] & 0x3f) != 0 || sv__get_be32(p + SV__BTH_LEN) != SV__ROCE_GSI_QKEY)
+		return;
+	if (!(m = malloc(sizeof(*m))))
+		return;
+	if (sv__cm_decode(m, p + hlen, len - hlen) != SV_MAD_LEN)
+		goto out;
+	switch (m->mad.attr_id) {
+	case SV_CM_ATTR_REQ:
+		rx_req(rc, src, m);
+		break;
+	case SV_CM_ATTR_REP:
+		rx_rep(rc, src, m);
+		break;
+	case SV_CM_ATTR_RTU:
+		rx_rtu(rc, m);
+		break;
+	case SV_CM_ATTR_REJ:
+		rx_rej(rc, m);
+		break;
+	case SV_CM_ATTR_MRA:
+		rx_mra(rc, m);
+		break;
+	case SV_CM_ATTR_DREQ:
+		rx_dreq(rc, src, m);
+		break;
+	case SV_CM_ATTR_DREP:
+		rx_drep(rc, m);
+		break;
+	default:
+		break;
+	}
+	arm(rc);
+out:
+	free(m);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Retransmission.
+ */
+
+static void give_up(struct sv__tep *ep)
+{
+	enum ep_state st = ep->state;
+
+	ep->state = EP_CLOSED;
+	ep->deadline_ns = 0;
+	if (st == EP_REQ_SENT || st == EP_REP_SENT)
+		report(ep, SV_CM_EVENT_UNREACHABLE, -ETIMEDOUT, NULL);
+	else if (st == EP_DREQ_SENT)
+		report(ep, SV_CM_EVENT_DISCONNECTED, 0, NULL);
+}
+
+static void timer_cb(uv_timer_t *t)
+{
+	struct sv__rctx *rc = t->data;
+	uint64_t now = sv__now_ns();
+
+	for (struct sv__tep *e = rc->cm_eps; e; e = e->next) {
+		if (!e->deadline_ns || e->deadline_ns > now)
+			continue;
+		if (e->tries >= CM_TRIES) {
+			give_up(e);
+			continue;
+		}
+		(void)mad_send(rc, &e->gsi, e->msg);
+		e->tries++;
+		e->deadline_ns = now + ms_ns(CM_RETRY_MS);
+	}
+	arm(rc);
+}
+
+void sv__roce_cm_init(struct sv__rctx *rc)
+{
+	uv_timer_init(sv__ctx_loop(rc->ctx), &rc->cm_timer);
+	rc->cm_timer.data = rc;
+	rc->gsi_psn = rand24();
+	rc->cm_next_id = (uint32_t)random();
+	rc->cm_next_port = CM_EPHEMERAL;
+}
+
+void sv__roce_cm_qp_gone(struct sv__rqp *q)
+{
+	if (q->cm_ep)
+		q->cm_ep->qp = NULL;
+	q->cm_ep = NULL;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Operations (core/transport.h), on the loop.
+ */
+
+/* The device's own IPv4 address, or INADDR_ANY, is the only one we can listen on. */
+static int check_local(const struct sv__rctx *rc, const struct sockaddr *addr)
+{
+	const struct sockaddr_in *a = (const struct sockaddr_in *)addr;
+
+	if (addr->sa_family != AF_INET) {
+		sv__log(SV_LOG_ERROR, "softverbs udp: the CM addresses IPv4 only");
+		return -EAFNOSUPPORT;
+	}
+	if (a->sin_addr.s_addr != htonl(INADDR_ANY) &&
+	    a->sin_addr.s_addr != rc->local.sin_addr.s_addr) {
+		char want[INET_ADDRSTRLEN], have[INET_ADDRSTRLEN];
+
+		inet_ntop(AF_INET, &a->sin_addr, want, sizeof(want));
+		inet_ntop(AF_INET, &rc->local.sin_addr, have, sizeof(have));
+		sv__log(SV_LOG_ERROR, "softverbs udp: cannot listen on %s: the device is %s",
+			want, have);
+		return -EADDRNOTAVAIL;
+	}
+	return 0;
+}
+
+int sv__roce_cm_listen(struct sv_context *ctx, void *cm, const struct sockaddr *addr,
+		       int backlog, struct sv__tep **lep)
+{
+	struct sv__rctx *rc = sv__ctx_tctx(ctx);
+	const struct sockaddr_in *a = (const struct sockaddr_in *)addr;
+	uint16_t port;
+	struct sv__tep *ep;
+	int r;
+
+	(void)backlog;			/* REQs are queued as CONNECT_REQUEST events */
+	if ((r = check_local(rc, addr)) < 0)
+		return r;
+	port = ntohs(a->sin_port);
+	if (port && port_used(rc, port))
+		return -EADDRINUSE;
+	if (!port && !(port = ephemeral(rc)))
+		return -EADDRINUSE;
+	if (!(ep = ep_new(rc, EP_LISTEN)))
+		return -ENOMEM;
+	ep->cm = cm;
+	ep->local.sin_family = AF_INET;
+	ep->local.sin_addr = rc->local.sin_addr;
+	ep->local.sin_port = htons(port);
+	*lep = ep;
+	return 0;
+}
+
+int sv__roce_cm_connect(struct sv_qp *qp, void *cm, const struct sockaddr *dst,
+			const struct sv__conn_param *param, struct sv__tep **out)
+{
+	struct sv__rctx *rc = sv__ctx_tctx(qp->context);
+	const struct sockaddr_in *d = (const struct sockaddr_in *)dst;
+	struct sv_cm_ip_hdr ip = { .ip_version = 4 };
+	struct sv_cm_msg *m;
+	struct sv__tep *ep;
+	uint16_t port;
+	int r;
+
+	if (dst->sa_family != AF_INET) {
+		sv__log(SV_LOG_ERROR, "softverbs udp: the CM addresses IPv4 only");
+		return -EAFNOSUPPORT;
+	}
+	if (qp->qp_type != SV_QPT_RC)
+		return -EINVAL;
+	if (param->priv_len > SV_CM_IP_PRIVATE_MAX) {
+		sv__log(SV_LOG_ERROR, "softverbs udp: REQ private data is at most %d bytes",
+			SV_CM_IP_PRIVATE_MAX);
+		return -EINVAL;
+	}
+	if (!(port = ephemeral(rc)))
+		return -EADDRINUSE;
+	if (!(m = calloc(1, sizeof(*m))))
+		return -ENOMEM;
+	if (!(ep = ep_new(rc, EP_REQ_SENT))) {
+		free(m);
+		return -ENOMEM;
+	}
+	ep->cm = cm;
+	ep->local.sin_family = AF_INET;
+	ep->local.sin_addr = rc->local.sin_addr;
+	ep->local.sin_port = htons(port);
+	ep->peer = *d;
+	ep->gsi.sin_family = AF_INET;
+	ep->gsi.sin_addr = d->sin_addr;
+	ep->gsi.sin_port = htons(rc->dport_default);
+	ep->psn = rand24();
+	ep->ird = param->ird;
+	ep->ord = param->ord;
+	ep->mtu = sv__qp_attr(qp)->path_mtu;
+	ep->retry_cnt = CM_RETRY_CNT;
+	ep->rnr_retry = CM_RNR_RETRY;
+	attach_qp(ep, qp);
+
+	sv__cm_mad_init(m, SV_CM_ATTR_REQ, (uint64_t)ep->local_id << 32 | (uint32_t)random());
+	m->req.local_comm_id = ep->local_id;
+	m->req.service_id = sv__cm_service_id(ntohs(d->sin_port));
+	memcpy(&m->req.local_ca_guid, rc->gid + 8, 8);
+	m->req.local_qpn = qp->qp_num;
+	m->req.responder_resources = (uint8_t)ep->ird;
+	m->req.initiator_depth = (uint8_t)ep->ord;
+	m->req.remote_cm_response_timeout = 20;
+	m->req.transport = SV_CM_TRANSPORT_RC;
+	m->req.starting_psn = ep->psn;
+	m->req.local_cm_response_timeout = 20;
+	m->req.retry_count = ep->retry_cnt;
+	m->req.pkey = SV__PKEY_DEFAULT;
+	m->req.path_mtu = ep->mtu;
+	m->req.rnr_retry_count = ep->rnr_retry;
+	m->req.max_cm_retries = CM_TRIES;
+	m->req.primary.local_lid = 0xffff;
+	m->req.primary.remote_lid = 0xffff;
+	memcpy(m->req.primary.local_gid, rc->gid, 16);
+	v4mapped(m->req.primary.remote_gid, &d->sin_addr);
+	m->req.primary.hop_limit = 64;
+	m->req.primary.subnet_local = true;
+	m->req.primary.local_ack_timeout = CM_ACK_TIMEOUT;
+	ip.src_port = port;
+	memcpy(ip.src_addr + 12, &rc->local.sin_addr, 4);
+	memcpy(ip.dst_addr + 12, &d->sin_addr, 4);
+	if ((r = sv__cm_ip_hdr_encode(m->req.private_data, SV_CM_REQ_PRIVATE_LEN, &ip)) < 0)
+		goto err;
+	if (param->priv_len)
+		memcpy(m->req.private_data + SV_CM_IP_HDR_LEN, param->priv, param->priv_len);
+	if ((r = ep_send(ep, m, true)) < 0)
+		goto err;
+	free(m);
+	*out = ep;
+	return 0;
+err:
+	detach_qp(ep);
+	ep_unlink(ep);
+	free(ep);
+	free(m);
+	return r;
+}
+
+int sv__roce_cm_accept(struct sv__tep *ep, struct sv_qp *qp, const struct sv__conn_param *param)
+{
+	struct sv_cm_msg *m;
+	uint32_t peer_psn = ep->psn;
+	int r;
+
+	if (ep->state != EP_REQ_RCVD)
+		return -EINVAL;
+	if (qp->qp_type != SV_QPT_RC)
+		return -EINVAL;
+	if (param->priv_len > SV_CM_REP_PRIVATE_LEN)
+		return -EINVAL;
+	if (!(m = calloc(1, sizeof(*m))))
+		return -ENOMEM;
+	attach_qp(ep, qp);
+	/* Our ORD cannot exceed what the peer offered to serve (its responder
+	 * resources); our IRD is what the application offers. */
+	if (param->ord < ep->ird)
+		ep->ird = param->ord;
+	ep->ord = ep->ird;
+	ep->ird = param->ird;
+	ep->psn = rand24();
+	if ((r = qp_to_rtr(ep, ep->remote_qpn, peer_psn)) < 0) {
+		detach_qp(ep);
+		ep->psn = peer_psn;
+		goto out;
+	}
+	sv__cm_mad_init(m, SV_CM_ATTR_REP, (uint64_t)ep->remote_id << 32 | ep->local_id);
+	m->rep.local_comm_id = ep->local_id;
+	m->rep.remote_comm_id = ep->remote_id;
+	m->rep.local_qpn = qp->qp_num;
+	m->rep.starting_psn = ep->psn;
+	m->rep.responder_resources = (uint8_t)ep->ird;
+	m->rep.initiator_depth = (uint8_t)ep->ord;
+	m->rep.target_ack_delay = 0;
+	m->rep.rnr_retry_count = CM_RNR_RETRY;
+	memcpy(&m->rep.local_ca_guid, ep->rc->gid + 8, 8);
+	if (param->priv_len)
+		memcpy(m->rep.private_data, param->priv, param->priv_len);
+	ep->state = EP_REP_SENT;
+	r = ep_send(ep, m, true);
+out:
+	free(m);
+	return r;
+}
+
+int sv__roce_cm_reject(struct sv__tep *ep, const uint8_t *priv, uint16_t priv_len)
+{
+	if (ep->state != EP_REQ_RCVD)
+		return -EINVAL;
+	if (priv_len > SV_CM_REJ_PRIVATE_LEN)
+		return -EINVAL;
+	send_rej(ep->rc, &ep->gsi, (uint64_t)ep->remote_id << 32 | ep->local_id, ep->local_id,
+		 ep->remote_id, SV_CM_MSG_REQ, SV_CM_REJ_CONSUMER_DEFINED, priv, priv_len);
+	ep->state = EP_CLOSED;
+	return 0;
+}
+
+/* The DREQ for ep's connection (IBA 12.6.10). */
+static int send_dreq(struct sv__tep *ep, bool retransmit)
+{
+	struct sv_cm_msg *m = calloc(1, sizeof(*m));
+	int r;
+
+	if (!m)
+		return -ENOMEM;
+	sv__cm_mad_init(m, SV_CM_ATTR_DREQ, (uint64_t)ep->local_id << 32 | ep->remote_id);
+	m->dreq.local_comm_id = ep->local_id;
+	m->dreq.remote_comm_id = ep->remote_id;
+	m->dreq.remote_qpn = ep->remote_qpn;
+	r = ep_send(ep, m, retransmit);
+	free(m);
+	return r;
+}
+
+int sv__roce_cm_disconnect(struct sv__tep *ep)
+{
+	int r;
+
+	if (ep->state == EP_DREQ_SENT)
+		return 0;
+	if (ep->state != EP_ESTABLISHED && ep->state != EP_REP_SENT)
+		return -ENOTCONN;
+	if ((r = send_dreq(ep, true)) == 0)
+		ep->state = EP_DREQ_SENT;
+	return r;
+}
+
+void sv__roce_cm_ep_destroy(struct sv__tep *ep)
+{
+	struct sv__rctx *rc = ep->rc;
+
+	/* The peer hears of it as a normal close (or a reject), never by a silent end. */
+	if (ep->state == EP_ESTABLISHED || ep->state == EP_REP_SENT)
+		(void)send_dreq(ep, false);
+	else if (ep->state == EP_REQ_RCVD)
+		send_rej(rc, &ep->gsi, (uint64_t)ep->remote_id << 32 | ep->local_id,
+			 ep->local_id, ep->remote_id, SV_CM_MSG_REQ,
+			 SV_CM_REJ_CONSUMER_DEFINED, NULL, 0);
+	detach_qp(ep);
+	ep_unlink(ep);
+	free(ep);
+	arm(rc);
+}
+
+int sv__roce_cm_ep_addr(struct sv__tep *ep, struct sockaddr_storage *local,
+			struct sockaddr_storage *peer)
+{
+	if (local) {
+		memset(local, 0, sizeof(*local));
+		memcpy(local, &ep->local, sizeof(ep->local));
+	}
+	if (peer) {
+		if (ep->state == EP_LISTEN)
+			return -ENOTCONN;
+		memset(peer, 0, sizeof(*peer));
+		memcpy(peer, &ep->peer, sizeof(ep->peer));
+	}
+	return 0;
+}

@@ -1,0 +1,206 @@
+/*
+ * roce_ud.c — UD QPs on the UDP transport, and the one-datagram sender they share with
+ * the connection manager.
+ *
+ * A UD message is one packet (IBA 9.7.7): SEND_ONLY (0x64) or SEND_ONLY_WITH_IMMEDIATE
+ * (0x65), BTH then DETH (Q_Key, source QP; IBA 9.3.4) then ImmDt. There is no ACK: the
+ * send completes when the datagram is handed to the socket, and a datagram the socket
+ * does not take is lost like any other (counted in ud_tx_drops). The BTH PSN counts up
+ * per QP from the sq_psn of RTR->RTS; the receiver does not check it (IBA 9.7.7.1.1).
+ *
+ * The receiver checks the Q_Key against its own (IBA 10.2.5: mismatch, silent drop,
+ * counted in qkey_drops), takes the next receive WQE (none: silent drop, counted) and
+ * writes 40 bytes of GRH before the payload (IBA 11.4.1.1; the receive buffer must have
+ * room for both, else the WQE completes with LOC_LEN_ERR). On RoCEv2 over IPv4 the
+ * "GRH" is the IPv4 header in the last 20 bytes of the 40 with the first 20 zero, as the
+ * mlx5 and rxe drivers deliver it; the kernel does not give us the header it received,
+ * so we rebuild it from what it must have been: version 4, IHL 5, total length, ID 0,
+ * DF, TTL 64, protocol UDP, a valid header checksum, the two addresses.
+ *
+ * Fault injection (SV_IMPAIR) applies to the RC packet path only; UD and CM datagrams
+ * go straight to the socket.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <string.h>
+
+#include "wire/roce.h"
+
+int sv__roce_dgram_send(struct sv__rctx *rc, const struct sockaddr_in *dst, uint8_t *hdr,
+			size_t hlen, const struct iovec *pay, int npay, uint32_t paylen)
+{
+	struct iovec v[SV__MAX_SGE + 3];
+	unsigned pad = (-paylen) & 3;
+	uint8_t trl[8] = { 0 };
+	struct msghdr m;
+	ssize_t r;
+	int n = 0;
+
+	if (npay > SV__MAX_SGE)
+		return -EINVAL;
+	hdr[1] = (uint8_t)((hdr[1] & ~0x30) | pad << 4);
+	v[n].iov_base = hdr;
+	v[n++].iov_len = hlen;
+	for (int j = 0; j < npay; j++)
+		v[n++] = pay[j];
+	if (pad) {
+		v[n].iov_base = trl;
+		v[n++].iov_len = pad;
+	}
+	sv__put_le32(trl + pad, sv__roce_icrc(&rc->local, dst, v, n));
+	if (pad) {
+		v[n - 1].iov_len = pad + SV__ICRC_LEN;
+	} else {
+		v[n].iov_base = trl;
+		v[n++].iov_len = SV__ICRC_LEN;
+	}
+	memset(&m, 0, sizeof(m));
+	m.msg_name = (void *)dst;
+	m.msg_namelen = sizeof(*dst);
+	m.msg_iov = v;
+	m.msg_iovlen = (size_t)n;
+	do {
+		r = sendmsg(rc->fd, &m, MSG_DONTWAIT);
+	} while (r < 0 && errno == EINTR);
+	return r < 0 ? -errno : 0;
+}
+
+int sv__roce_ud_modify(struct sv__rqp *q, const struct sv_qp_attr *attr, int mask)
+{
+	const struct sv_qp_attr *cur = sv__qp_attr(q->qp);
+	enum sv_qp_state next = (mask & SV_QP_STATE) ? attr->qp_state : cur->qp_state;
+
+	if (next == SV_QPS_RTR && cur->qp_state == SV_QPS_INIT) {
+		q->mtu = 128u << cur->path_mtu;
+		q->err = false;
+		q->live = true;
+	} else if (next == SV_QPS_RTS && cur->qp_state == SV_QPS_RTR) {
+		q->ud_psn = attr->sq_psn & SV__PSN_MASK;
+	}
+	return 0;
+}
+
+/* [qp-locked] One WR as one datagram. */
+static enum sv_wc_status send_one(struct sv__rqp *q, const struct sv__send_wqe *w)
+{
+	const struct sv_qp_attr *a = sv__qp_attr(q->qp);
+	uint8_t hdr[SV__BTH_LEN + SV__ROCE_DETH_LEN + SV__IMM_LEN];
+	bool imm = w->opcode == SV_WR_SEND_WITH_IMM;
+	struct sockaddr_in dst = { .sin_family = AF_INET };
+	struct iovec iov[SV__MAX_SGE];
+	size_t hlen = SV__BTH_LEN + SV__ROCE_DETH_LEN;
+	uint32_t qkey;
+	int n;
+
+	if (w->flags & SV_SEND_INLINE) {
+		iov[0].iov_base = (void *)(uintptr_t)w->sge[0].addr;
+		iov[0].iov_len = w->sge[0].length;
+		n = w->num_sge ? 1 : 0;
+	} else if ((n = sv__sge_map(q->qp, w->sge, w->num_sge, false, iov)) < 0) {
+		return SV_WC_LOC_PROT_ERR;
+	}
+	memcpy(&dst.sin_addr, w->ah_attr.dgid + 12, 4);
+	dst.sin_port = htons(w->ah_attr.dport ? w->ah_attr.dport : q->rc->dport_default);
+	/* IBA 10.2.5: a WR Q_Key with the high bit set means "use the QP's Q_Key". */
+	qkey = (w->remote_qkey & 0x80000000u) ? a->qkey : w->remote_qkey;
+	sv__roce_bth_put(hdr, imm ? SV__ROCE_OP_UD_SEND_ONLY_IMM : SV__ROCE_OP_UD_SEND_ONLY,
+			 w->flags & SV_SEND_SOLICITED, 0, w->remote_qpn, false, q->ud_psn);
+	q->ud_psn = sv__psn_add(q->ud_psn, 1);
+	sv__put_be32(hdr + SV__BTH_LEN, qkey);
+	hdr[SV__BTH_LEN + 4] = 0;
+	sv__put_be24(hdr + SV__BTH_LEN + 5, q->qp->qp_num);
+	if (imm) {
+		memcpy(hdr + hlen, &w->imm_data, SV__IMM_LEN);
+		hlen += SV__IMM_LEN;
+	}
+	if (sv__roce_dgram_send(q->rc, &dst, hdr, hlen, iov, n, w->length) < 0) {
+		q->ud_tx_drops++;
+	} else {
+		q->st.tx_packets++;
+		q->st.tx_bytes += hlen + w->length + ((-w->length) & 3) + SV__ICRC_LEN;
+	}
+	return SV_WC_SUCCESS;
+}
+
+void sv__roce_ud_send(struct sv__rqp *q)
+{
+	struct sv__send_wqe *w;
+
+	while (!q->err && (w = sv__sq_peek(q->qp))) {
+		sv__sq_take(q->qp);
+		sv__sq_done(q->qp, w, send_one(q, w), 0, 0);
+	}
+}
+
+/* The IPv4 header a RoCEv2 HCA puts in the last 20 bytes of the GRH area. */
+static void grh_ipv4(uint8_t grh[SV__ROCE_GRH_LEN], const struct sockaddr_in *src,
+		     const struct sockaddr_in *dst, size_t udp_payload)
+{
+	uint8_t *ip = grh + 20;
+	uint32_t sum = 0;
+
+	memset(grh, 0, SV__ROCE_GRH_LEN);
+	ip[0] = 0x45;
+	sv__put_be16(ip + 2, (uint16_t)(20 + 8 + udp_payload));
+	sv__put_be16(ip + 6, 0x4000);	/* DF, as the socket sends (IP_PMTUDISC_DO) */
+	ip[8] = 64;
+	ip[9] = IPPROTO_UDP;
+	memcpy(ip + 12, &src->sin_addr, 4);
+	memcpy(ip + 16, &dst->sin_addr, 4);
+	for (int i = 0; i < 20; i += 2)
+		sum += sv__get_be16(ip + i);
+	while (sum >> 16)
+		sum = (sum & 0xffff) + (sum >> 16);
+	sv__put_be16(ip + 10, (uint16_t)~sum);
+}
+
+void sv__roce_ud_rx(struct sv__rqp *q, const struct sockaddr_in *src,
+		    const struct sockaddr_in *dst, const uint8_t *p, size_t len)
+{
+	bool imm = p[0] == SV__ROCE_OP_UD_SEND_ONLY_IMM;
+	size_t hlen = SV__BTH_LEN + SV__ROCE_DETH_LEN + (imm ? SV__IMM_LEN : 0);
+	uint8_t grh[SV__ROCE_GRH_LEN];
+	struct iovec iov[SV__MAX_SGE];
+	struct sv__recv_wqe *wqe;
+	uint32_t qkey, src_qp, imm_be = 0, paylen;
+	unsigned pad = (p[1] >> 4) & 3;
+	int n;
+
+	if ((p[0] != SV__ROCE_OP_UD_SEND_ONLY && !imm) || len < hlen + pad ||
+	    (p[1] & 0x0f) != 0 || (sv__get_be16(p + 2) & 0x7fff) != 0x7fff)
+		return;
+	qkey = sv__get_be32(p + SV__BTH_LEN);
+	src_qp = sv__get_be24(p + SV__BTH_LEN + 5);
+	if (imm)
+		memcpy(&imm_be, p + SV__BTH_LEN + SV__ROCE_DETH_LEN, 4);
+	paylen = (uint32_t)(len - hlen - pad);
+	sv__qp_lock(q->qp);
+	if (q->qp->qp_type != SV_QPT_UD || q->err || !q->live)
+		goto out;
+	if (qkey != sv__qp_attr(q->qp)->qkey) {
+		q->qkey_drops++;
+		goto out;
+	}
+	if (sv__rq_take(q->qp, &wqe) < 0) {
+		q->ud_no_recv_drops++;
+		goto out;
+	}
+	q->st.rx_packets++;
+	q->st.rx_bytes += len + SV__ICRC_LEN;
+	sv__rq_set_src_qp(q->qp, wqe, src_qp);
+	if ((uint64_t)wqe->length < SV__ROCE_GRH_LEN + (uint64_t)paylen) {
+		sv__rq_done(q->qp, wqe, SV_WC_LOC_LEN_ERR, SV_WC_RECV, 0, 0, 0, false);
+		goto out;
+	}
+	if ((n = sv__sge_map(q->qp, wqe->sge, wqe->num_sge, true, iov)) < 0) {
+		sv__rq_done(q->qp, wqe, SV_WC_LOC_PROT_ERR, SV_WC_RECV, 0, 0, 0, false);
+		goto out;
+	}
+	grh_ipv4(grh, src, dst, len + SV__ICRC_LEN);
+	sv__roce_iov_copy_in(iov, n, 0, grh, SV__ROCE_GRH_LEN);
+	sv__roce_iov_copy_in(iov, n, SV__ROCE_GRH_LEN, p + hlen, paylen);
+	sv__rq_done(q->qp, wqe, SV_WC_SUCCESS, SV_WC_RECV, SV__ROCE_GRH_LEN + paylen, imm_be,
+		    SV_WC_GRH | (imm ? SV_WC_WITH_IMM : 0), p[1] & 0x80);
+out:
+	sv__qp_unlock(q->qp);
+}
