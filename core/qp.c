@@ -299,10 +299,11 @@ static void flush_all(struct sv__qp *qp)
 	qp->rq_take = qp->rq_put;
 }
 
-void sv__qp_enter_err(struct sv__qp *qp)
+/* Enters ERR and flushes; false if the QP was there already (nothing done). */
+static bool enter_err(struct sv__qp *qp)
 {
 	if (qp->attr.qp_state == SV_QPS_ERR && qp->err_notified)
-		return;
+		return false;
 	set_state(qp, SV_QPS_ERR);
 	if (!qp->err_notified) {
 		qp->err_notified = true;
@@ -311,10 +312,22 @@ void sv__qp_enter_err(struct sv__qp *qp)
 			qp->ops->qp_error(&qp->pub);
 	}
 	flush_all(qp);
-	/* verbs.md 3/8: a QP on an SRQ will take no more WQEs from it; the application
-	 * learns that, after the flushes above, from LAST_WQE_REACHED. */
+	return true;
+}
+
+/* verbs.md 3/8: a QP on an SRQ in ERR takes no more WQEs from it; the application
+ * learns that from LAST_WQE_REACHED, raised after the flushes (and after the error
+ * event, when there is one). */
+static void last_wqe(struct sv__qp *qp)
+{
 	if (qp->srq)
 		sv__async_raise_qp(qp, SV_EVENT_QP_LAST_WQE_REACHED, NULL);
+}
+
+void sv__qp_enter_err(struct sv__qp *qp)
+{
+	if (enter_err(qp))
+		last_wqe(qp);
 }
 
 /* RESET forgets everything queued without a completion (verbs.md 1, "-> RESET"). */
@@ -467,12 +480,15 @@ void sv__qp_fatal(struct sv_qp *pub, enum sv_event_type event_type,
 		  const struct sv__term_info *term)
 {
 	struct sv__qp *qp = to_qp(pub);
+	bool entered;
 
 	if (qp->fatal_reported || qp->attr.qp_state == SV_QPS_RESET)
 		return;
 	qp->fatal_reported = true;
-	sv__qp_enter_err(qp);
+	entered = enter_err(qp);
 	sv__async_raise_qp(qp, event_type, term);
+	if (entered)
+		last_wqe(qp);
 }
 
 void sv__qp_established(struct sv_qp *pub, uint16_t ird, uint16_t ord)

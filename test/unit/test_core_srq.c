@@ -533,3 +533,24 @@ Test(core_srq, concurrent_takers)
 	free(seen);
 	cr_assert_eq(sv_destroy_srq(srq), 0);
 }
+
+/* A transport-reported fatal error: the error event first, then LAST_WQE_REACHED. */
+Test(core_srq, fatal_event_before_last_wqe)
+{
+	struct sv_srq *srq = mk_srq(4);
+	struct sv_qp *qp = mk_qp(srq, env.cq);
+	struct sv_async_event ev1, ev2;
+
+	sv__qp_lock(qp);
+	sv__qp_fatal(qp, SV_EVENT_QP_REQ_ERR, NULL);
+	sv__qp_unlock(qp);
+	ev1 = next_event();
+	ev2 = next_event();
+	cr_assert_eq(ev1.event_type, SV_EVENT_QP_REQ_ERR);
+	cr_assert_eq(ev2.event_type, SV_EVENT_QP_LAST_WQE_REACHED);
+	cr_assert(!fd_readable(sv_async_fd(env.ctx)));
+	sv_ack_async_event(&ev1);
+	sv_ack_async_event(&ev2);
+	cr_assert_eq(sv_destroy_qp(qp), 0);
+	cr_assert_eq(sv_destroy_srq(srq), 0);
+}
