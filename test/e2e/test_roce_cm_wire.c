@@ -163,7 +163,9 @@ static void send_rej(int fd, const struct sockaddr_in *fake, const struct sockad
 		     (ssize_t)sizeof(pkt));
 }
 
-Test(roce_cm_wire, req_fields_and_a_foreign_rej, .timeout = 30)
+TestSuite(roce_cm_wire, .timeout = 60);
+
+Test(roce_cm_wire, req_fields_and_a_foreign_rej)
 {
 	static const int one = 1, pmtu = IP_PMTUDISC_DO;
 	struct sockaddr_in fake = { .sin_family = AF_INET };
@@ -376,7 +378,7 @@ static bool ooo_write_placed(bool req_sr)
 	return placed;
 }
 
-Test(roce_cm_wire, passive_follows_the_reqs_loss_recovery, .timeout = 60)
+Test(roce_cm_wire, passive_follows_the_reqs_loss_recovery)
 {
 	cr_assert(ooo_write_placed(true), "REQ asked for selective repeat: early packet kept");
 	cr_assert_not(ooo_write_placed(false), "go-back-N: the early packet is dropped");
