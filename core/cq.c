@@ -363,6 +363,12 @@ int sv__cq_push(struct sv_cq *cq, const struct sv_wc *wc, bool solicited)
 	get = atomic_load_explicit(&cq->get, memory_order_acquire);
 	if (put - get > cq->mask) {
 		atomic_store(&cq->overflowed, true);
+		/* Wake a consumer asleep on the channel, so its next poll sees -EOVERFLOW
+		 * rather than sleeping forever (an event with nothing new is legal). */
+		if (cq->arm != CQ_ARM_NONE && cq->channel) {
+			cq->arm = CQ_ARM_NONE;
+			channel_push(cq->channel, cq);
+		}
 		pthread_mutex_unlock(&cq->lock);
 		sv__log(SV_LOG_ERROR, "softverbs: CQ overrun (%u entries); CQ_ERR raised",
 			cq->mask + 1);

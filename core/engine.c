@@ -48,7 +48,6 @@ static void doorbell_cb(uv_async_t *h)
 {
 	struct sv_context *ctx = h->data;
 	struct sv__job *jobs, *next;
-	struct sv__qp *kicks;
 
 	pthread_mutex_lock(&ctx->job_lock);
 	jobs = ctx->job_head;
@@ -71,18 +70,25 @@ static void doorbell_cb(uv_async_t *h)
 		}
 	}
 
-	/* Take the kick list one QP at a time: loop_kick may kick again (re-queue). */
+	/*
+	 * Serve the QPs kicked so far, one at a time from a batch taken whole: a loop_kick
+	 * that kicks again (more work later) lands on the fresh list and rings the doorbell
+	 * for the next loop iteration, so socket I/O runs in between instead of starving.
+	 */
+	pthread_mutex_lock(&ctx->job_lock);
+	ctx->kick_batch = ctx->kick_head;
+	ctx->kick_head = NULL;
+	pthread_mutex_unlock(&ctx->job_lock);
 	for (;;) {
 		struct sv__qp *qp;
 
 		pthread_mutex_lock(&ctx->job_lock);
-		kicks = ctx->kick_head;
-		if (kicks)
-			ctx->kick_head = kicks->kick_next;
+		qp = ctx->kick_batch;
+		if (qp)
+			ctx->kick_batch = qp->kick_next;
 		pthread_mutex_unlock(&ctx->job_lock);
-		if (!kicks)
+		if (!qp)
 			break;
-		qp = kicks;
 		sv__qp_lock(&qp->pub);
 		pthread_mutex_lock(&ctx->job_lock);
 		qp->kick_pending = false;
@@ -228,18 +234,26 @@ void sv__qp_kick(struct sv_qp *pub)
 		uv_async_send(&ctx->doorbell);
 }
 
-void sv__engine_unkick(struct sv_context *ctx, struct sv__qp *qp)
+static void unlink_kick(struct sv__qp **head, struct sv__qp *qp)
 {
 	struct sv__qp **pp;
 
-	pthread_mutex_lock(&ctx->job_lock);
-	for (pp = &ctx->kick_head; *pp; pp = &(*pp)->kick_next) {
+	for (pp = head; *pp; pp = &(*pp)->kick_next) {
 		if (*pp == qp) {
 			*pp = qp->kick_next;
-			break;
+			return;
 		}
 	}
+}
+
+/* On the loop: the QP may sit on the pending list or in the batch being served. */
+void sv__engine_unkick(struct sv_context *ctx, struct sv__qp *qp)
+{
+	pthread_mutex_lock(&ctx->job_lock);
+	unlink_kick(&ctx->kick_head, qp);
+	unlink_kick(&ctx->kick_batch, qp);
 	qp->kick_pending = false;
+	qp->kick_next = NULL;
 	pthread_mutex_unlock(&ctx->job_lock);
 }
 
@@ -266,12 +280,19 @@ void sv__evfd_set(int fd)
 	while (n < 0 && errno == EINTR);
 }
 
-/* Under the owning channel's lock, when the pending list becomes empty. */
+/*
+ * Under the owning channel's lock, when the pending list becomes empty. The fd may be
+ * blocking, so it is read only if it polls readable: were its count already zero (an
+ * application that read the fd itself), a read would hang us with the lock held.
+ */
 void sv__evfd_clear(int fd)
 {
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
 	uint64_t v;
 	ssize_t n;
 
+	if (poll(&pfd, 1, 0) != 1)
+		return;
 	do
 		n = read(fd, &v, sizeof(v));
 	while (n < 0 && errno == EINTR);

@@ -73,6 +73,7 @@ struct sv_context {
 	pthread_cond_t job_done;
 	struct sv__job *job_head, *job_tail;
 	struct sv__qp *kick_head;	/* QPs waiting for loop_kick() */
+	struct sv__qp *kick_batch;	/* the ones being served now */
 
 	/* Object counts (sv_close_device refuses while any remain). */
 	pthread_mutex_t obj_lock;

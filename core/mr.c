@@ -14,9 +14,7 @@
  */
 #include <errno.h>
 #include <stdlib.h>
-#include <string.h>
 #include <sys/random.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "core/internal.h"

@@ -23,8 +23,6 @@
 
 #include "core/internal.h"
 
-#define BIT(s) (1u << (s))
-
 /* ---------------------------------------------------------------------------------------
  * The RC state table: legal transitions with their required and optional attribute
  * masks (torvalds/linux drivers/infiniband/core/verbs.c qp_state_table, RC column;
@@ -450,11 +448,13 @@ static int qp_destroy_on_loop(void *arg)
 {
 	struct sv__qp *qp = arg;
 
-	sv__engine_unkick(qp->pub.context, qp);
 	if (qp->cm)
 		sv__cm_qp_gone(qp);
 	if (qp->ops->qp_destroy)
 		qp->ops->qp_destroy(&qp->pub, qp->tqp);
+	/* After qp_destroy: a kick made while the transport tore down must not outlive
+	 * the QP in the kick list. Both run on the loop, so nothing kicks in between. */
+	sv__engine_unkick(qp->pub.context, qp);
 	return 0;
 }
 

@@ -273,6 +273,14 @@ static void lat_add(struct perf *p, uint64_t ns)
 	p->lat[p->nlat++] = ns;
 }
 
+/* The edges of a bw READ sink slot: cleared before each READ (post_data), checked when it
+ * completes, so a READ that places nothing fails at once; the whole sink is checked at
+ * the end. */
+static size_t edge_len(const struct perf *p)
+{
+	return p->cfg.size < 8 ? (size_t)p->cfg.size : 8;
+}
+
 /* Ping-pong message i carries i+1 big-endian in its last min(8, size) bytes. */
 static void stamp(uint8_t *msg, size_t size, uint64_t i)
 {
@@ -372,7 +380,6 @@ static int post_recv(struct perf *p, uint32_t j)
 }
 
 static int handle_wc(struct perf *p, const struct sv_wc *wc);
-static size_t edge_len(const struct perf *p);
 
 /* Polls once and handles what it got; returns the count or a negative error. */
 static int progress(struct perf *p)
@@ -601,14 +608,7 @@ static void check_bw_arrival(struct perf *p, const struct sv_wc *wc, uint32_t j)
 		p->rx_seq[j] = seq;
 }
 
-/* The edges of a bw READ sink slot: cleared before each READ (post_data), checked when it
- * completes, so a READ that places nothing fails at once; the whole sink is checked at
- * the end. */
-static size_t edge_len(const struct perf *p)
-{
-	return p->cfg.size < 8 ? (size_t)p->cfg.size : 8;
-}
-
+/* The edges of a bw READ sink slot (see edge_len) hold the server's data again. */
 static void check_read_edges(struct perf *p, uint64_t last)
 {
 	size_t size = (size_t)p->cfg.size, e = edge_len(p);

@@ -33,7 +33,6 @@ void sv__iw_qp_reset(struct sv__iwqp *iq)
 	sv__iw_tx_abort(iq);
 	memset(iq, 0, sizeof(*iq));
 	iq->qp = keep.qp;
-	iq->ctx = keep.ctx;
 	iq->fd = -1;
 	iq->mulpdu = keep.mulpdu;
 	iq->irq = irq;
@@ -90,7 +89,6 @@ static int qp_create(struct sv_qp *qp, void **tqp)
 	if (!iq)
 		return -ENOMEM;
 	iq->qp = qp;
-	iq->ctx = qp->context;
 	iq->fd = -1;
 	/* MULPDU: payload per FPDU; the header must fit the 16-bit ULPDU_Length too. */
 	iq->mulpdu = o->mulpdu ? o->mulpdu : SV__IW_DEFAULT_MULPDU;
@@ -119,9 +117,14 @@ static void qp_destroy(struct sv_qp *qp, void *tqp)
 {
 	struct sv__iwqp *iq = tqp;
 
-	(void)qp;
 	if (iq->ep)
 		sv__iw_ep_detach_qp(iq->ep);
+	sv__log(SV_LOG_DEBUG, "iwarp qp %u: fpdus tx %llu rx %llu, bytes tx %llu rx %llu, "
+		"crc errors %llu, terminates sent %llu received %llu", qp->qp_num,
+		(unsigned long long)iq->cnt.tx_fpdus, (unsigned long long)iq->cnt.rx_fpdus,
+		(unsigned long long)iq->cnt.tx_bytes, (unsigned long long)iq->cnt.rx_bytes,
+		(unsigned long long)iq->cnt.crc_errors, (unsigned long long)iq->cnt.term_sent,
+		(unsigned long long)iq->cnt.term_rcvd);
 	iq_free(iq);
 }
 
@@ -149,6 +152,7 @@ static int poll_qp(struct sv_qp *qp)
 	/* The responder's first FPDU is the loop's (it reports ESTABLISHED). */
 	if (!iq->up || iq->err || iq->rtr_wait || iq->ev_eof || iq->ev_lost)
 		return 0;
+	iq->poll_ns = sv__now_ns();
 	rc = sv__iw_rx_progress(iq, 16);
 	if (!sv__iw_tx_idle(iq) && !iq->want_write && iq->tx_ok)
 		rc |= sv__iw_tx_progress(iq);

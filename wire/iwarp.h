@@ -29,8 +29,8 @@
 
 #define SV__IW_HS_TIMEOUT_MS 10000	/* MPA Request/Reply exchange must finish by then */
 #define SV__IW_CLOSE_TIMEOUT_MS 2000	/* after our FIN, wait this long for the peer's */
+#define SV__IW_PARK_NS 1000000		/* an app that polled this recently drives RX itself */
 #define SV__IW_MAX_PENDING 64		/* unanswered handshakes per listener */
-#define SV__IW_PD_CAP 256		/* private data we accept (RFC 5044 allows 512) */
 #define SV__IW_DEFAULT_MULPDU 8192	/* payload per FPDU when the options say 0 */
 #define SV__IW_MAX_RD 128		/* cap on IRD/ORD resources per QP */
 
@@ -166,7 +166,6 @@ struct sv__iw_rx {
 /* Per-QP transport state (the qp's tqp). */
 struct sv__iwqp {
 	struct sv_qp *qp;
-	struct sv_context *ctx;
 	struct sv__tep *ep;		/* the connection, NULL when none */
 	int fd;				/* -1 unless connected */
 	bool up;			/* data phase: the RX engine may run */
@@ -186,6 +185,7 @@ struct sv__iwqp {
 	bool want_write;		/* the socket was full: poll for writability */
 	bool shut_req;			/* shut our direction once TX drains */
 	bool shut_done;
+	uint64_t poll_ns;		/* last time poll() ran the RX engine (app thread) */
 	/* TX */
 	uint64_t tx_off;		/* stream offset (markers) */
 	uint64_t seq;			/* WQEs taken so far */

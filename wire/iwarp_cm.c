@@ -59,7 +59,7 @@ struct sv__tep {
 	struct sv_context *ctx;
 	void *cm;			/* core's cookie; NULL: report nothing */
 	enum ep_state state;
-	bool initiator;
+	int conn_err;			/* connect() failed at once with this */
 	int fd;
 	int events;			/* current poll mask */
 	uv_poll_t poll;
@@ -67,7 +67,8 @@ struct sv__tep {
 	uv_timer_t defer;		/* runs ep_update() outside the QP lock */
 	bool poll_open, timer_open, defer_open;
 	bool destroyed;			/* ep_destroy ran (or nobody will call it) */
-	bool was_up, reported_end;
+	bool parked;			/* the loop leaves RX to a polling application */
+	bool was_up, reported_end;	/* ESTABLISHED was reported / so was the end */
 	struct sv_qp *qp;
 	struct sv__iwqp *iq;
 	/* listener: unanswered incoming handshakes */
@@ -342,7 +343,6 @@ static void data_phase(struct sv__tep *ep, bool crc, bool mark_tx, bool mark_rx,
 	iq->ird = ird;
 	iq->ord = ord;
 	iq->up = true;
-	ep->was_up = true;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -436,6 +436,7 @@ static void initiator_reply(struct sv__tep *ep)
 	sv__iw_tx_progress(ep->iq);
 	sv__qp_unlock(ep->qp);
 	ep->state = EP_UP;
+	ep->was_up = true;
 	uv_timer_stop(&ep->timer);
 	save_addrs(ep);
 	report(ep, SV_CM_EVENT_ESTABLISHED, 0, &p);
@@ -500,7 +501,6 @@ int sv__iw_connect(struct sv_qp *qp, void *cm, const struct sockaddr *dst,
 		return -ENOMEM;
 	}
 	ep->cm = cm;
-	ep->initiator = true;
 	ep->my_ird = clamp_rd(param ? param->ird : 0, o->max_qp_rd_atom);
 	ep->my_ord = clamp_rd(param ? param->ord : 0, o->max_qp_init_rd_atom);
 	qp_attach(ep, qp);
@@ -525,18 +525,16 @@ int sv__iw_connect(struct sv_qp *qp, void *cm, const struct sockaddr *dst,
 		goto err_ep;
 	ep->hs_tx_len = (size_t)rc;
 
-	if (connect(fd, dst, alen) < 0 && errno != EINPROGRESS) {
-		/* Refused at once: the outcome still arrives as an event. */
-		ep->state = EP_CONNECTING;
-		report(ep, SV_CM_EVENT_UNREACHABLE, -errno, NULL);
-		ep->cm = NULL;
-		ep_close_fd(ep);
-		*out = ep;
-		return 0;
-	}
 	ep->state = EP_CONNECTING;
-	ep_poll(ep, UV_WRITABLE);
-	ep_timer(ep, SV__IW_HS_TIMEOUT_MS);
+	if (connect(fd, dst, alen) < 0 && errno != EINPROGRESS) {
+		/* Refused at once: the outcome still arrives as an event, from the loop's
+		 * next turn (the connect op itself must return first). */
+		ep->conn_err = -errno;
+		ep_timer(ep, 0);
+	} else {
+		ep_poll(ep, UV_WRITABLE);
+		ep_timer(ep, SV__IW_HS_TIMEOUT_MS);
+	}
 	*out = ep;
 	return 0;
 err_ep:
@@ -803,6 +801,17 @@ static void data_io(struct sv__tep *ep, int events)
 	sv__qp_lock(qp);
 	if (events & UV_WRITABLE)
 		sv__iw_tx_progress(iq);
+	if ((events & UV_READABLE) && ep->state == EP_UP && !iq->err &&
+	    sv__now_ns() - iq->poll_ns < SV__IW_PARK_NS) {
+		/* DESIGN.md "thread hops": the application polls this QP and will find these
+		 * bytes itself; waking the loop for them costs a cross-core switch each time.
+		 * Stop watching readability and check back after SV__IW_PARK_NS. */
+		sv__qp_unlock(qp);
+		ep->parked = true;
+		ep_timer(ep, SV__IW_PARK_NS / 1000000);
+		ep_update(ep);
+		return;
+	}
 	if (events & UV_READABLE) {
 		if (iq->err) {
 			if (iq->fd >= 0 && sv__iw_rx_drain(iq) == -ENODATA)
@@ -825,6 +834,7 @@ static void data_io(struct sv__tep *ep, int events)
 	sv__qp_unlock(qp);
 	if (est) {
 		ep->state = EP_UP;
+		ep->was_up = true;
 		uv_timer_stop(&ep->timer);
 		report(ep, SV_CM_EVENT_ESTABLISHED, 0, NULL);
 	} else if (failed_early) {
@@ -873,6 +883,7 @@ static void ep_update(struct sv__tep *ep)
 	sv__qp_unlock(ep->qp);
 
 	if ((err || peer_done) && ep->state != EP_CLOSING) {
+		ep->parked = false;
 		ep->state = EP_CLOSING;
 		ep_timer(ep, SV__IW_CLOSE_TIMEOUT_MS);
 	}
@@ -880,7 +891,7 @@ static void ep_update(struct sv__tep *ep)
 		ep_end(ep);
 		return;
 	}
-	ep_poll(ep, UV_READABLE | (want_write ? UV_WRITABLE : 0));
+	ep_poll(ep, (ep->parked ? 0 : UV_READABLE) | (want_write ? UV_WRITABLE : 0));
 }
 
 static void poll_cb(uv_poll_t *h, int status, int events)
@@ -971,7 +982,7 @@ static void timer_cb(uv_timer_t *t)
 
 	switch (ep->state) {
 	case EP_CONNECTING:
-		connect_fail(ep, SV_CM_EVENT_UNREACHABLE, -ETIMEDOUT);
+		connect_fail(ep, SV_CM_EVENT_UNREACHABLE, ep->conn_err ? ep->conn_err : -ETIMEDOUT);
 		break;
 	case EP_REP_WAIT:
 		connect_fail(ep, SV_CM_EVENT_CONNECT_ERROR, -ETIMEDOUT);
@@ -994,6 +1005,22 @@ static void timer_cb(uv_timer_t *t)
 	case EP_CLOSING:
 		ep_end(ep);
 		break;
+	case EP_UP:
+		/* Parked: still polled? Then look again later; else the loop takes RX back. */
+		if (ep->parked && ep->qp) {
+			uint64_t last;
+
+			sv__qp_lock(ep->qp);
+			last = ep->iq->poll_ns;
+			sv__qp_unlock(ep->qp);
+			if (sv__now_ns() - last < SV__IW_PARK_NS) {
+				ep_timer(ep, SV__IW_PARK_NS / 1000000);
+				break;
+			}
+			ep->parked = false;
+			ep_update(ep);
+		}
+		break;
 	default:
 		break;
 	}
@@ -1014,7 +1041,7 @@ void sv__iw_ep_kick(struct sv__tep *ep)
 
 	/* [loop, qp-locked]: only adjust the mask here; the rest runs without the lock. */
 	if (iq && (ep->state == EP_UP || ep->state == EP_RTR_WAIT || ep->state == EP_CLOSING))
-		ep_poll(ep, UV_READABLE | (iq->want_write ? UV_WRITABLE : 0));
+		ep_poll(ep, (ep->parked ? 0 : UV_READABLE) | (iq->want_write ? UV_WRITABLE : 0));
 	if (ep->defer_open)
 		uv_timer_start(&ep->defer, defer_cb, 0, 0);
 }

@@ -10,6 +10,7 @@
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -60,7 +61,8 @@ static void setup(void)
 	cr_assert_eq(sv_create_qp(pd, &ia, &qp), 0);
 	buf = aligned_alloc(4096, 65536);
 	memset(buf, 0, 65536);
-	cr_assert_eq(sv_reg_mr(pd, buf, 65536, SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_WRITE |
+	/* The last 4 KiB of the allocation stay outside the MR: a guard for bounds tests. */
+	cr_assert_eq(sv_reg_mr(pd, buf, 65536 - 4096, SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_WRITE |
 			       SV_ACCESS_REMOTE_READ, &mr), 0);
 	cr_assert_eq(sv_cm_create_channel(&ch), 0);
 	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
@@ -490,4 +492,230 @@ Test(iwarp_raw, malformed_request_is_dropped, .init = setup, .fini = teardown, .
 
 	peer_handshake(&req, &rep, rbuf);
 	cr_assert_not(rep.reject);
+}
+
+/*
+ * Seeded random FPDUs with valid framing and CRC but arbitrary headers (often aimed at
+ * our registered buffer, just inside and outside its bounds). Whatever the input, the
+ * responder must answer with a Terminate or a close, never crash (the suite also runs
+ * under ASan), and never write outside the registered region.
+ */
+Test(iwarp_raw, random_frames_fail_cleanly, .init = setup, .fini = teardown, .timeout = 120)
+{
+	uint8_t *guard = buf + 65536 - 4096;	/* just past the MR: nothing may land here */
+
+	srand(7);
+	for (int round = 0; round < 12; round++) {
+		struct sv_qp_init_attr ia = { 0 };
+		struct sv_cm_event *ev;
+		struct pollfd pf;
+		int n;
+
+		if (round > 0) {
+			ia.send_cq = ia.recv_cq = cq;
+			ia.cap.max_send_wr = ia.cap.max_recv_wr = 16;
+			ia.cap.max_send_sge = ia.cap.max_recv_sge = 2;
+			ia.qp_type = SV_QPT_RC;
+			cr_assert_eq(sv_create_qp(pd, &ia, &qp), 0);
+		}
+		memset(guard, 0xa5, 4096);
+		established_v2();
+		n = 1 + rand() % 8;
+		for (int i = 0; i < n; i++) {
+			uint8_t f[128];
+			size_t ul = 14 + (size_t)(rand() % 80), pad;
+			uint32_t c;
+
+			for (size_t k = 0; k < ul; k++)
+				f[2 + k] = (uint8_t)rand();
+			f[2] = (uint8_t)((f[2] & 0xc0) | SV_DDP_VERSION);
+			f[3] = (uint8_t)(0x40 | (f[3] & 0x0f));
+			if (rand() & 1) {
+				/* Aim at the buffer: our STag, a TO near its end. */
+				sv__put_be32(f + 4, mr->rkey);
+				sv__put_be64(f + 8, (uintptr_t)guard - 64 + (uint64_t)(rand() % 128));
+			}
+			sv__put_be16(f, (uint16_t)ul);
+			pad = sv__mpa_pad(ul);
+			memset(f + 2 + ul, 0, pad);
+			c = sv__crc32c(f, 2 + ul + pad);
+			sv__put_le32(f + 2 + ul + pad, c);
+			send(peer, f, 2 + ul + pad + 4, MSG_NOSIGNAL);
+		}
+		close(peer);
+		peer = -1;
+		/* Either a Terminate (async event) or the peer's FIN; then DISCONNECTED. */
+		pf = (struct pollfd){ .fd = sv_cm_channel_fd(ch), .events = POLLIN };
+		cr_assert_eq(poll(&pf, 1, TIMEOUT_MS), 1, "round %d: no CM event", round);
+		cr_assert_eq(sv_cm_get_event(ch, &ev), 0);
+		cr_assert_eq(ev->event, SV_CM_EVENT_DISCONNECTED, "round %d: %s", round,
+			     sv_cm_event_str(ev->event));
+		sv_cm_ack_event(ev);
+		for (;;) {
+			struct sv_async_event ae;
+			int fl = fcntl(sv_async_fd(ctx), F_GETFL);
+
+			fcntl(sv_async_fd(ctx), F_SETFL, fl | O_NONBLOCK);
+			if (sv_get_async_event(ctx, &ae) < 0)
+				break;
+			sv_ack_async_event(&ae);
+		}
+		for (struct sv_wc wc; sv_poll_cq(cq, 1, &wc) > 0;)
+			cr_assert_neq(wc.status, SV_WC_SUCCESS, "round %d: a random Send landed", round);
+		for (int k = 0; k < 4096; k++)
+			cr_assert_eq(guard[k], 0xa5, "round %d: byte %d past the MR written", round, k);
+		cr_assert_eq(sv_destroy_qp(qp), 0);
+		qp = NULL;
+		sv_cm_destroy_id(conn);
+		conn = NULL;
+	}
+	/* teardown() destroys the QP: give it a fresh one. */
+	struct sv_qp_init_attr ia = { .send_cq = cq, .recv_cq = cq, .qp_type = SV_QPT_RC };
+
+	ia.cap.max_send_wr = ia.cap.max_recv_wr = 4;
+	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+	cr_assert_eq(sv_create_qp(pd, &ia, &qp), 0);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Our initiator against a hand-driven responder.
+ */
+
+/* Listens on a free port; connects our QP to it with IRD/ORD 2 and private data
+ * "hi"; returns the accepted peer socket after checking our MPA Request. */
+static void initiator_to_raw(struct sv_mpa_rr *req, uint8_t *rbuf)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	socklen_t al = sizeof(a);
+	struct timeval tv = { .tv_sec = TIMEOUT_MS / 1000 };
+	struct sv_conn_param cp = { .private_data = "hi", .private_data_len = 2,
+				    .responder_resources = 2, .initiator_depth = 2 };
+	int l = socket(AF_INET, SOCK_STREAM, 0);
+	size_t pd;
+
+	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+	cr_assert_eq(bind(l, (struct sockaddr *)&a, sizeof(a)), 0);
+	cr_assert_eq(listen(l, 1), 0);
+	getsockname(l, (struct sockaddr *)&a, &al);
+	cr_assert_eq(sv_cm_create_id(ch, ctx, NULL, &conn), 0);
+	cr_assert_eq(sv_cm_connect(conn, qp, (struct sockaddr *)&a, &cp), 0);
+	peer = accept(l, NULL, NULL);
+	close(l);
+	cr_assert_geq(peer, 0);
+	setsockopt(peer, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	peer_recv(rbuf, SV_MPA_RR_HDR_LEN);
+	pd = sv__get_be16(rbuf + 18);
+	peer_recv(rbuf + SV_MPA_RR_HDR_LEN, pd);
+	cr_assert_eq(sv__mpa_rr_decode(req, rbuf, SV_MPA_RR_HDR_LEN + pd, false),
+		     (int)(SV_MPA_RR_HDR_LEN + pd));
+	/* RFC 6581 request: rev 2, P2P, RTR Write and Read offered (never Send). */
+	cr_assert_eq(req->rev, SV_MPA_REV2);
+	cr_assert(req->enhanced);
+	cr_assert(req->p2p);
+	cr_assert_eq(req->rtr, SV_MPA_RTR_WRITE | SV_MPA_RTR_READ);
+	cr_assert_eq(req->ird, 2);
+	cr_assert_eq(req->ord, 2);
+	cr_assert(req->crc);
+	cr_assert_not(req->markers);
+	cr_assert_eq(req->priv_len, 2);
+	cr_assert_arr_eq(req->priv, "hi", 2);
+}
+
+static void raw_reply(bool reject, unsigned rtr, uint16_t ird, uint16_t ord, const char *priv)
+{
+	struct sv_mpa_rr rep = { .reply = true, .reject = reject, .crc = true, .enhanced = true,
+				 .rev = SV_MPA_REV2, .p2p = true, .rtr = rtr, .ird = ird,
+				 .ord = ord, .priv = (const uint8_t *)priv,
+				 .priv_len = (uint16_t)strlen(priv) };
+	uint8_t f[128];
+	int n = sv__mpa_rr_encode(f, sizeof(f), &rep);
+
+	cr_assert_gt(n, 0);
+	peer_send(f, (size_t)n);
+}
+
+Test(iwarp_raw, initiator_read_rtr, .init = setup, .fini = teardown, .timeout = 30)
+{
+	struct sv_mpa_rr req;
+	uint8_t rbuf[600], ulpdu[256];
+	struct sv_rdmap_msg m = { .opcode = SV_RDMAP_READ_RESP };
+	struct sv_cm_event *ev;
+	struct sv_sge sge = { (uintptr_t)buf, 16, mr->lkey };
+	struct sv_recv_wr rwr = { .wr_id = 3, .sg_list = &sge, .num_sge = 1 }, *rbad;
+
+	initiator_to_raw(&req, rbuf);
+	cr_assert_eq(sv_post_recv(qp, &rwr, &rbad), 0);
+	raw_reply(false, SV_MPA_RTR_READ, 2, 1, "ok");
+	ev = wait_event(SV_CM_EVENT_ESTABLISHED);
+	cr_assert_eq(ev->param.private_data_len, 2);
+	cr_assert_arr_eq(ev->param.private_data, "ok", 2);
+	sv_cm_ack_event(ev);
+	/* Our first FPDU is the chosen RTR: a zero-length Read Request on QN 1, MSN 1. */
+	cr_assert_eq(peer_read_fpdu(&m, ulpdu, sizeof(ulpdu)), 0);
+	cr_assert_eq(m.opcode, SV_RDMAP_READ_REQ);
+	cr_assert_eq(m.ddp.qn, 1);
+	cr_assert_eq(m.ddp.msn, 1);
+	cr_assert_eq(m.u.read_req.size, 0);
+	/* Its zero-length response completes nothing; a Send after it lands. */
+	uint32_t sink = m.u.read_req.sink_stag;
+	uint64_t to = m.u.read_req.sink_to;
+
+	memset(&m, 0, sizeof(m));
+	m.opcode = SV_RDMAP_READ_RESP;
+	m.ddp.tagged = true;
+	m.ddp.last = true;
+	m.ddp.stag = sink;
+	m.ddp.to = to;
+	peer_fpdu(&m, NULL, 0, true, false);
+	untagged(&m, SV_RDMAP_SEND, 0, 1);
+	peer_fpdu(&m, "after", 5, true, false);
+	struct sv_wc wc = poll_one();
+
+	cr_assert_eq(wc.status, SV_WC_SUCCESS, "%s", sv_wc_status_str(wc.status));
+	cr_assert_eq(wc.wr_id, 3);
+	cr_assert_arr_eq(buf, "after", 5);
+}
+
+Test(iwarp_raw, initiator_insufficient_ird, .init = setup, .fini = teardown, .timeout = 30)
+{
+	struct sv_mpa_rr req;
+	uint8_t rbuf[600], ulpdu[256];
+	struct sv_rdmap_msg m;
+
+	initiator_to_raw(&req, rbuf);
+	raw_reply(false, SV_MPA_RTR_WRITE, 2, 8, "");	/* ORD 8 > our IRD 2 */
+	peer_read_fpdu(&m, ulpdu, sizeof(ulpdu));
+	cr_assert_eq(m.opcode, SV_RDMAP_TERMINATE);
+	cr_assert_eq(m.u.term.layer, SV_TERM_LAYER_LLP);
+	cr_assert_eq(m.u.term.ecode, SV_TERM_LLP_INSUFF_IRD);
+	sv_cm_ack_event(wait_event(SV_CM_EVENT_CONNECT_ERROR));
+}
+
+Test(iwarp_raw, initiator_no_matching_rtr, .init = setup, .fini = teardown, .timeout = 30)
+{
+	struct sv_mpa_rr req;
+	uint8_t rbuf[600], ulpdu[256];
+	struct sv_rdmap_msg m;
+
+	initiator_to_raw(&req, rbuf);
+	raw_reply(false, SV_MPA_RTR_SEND, 2, 2, "");	/* not offered */
+	peer_read_fpdu(&m, ulpdu, sizeof(ulpdu));
+	cr_assert_eq(m.opcode, SV_RDMAP_TERMINATE);
+	cr_assert_eq(m.u.term.layer, SV_TERM_LAYER_LLP);
+	cr_assert_eq(m.u.term.ecode, SV_TERM_LLP_NO_RTR);
+	sv_cm_ack_event(wait_event(SV_CM_EVENT_CONNECT_ERROR));
+}
+
+Test(iwarp_raw, initiator_rejected, .init = setup, .fini = teardown, .timeout = 30)
+{
+	struct sv_mpa_rr req;
+	uint8_t rbuf[600];
+	struct sv_cm_event *ev;
+
+	initiator_to_raw(&req, rbuf);
+	raw_reply(true, 0, 0, 0, "busy");
+	ev = wait_event(SV_CM_EVENT_REJECTED);
+	cr_assert_eq(ev->param.private_data_len, 4);
+	cr_assert_arr_eq(ev->param.private_data, "busy", 4);
+	sv_cm_ack_event(ev);
 }

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "softverbs.h"
 
@@ -90,9 +91,10 @@ static void post_recv(struct side *s, uint64_t off, uint32_t len, uint64_t wr_id
 	cr_assert_eq(sv_post_recv(s->qp, &wr, &bad), 0);
 }
 
-static void connect_pair(int crc_srv, int crc_cli, int markers_srv, int markers_cli)
+static void connect_pair_at(int crc_srv, int crc_cli, int markers_srv, int markers_cli,
+			    int family)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET };
+	struct sockaddr_storage a = { .ss_family = (sa_family_t)family };
 	struct sockaddr_storage bound;
 	struct sv_conn_param cp = { .private_data = "hello", .private_data_len = 5,
 				    .responder_resources = 4, .initiator_depth = 4 };
@@ -102,12 +104,16 @@ static void connect_pair(int crc_srv, int crc_cli, int markers_srv, int markers_
 
 	side_open(&srv, crc_srv, markers_srv);
 	side_open(&cli, crc_cli, markers_cli);
-	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+	if (family == AF_INET6)
+		inet_pton(AF_INET6, "::1", &((struct sockaddr_in6 *)&a)->sin6_addr);
+	else
+		inet_pton(AF_INET, "127.0.0.1", &((struct sockaddr_in *)&a)->sin_addr);
 	cr_assert_eq(sv_cm_create_id(srv.ch, srv.ctx, NULL, &listener), 0);
 	cr_assert_eq(sv_cm_listen(listener, (struct sockaddr *)&a, 8), 0);
 	cr_assert_eq(sv_cm_local_addr(listener, &bound), 0);
-	a.sin_port = ((struct sockaddr_in *)&bound)->sin_port;
-	cr_assert_neq(a.sin_port, 0);
+	/* The port sits at the same offset in sockaddr_in and sockaddr_in6. */
+	((struct sockaddr_in *)&a)->sin_port = ((struct sockaddr_in *)&bound)->sin_port;
+	cr_assert_neq(((struct sockaddr_in *)&a)->sin_port, 0);
 
 	cr_assert_eq(sv_cm_create_id(cli.ch, cli.ctx, NULL, &cli.id), 0);
 	cr_assert_eq(sv_cm_connect(cli.id, cli.qp, (struct sockaddr *)&a, &cp), 0);
@@ -129,8 +135,15 @@ static void connect_pair(int crc_srv, int crc_cli, int markers_srv, int markers_
 	sv_cm_ack_event(wait_event(srv.ch, SV_CM_EVENT_ESTABLISHED));
 }
 
+static void connect_pair(int crc_srv, int crc_cli, int markers_srv, int markers_cli)
+{
+	connect_pair_at(crc_srv, crc_cli, markers_srv, markers_cli, AF_INET);
+}
+
 static void side_close(struct side *s)
 {
+	if (!s->ctx)
+		return;			/* the test stopped before opening it */
 	sv_destroy_qp(s->qp);
 	if (s->id)
 		sv_cm_destroy_id(s->id);
@@ -431,4 +444,19 @@ Test(iwarp_smoke, nothing_listening_is_unreachable, .fini = teardown, .timeout =
 	ev = wait_event(cli.ch, SV_CM_EVENT_UNREACHABLE);
 	cr_assert_eq(ev->status, -ECONNREFUSED);
 	sv_cm_ack_event(ev);
+}
+
+Test(iwarp_smoke, ipv6_loopback, .fini = teardown, .timeout = 60)
+{
+	int fd = socket(AF_INET6, SOCK_STREAM, 0);
+	struct sockaddr_in6 probe = { .sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT };
+	bool have = fd >= 0 && bind(fd, (struct sockaddr *)&probe, sizeof(probe)) == 0;
+
+	if (fd >= 0)
+		close(fd);
+	if (!have)
+		cr_skip_test("no IPv6 loopback here");
+	connect_pair_at(1, 1, 0, 0, AF_INET6);
+	ops_roundtrip();
+	disconnect_both();
 }

@@ -188,3 +188,20 @@ Test(core_async, options_from_environment)
 	cr_assert_eq(da.max_qp_wr, 64);
 	cr_assert_eq(sv_close_device(ctx), 0);
 }
+
+Test(core_async, open_device_by_transport)
+{
+	struct sv_device_opts o;
+	struct sv_context *ctx;
+	struct sv_device_attr da;
+
+	sv_device_opts_init(&o);
+	o.transport = (enum sv_transport)7;	/* no such transport */
+	cr_assert_eq(sv_open_device(&o, &ctx), -EPROTONOSUPPORT);
+	o.transport = SV_TRANSPORT_TCP;
+	cr_assert_eq(sv_open_device(&o, &ctx), 0);
+	cr_assert_eq(sv_query_device(ctx, &da), 0);
+	cr_assert_str_eq(da.name, "sv_tcp0");
+	cr_assert_eq(da.transport, SV_TRANSPORT_TCP);
+	cr_assert_eq(sv_close_device(ctx), 0);
+}

@@ -18,6 +18,8 @@ struct fake_ep {
 };
 
 static struct fake_ep *last_ep;
+static struct sockaddr_storage last_addr;
+static int connect_fails;			/* f_connect returns this when non-zero */
 static struct sv__conn_param last_param;
 static uint8_t last_priv[256];
 static atomic_int ep_destroys, rejects, disconnects;
@@ -43,10 +45,9 @@ static void keep_param(const struct sv__conn_param *p)
 static int f_listen(struct sv_context *ctx, void *cm, const struct sockaddr *addr, int backlog,
 		    struct sv__tep **lep)
 {
-	(void)ctx;
-	(void)addr;
 	(void)backlog;
 	cr_assert(sv__ctx_on_loop(ctx));
+	memcpy(&last_addr, addr, sizeof(struct sockaddr_in));
 	*lep = (struct sv__tep *)ep_new(cm, true);
 	return 0;
 }
@@ -58,6 +59,8 @@ static int f_connect(struct sv_qp *qp, void *cm, const struct sockaddr *dst,
 
 	(void)dst;
 	cr_assert_eq(sv__qp_state(qp), SV_QPS_INIT);
+	if (connect_fails)
+		return connect_fails;
 	e = ep_new(cm, false);
 	e->qp = qp;
 	keep_param(param);
@@ -139,7 +142,7 @@ static struct sv_cm_channel *ch;
 
 static void setup(void)
 {
-	ep_destroys = rejects = disconnects = 0;
+	ep_destroys = rejects = disconnects = connect_fails = 0;
 	dbl_qp_error_calls = dbl_qp_destroys = 0;
 	cr_assert_eq(sv__open_device_with_ops(NULL, &cm_ops, &ctx), 0);
 	cr_assert_eq(sv_alloc_pd(ctx, &pd), 0);
@@ -416,4 +419,47 @@ Test(core_cm, reject_from_peer_and_channel_fd)
 	cr_assert_eq(sv_close_device(ctx), -EBUSY);
 	cr_assert_eq(sv_cm_destroy_id(id), 0);
 	cr_assert_eq(sv_destroy_qp(qp), 0);
+}
+
+Test(core_cm, failed_connect_leaves_id_and_qp_free)
+{
+	struct sv_cm_id *id, *id2;
+	struct sv_qp *qp = new_qp();
+	struct sockaddr_in dst = { .sin_family = AF_INET, .sin_port = htons(9) };
+	struct sockaddr_storage bad = { .ss_family = AF_UNIX };	/* not an IP address */
+
+	cr_assert_eq(sv_cm_create_id(ch, ctx, NULL, &id), 0);
+	cr_assert_eq(sv_cm_create_id(ch, ctx, NULL, &id2), 0);
+	cr_assert_eq(sv_cm_connect(id, qp, (struct sockaddr *)&bad, NULL), -EINVAL);
+	connect_fails = -EADDRNOTAVAIL;
+	cr_assert_eq(sv_cm_connect(id, qp, (struct sockaddr *)&dst, NULL), -EADDRNOTAVAIL);
+	cr_assert_null(id->qp);
+	connect_fails = 0;
+	/* The QP is free for another id, and then taken. */
+	cr_assert_eq(sv_cm_connect(id2, qp, (struct sockaddr *)&dst, NULL), 0);
+	cr_assert_eq(sv_cm_connect(id, qp, (struct sockaddr *)&dst, NULL), -EBUSY);
+	cr_assert_eq(sv_cm_destroy_id(id2), 0);
+	cr_assert_eq(sv_cm_destroy_id(id), 0);
+	cr_assert_eq(sv_destroy_qp(qp), 0);
+}
+
+Test(core_cm, listen_port_zero_takes_the_device_port)
+{
+	struct sv_device_opts o;
+	struct sv_context *c2;
+	struct sv_cm_id *id;
+	struct sockaddr_in any = { .sin_family = AF_INET };
+
+	sv_device_opts_init(&o);
+	o.port = 18515;
+	cr_assert_eq(sv__open_device_with_ops(&o, &cm_ops, &c2), 0);
+	cr_assert_eq(sv_cm_create_id(ch, c2, NULL, &id), 0);
+	cr_assert_eq(sv_cm_listen(id, (struct sockaddr *)&any, 0), 0);
+	cr_assert_eq(((struct sockaddr_in *)&last_addr)->sin_port, htons(18515));
+	cr_assert_eq(sv_cm_destroy_id(id), 0);
+	cr_assert_eq(sv_cm_create_id(ch, ctx, NULL, &id), 0);
+	cr_assert_eq(sv_cm_listen(id, (struct sockaddr *)&any, 0), 0);
+	cr_assert_eq(((struct sockaddr_in *)&last_addr)->sin_port, 0, "no device port: any");
+	cr_assert_eq(sv_cm_destroy_id(id), 0);
+	cr_assert_eq(sv_close_device(c2), 0);
 }

@@ -210,7 +210,9 @@ Test(core_cq, overrun_raises_cq_err_and_fails_qps)
 
 	recv_complete(8, false, SV_WC_SUCCESS);		/* fills the 8-entry CQ */
 	cr_assert_eq(env.qp->state, SV_QPS_INIT);
+	cr_assert_eq(sv_req_notify_cq(env.cq, 1), 0);
 	recv_complete(1, false, SV_WC_SUCCESS);		/* overrun */
+	cr_assert(fd_readable(sv_comp_channel_fd(env.ch)), "a sleeping consumer is woken");
 	cr_assert_eq(sv_get_async_event(env.ctx, &ev), 0);
 	cr_assert_eq(ev.event_type, SV_EVENT_CQ_ERR);
 	cr_assert_eq(ev.element.cq, env.cq);
@@ -227,4 +229,10 @@ Test(core_cq, overrun_raises_cq_err_and_fails_qps)
 	env.qp = NULL;
 	cr_assert_eq(sv_destroy_cq(env.cq), -EBUSY, "CQ_ERR not acknowledged yet");
 	sv_ack_async_event(&ev);
+	{
+		struct sv_cq *got;
+
+		cr_assert_eq(sv_get_cq_event(env.ch, &got, NULL), 0);
+		sv_ack_cq_events(got, 1);
+	}
 }

@@ -141,3 +141,50 @@ Test(core_threads, run_sync_from_many_threads)
 		pthread_join(t[i], NULL);
 	cr_assert_eq(counter, 8000);
 }
+
+/* A transport whose loop_kick always wants more: it kicks itself again each time. */
+static atomic_int rekicks;
+
+static void rekick(struct sv_qp *qp)
+{
+	if (++rekicks < 1000000)
+		sv__qp_kick(qp);
+}
+
+static int read_rekicks(void *arg)
+{
+	*(int *)arg = rekicks;
+	return 0;
+}
+
+Test(core_threads, a_self_kicking_qp_does_not_starve_the_loop)
+{
+	struct sv__transport_ops ops = dbl_ops;
+	struct sv_context *ctx;
+	struct sv_pd *pd;
+	struct sv_cq *cq;
+	struct sv_qp *qp;
+	struct sv_qp_init_attr ia = { .qp_type = SV_QPT_RC };
+	int seen = -1;
+
+	ops.loop_kick = rekick;
+	rekicks = 0;
+	cr_assert_eq(sv__open_device_with_ops(NULL, &ops, &ctx), 0);
+	cr_assert_eq(sv_alloc_pd(ctx, &pd), 0);
+	cr_assert_eq(sv_create_cq(ctx, 4, NULL, NULL, 0, &cq), 0);
+	ia.send_cq = ia.recv_cq = cq;
+	cr_assert_eq(sv_create_qp(pd, &ia, &qp), 0);
+	sv__qp_lock(qp);
+	sv__qp_kick(qp);
+	sv__qp_unlock(qp);
+	while (rekicks < 10)
+		usleep(100);
+	/* Work handed to the loop runs between two kicks, long before the chain ends. */
+	cr_assert_eq(sv__ctx_run_sync(ctx, read_rekicks, &seen), 0);
+	cr_assert_lt(seen, 1000000);
+	cr_assert_eq(sv_destroy_qp(qp), 0);
+	cr_assert_lt(rekicks, 1000000, "destroy stopped the chain");
+	cr_assert_eq(sv_destroy_cq(cq), 0);
+	cr_assert_eq(sv_dealloc_pd(pd), 0);
+	cr_assert_eq(sv_close_device(ctx), 0);
+}

@@ -1,0 +1,154 @@
+/*
+ * icrc.c — RoCEv2 ICRC (shared/spec/roce.md section 9; IBA annex A17 as rxe_icrc.c
+ * implements it): zlib CRC-32 over the masked IP/UDP/BTH headers and the packet.
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "crypto/icrc.h"
+#include "wire/byteorder.h"
+
+#define BTH_LEN 12
+#define BTH_MASKED_BYTE 4	/* FECN, BECN, Resv6: may change in flight */
+#define ICRC_LEN 4
+#define IPPROTO_UDP_NUM 17
+
+/* A v4-mapped IPv6 address (::ffff:a.b.c.d) travels as IPv4: its four address bytes. */
+static const uint8_t *v4_addr(const struct sockaddr *sa)
+{
+	if (sa->sa_family == AF_INET)
+		return (const uint8_t *)&((const struct sockaddr_in *)sa)->sin_addr;
+	if (sa->sa_family == AF_INET6 &&
+	    IN6_IS_ADDR_V4MAPPED(&((const struct sockaddr_in6 *)sa)->sin6_addr))
+		return ((const struct sockaddr_in6 *)sa)->sin6_addr.s6_addr + 12;
+	return NULL;
+}
+
+/* Port in network order from either family (both keep it at the same offset). */
+static const uint8_t *port_of(const struct sockaddr *sa)
+{
+	if (sa->sa_family == AF_INET)
+		return (const uint8_t *)&((const struct sockaddr_in *)sa)->sin_port;
+	return (const uint8_t *)&((const struct sockaddr_in6 *)sa)->sin6_port;
+}
+
+/* UDP header with the checksum masked: src port, dst port, length, 0xFFFF. */
+static void put_udp(uint8_t *u, const struct sockaddr *src, const struct sockaddr *dst,
+		    uint16_t udp_len)
+{
+	memcpy(u, port_of(src), 2);
+	memcpy(u + 2, port_of(dst), 2);
+	sv__put_be16(u + 4, udp_len);
+	u[6] = 0xff;
+	u[7] = 0xff;
+}
+
+int sv__icrc_pseudo_hdr(uint8_t out[SV_ICRC_PSEUDO_MAX], const struct sockaddr *src,
+			const struct sockaddr *dst, size_t udp_payload_len,
+			const struct sv_icrc_ipv4 *v4)
+{
+	static const struct sv_icrc_ipv4 dflt = { .id = 0, .df = true };
+	const uint8_t *s4 = v4_addr(src), *d4 = v4_addr(dst);
+	size_t udp_len = udp_payload_len + 8;
+
+	if (v4 == NULL)
+		v4 = &dflt;
+	if (s4 != NULL && d4 != NULL) {
+		/* RFC 791: version 4 / IHL 5, TOS, total length, id, flags + fragment
+		 * offset, TTL, protocol, checksum, addresses. TOS, TTL and checksum are
+		 * masked; a datagram with DF is never fragmented, offset 0. */
+		if (udp_len + 20 > 0xffff)
+			return -EMSGSIZE;
+		out[0] = 0x45;
+		out[1] = 0xff;
+		sv__put_be16(out + 2, (uint16_t)(udp_len + 20));
+		sv__put_be16(out + 4, v4->id);
+		out[6] = v4->df ? 0x40 : 0x00;
+		out[7] = 0;
+		out[8] = 0xff;
+		out[9] = IPPROTO_UDP_NUM;
+		out[10] = 0xff;
+		out[11] = 0xff;
+		memcpy(out + 12, s4, 4);
+		memcpy(out + 16, d4, 4);
+		put_udp(out + 20, src, dst, (uint16_t)udp_len);
+		return SV_ICRC_PSEUDO_V4_LEN;
+	}
+	if (src->sa_family != AF_INET6 || dst->sa_family != AF_INET6 || s4 != NULL ||
+	    d4 != NULL)
+		return -EAFNOSUPPORT;
+	/* RFC 8200: version 6 + traffic class + flow label (28 bits masked), payload
+	 * length, next header, hop limit (masked), addresses. */
+	if (udp_len > 0xffff)
+		return -EMSGSIZE;
+	out[0] = 0x6f;
+	out[1] = 0xff;
+	out[2] = 0xff;
+	out[3] = 0xff;
+	sv__put_be16(out + 4, (uint16_t)udp_len);
+	out[6] = IPPROTO_UDP_NUM;
+	out[7] = 0xff;
+	memcpy(out + 8, ((const struct sockaddr_in6 *)src)->sin6_addr.s6_addr, 16);
+	memcpy(out + 24, ((const struct sockaddr_in6 *)dst)->sin6_addr.s6_addr, 16);
+	put_udp(out + 40, src, dst, (uint16_t)udp_len);
+	return SV_ICRC_PSEUDO_V6_LEN;
+}
+
+uint32_t sv__icrc_iov(const uint8_t *pseudo, size_t pseudo_len, const struct iovec *iov,
+		      size_t iovcnt)
+{
+	static const uint8_t lrh[8] = { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff };
+	static const uint8_t ones = 0xff;
+	uLong crc = crc32(0L, lrh, sizeof(lrh));
+	size_t off = 0;			/* offset into the IB packet */
+
+	crc = crc32_z(crc, pseudo, pseudo_len);
+	for (size_t i = 0; i < iovcnt; i++) {
+		const uint8_t *b = iov[i].iov_base;
+		size_t n = iov[i].iov_len;
+
+		/* Hash up to the masked BTH byte, the byte as 0xFF, then the rest. */
+		if (off <= BTH_MASKED_BYTE && off + n > BTH_MASKED_BYTE) {
+			size_t pre = BTH_MASKED_BYTE - off;
+
+			crc = crc32_z(crc, b, pre);
+			crc = crc32_z(crc, &ones, 1);
+			crc = crc32_z(crc, b + pre + 1, n - pre - 1);
+		} else {
+			crc = crc32_z(crc, b, n);
+		}
+		off += n;
+	}
+	return (uint32_t)crc;
+}
+
+int sv__icrc_packet(uint32_t *icrc, const struct sockaddr *src, const struct sockaddr *dst,
+		    const struct sv_icrc_ipv4 *v4, const uint8_t *p, size_t len)
+{
+	uint8_t pseudo[SV_ICRC_PSEUDO_MAX];
+	struct iovec iov;
+	int n;
+
+	if (len < BTH_LEN + ICRC_LEN)
+		return -EBADMSG;
+	n = sv__icrc_pseudo_hdr(pseudo, src, dst, len, v4);
+	if (n < 0)
+		return n;
+	iov.iov_base = (void *)p;
+	iov.iov_len = len - ICRC_LEN;
+	*icrc = sv__icrc_iov(pseudo, (size_t)n, &iov, 1);
+	return 0;
+}
+
+int sv__icrc_verify(const struct sockaddr *src, const struct sockaddr *dst,
+		    const struct sv_icrc_ipv4 *v4, const uint8_t *p, size_t len)
+{
+	uint32_t icrc;
+	int rc = sv__icrc_packet(&icrc, src, dst, v4, p, len);
+
+	if (rc < 0)
+		return rc;
+	return icrc == sv__get_le32(p + len - ICRC_LEN) ? 0 : -EBADMSG;
+}
