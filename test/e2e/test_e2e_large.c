@@ -96,3 +96,62 @@ Test(e2e_large, read_behind_large_write_idle_responder, .timeout = 60)
 	free(cbuf);
 	free(sbuf);
 }
+
+/*
+ * An event-driven receiver: it sleeps on its completion channel instead of polling, as
+ * ibv_get_cq_event() users do. A 1 MiB SEND followed by a small one must produce both
+ * receive completions and wake it, with nothing but its progress thread doing the work.
+ */
+Test(e2e_large, event_driven_receiver_gets_every_send, .timeout = 60)
+{
+	enum { ROUNDS = 30 };
+	struct e2e_pair_opts o;
+	struct e2e_pair p;
+	uint8_t *cbuf = e2e_alloc(2 * MiB), *sbuf = e2e_alloc(2 * MiB);
+	struct sv_mr *cmr, *smr;
+	struct sv_wc wc[2];
+
+	e2e_pair_opts_init(&o);
+	o.comp_channel = true;
+	e2e_pair_open(&p, &o, NULL, NULL);
+	cmr = e2e_reg(&p.cli, cbuf, 2 * MiB, E2E_ACCESS_ALL);
+	smr = e2e_reg(&p.srv, sbuf, 2 * MiB, E2E_ACCESS_ALL);
+	for (int r = 0; r < ROUNDS; r++) {
+		int got = 0;
+
+		e2e_post_recv(p.srv.qp, 1, smr, sbuf, MiB);
+		e2e_post_recv(p.srv.qp, 2, smr, sbuf + MiB, 64);
+		e2e_fill(cbuf, MiB, (unsigned)r, 0);
+		e2e_fill(cbuf + MiB, 64, (unsigned)r + 1000, 0);
+		cr_assert_eq(sv_req_notify_cq(p.srv.recv_cq, 0), 0);
+		e2e_post_one(p.cli.qp, 1, SV_WR_SEND, cmr, cbuf, MiB, 0, 0, 0, 0);
+		e2e_post_one(p.cli.qp, 2, SV_WR_SEND, cmr, cbuf + MiB, 64, SV_SEND_SIGNALED, 0, 0,
+			     0);
+		e2e_poll_n(p.cli.send_cq, wc, 1, E2E_WAIT_MS);
+		e2e_assert_wc(&wc[0], 2, SV_WC_SUCCESS, "SEND");
+		/* the canonical loop: wait for an event, ack, re-arm, then drain the CQ */
+		while (got < 2) {
+			struct sv_cq *cq;
+			void *ctx;
+			int n;
+
+			cr_assert(e2e_wait_fd(sv_comp_channel_fd(p.srv.comp_ch), 5000),
+				  "round %d: no completion event with %d of 2 receives done", r, got);
+			cr_assert_eq(sv_get_cq_event(p.srv.comp_ch, &cq, &ctx), 0);
+			sv_ack_cq_events(cq, 1);
+			cr_assert_eq(sv_req_notify_cq(p.srv.recv_cq, 0), 0);
+			while ((n = sv_poll_cq(p.srv.recv_cq, 2 - got, wc + got)) > 0)
+				got += n;
+			cr_assert_geq(n, 0);
+		}
+		e2e_assert_wc(&wc[0], 1, SV_WC_SUCCESS, "1 MiB SEND received");
+		e2e_assert_wc(&wc[1], 2, SV_WC_SUCCESS, "small SEND received");
+		e2e_assert_pat(sbuf, MiB, (unsigned)r, 0, "1 MiB SEND data");
+		e2e_assert_pat(sbuf + MiB, 64, (unsigned)r + 1000, 0, "small SEND data");
+	}
+	cr_assert_eq(sv_dereg_mr(cmr), 0);
+	cr_assert_eq(sv_dereg_mr(smr), 0);
+	e2e_pair_close(&p);
+	free(cbuf);
+	free(sbuf);
+}
