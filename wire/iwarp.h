@@ -193,6 +193,7 @@ struct sv__iwqp {
 	bool shut_done;
 	uint64_t poll_ns;		/* last time poll() ran the RX engine (app thread) */
 	unsigned poll_streak;		/* polls in a row, each within SPIN_GAP of the last */
+	bool rx_again;			/* an RX pass ran out of budget: the loop owes another */
 	/* TX */
 	uint64_t tx_off;		/* stream offset (markers) */
 	uint64_t seq;			/* WQEs taken so far */
@@ -245,8 +246,12 @@ int sv__iw_rx_drain(struct sv__iwqp *iq);
 void sv__iw_rx_abort(struct sv__iwqp *iq);
 
 /* iwarp_term.c — [qp-locked] */
-/* Queues a Terminate naming the offending message m (may be NULL) and moves the QP to
- * ERR with the matching async event. */
+/* Builds the Terminate naming the offending message m (may be NULL) and queues it ahead
+ * of everything else; TX shuts the stream after it. */
+void sv__iw_term_queue(struct sv__iwqp *iq, const struct sv__iw_err *e,
+		       const struct sv_rdmap_msg *m, const uint8_t *hdr, size_t hdr_len,
+		       uint16_t seg_len);
+/* sv__iw_term_queue(), then the QP goes to ERR with the matching async event. */
 void sv__iw_terminate(struct sv__iwqp *iq, const struct sv__iw_err *e,
 		      const struct sv_rdmap_msg *m, const uint8_t *hdr, size_t hdr_len,
 		      uint16_t seg_len);
