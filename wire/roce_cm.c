@@ -54,8 +54,9 @@
 #include "wire/roce.h"
 
 #define CM_RETRY_MS 250
+#define CM_RESPONSE_TIMEOUT 16		/* what the REQ announces: 4.096 us * 2^16 = 268 ms */
 #define CM_TRIES 5
-#define CM_MRA_WAIT_MS 4000		/* after an MRA: the application is deciding */
+#define CM_MRA_SERVICE_TIMEOUT 20	/* 4.096 us * 2^20 = 4.3 s to decide, per MRA */
 #define CM_ACK_TIMEOUT 14		/* 4.096 us * 2^14 = 67 ms */
 #define CM_RETRY_CNT 7
 #define CM_RNR_RETRY 7
@@ -357,7 +358,7 @@ static void rx_req(struct sv__rctx *rc, const struct sockaddr_in *src, const str
 				a.mra.local_comm_id = e->local_id;
 				a.mra.remote_comm_id = e->remote_id;
 				a.mra.msg_mraed = SV_CM_MSG_REQ;
-				a.mra.service_timeout = 20;
+				a.mra.service_timeout = CM_MRA_SERVICE_TIMEOUT;
 				if (sv__cm_encode(buf, sizeof(buf), &a) == SV_MAD_LEN)
 					(void)mad_send(rc, src, buf);
 			} else if (e->state == EP_REP_SENT) {
@@ -508,11 +509,15 @@ static void rx_rej(struct sv__rctx *rc, const struct sv_cm_msg *m)
 static void rx_mra(struct sv__rctx *rc, const struct sv_cm_msg *m)
 {
 	struct sv__tep *ep = find_by_local(rc, m->mra.remote_comm_id);
+	uint64_t wait_ns;
 
 	if (!ep || ep->state != EP_REQ_SENT)
 		return;
+	/* IBA 12.6.6: the sender of the MRA needs service timeout (4.096 us * 2^t) more,
+	 * on top of our usual wait; capped at 2^24 (69 s) so a broken peer cannot park us. */
+	wait_ns = 4096ull << (m->mra.service_timeout > 24 ? 24 : m->mra.service_timeout);
 	ep->tries = 1;
-	ep->deadline_ns = sv__now_ns() + ms_ns(CM_MRA_WAIT_MS);
+	ep->deadline_ns = sv__now_ns() + wait_ns + ms_ns(CM_RETRY_MS);
 }
 
 static void rx_dreq(struct sv__rctx *rc, const struct sockaddr_in *src,
@@ -753,10 +758,10 @@ int sv__roce_cm_connect(struct sv_qp *qp, void *cm, const struct sockaddr *dst,
 	m->req.local_qpn = qp->qp_num;
 	m->req.responder_resources = (uint8_t)ep->ird;
 	m->req.initiator_depth = (uint8_t)ep->ord;
-	m->req.remote_cm_response_timeout = 20;
+	m->req.remote_cm_response_timeout = CM_RESPONSE_TIMEOUT;
 	m->req.transport = SV_CM_TRANSPORT_RC;
 	m->req.starting_psn = ep->psn;
-	m->req.local_cm_response_timeout = 20;
+	m->req.local_cm_response_timeout = CM_RESPONSE_TIMEOUT;
 	m->req.retry_count = ep->retry_cnt;
 	m->req.pkey = SV__PKEY_DEFAULT;
 	m->req.path_mtu = ep->mtu;
