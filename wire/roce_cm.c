@@ -798,8 +798,9 @@ err:
 
 int sv__roce_cm_accept(struct sv__tep *ep, struct sv_qp *qp, const struct sv__conn_param *param)
 {
-	struct sv_cm_msg *m;
+	uint16_t peer_rr = ep->ird, peer_id = ep->ord;
 	uint32_t peer_psn = ep->psn;
+	struct sv_cm_msg *m;
 	int r;
 
 	if (ep->state != EP_REQ_RCVD)
@@ -819,8 +820,11 @@ int sv__roce_cm_accept(struct sv__tep *ep, struct sv_qp *qp, const struct sv__co
 	ep->ird = param->ird;
 	ep->psn = rand24(ep->rc);
 	if ((r = qp_to_rtr(ep, ep->remote_qpn, peer_psn)) < 0) {
+		/* Undecided again: the application may reject, or accept with another QP. */
 		detach_qp(ep);
 		ep->psn = peer_psn;
+		ep->ird = peer_rr;
+		ep->ord = peer_id;
 		goto out;
 	}
 	sv__cm_mad_init(m, SV_CM_ATTR_REP, (uint64_t)ep->remote_id << 32 | ep->local_id);
