@@ -76,6 +76,11 @@ struct svc_mr {
 	struct sv_mr *sv;
 };
 
+struct svc_ah {
+	struct ibv_ah ah;
+	struct sv_ah *sv;
+};
+
 struct svc_channel {
 	struct ibv_comp_channel ch;
 	struct sv_comp_channel *sv;
@@ -761,7 +766,7 @@ SVC_EXPORT int ibv_dereg_mr(struct ibv_mr *ibmr)
  * Posting: one sv WR per ibv WR, so *bad_wr names exactly the refused one.
  */
 
-static int send_wr_from_ibv(const struct ibv_send_wr *in, struct sv_send_wr *out)
+static int send_wr_from_ibv(const struct ibv_send_wr *in, bool ud, struct sv_send_wr *out)
 {
 	if ((unsigned)in->opcode > IBV_WR_ATOMIC_FETCH_AND_ADD)
 		return EINVAL;		/* LOCAL_INV, BIND_MW, SEND_WITH_INV, TSO: not ours */
@@ -773,7 +778,13 @@ static int send_wr_from_ibv(const struct ibv_send_wr *in, struct sv_send_wr *out
 	out->send_flags = in->send_flags & (IBV_SEND_FENCE | IBV_SEND_SIGNALED |
 					    IBV_SEND_SOLICITED | IBV_SEND_INLINE);
 	out->imm_data = in->imm_data;
-	if (in->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || in->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+	if (ud) {
+		out->wr.ud.ah = in->wr.ud.ah ? container_of(in->wr.ud.ah, struct svc_ah, ah)->sv :
+			       NULL;
+		out->wr.ud.remote_qpn = in->wr.ud.remote_qpn;
+		out->wr.ud.remote_qkey = in->wr.ud.remote_qkey;
+	} else if (in->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+		   in->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
 		out->wr.atomic.remote_addr = in->wr.atomic.remote_addr;
 		out->wr.atomic.compare_add = in->wr.atomic.compare_add;
 		out->wr.atomic.swap = in->wr.atomic.swap;
@@ -788,10 +799,11 @@ static int send_wr_from_ibv(const struct ibv_send_wr *in, struct sv_send_wr *out
 static int svc_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
 {
 	struct sv_qp *sq = to_qp(qp)->sv;
+	bool ud = qp->qp_type == IBV_QPT_UD;
 
 	for (; wr; wr = wr->next) {
 		struct sv_send_wr s, *sbad;
-		int rc = send_wr_from_ibv(wr, &s);
+		int rc = send_wr_from_ibv(wr, ud, &s);
 
 		if (!rc)
 			rc = svc_errno(sv_post_send(sq, &s, &sbad));
@@ -1316,8 +1328,8 @@ SVC_EXPORT int ibv_destroy_qp(struct ibv_qp *qp)
 }
 
 /* ---------------------------------------------------------------------------------------
- * What the sv_ API does not have: SRQs, address handles (UD), multicast. Each fails the
- * way a provider without the feature does.
+ * What the sv_ API does not have: SRQs and multicast. Each fails the way a provider
+ * without the feature does. Then address handles (UD on sv_udp0).
  */
 
 SVC_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *attr)
@@ -1351,38 +1363,77 @@ SVC_EXPORT int ibv_destroy_srq(struct ibv_srq *srq)
 
 SVC_EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
 {
-	(void)pd;
-	(void)attr;
-	errno = EOPNOTSUPP;
-	return NULL;
+	struct sv_ah_attr a;
+	struct svc_ah *ah;
+	int rc;
+
+	if (!pd || !attr) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (!(ah = calloc(1, sizeof(*ah)))) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	ah_to_sv(attr, &a);
+	if ((rc = sv_create_ah(to_pd(pd)->sv, &a, &ah->sv)) < 0) {
+		free(ah);
+		errno = -rc;
+		return NULL;
+	}
+	ah->ah.context = pd->context;
+	ah->ah.pd = pd;
+	return &ah->ah;
+}
+
+/* RoCE v2 over IPv4: the 40-byte GRH slot holds the IPv4 header in its last 20 bytes,
+ * so the sender's address sits at offset 20 + 12 (spec: softverbs.h, sv_post_send). */
+SVC_EXPORT int ibv_init_ah_from_wc(struct ibv_context *ctx, uint8_t port, struct ibv_wc *wc,
+				   struct ibv_grh *grh, struct ibv_ah_attr *ah)
+{
+	const uint8_t *g = (const uint8_t *)grh;
+
+	if (!ctx || !wc || !grh || !ah || !(wc->wc_flags & IBV_WC_GRH))
+		return EINVAL;
+	memset(ah, 0, sizeof(*ah));
+	ah->is_global = 1;
+	ah->port_num = port;
+	ah->grh.hop_limit = 64;
+	ah->grh.dgid.raw[10] = 0xff;
+	ah->grh.dgid.raw[11] = 0xff;
+	memcpy(&ah->grh.dgid.raw[12], g + 20 + 12, 4);
+	return 0;
 }
 
 SVC_EXPORT struct ibv_ah *ibv_create_ah_from_wc(struct ibv_pd *pd, struct ibv_wc *wc,
 						struct ibv_grh *grh, uint8_t port)
 {
-	(void)pd;
-	(void)wc;
-	(void)grh;
-	(void)port;
-	errno = EOPNOTSUPP;
-	return NULL;
+	struct ibv_ah_attr a;
+	int rc;
+
+	if (!pd) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if ((rc = ibv_init_ah_from_wc(pd->context, port, wc, grh, &a))) {
+		errno = rc;
+		return NULL;
+	}
+	return ibv_create_ah(pd, &a);
 }
 
-SVC_EXPORT int ibv_init_ah_from_wc(struct ibv_context *ctx, uint8_t port, struct ibv_wc *wc,
-				   struct ibv_grh *grh, struct ibv_ah_attr *ah)
+SVC_EXPORT int ibv_destroy_ah(struct ibv_ah *ibah)
 {
-	(void)ctx;
-	(void)port;
-	(void)wc;
-	(void)grh;
-	(void)ah;
-	return EOPNOTSUPP;
-}
+	struct svc_ah *ah;
+	int rc;
 
-SVC_EXPORT int ibv_destroy_ah(struct ibv_ah *ah)
-{
-	(void)ah;
-	return EINVAL;		/* no AH can exist */
+	if (!ibah)
+		return EINVAL;
+	ah = container_of(ibah, struct svc_ah, ah);
+	if ((rc = sv_destroy_ah(ah->sv)) < 0)
+		return svc_errno(rc);
+	free(ah);
+	return 0;
 }
 
 SVC_EXPORT int ibv_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)

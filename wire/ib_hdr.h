@@ -88,10 +88,13 @@ enum sv_ib_op {
 #define SV_IB_HDR_IETH 0x40
 
 /* Opcode properties (struct sv_ib_opinfo.flags). */
-#define SV_IB_OPF_FIRST 0x0001		/* payload exactly PMTU */
-#define SV_IB_OPF_MIDDLE 0x0002		/* payload exactly PMTU */
-#define SV_IB_OPF_LAST 0x0004		/* payload 1..PMTU */
-#define SV_IB_OPF_ONLY 0x0008		/* payload 0..PMTU */
+/* Position in a message. With SV_IB_OPF_PAYLOAD, FIRST and MIDDLE carry exactly PMTU bytes,
+ * LAST 1..PMTU, ONLY 0..PMTU; READ requests, atomics and acknowledgements are one-packet
+ * messages without data (ONLY, no PAYLOAD). */
+#define SV_IB_OPF_FIRST 0x0001
+#define SV_IB_OPF_MIDDLE 0x0002
+#define SV_IB_OPF_LAST 0x0004
+#define SV_IB_OPF_ONLY 0x0008
 #define SV_IB_OPF_PAYLOAD 0x0010	/* carries data (otherwise payload must be empty) */
 #define SV_IB_OPF_RECV 0x0020		/* consumes a receive WQE at the responder */
 #define SV_IB_OPF_REQ 0x0040		/* requester -> responder */

@@ -1,6 +1,7 @@
 /*
  * test_apps_ibverbs.c — the packaged ibverbs-utils programs on the libibverbs drop-in.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -73,4 +74,26 @@ Test(apps_ibverbs, ibv_devinfo_describes_the_roce_port, .timeout = 60)
 	cr_expect(strstr(out, "GID[  0]:\t\t::ffff:127.0.0."), "%s", out);
 	cr_expect(strstr(out, ", RoCE v2"), "%s", out);
 	free(out);
+}
+
+/* UD on sv_udp0: address handles from the exchanged GIDs, Q_Key 0x11111111, a GRH before
+ * every payload; -c makes both sides check every received buffer. */
+Test(apps_ibverbs, ibv_ud_pingpong, .timeout = 90)
+{
+	char port[16], *so, *co;
+	const char *srv[] = { "ibv_ud_pingpong", "-d", "sv_udp0", "-g", "0", "-p", port,
+			      "-n", "500", "-c", NULL };
+	const char *cli[] = { "ibv_ud_pingpong", "-d", "sv_udp0", "-g", "0", "-p", port,
+			      "-n", "500", "-c", "127.0.0.1", NULL };
+	int p = apps_free_port();
+
+	apps_require(progs);
+	snprintf(port, sizeof(port), "%d", p);
+	apps_pair(srv, cli, p, 60000, &so, &co);
+	/* 500 iterations of 1024 bytes (the default size) each way */
+	cr_expect(strstr(so, "1024000 bytes in"), "%s", so);
+	cr_expect(strstr(co, "1024000 bytes in"), "%s", co);
+	cr_expect(strstr(co, "GID ::ffff:127.0.0."), "%s", co);
+	free(so);
+	free(co);
 }
