@@ -97,3 +97,37 @@ Test(apps_ibverbs, ibv_ud_pingpong, .timeout = 90)
 	free(so);
 	free(co);
 }
+
+/* svrun --transport udp: the UDP device comes first, so programs without -d take it. */
+Test(apps_ibverbs, svrun_transport_orders_the_devices, .timeout = 60)
+{
+	const char *tcp[] = { "ibv_devices", NULL };
+	const char *udp[] = { "--transport", "udp", "ibv_devices", NULL };
+	char *out;
+
+	apps_require(progs);
+	out = run(tcp);
+	cr_expect(strstr(out, "sv_tcp0") && strstr(out, "sv_udp0") &&
+		  strstr(out, "sv_tcp0") < strstr(out, "sv_udp0"), "%s", out);
+	free(out);
+	out = run(udp);
+	cr_expect(strstr(out, "sv_tcp0") && strstr(out, "sv_udp0") &&
+		  strstr(out, "sv_udp0") < strstr(out, "sv_tcp0"), "%s", out);
+	free(out);
+}
+
+Test(apps_ibverbs, svrun_refuses_an_unknown_transport, .timeout = 60)
+{
+	const char *argv[] = { "--transport", "ib", "ibv_devices", NULL };
+	struct apps_proc p;
+	char *out;
+	int rc;
+
+	apps_require(progs);
+	apps_start(&p, argv);
+	rc = apps_wait(&p, 30000);
+	out = apps_output(&p);
+	cr_expect_eq(rc, 2, "%s", out);
+	cr_expect(strstr(out, "unknown transport 'ib'"), "%s", out);
+	free(out);
+}
