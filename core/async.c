@@ -2,10 +2,10 @@
  * async.c — the per-context asynchronous event queue (ibv_get_async_event(3) shape;
  * verbs.md section 3, "Async events worth emulating").
  *
- * Events are queued in order with their element (QP, CQ or port) and, for iWARP
+ * Events are queued in order with their element (QP, CQ, SRQ or port) and, for iWARP
  * Terminates, the (layer, etype, ecode) triple. The eventfd is readable exactly while
- * events are queued. An event taken by sv_get_async_event() counts against its QP or CQ
- * until sv_ack_async_event(); destroying the object meanwhile is -EBUSY (libibverbs
+ * events are queued. An event taken by sv_get_async_event() counts against its QP, CQ or
+ * SRQ until sv_ack_async_event(); destroying the object meanwhile is -EBUSY (libibverbs
  * blocks instead; refusing keeps a forgotten ack from hanging the application).
  * Events still queued when their object is destroyed are dropped, as the kernel drops
  * them for a destroyed uobject.
@@ -106,6 +106,22 @@ void sv__async_raise_qp(struct sv__qp *qp, enum sv_event_type type,
 	push(qp->pub.context, n);
 }
 
+void sv__async_raise_srq(struct sv__srq *srq, enum sv_event_type type)
+{
+	struct sv__async_node *n = calloc(1, sizeof(*n));
+
+	if (!n) {
+		sv__log(SV_LOG_ERROR, "softverbs: out of memory, lost async event %s on an SRQ",
+			sv_event_type_str(type));
+		return;
+	}
+	n->ev.element.srq = &srq->pub;
+	n->ev.event_type = type;
+	n->is_srq = true;
+	sv__log(SV_LOG_INFO, "softverbs: SRQ: %s", sv_event_type_str(type));
+	push(srq->pub.context, n);
+}
+
 void sv__async_raise_cq(struct sv_cq *cq, enum sv_event_type type)
 {
 	struct sv__async_node *n = calloc(1, sizeof(*n));
@@ -139,7 +155,8 @@ int sv__async_retire(struct sv_context *ctx, const void *obj, atomic_uint *unack
 	}
 	for (pp = &ctx->async_head; (n = *pp);) {
 		const void *el = n->is_qp ? (const void *)n->ev.element.qp :
-				 n->is_cq ? (const void *)n->ev.element.cq : NULL;
+				 n->is_cq ? (const void *)n->ev.element.cq :
+				 n->is_srq ? (const void *)n->ev.element.srq : NULL;
 
 		if (el == obj) {
 			*pp = n->next;
@@ -183,6 +200,8 @@ int sv_get_async_event(struct sv_context *ctx, struct sv_async_event *event)
 				atomic_fetch_add(&to_qp(n->ev.element.qp)->async_unacked, 1);
 			else if (n->is_cq)
 				atomic_fetch_add(&n->ev.element.cq->async_unacked, 1);
+			else if (n->is_srq)
+				atomic_fetch_add(&to_srq(n->ev.element.srq)->async_unacked, 1);
 		}
 		pthread_mutex_unlock(&ctx->async_lock);
 		if (n)
@@ -206,6 +225,9 @@ void sv_ack_async_event(struct sv_async_event *event)
 		cnt = &to_qp(event->element.qp)->async_unacked;
 	else if (event->event_type == SV_EVENT_CQ_ERR && event->element.cq)
 		cnt = &event->element.cq->async_unacked;
+	else if ((event->event_type == SV_EVENT_SRQ_LIMIT_REACHED ||
+		  event->event_type == SV_EVENT_SRQ_ERR) && event->element.srq)
+		cnt = &to_srq(event->element.srq)->async_unacked;
 	if (!cnt)
 		return;
 	cur = atomic_load(cnt);

@@ -246,6 +246,9 @@ int sv_query_device(struct sv_context *ctx, struct sv_device_attr *attr)
 	attr->atomic_cap = SV_ATOMIC_HCA;	/* atomics run on the loop, not against CPUs */
 	attr->transport = o->transport;
 	attr->phys_port_cnt = 1;
+	attr->max_srq = SV__MAX_SRQ;
+	attr->max_srq_wr = o->max_qp_wr;
+	attr->max_srq_sge = o->max_sge;
 	return 0;
 }
 

@@ -9,7 +9,8 @@
  * that container_of() converts between them, as rdma-core providers do.
  *
  * Locks, in the order they may nest:
- *   cq->attach_lock  ->  qp->lock  ->  cq->lock  ->  channel->lock / ctx->async_lock
+ *   cq->attach_lock  ->  qp->lock  ->  srq->lock  ->  cq->lock  ->
+ *   channel->lock / ctx->async_lock
  * plus leaf locks: ctx->job_lock (engine), ctx->mr_lock (key table), ctx->obj_lock
  * (object counts). poll_cq holds attach_lock and only *tries* QP locks, so a producer
  * holding a QP lock can never wait on it.
@@ -41,6 +42,7 @@
 #define SV__MAX_RD_ATOM 16		/* MPA v2 carries 14 bits; 16 is what we can track */
 #define SV__MAX_MSG_SIZE (1u << 31)
 #define SV__MAX_PD 65536
+#define SV__MAX_SRQ 1024
 
 /* Defaults where sv_device_opts says 0. */
 #define SV__DEF_MAX_MR 65536
@@ -78,6 +80,7 @@ struct sv_context {
 	/* Object counts (sv_close_device refuses while any remain). */
 	pthread_mutex_t obj_lock;
 	uint32_t n_pd, n_cq, n_qp, n_mr, n_comp_channel, n_cm_id;
+	uint32_t n_srq;
 	uint32_t next_pd_handle, next_mr_handle, next_qpn;
 
 	/* MR key table (core/mr.c). */
@@ -119,6 +122,7 @@ struct sv__pd {
 	atomic_uint n_mr;
 	atomic_uint n_qp;
 	atomic_uint n_ah;
+	atomic_uint n_srq;
 };
 
 struct sv__ah {
@@ -223,6 +227,7 @@ struct sv__rq_slot {
 };
 
 struct sv__cm_id;
+struct sv__srq;
 
 struct sv__qp {
 	struct sv_qp pub;
@@ -241,7 +246,10 @@ struct sv__qp {
 	uint8_t *sq_inline;		/* max_inline_data bytes per slot */
 	uint32_t sq_mask, sq_put, sq_start, sq_get;
 
-	/* Receive queue: put >= take >= get. */
+	/* Receive queue: put >= take >= get. With an SRQ, rq_take moves one WQE from the
+	 * SRQ into this ring (put and take advance together), so the ring holds only the
+	 * WQEs this QP took and has not completed. */
+	struct sv__srq *srq;
 	struct sv__recv_wqe *rq;
 	struct sv__rq_slot *rq_slot;
 	uint32_t rq_mask, rq_put, rq_take, rq_get;
@@ -266,12 +274,39 @@ int sv__qp_cm_init(struct sv__qp *qp);
 void sv__cm_qp_gone(struct sv__qp *qp);
 
 /* ---------------------------------------------------------------------------------------
+ * Shared receive queue (core/srq.c).
+ */
+struct sv__srq {
+	struct sv_srq pub;
+	pthread_mutex_t lock;		/* the SRQ lock: after QP locks, before CQ locks */
+	struct sv__recv_wqe *ring;	/* posted WQEs: put >= get */
+	uint32_t mask, put, get;
+	uint32_t max_sge;		/* granted */
+	uint32_t limit;			/* armed limit, 0 = disarmed */
+	uint32_t n_qp;			/* attached QPs (lock) */
+	atomic_uint async_unacked;
+};
+
+static inline struct sv__srq *to_srq(struct sv_srq *srq)
+{
+	return container_of(srq, struct sv__srq, pub);
+}
+
+/* Attach/detach a QP at create/destroy; attach fails (-EINVAL) for another PD. */
+int sv__srq_attach(struct sv__srq *srq, struct sv_pd *pd);
+void sv__srq_detach(struct sv__srq *srq);
+/* [qp-locked] Moves the oldest posted WQE into *dst (-ENOENT if none) and raises
+ * SRQ_LIMIT_REACHED when that leaves fewer than an armed limit. */
+int sv__srq_take(struct sv__srq *srq, struct sv__recv_wqe *dst);
+
+/* ---------------------------------------------------------------------------------------
  * Async events (core/async.c).
  */
 struct sv__async_node {
 	struct sv_async_event ev;
-	bool is_qp;			/* element is a QP (else a CQ or port) */
+	bool is_qp;			/* element is a QP (else a CQ, SRQ or port) */
 	bool is_cq;
+	bool is_srq;
 	struct sv__async_node *next;
 };
 
@@ -280,7 +315,8 @@ void sv__async_fini(struct sv_context *ctx);
 void sv__async_raise_qp(struct sv__qp *qp, enum sv_event_type type,
 			const struct sv__term_info *term);
 void sv__async_raise_cq(struct sv_cq *cq, enum sv_event_type type);
-/* -EBUSY while events of obj (a QP or CQ) are unacknowledged; else drops its queued
+void sv__async_raise_srq(struct sv__srq *srq, enum sv_event_type type);
+/* -EBUSY while events of obj (a QP, CQ or SRQ) are unacknowledged; else drops its queued
  * events. */
 int sv__async_retire(struct sv_context *ctx, const void *obj, atomic_uint *unacked);
 

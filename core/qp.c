@@ -299,10 +299,11 @@ static void flush_all(struct sv__qp *qp)
 	qp->rq_take = qp->rq_put;
 }
 
-void sv__qp_enter_err(struct sv__qp *qp)
+/* Enters ERR and flushes; false if the QP was there already (nothing done). */
+static bool enter_err(struct sv__qp *qp)
 {
 	if (qp->attr.qp_state == SV_QPS_ERR && qp->err_notified)
-		return;
+		return false;
 	set_state(qp, SV_QPS_ERR);
 	if (!qp->err_notified) {
 		qp->err_notified = true;
@@ -311,6 +312,22 @@ void sv__qp_enter_err(struct sv__qp *qp)
 			qp->ops->qp_error(&qp->pub);
 	}
 	flush_all(qp);
+	return true;
+}
+
+/* verbs.md 3/8: a QP on an SRQ in ERR takes no more WQEs from it; the application
+ * learns that from LAST_WQE_REACHED, raised after the flushes (and after the error
+ * event, when there is one). */
+static void last_wqe(struct sv__qp *qp)
+{
+	if (qp->srq)
+		sv__async_raise_qp(qp, SV_EVENT_QP_LAST_WQE_REACHED, NULL);
+}
+
+void sv__qp_enter_err(struct sv__qp *qp)
+{
+	if (enter_err(qp))
+		last_wqe(qp);
 }
 
 /* RESET forgets everything queued without a completion (verbs.md 1, "-> RESET"). */
@@ -406,7 +423,15 @@ int sv__rq_take(struct sv_qp *pub, struct sv__recv_wqe **wqe)
 	struct sv__qp *qp = to_qp(pub);
 	enum sv_qp_state st = qp->attr.qp_state;
 
-	if (st == SV_QPS_RESET || st == SV_QPS_ERR || qp->rq_take == qp->rq_put)
+	if (st == SV_QPS_RESET || st == SV_QPS_ERR)
+		return -ENOENT;
+	/* With an SRQ the next WQE moves from the SRQ into this QP's ring, which then
+	 * completes or flushes it like its own (core/srq.c). A ring full of taken,
+	 * unfinished WQEs reads as "no receive", as an empty SRQ does. */
+	if (qp->srq && qp->rq_take == qp->rq_put && qp->rq_put - qp->rq_get <= qp->rq_mask &&
+	    sv__srq_take(qp->srq, &qp->rq[qp->rq_put & qp->rq_mask]) == 0)
+		qp->rq_put++;
+	if (qp->rq_take == qp->rq_put)
 		return -ENOENT;
 	*wqe = &qp->rq[qp->rq_take & qp->rq_mask];
 	qp->rq_take++;
@@ -455,12 +480,15 @@ void sv__qp_fatal(struct sv_qp *pub, enum sv_event_type event_type,
 		  const struct sv__term_info *term)
 {
 	struct sv__qp *qp = to_qp(pub);
+	bool entered;
 
 	if (qp->fatal_reported || qp->attr.qp_state == SV_QPS_RESET)
 		return;
 	qp->fatal_reported = true;
-	sv__qp_enter_err(qp);
+	entered = enter_err(qp);
 	sv__async_raise_qp(qp, event_type, term);
+	if (entered)
+		last_wqe(qp);
 }
 
 void sv__qp_established(struct sv_qp *pub, uint16_t ird, uint16_t ord)
@@ -533,6 +561,8 @@ int sv_create_qp(struct sv_pd *pd, struct sv_qp_init_attr *ia, struct sv_qp **ou
 {
 	struct sv_context *ctx;
 	struct sv__qp *qp;
+	struct sv__srq *srq;
+	struct sv_qp_cap cap;
 	uint32_t sq_n, rq_n;
 	int rc;
 
@@ -548,14 +578,29 @@ int sv_create_qp(struct sv_pd *pd, struct sv_qp_init_attr *ia, struct sv_qp **ou
 			"(SV_TRANSPORT=udp); iWARP over TCP has no datagram service");
 		return -EOPNOTSUPP;
 	}
-	if ((rc = check_caps(&ctx->opts, &ia->cap)) < 0)
+	srq = ia->srq ? to_srq(ia->srq) : NULL;
+	if (srq && ia->srq->context != ctx)
+		return -EINVAL;
+	/* ibv_create_qp(3): with an SRQ the receive caps are ignored. */
+	cap = ia->cap;
+	if (srq)
+		cap.max_recv_wr = cap.max_recv_sge = 0;
+	if ((rc = check_caps(&ctx->opts, &cap)) < 0)
 		return rc;
 	if (!(qp = calloc(1, sizeof(*qp))))
 		return -ENOMEM;
 
-	/* The granted depth is the ring size: a power of two at least what was asked. */
-	sq_n = pow2_at_least(ia->cap.max_send_wr ? ia->cap.max_send_wr : 1);
-	rq_n = pow2_at_least(ia->cap.max_recv_wr ? ia->cap.max_recv_wr : 1);
+	/* The granted depth is the ring size: a power of two at least what was asked. A
+	 * QP on an SRQ keeps there the WQEs it took and has not completed, which can
+	 * never be more than the SRQ held. */
+	sq_n = pow2_at_least(cap.max_send_wr ? cap.max_send_wr : 1);
+	if (srq) {
+		pthread_mutex_lock(&srq->lock);
+		rq_n = srq->mask + 1;
+		pthread_mutex_unlock(&srq->lock);
+	} else {
+		rq_n = pow2_at_least(cap.max_recv_wr ? cap.max_recv_wr : 1);
+	}
 	qp->sq = calloc(sq_n, sizeof(*qp->sq));
 	qp->sq_slot = calloc(sq_n, sizeof(*qp->sq_slot));
 	qp->rq = calloc(rq_n, sizeof(*qp->rq));
@@ -569,8 +614,9 @@ int sv_create_qp(struct sv_pd *pd, struct sv_qp_init_attr *ia, struct sv_qp **ou
 	}
 	qp->sq_mask = sq_n - 1;
 	qp->rq_mask = rq_n - 1;
+	ia->cap = cap;
 	ia->cap.max_send_wr = sq_n;
-	ia->cap.max_recv_wr = rq_n;
+	ia->cap.max_recv_wr = srq ? 0 : rq_n;
 	qp->init = *ia;
 
 	qp->pub.context = ctx;
@@ -610,8 +656,11 @@ int sv_create_qp(struct sv_pd *pd, struct sv_qp_init_attr *ia, struct sv_qp **ou
 	if (rc < 0)
 		goto err_lock;
 
-	if ((rc = sv__ctx_run_sync(ctx, qp_create_on_loop, qp)) < 0)
+	if (srq && (rc = sv__srq_attach(srq, pd)) < 0)
 		goto err_count;
+	qp->srq = srq;
+	if ((rc = sv__ctx_run_sync(ctx, qp_create_on_loop, qp)) < 0)
+		goto err_srq;
 	if ((rc = sv__cq_attach(ia->send_cq, qp)) < 0)
 		goto err_transport;
 	if ((rc = sv__cq_attach(ia->recv_cq, qp)) < 0)
@@ -623,6 +672,9 @@ err_send_cq:
 	sv__cq_detach(ia->send_cq, qp);
 err_transport:
 	sv__ctx_run_sync(ctx, qp_destroy_on_loop, qp);
+err_srq:
+	if (srq)
+		sv__srq_detach(srq);
 err_count:
 	pthread_mutex_lock(&ctx->obj_lock);
 	ctx->n_qp--;
@@ -663,6 +715,8 @@ int sv_destroy_qp(struct sv_qp *pub)
 		sv__cq_detach(pub->recv_cq, qp);
 	/* On the loop, so no transport callback for this QP runs after it returns. */
 	sv__ctx_run_sync(ctx, qp_destroy_on_loop, qp);
+	if (qp->srq)
+		sv__srq_detach(qp->srq);
 
 	atomic_fetch_sub(&container_of(pub->pd, struct sv__pd, pub)->n_qp, 1);
 	pthread_mutex_lock(&ctx->obj_lock);
@@ -1001,8 +1055,10 @@ int sv_post_recv(struct sv_qp *pub, struct sv_recv_wr *wr, struct sv_recv_wr **b
 	qp = to_qp(pub);
 	sv__qp_lock(pub);
 	st = qp->attr.qp_state;
-	if (st == SV_QPS_RESET) {
-		rc = -EINVAL;		/* verbs.md 1: post_recv needs INIT or later */
+	/* verbs.md 1: post_recv needs INIT or later; verbs.md 8: a QP on an SRQ has no
+	 * receive queue of its own (sv_post_srq_recv feeds it). */
+	if (st == SV_QPS_RESET || qp->srq) {
+		rc = -EINVAL;
 		goto out;
 	}
 	for (; wr; wr = wr->next) {

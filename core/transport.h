@@ -16,7 +16,10 @@
  *    with it held, from any thread (the application's in post_send/poll_cq, the loop's
  *    otherwise). A transport's own loop callbacks (socket readable/writable, timers) take
  *    it with sv__qp_lock() before touching the QP. Services marked [qp-locked] must be
- *    called with it held. Lock order: QP lock, then CQ lock; never the reverse.
+ *    called with it held. Lock order: QP lock, then SRQ lock, then CQ lock; never
+ *    the reverse. The SRQ lock is core's: sv__rq_take() on a QP with a shared receive
+ *    queue takes it (under the QP lock) to move the SRQ's oldest WQE into the QP, so
+ *    QPs on different threads can share one SRQ; transports never see the SRQ.
  *  - Nothing in the data path blocks: sockets are non-blocking, and "would block" leaves
  *    the rest for the loop (sv__qp_kick()).
  *  - The QP lock is recursive: a transport holding it may call any service, including
@@ -104,7 +107,8 @@ struct sv__transport_ops {
 	 * the socket takes now, without blocking. Called from the posting thread. */
 	void (*sq_kick)(struct sv_qp *qp);
 
-	/* [qp-locked] New receive WQEs were posted. May be NULL. */
+	/* [qp-locked] New receive WQEs were posted to the QP (not called for posts to a
+	 * shared receive queue). May be NULL. */
 	void (*rq_kick)(struct sv_qp *qp);
 
 	/* [qp-locked] Receive (and pending transmit) progress without blocking, called by
@@ -196,7 +200,8 @@ void sv__sq_done(struct sv_qp *qp, struct sv__send_wqe *wqe, enum sv_wc_status s
 
 /*
  * [qp-locked] The receive queue: rq_take hands over the oldest posted receive WQE
- * (-ENOENT if none, or if the QP is in RESET or ERR). rq_done completes it;
+ * (-ENOENT if none, or if the QP is in RESET or ERR); for a QP on a shared receive
+ * queue, the SRQ's oldest (-ENOENT when the SRQ is empty), which the QP then owns. rq_done completes it;
  * completions are reported in take order.
  * opcode is SV_WC_RECV or SV_WC_RECV_RDMA_WITH_IMM; flags SV_WC_WITH_IMM etc.;
  * solicited marks the completion for solicited-only notification. A status other than

@@ -116,6 +116,10 @@ struct sv_device_attr {
 	enum sv_atomic_cap atomic_cap;
 	enum sv_transport transport;
 	uint8_t phys_port_cnt;
+	/* Shared receive queues (appended). */
+	uint32_t max_srq;
+	uint32_t max_srq_wr;
+	uint32_t max_srq_sge;
 };
 
 int sv_query_device(struct sv_context *ctx, struct sv_device_attr *attr);
@@ -165,7 +169,7 @@ struct sv_pd {
 };
 
 int sv_alloc_pd(struct sv_context *ctx, struct sv_pd **pd);
-/* Fails with -EBUSY while MRs or QPs of the PD remain. */
+/* Fails with -EBUSY while MRs, QPs or SRQs of the PD remain. */
 int sv_dealloc_pd(struct sv_pd *pd);
 
 enum sv_access_flags {
@@ -323,6 +327,8 @@ struct sv_qp_cap {
 	uint32_t max_inline_data;
 };
 
+struct sv_srq;
+
 struct sv_qp_init_attr {
 	void *qp_context;
 	struct sv_cq *send_cq;
@@ -330,6 +336,9 @@ struct sv_qp_init_attr {
 	struct sv_qp_cap cap;	/* in: requested, out: granted */
 	enum sv_qp_type qp_type;
 	int sq_sig_all;
+	/* Appended. Non-NULL: the QP takes its receives from this SRQ (same PD); the
+	 * receive caps are then ignored and granted as 0, and sv_post_recv() is -EINVAL. */
+	struct sv_srq *srq;
 };
 
 struct sv_qp {
@@ -528,6 +537,57 @@ int sv_post_send(struct sv_qp *qp, struct sv_send_wr *wr, struct sv_send_wr **ba
 int sv_post_recv(struct sv_qp *qp, struct sv_recv_wr *wr, struct sv_recv_wr **bad_wr);
 
 /* ---------------------------------------------------------------------------------------
+ * Shared receive queues (verbs.md section 8)
+ *
+ * Every QP created with init_attr.srq takes its receive WQEs from the SRQ, in posting
+ * order across all of them; each completion goes to the taking QP's recv CQ with that
+ * QP's qp_num. A WQE a QP has taken belongs to that QP from then on (a failing QP
+ * flushes it); WQEs still in the SRQ are never flushed by a QP. An RC QP on an SRQ that
+ * enters ERR raises SV_EVENT_QP_LAST_WQE_REACHED after its flush completions. An empty
+ * SRQ behaves like an empty receive queue: the TCP transport sends a Terminate, the UDP
+ * transport an RNR NAK.
+ */
+
+struct sv_srq {
+	struct sv_context *context;
+	struct sv_pd *pd;
+	void *srq_context;
+};
+
+struct sv_srq_attr {
+	uint32_t max_wr;
+	uint32_t max_sge;
+	uint32_t srq_limit;
+};
+
+struct sv_srq_init_attr {
+	void *srq_context;
+	struct sv_srq_attr attr;	/* in: requested, out: granted; srq_limit ignored */
+};
+
+enum sv_srq_attr_mask {
+	SV_SRQ_MAX_WR = 1 << 0,
+	SV_SRQ_LIMIT = 1 << 1,
+};
+
+/* Caps above max_srq_wr/max_srq_sge are -EINVAL; the granted depth (a power of two) and
+ * SGE count are written back to init_attr->attr. */
+int sv_create_srq(struct sv_pd *pd, struct sv_srq_init_attr *init_attr, struct sv_srq **srq);
+/*
+ * SV_SRQ_LIMIT arms the limit event: once the number of posted WQEs drops below
+ * srq_limit (by a QP taking one), SV_EVENT_SRQ_LIMIT_REACHED fires once and the limit
+ * disarms (srq_limit reads back 0); srq_limit above max_wr is -EINVAL. SV_SRQ_MAX_WR
+ * resizes: the granted depth (a power of two) is written back to attr->max_wr; a size
+ * below the WQEs posted now, or above max_srq_wr, is -EINVAL.
+ */
+int sv_modify_srq(struct sv_srq *srq, struct sv_srq_attr *attr, int attr_mask);
+int sv_query_srq(struct sv_srq *srq, struct sv_srq_attr *attr);
+/* Fails with -EBUSY while QPs use the SRQ or its async events are not acknowledged. */
+int sv_destroy_srq(struct sv_srq *srq);
+/* Posts a chain in order, like sv_post_recv(); -ENOMEM when full. */
+int sv_post_srq_recv(struct sv_srq *srq, struct sv_recv_wr *wr, struct sv_recv_wr **bad_wr);
+
+/* ---------------------------------------------------------------------------------------
  * Asynchronous events
  */
 
@@ -559,6 +619,7 @@ struct sv_async_event {
 	union {
 		struct sv_cq *cq;
 		struct sv_qp *qp;
+		struct sv_srq *srq;	/* SRQ_LIMIT_REACHED, SRQ_ERR */
 		int port_num;
 	} element;
 	enum sv_event_type event_type;
@@ -574,7 +635,7 @@ struct sv_async_event {
 int sv_async_fd(const struct sv_context *ctx);
 /* Blocks until an event is pending (or -EAGAIN if the fd was made non-blocking). */
 int sv_get_async_event(struct sv_context *ctx, struct sv_async_event *event);
-/* Every event must be acknowledged before its QP or CQ can be destroyed. */
+/* Every event must be acknowledged before its QP, CQ or SRQ can be destroyed. */
 void sv_ack_async_event(struct sv_async_event *event);
 
 /* ---------------------------------------------------------------------------------------

@@ -245,8 +245,12 @@ int sv__iw_rx_drain(struct sv__iwqp *iq);
 void sv__iw_rx_abort(struct sv__iwqp *iq);
 
 /* iwarp_term.c — [qp-locked] */
-/* Queues a Terminate naming the offending message m (may be NULL) and moves the QP to
- * ERR with the matching async event. */
+/* Builds the Terminate naming the offending message m (may be NULL) and queues it ahead
+ * of everything else; TX shuts the stream after it. */
+void sv__iw_term_queue(struct sv__iwqp *iq, const struct sv__iw_err *e,
+		       const struct sv_rdmap_msg *m, const uint8_t *hdr, size_t hdr_len,
+		       uint16_t seg_len);
+/* sv__iw_term_queue(), then the QP goes to ERR with the matching async event. */
 void sv__iw_terminate(struct sv__iwqp *iq, const struct sv__iw_err *e,
 		      const struct sv_rdmap_msg *m, const uint8_t *hdr, size_t hdr_len,
 		      uint16_t seg_len);

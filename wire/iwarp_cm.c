@@ -388,7 +388,9 @@ static void connect_fail(struct sv__tep *ep, enum sv_cm_event_type type, int sta
 	ep_close_fd(ep);
 }
 
-/* RFC 6581: the initiator's checks fail; say so with a Terminate first. */
+/* RFC 6581: the initiator's checks fail; say so with a Terminate first. The connection
+ * never came up, so CONNECT_ERROR is the whole story: the QP stays in INIT, no async
+ * event. */
 static void initiator_terminate(struct sv__tep *ep, uint8_t ecode)
 {
 	struct sv__iw_err e = { 0 };
@@ -396,8 +398,8 @@ static void initiator_terminate(struct sv__tep *ep, uint8_t ecode)
 	sv__iw_err_set(&e, SV_TERM_LAYER_LLP, 0, ecode);
 	sv__qp_lock(ep->qp);
 	data_phase(ep, ep->req_crc || ep->req.crc, ep->req.markers, false, 0, 0);
-	ep->iq->tx_ok = true;
-	sv__iw_terminate(ep->iq, &e, NULL, NULL, 0, 0);
+	sv__iw_term_queue(ep->iq, &e, NULL, NULL, 0, 0);
+	sv__iw_tx_progress(ep->iq);
 	sv__qp_unlock(ep->qp);
 	connect_fail(ep, SV_CM_EVENT_CONNECT_ERROR, -EPROTO);
 }

@@ -66,19 +66,13 @@ void sv__iw_err_from_mr(struct sv__iw_err *e, int rc, bool rdmap)
 	e->event = SV_EVENT_QP_ACCESS_ERR;
 }
 
-void sv__iw_terminate(struct sv__iwqp *iq, const struct sv__iw_err *e,
-		      const struct sv_rdmap_msg *m, const uint8_t *hdr, size_t hdr_len,
-		      uint16_t seg_len)
+void sv__iw_term_queue(struct sv__iwqp *iq, const struct sv__iw_err *e,
+		       const struct sv_rdmap_msg *m, const uint8_t *hdr, size_t hdr_len,
+		       uint16_t seg_len)
 {
-	struct sv__term_info ti = {
-		.layer = e->layer, .etype = e->etype, .ecode = e->ecode, .remote = false,
-	};
 	struct sv__iw_txmsg *msg = &iq->term_msg;
 	struct sv_rdmap_term *t = &msg->m.u.term;
-	struct sv__iw_rx *rx = iq->rx;
 
-	if (iq->err)
-		return;
 	sv__log(SV_LOG_WARN, "iwarp qp %u: sending Terminate: %s", iq->qp->qp_num,
 		sv__rdmap_term_str(e->layer, e->etype, e->ecode));
 	sv__iw_txmsg_init(msg, SV_RDMAP_TERMINATE, false);
@@ -107,7 +101,20 @@ void sv__iw_terminate(struct sv__iwqp *iq, const struct sv__iw_err *e,
 	iq->term_pending = true;
 	iq->term_sent = false;
 	iq->cnt.term_sent++;
+}
 
+void sv__iw_terminate(struct sv__iwqp *iq, const struct sv__iw_err *e,
+		      const struct sv_rdmap_msg *m, const uint8_t *hdr, size_t hdr_len,
+		      uint16_t seg_len)
+{
+	struct sv__term_info ti = {
+		.layer = e->layer, .etype = e->etype, .ecode = e->ecode, .remote = false,
+	};
+	struct sv__iw_rx *rx = iq->rx;
+
+	if (iq->err)
+		return;
+	sv__iw_term_queue(iq, e, m, hdr, hdr_len, seg_len);
 	/* The receive this message consumed fails with its own status first. */
 	if (rx && rx->rwqe && e->rq_status != SV_WC_SUCCESS) {
 		struct sv__recv_wqe *w = rx->rwqe;

@@ -104,6 +104,7 @@ struct sv__rswqe {
 	bool done;			/* READ/atomic: response complete */
 	bool rereq;			/* READ: the gap at rereq_at was asked for again */
 	uint32_t rereq_at;
+	uint32_t rereq_end;		/* last response the latest retry asked for */
 	struct iovec iov[SV__MAX_SGE];	/* local memory (source or sink) */
 	int niov;
 };
@@ -123,6 +124,7 @@ struct sv__rrsp {
 	bool dup;			/* a replay for a duplicate request */
 	bool cancelled;			/* superseded by a later retry of the READ */
 	uint32_t psn;			/* next response PSN */
+	uint32_t res_psn;		/* first PSN of the READ it answers (its resource) */
 	uint32_t first_psn;		/* of the request (pkt index base) */
 	uint32_t last_psn;
 	uint32_t off;			/* bytes of the request already sent */

@@ -152,13 +152,29 @@ static void emit(struct sv__rqp *q, struct sv__rswqe *r, uint32_t k, bool resend
 			hl += SV__RETH_LEN;
 		}
 		break;
-	case SV_WR_RDMA_READ:
-		/* A retried READ asks for the tail from response k (spec/roce.md 7). */
+	case SV_WR_RDMA_READ: {
+		/* A retried READ asks again from response k (spec/roce.md 7: any range within
+		 * the original), for at most a window of responses: the window then paces
+		 * the recovery of a READ as it paces everything else. Only once a response
+		 * arrived (k > 0): before that the responder may never have seen the READ,
+		 * and would execute a shorter retry as a new, shorter READ. */
+		uint32_t n = r->npkts - k, len = w->length - off;
+
+		if (resend && k > 0) {
+			if (n > q->rx.cwnd)
+				n = q->rx.cwnd;
+			if (len > n * q->mtu)
+				len = n * q->mtu;
+			r->rereq = true;
+			r->rereq_at = k;
+			r->rereq_end = k + n - 1;
+		}
 		op = SV__OP_READ_REQ;
-		sv__roce_reth_put(h + hl, w->remote_addr + off, w->rkey, w->length - off);
+		sv__roce_reth_put(h + hl, w->remote_addr + off, w->rkey, len);
 		hl += SV__RETH_LEN;
 		last = true;
 		break;
+	}
 	default:		/* atomics: AtomicETH (spec/roce.md 3 for the field mapping) */
 		op = w->opcode == SV_WR_ATOMIC_CMP_AND_SWP ? SV__OP_CMP_SWAP : SV__OP_FETCH_ADD;
 		sv__put_be64(h + hl, w->remote_addr);
@@ -374,7 +390,8 @@ static bool rbit(const struct sv__rswqe *r, uint32_t i)
  * prefix, so the timer still guards the first missing response. When the end of a
  * response stream arrives with holes left, the requester asks again from the first hole
  * (a valid retried READ, spec/roce.md 7); the packets after it that already arrived are
- * ignored when they come again. Asking on the stream's end rather than on the first
+ * ignored when they come again. A retry asks for at most a window of responses, and the
+ * end of that shorter stream triggers the next one. Asking on a stream's end rather than on the first
  * gap matters: a gap-triggered retry races the rest of the stream still in flight and
  * every retry makes a new full stream, which on a slow receiver snowballs.
  */
@@ -409,11 +426,9 @@ static void on_read_resp(struct sv__rqp *q, const struct sv__roce_pkt *k)
 	}
 	if (r->got_pkts)
 		sv__retx_ack(&q->rx, sv__psn_add(r->first_psn, r->got_pkts - 1), q->now_ns);
-	if (idx == r->npkts - 1 && !(r->rereq && r->rereq_at == r->got_pkts)) {
-		r->rereq = true;
-		r->rereq_at = r->got_pkts;
+	if ((idx == r->npkts - 1 || (r->rereq && idx == r->rereq_end)) &&
+	    !(r->rereq && r->rereq_at == r->got_pkts))
 		sv__retx_rewind(&q->rx, sv__psn_add(r->first_psn, r->got_pkts));
-	}
 }
 
 static void on_atomic_ack(struct sv__rqp *q, const struct sv__roce_pkt *k)

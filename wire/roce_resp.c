@@ -402,7 +402,7 @@ static int do_read(struct sv__rqp *q, const struct sv__roce_pkt *k)
 	r->len = k->dmalen;
 	q->msn = sv__psn_add(q->msn, 1);
 	e = rsp_new(q);			/* room: rd_queued < nres <= RSPQ / 2 */
-	e->psn = e->first_psn = k->psn;
+	e->psn = e->first_psn = e->res_psn = k->psn;
 	e->last_psn = sv__psn_add(k->psn, n - 1);
 	e->len = k->dmalen;
 	e->ptr = p;
@@ -514,12 +514,10 @@ static int execute(struct sv__rqp *q, const struct sv__roce_pkt *k)
  */
 static void cancel_streams(struct sv__rqp *q, const struct sv__rres *r)
 {
-	uint32_t last = sv__psn_add(r->first_psn, r->npkts - 1);
-
 	for (uint32_t i = q->rsp_get; i != q->rsp_put; i++) {
 		struct sv__rrsp *e = &q->rspq[i % SV__ROCE_RSPQ];
 
-		if (e->atomic || e->last_psn != last)
+		if (e->atomic || e->res_psn != r->first_psn)
 			continue;
 		if (e->mr)
 			sv__mr_release(e->mr);
@@ -547,9 +545,13 @@ static void duplicate(struct sv__rqp *q, const struct sv__roce_pkt *k)
 			    sv__psn_cmp(k->psn, sv__psn_add(r->first_psn, r->npkts)) >= 0)
 				continue;
 			idx = sv__psn_diff(k->psn, r->first_psn);
+			/* A retried READ asks for a range of the original starting at its
+			 * PSN: whole packets, or up to the original's end. */
 			if (atomic ? idx != 0 : (k->va != r->va + (uint64_t)idx * q->mtu ||
-						 k->dmalen != r->len - idx * q->mtu))
-				return;	/* a retried READ asks for a tail of the original */
+						 k->dmalen > r->len - idx * q->mtu ||
+						 (k->dmalen % q->mtu &&
+						  k->dmalen != r->len - idx * q->mtu)))
+				return;
 			if (!atomic) {
 				cancel_streams(q, r);
 				/* The memory is read again (spec/roce.md 7). */
@@ -565,6 +567,7 @@ static void duplicate(struct sv__rqp *q, const struct sv__roce_pkt *k)
 			e->dup = true;
 			e->atomic = atomic;
 			e->psn = e->first_psn = k->psn;
+			e->res_psn = r->first_psn;
 			e->last_psn = sv__psn_add(r->first_psn, r->npkts - 1);
 			e->msn = q->msn;
 			e->orig = r->orig;	/* atomics: replayed, never re-executed */
@@ -614,6 +617,7 @@ void sv__roce_resp_rx(struct sv__rqp *q, const struct sv__roce_pkt *k, uint8_t *
 		      size_t buflen, bool *kept)
 {
 	int32_t d = sv__psn_cmp(k->psn, q->epsn);
+
 
 
 

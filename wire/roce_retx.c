@@ -10,7 +10,8 @@
  * Go-back-N is the IBA behaviour (IBA 9.7.5.1.x via rxe/qib): a NAK PSN sequence error
  * acknowledges everything before its PSN and resends from it; a local ACK timeout
  * (4.096 us << timeout) resends from una. Both consume retry_cnt, which any progress
- * reloads; exhausted means RETRY_EXC_ERR. An RNR NAK waits the responder's delay and
+ * reloads; exhausted means RETRY_EXC_ERR. Unlike IBA the timer backs off (x2 per
+ * consecutive expiry, up to x64) so that a slow receiver is not buried under resends. An RNR NAK waits the responder's delay and
  * resends from its PSN, consuming rnr_retry (7 = forever).
  *
  * Selective repeat follows IRN (SIGCOMM 2018) with encodings that stay RoCEv2: the
@@ -289,7 +290,12 @@ int sv__retx_on_timer(struct sv__retx *r, uint64_t now_ns)
 	begin_episode(r, false);
 	r->rtxq_get = r->rtxq_put = 0;
 	r->snd = r->una;
-	r->deadline_ns = now_ns + r->rto_ns;
+	/* Back off while the peer stays silent: doubling per consecutive timeout, at most
+	 * 64x, back to the configured value on progress. IBA keeps the timer fixed; a
+	 * receiver that is slow rather than gone (a loaded host, a sanitizer build) then
+	 * meets a retry storm it cannot drain, so we deviate here. */
+	r->deadline_ns = now_ns + (r->rto_ns << (r->retry_cnt - r->retries_left < 6 ?
+						r->retry_cnt - r->retries_left : 6));
 	return 1;
 }
 

@@ -695,6 +695,15 @@ Test(iwarp_raw, initiator_insufficient_ird, .init = setup, .fini = teardown, .ti
 	cr_assert_eq(m.u.term.layer, SV_TERM_LAYER_LLP);
 	cr_assert_eq(m.u.term.ecode, SV_TERM_LLP_INSUFF_IRD);
 	sv_cm_ack_event(wait_event(SV_CM_EVENT_CONNECT_ERROR));
+	/* A connection that never came up: no async event, the QP still in INIT. */
+	struct sv_qp_attr qa;
+	struct sv_qp_init_attr qia;
+	struct sv_async_event ae;
+
+	fcntl(sv_async_fd(ctx), F_SETFL, fcntl(sv_async_fd(ctx), F_GETFL) | O_NONBLOCK);
+	cr_assert_eq(sv_get_async_event(ctx, &ae), -EAGAIN);
+	cr_assert_eq(sv_query_qp(qp, &qa, SV_QP_STATE, &qia), 0);
+	cr_assert_eq(qa.qp_state, SV_QPS_INIT);
 }
 
 Test(iwarp_raw, initiator_no_matching_rtr, .init = setup, .fini = teardown, .timeout = 30)
