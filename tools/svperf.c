@@ -49,7 +49,7 @@
 #define CTL_RX 16			/* receives of a side that only gets control messages */
 #define CTL_RESERVE 4			/* server receives kept back from credits for control */
 #define LAT_RX 16			/* receives per side in SEND/WRITE_IMM ping-pong */
-#define PRIV_LEN 64
+#define PRIV_LEN 56
 
 #define IMM_CTL 0x80000000u
 #define FAA_ADD 0x0000000100000001ull	/* both halves move: a word-order error shows */
@@ -302,16 +302,18 @@ static int check_msg(const uint8_t *msg, size_t size, uint64_t i, const uint8_t 
 }
 
 /* ---------------------------------------------------------------------------------------
- * Private data exchanged through the CM (both directions, 64 bytes, big-endian)
+ * Private data exchanged through the CM (both directions, big-endian). 56 bytes: the most
+ * an IB CM REQ carries for rdma_cm (the UDP transport), well under MPA's limit.
  *
  *  0 magic "SVPF"   4 version   5 op   6 mode   7 flags (bit 0: asks for CRC)
- *  8 size          16 iters (0 = timed)        24 seed
- * 32 buffer addr   40 buffer length            48 rkey   52 slots
- * 56 credits (server: SEND-type messages it can take now)  60 depth
+ *  8 size (u32)    12 slots (u16)   14 depth (u16)
+ * 16 iters (0 = timed)             24 seed
+ * 32 buffer addr   40 buffer length            48 rkey
+ * 52 credits (u16; server: SEND-type messages it can take now)   54 reserved
  */
 
 #define PRIV_MAGIC 0x53565046u
-#define PRIV_VERSION 1
+#define PRIV_VERSION 2
 
 struct priv {
 	enum op op;
@@ -321,6 +323,17 @@ struct priv {
 	uint32_t rkey, slots, credits, depth;
 };
 
+static void put_be16(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)(v >> 8);
+	p[1] = (uint8_t)v;
+}
+
+static uint16_t get_be16(const uint8_t *p)
+{
+	return (uint16_t)(p[0] << 8 | p[1]);
+}
+
 static void priv_encode(uint8_t *b, const struct priv *v)
 {
 	memset(b, 0, PRIV_LEN);
@@ -329,15 +342,15 @@ static void priv_encode(uint8_t *b, const struct priv *v)
 	b[5] = (uint8_t)v->op;
 	b[6] = (uint8_t)v->mode;
 	b[7] = v->crc ? 1 : 0;
-	put_be64(b + 8, v->size);
+	put_be32(b + 8, (uint32_t)v->size);
+	put_be16(b + 12, (uint16_t)v->slots);
+	put_be16(b + 14, (uint16_t)v->depth);
 	put_be64(b + 16, v->iters);
 	put_be64(b + 24, v->seed);
 	put_be64(b + 32, v->addr);
 	put_be64(b + 40, v->len);
 	put_be32(b + 48, v->rkey);
-	put_be32(b + 52, v->slots);
-	put_be32(b + 56, v->credits);
-	put_be32(b + 60, v->depth);
+	put_be16(b + 52, (uint16_t)v->credits);
 }
 
 static int priv_decode(const uint8_t *b, size_t len, struct priv *v)
@@ -348,15 +361,15 @@ static int priv_decode(const uint8_t *b, size_t len, struct priv *v)
 	v->op = (enum op)b[5];
 	v->mode = (enum mode)b[6];
 	v->crc = b[7] & 1;
-	v->size = get_be64(b + 8);
+	v->size = get_be32(b + 8);
+	v->slots = get_be16(b + 12);
+	v->depth = get_be16(b + 14);
 	v->iters = get_be64(b + 16);
 	v->seed = get_be64(b + 24);
 	v->addr = get_be64(b + 32);
 	v->len = get_be64(b + 40);
 	v->rkey = get_be32(b + 48);
-	v->slots = get_be32(b + 52);
-	v->credits = get_be32(b + 56);
-	v->depth = get_be32(b + 60);
+	v->credits = get_be16(b + 52);
 	return 0;
 }
 
@@ -919,8 +932,9 @@ static void progress_line(struct perf *p, uint64_t *next)
 	*next = now + 1000000000ull;
 	s = (double)(now - p->t0) / 1e9;
 	n = p->cfg.mode == MODE_BW ? p->done : p->nlat;
-	fprintf(stderr, "%s: %5.1f s  %llu ops  %.3f Gbit/s\n", p->prog, s,
-		(unsigned long long)n, s > 0 ? (double)n * (double)p->cfg.size * 8 / s / 1e9 : 0.0);
+	fprintf(stderr, "%s: %5.1f s  %llu ops  %.0f ops/s  %.3f Gbit/s\n", p->prog, s,
+		(unsigned long long)n, s > 0 ? (double)n / s : 0.0,
+		s > 0 ? (double)n * (double)p->cfg.size * 8 / s / 1e9 : 0.0);
 }
 
 static int client_bw(struct perf *p)

@@ -775,7 +775,8 @@ static int qp_modify(struct sv_qp *qp, const struct sv_qp_attr *attr, int mask)
 		q->peer.sin_port = htons(ah->dport ? ah->dport : q->rc->dport_default);
 		q->mtu = 128u << attr->path_mtu;	/* SV_MTU_256 = 1 */
 		q->dqpn = attr->dest_qp_num;
-		q->sr = q->rc->sr;
+		/* The loss recovery mode: the device's, unless the CM agreed on one. */
+		q->sr = q->cm_sr_set ? q->cm_sr : q->rc->sr;
 		q->epsn = attr->rq_psn & SV__PSN_MASK;
 		sv__roce_resp_reset(q);
 		q->nres = attr->max_dest_rd_atomic ? attr->max_dest_rd_atomic : 0;

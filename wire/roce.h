@@ -192,8 +192,10 @@ struct sv__rqp {
 	/* UD QPs. */
 	uint32_t ud_psn;
 	uint64_t qkey_drops, ud_no_recv_drops, ud_tx_drops;
-	/* The CM connection using this QP (roce_cm.c, loop only). */
+	/* The CM connection using this QP (roce_cm.c, loop only), and the loss recovery
+	 * mode the CM agreed on for INIT->RTR (cm_sr_set: cm_sr overrides the device's). */
 	struct sv__tep *cm_ep;
+	bool cm_sr_set, cm_sr;
 };
 
 /* roce.c */

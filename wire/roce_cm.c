@@ -31,9 +31,15 @@
  * A REQ repeated while the application has not decided yet is answered with an MRA, which
  * restarts the active side's count.
  *
- * Loss recovery mode: the REQ/REP have no field for it and we keep RoCEv2 peers able to
- * parse everything, so go-back-N vs selective repeat is not negotiated: both devices
- * must set the same opts.retx (SV_RETX), as for out-of-band setup.
+ * Loss recovery mode (go-back-N or selective repeat, opts.retx): the IB CM REQ has no
+ * field for it, so it rides in the rdma_cm IP header at the start of the REQ's private
+ * data: the low nibble of its IP-version byte is reserved (Linux cma.c sets only the high
+ * nibble and never reads the low one), and we set bit 0 (SV__CM_HDR_SR) when the active
+ * side runs selective repeat. The passive side's QP then uses the active side's mode,
+ * whatever its own device option says, so both ends always agree; a REQ without the IP
+ * header (not from an rdma_cm-style peer) leaves the passive device's option in force.
+ * Selective repeat is a softverbs extension: a hardware RoCE peer ignores the bit and
+ * runs go-back-N, so use it only between softverbs devices.
  *
  * Everything here runs on the loop: the ops (core calls them there), the receive path and
  * the retransmission timer.
@@ -54,6 +60,7 @@
 #define CM_RNR_RETRY 7
 #define CM_MIN_RNR_TIMER 12
 #define CM_EPHEMERAL 49152
+#define SV__CM_HDR_SR 0x01		/* in the IP header's reserved low nibble of byte 1 */
 
 enum ep_state {
 	EP_LISTEN,
@@ -80,6 +87,7 @@ struct sv__tep {
 	uint16_t ird, ord;		/* ours, negotiated */
 	uint8_t mtu;			/* enum sv_mtu */
 	uint8_t retry_cnt, rnr_retry;
+	bool sr_set, sr;		/* passive: the mode the REQ asked for */
 	uint8_t msg[SV_MAD_LEN];	/* the last MAD sent, for retransmission */
 	unsigned tries;
 	uint64_t deadline_ns;		/* 0: nothing to retransmit */
@@ -259,7 +267,9 @@ static void report(struct sv__tep *ep, enum sv_cm_event_type type, int status,
 
 static int qp_to_rtr(struct sv__tep *ep, uint32_t dqpn, uint32_t rq_psn)
 {
+	struct sv__rqp *q = sv__rqp(ep->qp);
 	struct sv_qp_attr a;
+	int r;
 
 	memset(&a, 0, sizeof(a));
 	a.qp_state = SV_QPS_RTR;
@@ -272,9 +282,15 @@ static int qp_to_rtr(struct sv__tep *ep, uint32_t dqpn, uint32_t rq_psn)
 	a.rq_psn = rq_psn;
 	a.max_dest_rd_atomic = (uint8_t)ep->ird;
 	a.min_rnr_timer = CM_MIN_RNR_TIMER;
-	return sv_modify_qp(ep->qp, &a, SV_QP_STATE | SV_QP_AV | SV_QP_PATH_MTU |
-			    SV_QP_DEST_QPN | SV_QP_RQ_PSN | SV_QP_MAX_DEST_RD_ATOMIC |
-			    SV_QP_MIN_RNR_TIMER);
+	sv__qp_lock(ep->qp);
+	q->cm_sr_set = ep->sr_set;
+	q->cm_sr = ep->sr;
+	r = sv_modify_qp(ep->qp, &a, SV_QP_STATE | SV_QP_AV | SV_QP_PATH_MTU |
+			 SV_QP_DEST_QPN | SV_QP_RQ_PSN | SV_QP_MAX_DEST_RD_ATOMIC |
+			 SV_QP_MIN_RNR_TIMER);
+	q->cm_sr_set = false;
+	sv__qp_unlock(ep->qp);
+	return r;
 }
 
 static int qp_to_rts(struct sv__tep *ep)
@@ -365,6 +381,7 @@ static void rx_req(struct sv__rctx *rc, const struct sockaddr_in *src, const str
 	ep->local = l->local;
 	ep->local.sin_addr = rc->local.sin_addr;
 	ep->mtu = req->path_mtu;
+	ep->sr_set = false;
 	ep->retry_cnt = req->retry_count;
 	ep->rnr_retry = req->rnr_retry_count;
 	ep->ird = req->responder_resources;	/* the peer's, until accept */
@@ -375,6 +392,8 @@ static void rx_req(struct sv__rctx *rc, const struct sockaddr_in *src, const str
 	if (sv__cm_ip_hdr_decode(&ip, req->private_data, SV_CM_REQ_PRIVATE_LEN) > 0 &&
 	    ip.ip_version == 4) {
 		sport = ip.src_port;
+		ep->sr_set = true;
+		ep->sr = req->private_data[1] & SV__CM_HDR_SR;
 		p.priv = req->private_data + SV_CM_IP_HDR_LEN;
 		p.priv_len = SV_CM_IP_PRIVATE_MAX;
 	} else {
@@ -737,6 +756,8 @@ int sv__roce_cm_connect(struct sv_qp *qp, void *cm, const struct sockaddr *dst,
 	memcpy(ip.dst_addr + 12, &d->sin_addr, 4);
 	if ((r = sv__cm_ip_hdr_encode(m->req.private_data, SV_CM_REQ_PRIVATE_LEN, &ip)) < 0)
 		goto err;
+	if (rc->sr)
+		m->req.private_data[1] |= SV__CM_HDR_SR;
 	if (param->priv_len)
 		memcpy(m->req.private_data + SV_CM_IP_HDR_LEN, param->priv, param->priv_len);
 	if ((r = ep_send(ep, m, true)) < 0)

@@ -1,0 +1,368 @@
+/*
+ * test_roce_cm_wire.c — the UDP transport's CM against a peer made of a plain UDP socket:
+ * the REQ a device sends is checked byte by byte (BTH/DETH to QP1 with the GSI Q_Key,
+ * its ICRC, the CM fields decoded by the shared codec, the rdma_cm IP header with the
+ * selective-repeat bit), and a REJ built here by hand comes back to the application as
+ * REJECTED with its private data.
+ */
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "crypto/icrc.h"
+#include "softverbs.h"
+#include "wire/byteorder.h"
+#include "wire/ib_cm.h"
+
+#define WAIT_MS 5000
+#define FAKE_IP 0x7f0000c9		/* 127.0.0.201: outside the transport's fallback range */
+#define SERVICE 7777
+
+struct dev {
+	struct sv_context *ctx;
+	struct sv_pd *pd;
+	struct sv_cq *cq;
+	struct sv_qp *qp;
+	struct sv_cm_channel *ch;
+	struct sv_cm_id *id;
+	uint8_t gid[16];
+};
+
+static uint16_t free_udp_port(void)
+{
+	struct sockaddr_in s = { .sin_family = AF_INET };
+	socklen_t l = sizeof(s);
+	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+	uint16_t port;
+
+	cr_assert(fd >= 0);
+	s.sin_addr.s_addr = htonl(FAKE_IP);
+	cr_assert_eq(bind(fd, (struct sockaddr *)&s, sizeof(s)), 0);
+	cr_assert_eq(getsockname(fd, (struct sockaddr *)&s, &l), 0);
+	port = ntohs(s.sin_port);
+	close(fd);
+	return port;
+}
+
+static void dev_open(struct dev *d, uint16_t port, int retx)
+{
+	struct sv_device_opts o;
+	struct sv_qp_init_attr ia = { 0 };
+
+	memset(d, 0, sizeof(*d));
+	sv_device_opts_init(&o);
+	o.transport = SV_TRANSPORT_UDP;
+	o.bind_addr[0] = '\0';
+	o.port = port;
+	o.retx = retx;
+	cr_assert_eq(sv_open_device(&o, &d->ctx), 0);
+	cr_assert_eq(sv_query_gid(d->ctx, 1, 0, d->gid), 0);
+	cr_assert_eq(sv_alloc_pd(d->ctx, &d->pd), 0);
+	cr_assert_eq(sv_create_cq(d->ctx, 16, NULL, NULL, 0, &d->cq), 0);
+	ia.send_cq = ia.recv_cq = d->cq;
+	ia.qp_type = SV_QPT_RC;
+	ia.cap.max_send_wr = ia.cap.max_recv_wr = 4;
+	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+	cr_assert_eq(sv_create_qp(d->pd, &ia, &d->qp), 0);
+	cr_assert_eq(sv_cm_create_channel(&d->ch), 0);
+	cr_assert_eq(sv_cm_create_id(d->ch, d->ctx, NULL, &d->id), 0);
+}
+
+static void dev_close(struct dev *d)
+{
+	cr_assert_eq(sv_cm_destroy_id(d->id), 0);
+	cr_assert_eq(sv_cm_destroy_channel(d->ch), 0);
+	cr_assert_eq(sv_destroy_qp(d->qp), 0);
+	cr_assert_eq(sv_destroy_cq(d->cq), 0);
+	cr_assert_eq(sv_dealloc_pd(d->pd), 0);
+	cr_assert_eq(sv_close_device(d->ctx), 0);
+}
+
+/* Connects d to the fake peer and returns the REQ it sends, checked at the IB level. */
+static void get_req(struct dev *d, int fd, const struct sockaddr_in *fake, bool sr,
+		    struct sv_cm_msg *m, struct sockaddr_in *from)
+{
+	struct sockaddr_in dst = *fake;
+	struct sv_conn_param p = { .private_data = "wire", .private_data_len = 4,
+				   .responder_resources = 4, .initiator_depth = 3 };
+	struct pollfd pf = { .fd = fd, .events = POLLIN };
+	uint8_t pkt[1024];
+	socklen_t fl = sizeof(*from);
+	struct sv_cm_ip_hdr ip;
+	ssize_t n;
+
+	dst.sin_port = htons(SERVICE);
+	cr_assert_eq(sv_cm_connect(d->id, d->qp, (struct sockaddr *)&dst, &p), 0);
+	cr_assert_eq(poll(&pf, 1, WAIT_MS), 1, "no REQ");
+	n = recvfrom(fd, pkt, sizeof(pkt), 0, (struct sockaddr *)from, &fl);
+	cr_assert_eq(n, 12 + 8 + SV_MAD_LEN + 4, "UD SEND_ONLY of one MAD");
+	cr_assert_eq(memcmp(&from->sin_addr, d->gid + 12, 4), 0, "from the device's address");
+	cr_assert_eq(sv__icrc_verify((struct sockaddr *)from, (struct sockaddr *)fake, NULL,
+				     pkt, (size_t)n), 0, "ICRC");
+	cr_assert_eq(pkt[0], 0x64, "UD SEND_ONLY");
+	cr_assert_eq(pkt[1] & 0x3f, 0, "no pad, TVer 0");
+	cr_assert_eq(sv__get_be16(pkt + 2), 0xffff);
+	cr_assert_eq(sv__get_be24(pkt + 5), 1, "to QP1");
+	cr_assert_eq(sv__get_be32(pkt + 12), 0x80010000u, "GSI Q_Key");
+	cr_assert_eq(sv__get_be24(pkt + 17), 1, "from QP1");
+	cr_assert_eq(sv__cm_decode(m, pkt + 20, SV_MAD_LEN), SV_MAD_LEN);
+	cr_assert_eq(m->mad.mgmt_class, SV_MAD_CLASS_CM);
+	cr_assert_eq(m->mad.attr_id, SV_CM_ATTR_REQ);
+	cr_assert_eq(m->req.service_id, 0x0000000001060000ull | SERVICE);
+	cr_assert_eq(m->req.local_qpn, d->qp->qp_num);
+	cr_assert_eq(m->req.transport, SV_CM_TRANSPORT_RC);
+	cr_assert_eq(m->req.responder_resources, 4);
+	cr_assert_eq(m->req.initiator_depth, 3);
+	cr_assert_eq(m->req.path_mtu, SV_MTU_4096);
+	cr_assert_eq(m->req.retry_count, 7);
+	cr_assert_eq(m->req.rnr_retry_count, 7);
+	cr_assert_eq(m->req.pkey, 0xffff);
+	cr_assert_leq(m->req.starting_psn, 0xffffff);
+	cr_assert_eq(memcmp(m->req.primary.local_gid, d->gid, 16), 0);
+	cr_assert_eq(memcmp(m->req.primary.remote_gid + 12, &fake->sin_addr, 4), 0);
+	cr_assert_eq(sv__cm_ip_hdr_decode(&ip, m->req.private_data, SV_CM_REQ_PRIVATE_LEN),
+		     SV_CM_IP_HDR_LEN);
+	cr_assert_eq(ip.ip_version, 4);
+	cr_assert_eq(m->req.private_data[1], sr ? 0x41 : 0x40, "the selective-repeat bit");
+	cr_assert_eq(memcmp(ip.src_addr + 12, d->gid + 12, 4), 0);
+	cr_assert_eq(memcmp(ip.dst_addr + 12, &fake->sin_addr, 4), 0);
+	cr_assert_eq(memcmp(m->req.private_data + SV_CM_IP_HDR_LEN, "wire", 4), 0);
+}
+
+/* A REJ for req from the fake peer, with private data. */
+static void send_rej(int fd, const struct sockaddr_in *fake, const struct sockaddr_in *to,
+		     const struct sv_cm_msg *req)
+{
+	uint8_t pkt[12 + 8 + SV_MAD_LEN + 4] = { 0 };
+	struct sv_cm_msg m;
+	uint32_t icrc;
+
+	sv__cm_mad_init(&m, SV_CM_ATTR_REJ, req->mad.tid);
+	m.rej.local_comm_id = 0x1234;
+	m.rej.remote_comm_id = req->req.local_comm_id;
+	m.rej.msg_rejected = SV_CM_MSG_REQ;
+	m.rej.reason = SV_CM_REJ_CONSUMER_DEFINED;
+	memcpy(m.rej.private_data, "go away", 7);
+	pkt[0] = 0x64;
+	sv__put_be16(pkt + 2, 0xffff);
+	sv__put_be24(pkt + 5, 1);
+	sv__put_be32(pkt + 12, 0x80010000u);
+	sv__put_be24(pkt + 17, 1);
+	cr_assert_eq(sv__cm_encode(pkt + 20, SV_MAD_LEN, &m), SV_MAD_LEN);
+	cr_assert_eq(sv__icrc_packet(&icrc, (const struct sockaddr *)fake,
+				     (const struct sockaddr *)to, NULL, pkt, sizeof(pkt)), 0);
+	sv__put_le32(pkt + sizeof(pkt) - 4, icrc);
+	cr_assert_eq(sendto(fd, pkt, sizeof(pkt), 0, (const struct sockaddr *)to, sizeof(*to)),
+		     (ssize_t)sizeof(pkt));
+}
+
+Test(roce_cm_wire, req_fields_and_a_foreign_rej, .timeout = 30)
+{
+	static const int one = 1, pmtu = IP_PMTUDISC_DO;
+	struct sockaddr_in fake = { .sin_family = AF_INET };
+	struct sockaddr_in from;
+	struct pollfd pf = { .events = POLLIN };
+	struct sv_cm_event *ev;
+	struct sv_cm_msg *m = malloc(sizeof(*m));
+	struct dev sr, gbn;
+	uint16_t port = free_udp_port();
+	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+
+	cr_assert(m && fd >= 0);
+	/* Like the transport's own socket: DF, so the IPv4 ID is 0 and the ICRC known. */
+	cr_assert_eq(setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu)), 0);
+	cr_assert_eq(setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)), 0);
+	fake.sin_addr.s_addr = htonl(FAKE_IP);
+	fake.sin_port = htons(port);
+	cr_assert_eq(bind(fd, (struct sockaddr *)&fake, sizeof(fake)), 0);
+
+	dev_open(&sr, port, SV_RETX_SR);
+	get_req(&sr, fd, &fake, true, m, &from);
+	send_rej(fd, &fake, &from, m);
+	pf.fd = sv_cm_channel_fd(sr.ch);
+	cr_assert_eq(poll(&pf, 1, WAIT_MS), 1, "no REJECTED");
+	cr_assert_eq(sv_cm_get_event(sr.ch, &ev), 0);
+	cr_assert_eq(ev->event, SV_CM_EVENT_REJECTED, "%s", sv_cm_event_str(ev->event));
+	cr_assert_eq(ev->status, -ECONNREFUSED);
+	cr_assert_geq(ev->param.private_data_len, 7);
+	cr_assert_eq(memcmp(ev->param.private_data, "go away", 7), 0);
+	cr_assert_eq(sv_cm_ack_event(ev), 0);
+	dev_close(&sr);
+
+	/* Drain the SR device's retransmitted REQs, then a go-back-N device. */
+	while (recv(fd, m, sizeof(*m), MSG_DONTWAIT) > 0)
+		;
+	dev_open(&gbn, port, SV_RETX_GBN);
+	get_req(&gbn, fd, &fake, false, m, &from);
+	dev_close(&gbn);
+	close(fd);
+	free(m);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * The passive side follows the REQ's loss recovery mode: a fake requester sends two
+ * WRITE_ONLY packets out of order (PSN+1, then PSN). A selective-repeat responder keeps
+ * the early one and places both; a go-back-N responder drops it. The device is set to
+ * go-back-N in both runs; only the REQ's bit differs.
+ */
+
+static void fake_send(int fd, const struct sockaddr_in *fake, const struct sockaddr_in *to,
+		      uint8_t *pkt, size_t len)
+{
+	uint32_t icrc;
+
+	cr_assert_eq(sv__icrc_packet(&icrc, (const struct sockaddr *)fake,
+				     (const struct sockaddr *)to, NULL, pkt, len), 0);
+	sv__put_le32(pkt + len - 4, icrc);
+	cr_assert_eq(sendto(fd, pkt, len, 0, (const struct sockaddr *)to, sizeof(*to)),
+		     (ssize_t)len);
+}
+
+static void fake_mad(int fd, const struct sockaddr_in *fake, const struct sockaddr_in *to,
+		     const struct sv_cm_msg *m)
+{
+	uint8_t pkt[12 + 8 + SV_MAD_LEN + 4] = { 0 };
+
+	pkt[0] = 0x64;
+	sv__put_be16(pkt + 2, 0xffff);
+	sv__put_be24(pkt + 5, 1);
+	sv__put_be32(pkt + 12, 0x80010000u);
+	sv__put_be24(pkt + 17, 1);
+	cr_assert_eq(sv__cm_encode(pkt + 20, SV_MAD_LEN, m), SV_MAD_LEN);
+	fake_send(fd, fake, to, pkt, sizeof(pkt));
+}
+
+static void fake_write(int fd, const struct sockaddr_in *fake, const struct sockaddr_in *to,
+		       uint32_t dqp, uint32_t psn, uint64_t va, uint32_t rkey, char c)
+{
+	uint8_t pkt[12 + 16 + 8 + 4] = { 0 };
+
+	pkt[0] = 0x0a;			/* RC RDMA WRITE Only */
+	sv__put_be16(pkt + 2, 0xffff);
+	sv__put_be24(pkt + 5, dqp);
+	pkt[8] = 0x80;
+	sv__put_be24(pkt + 9, psn);
+	sv__put_be64(pkt + 12, va);
+	sv__put_be32(pkt + 20, rkey);
+	sv__put_be32(pkt + 24, 8);
+	memset(pkt + 28, c, 8);
+	fake_send(fd, fake, to, pkt, sizeof(pkt));
+}
+
+static struct sv_cm_event *dev_event(struct dev *d, enum sv_cm_event_type t)
+{
+	struct pollfd pf = { .fd = sv_cm_channel_fd(d->ch), .events = POLLIN };
+	struct sv_cm_event *ev;
+
+	cr_assert_eq(poll(&pf, 1, WAIT_MS), 1, "no %s", sv_cm_event_str(t));
+	cr_assert_eq(sv_cm_get_event(d->ch, &ev), 0);
+	cr_assert_eq(ev->event, t, "%s, wanted %s", sv_cm_event_str(ev->event),
+		     sv_cm_event_str(t));
+	return ev;
+}
+
+/* Returns whether the early (out-of-order) WRITE was placed. */
+static bool ooo_write_placed(bool req_sr)
+{
+	static const int pmtu = IP_PMTUDISC_DO;
+	uint16_t port = free_udp_port();
+	struct sockaddr_in fake = { .sin_family = AF_INET }, dev_addr = { .sin_family = AF_INET };
+	struct sockaddr_in lis = { .sin_family = AF_INET, .sin_port = htons(SERVICE) };
+	struct sv_cm_ip_hdr ip = { .ip_version = 4, .src_port = 5555 };
+	struct pollfd pf = { .events = POLLIN };
+	struct sv_cm_msg *m = calloc(1, sizeof(*m));
+	struct sv_cm_event *ev;
+	struct sv_cm_id *conn;
+	uint8_t *buf = aligned_alloc(4096, 8192);
+	uint8_t rx[512];
+	struct sv_mr *mr;
+	struct dev d;
+	bool placed;
+	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+
+	cr_assert(m && buf && fd >= 0);
+	memset(buf, 0, 8192);
+	cr_assert_eq(setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu)), 0);
+	fake.sin_addr.s_addr = htonl(FAKE_IP);
+	fake.sin_port = htons(port);
+	cr_assert_eq(bind(fd, (struct sockaddr *)&fake, sizeof(fake)), 0);
+	dev_open(&d, port, SV_RETX_GBN);
+	cr_assert_eq(sv_reg_mr(d.pd, buf, 8192, SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_WRITE,
+			       &mr), 0);
+	memcpy(&lis.sin_addr, d.gid + 12, 4);
+	cr_assert_eq(sv_cm_listen(d.id, (struct sockaddr *)&lis, 1), 0);
+	dev_addr.sin_addr = lis.sin_addr;
+	dev_addr.sin_port = htons(port);
+
+	sv__cm_mad_init(m, SV_CM_ATTR_REQ, 0xabcdef);
+	m->req.local_comm_id = 0x55;
+	m->req.service_id = 0x0000000001060000ull | SERVICE;
+	m->req.local_qpn = 0x77;
+	m->req.responder_resources = 2;
+	m->req.initiator_depth = 2;
+	m->req.transport = SV_CM_TRANSPORT_RC;
+	m->req.starting_psn = 1000;
+	m->req.retry_count = 7;
+	m->req.rnr_retry_count = 7;
+	m->req.pkey = 0xffff;
+	m->req.path_mtu = SV_MTU_1024;
+	memcpy(ip.src_addr + 12, &fake.sin_addr, 4);
+	memcpy(ip.dst_addr + 12, &lis.sin_addr, 4);
+	cr_assert_eq(sv__cm_ip_hdr_encode(m->req.private_data, SV_CM_REQ_PRIVATE_LEN, &ip),
+		     SV_CM_IP_HDR_LEN);
+	if (req_sr)
+		m->req.private_data[1] |= 0x01;
+	fake_mad(fd, &fake, &dev_addr, m);
+
+	ev = dev_event(&d, SV_CM_EVENT_CONNECT_REQUEST);
+	conn = ev->id;
+	cr_assert_eq(sv_cm_ack_event(ev), 0);
+	cr_assert_eq(sv_cm_accept(conn, d.qp, NULL), 0);
+	pf.fd = fd;
+	cr_assert_eq(poll(&pf, 1, WAIT_MS), 1, "no REP");
+	cr_assert_eq(recv(fd, rx, sizeof(rx), 0), 12 + 8 + SV_MAD_LEN + 4);
+	cr_assert_eq(sv__cm_decode(m, rx + 20, SV_MAD_LEN), SV_MAD_LEN);
+	cr_assert_eq(m->mad.attr_id, SV_CM_ATTR_REP);
+	cr_assert_eq(m->rep.remote_comm_id, 0x55);
+	cr_assert_eq(m->rep.local_qpn, d.qp->qp_num);
+	{
+		uint32_t dev_id = m->rep.local_comm_id;
+
+		sv__cm_mad_init(m, SV_CM_ATTR_RTU, 0xabcdef);
+		m->rtu.local_comm_id = 0x55;
+		m->rtu.remote_comm_id = dev_id;
+		fake_mad(fd, &fake, &dev_addr, m);
+	}
+	ev = dev_event(&d, SV_CM_EVENT_ESTABLISHED);
+	cr_assert_eq(sv_cm_ack_event(ev), 0);
+
+	fake_write(fd, &fake, &dev_addr, d.qp->qp_num, 1001, (uintptr_t)buf + 4096, mr->rkey,
+		   'B');
+	usleep(100 * 1000);
+	fake_write(fd, &fake, &dev_addr, d.qp->qp_num, 1000, (uintptr_t)buf, mr->rkey, 'A');
+	for (int i = 0; i < 200 && buf[0] != 'A'; i++)
+		usleep(10 * 1000);
+	usleep(100 * 1000);
+	cr_assert_eq(memcmp(buf, "AAAAAAAA", 8), 0, "the in-order WRITE is placed");
+	placed = memcmp(buf + 4096, "BBBBBBBB", 8) == 0;
+
+	cr_assert_eq(sv_cm_destroy_id(conn), 0);
+	cr_assert_eq(sv_dereg_mr(mr), 0);
+	dev_close(&d);
+	close(fd);
+	free(buf);
+	free(m);
+	return placed;
+}
+
+Test(roce_cm_wire, passive_follows_the_reqs_loss_recovery, .timeout = 60)
+{
+	cr_assert(ooo_write_placed(true), "REQ asked for selective repeat: early packet kept");
+	cr_assert_not(ooo_write_placed(false), "go-back-N: the early packet is dropped");
+}
