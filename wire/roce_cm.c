@@ -48,6 +48,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "wire/ib_cm.h"
 #include "wire/roce.h"
@@ -98,9 +99,23 @@ static uint64_t ms_ns(uint64_t ms)
 	return ms * 1000000u;
 }
 
-static uint32_t rand24(void)
+/* Starting PSNs, communication IDs and transaction IDs differ from one connection, one
+ * context and one process to the next; a library must not draw from (or reseed) the
+ * application's random(), so each context runs its own xorshift64. */
+static uint32_t rnd(struct sv__rctx *rc)
 {
-	return (uint32_t)random() & SV__PSN_MASK;
+	uint64_t x = rc->cm_rand;
+
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	rc->cm_rand = x;
+	return (uint32_t)(x >> 32);
+}
+
+static uint32_t rand24(struct sv__rctx *rc)
+{
+	return rnd(rc) & SV__PSN_MASK;
 }
 
 static void v4mapped(uint8_t gid[16], const struct in_addr *a)
@@ -617,8 +632,11 @@ void sv__roce_cm_init(struct sv__rctx *rc)
 {
 	uv_timer_init(sv__ctx_loop(rc->ctx), &rc->cm_timer);
 	rc->cm_timer.data = rc;
-	rc->gsi_psn = rand24();
-	rc->cm_next_id = (uint32_t)random();
+	rc->cm_rand = sv__now_ns() ^ (uint64_t)getpid() << 32 ^ (uintptr_t)rc;
+	if (!rc->cm_rand)
+		rc->cm_rand = 1;
+	rc->gsi_psn = rand24(rc);
+	rc->cm_next_id = rnd(rc);
 	rc->cm_next_port = CM_EPHEMERAL;
 }
 
@@ -720,7 +738,7 @@ int sv__roce_cm_connect(struct sv_qp *qp, void *cm, const struct sockaddr *dst,
 	ep->gsi.sin_family = AF_INET;
 	ep->gsi.sin_addr = d->sin_addr;
 	ep->gsi.sin_port = htons(rc->dport_default);
-	ep->psn = rand24();
+	ep->psn = rand24(rc);
 	ep->ird = param->ird;
 	ep->ord = param->ord;
 	ep->mtu = sv__qp_attr(qp)->path_mtu;
@@ -728,7 +746,7 @@ int sv__roce_cm_connect(struct sv_qp *qp, void *cm, const struct sockaddr *dst,
 	ep->rnr_retry = CM_RNR_RETRY;
 	attach_qp(ep, qp);
 
-	sv__cm_mad_init(m, SV_CM_ATTR_REQ, (uint64_t)ep->local_id << 32 | (uint32_t)random());
+	sv__cm_mad_init(m, SV_CM_ATTR_REQ, (uint64_t)ep->local_id << 32 | rnd(rc));
 	m->req.local_comm_id = ep->local_id;
 	m->req.service_id = sv__cm_service_id(ntohs(d->sin_port));
 	memcpy(&m->req.local_ca_guid, rc->gid + 8, 8);
@@ -794,7 +812,7 @@ int sv__roce_cm_accept(struct sv__tep *ep, struct sv_qp *qp, const struct sv__co
 		ep->ird = param->ord;
 	ep->ord = ep->ird;
 	ep->ird = param->ird;
-	ep->psn = rand24();
+	ep->psn = rand24(ep->rc);
 	if ((r = qp_to_rtr(ep, ep->remote_qpn, peer_psn)) < 0) {
 		detach_qp(ep);
 		ep->psn = peer_psn;
