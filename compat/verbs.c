@@ -76,6 +76,11 @@ struct svc_mr {
 	struct sv_mr *sv;
 };
 
+struct svc_srq {
+	struct ibv_srq srq;
+	struct sv_srq *sv;
+};
+
 struct svc_ah {
 	struct ibv_ah ah;
 	struct sv_ah *sv;
@@ -335,6 +340,9 @@ static void fill_device_attr(struct svc_context *c, struct ibv_device_attr *out)
 	out->max_qp_init_rd_atom = (int)a.max_qp_init_rd_atom;
 	out->atomic_cap = a.atomic_cap == SV_ATOMIC_GLOB ? IBV_ATOMIC_GLOB :
 			  a.atomic_cap == SV_ATOMIC_HCA ? IBV_ATOMIC_HCA : IBV_ATOMIC_NONE;
+	out->max_srq = (int)a.max_srq;
+	out->max_srq_wr = (int)a.max_srq_wr;
+	out->max_srq_sge = (int)a.max_srq_sge;
 	out->max_pkeys = 1;
 	out->phys_port_cnt = a.phys_port_cnt;
 }
@@ -837,15 +845,24 @@ static int svc_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_r
 	return 0;
 }
 
-/* No SRQ in the sv_ API yet: ibv_create_srq fails, so this is never reached with a
- * real SRQ; it answers like a provider without SRQs. */
 static int svc_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr,
 			     struct ibv_recv_wr **bad)
 {
-	(void)srq;
-	if (bad)
-		*bad = wr;
-	return EOPNOTSUPP;
+	struct sv_srq *ss = container_of(srq, struct svc_srq, srq)->sv;
+
+	for (; wr; wr = wr->next) {
+		struct sv_recv_wr r = { .wr_id = wr->wr_id, .sg_list = (struct sv_sge *)wr->sg_list,
+					.num_sge = wr->num_sge };
+		struct sv_recv_wr *rbad;
+		int rc = svc_errno(sv_post_srq_recv(ss, &r, &rbad));
+
+		if (rc) {
+			if (bad)
+				*bad = wr;
+			return rc;
+		}
+	}
+	return 0;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -1091,8 +1108,8 @@ static struct ibv_qp *create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *ia,
 		errno = EINVAL;
 		return NULL;
 	}
-	if (ia->srq || (ia->qp_type != IBV_QPT_RC && ia->qp_type != IBV_QPT_UD)) {
-		errno = EOPNOTSUPP;	/* no SRQ, UC, XRC or raw QPs in the sv_ API */
+	if (ia->qp_type != IBV_QPT_RC && ia->qp_type != IBV_QPT_UD) {
+		errno = EOPNOTSUPP;	/* no UC, XRC or raw QPs in the sv_ API */
 		return NULL;
 	}
 	if (!(q = calloc(1, sizeof(*q)))) {
@@ -1110,6 +1127,7 @@ static struct ibv_qp *create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *ia,
 	a.cap.max_inline_data = ia->cap.max_inline_data;
 	a.qp_type = ia->qp_type == IBV_QPT_UD ? SV_QPT_UD : SV_QPT_RC;
 	a.sq_sig_all = ia->sq_sig_all;
+	a.srq = ia->srq ? container_of(ia->srq, struct svc_srq, srq)->sv : NULL;
 	if ((rc = sv_create_qp(to_pd(pd)->sv, &a, &q->sv)) < 0) {
 		free(q);
 		errno = -rc;
@@ -1126,6 +1144,7 @@ static struct ibv_qp *create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *ia,
 	q->qpx.qp_base.pd = pd;
 	q->qpx.qp_base.send_cq = ia->send_cq;
 	q->qpx.qp_base.recv_cq = ia->recv_cq;
+	q->qpx.qp_base.srq = ia->srq;
 	q->qpx.qp_base.handle = q->sv->qp_num;
 	q->qpx.qp_base.qp_num = q->sv->qp_num;
 	q->qpx.qp_base.state = IBV_QPS_RESET;
@@ -1295,6 +1314,7 @@ SVC_EXPORT int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *out, int mask
 		init->qp_context = qp->qp_context;
 		init->send_cq = qp->send_cq;
 		init->recv_cq = qp->recv_cq;
+		init->srq = qp->srq;
 		cap_from_sv(&ia.cap, &init->cap);
 		init->qp_type = qp->qp_type;
 		init->sq_sig_all = ia.sq_sig_all;
@@ -1328,37 +1348,89 @@ SVC_EXPORT int ibv_destroy_qp(struct ibv_qp *qp)
 }
 
 /* ---------------------------------------------------------------------------------------
- * What the sv_ API does not have: SRQs and multicast. Each fails the way a provider
- * without the feature does. Then address handles (UD on sv_udp0).
+ * Shared receive queues, then address handles (UD on sv_udp0), then what the sv_ API
+ * does not have: multicast, which fails the way a provider without it does.
  */
 
 SVC_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *attr)
 {
-	(void)pd;
-	(void)attr;
-	errno = EOPNOTSUPP;
-	return NULL;
+	struct sv_srq_init_attr a;
+	struct svc_srq *srq;
+	int rc;
+
+	if (!pd || !attr) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (!(srq = calloc(1, sizeof(*srq)))) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	memset(&a, 0, sizeof(a));
+	a.srq_context = srq;		/* async events lead back to our object */
+	a.attr.max_wr = attr->attr.max_wr;
+	a.attr.max_sge = attr->attr.max_sge;
+	if ((rc = sv_create_srq(to_pd(pd)->sv, &a, &srq->sv)) < 0) {
+		free(srq);
+		errno = -rc;
+		return NULL;
+	}
+	attr->attr.max_wr = a.attr.max_wr;
+	attr->attr.max_sge = a.attr.max_sge;
+	srq->srq.context = pd->context;
+	srq->srq.srq_context = attr->srq_context;
+	srq->srq.pd = pd;
+	pthread_mutex_init(&srq->srq.mutex, NULL);
+	pthread_cond_init(&srq->srq.cond, NULL);
+	return &srq->srq;
 }
 
 SVC_EXPORT int ibv_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr, int mask)
 {
-	(void)srq;
-	(void)attr;
-	(void)mask;
-	return EOPNOTSUPP;
+	struct sv_srq_attr a;
+	int rc;
+
+	if (!srq || !attr || (mask & ~(IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT)))
+		return EINVAL;
+	a.max_wr = attr->max_wr;
+	a.max_sge = attr->max_sge;
+	a.srq_limit = attr->srq_limit;
+	/* IBV_SRQ_MAX_WR and IBV_SRQ_LIMIT are SV_SRQ_MAX_WR and SV_SRQ_LIMIT */
+	if ((rc = sv_modify_srq(container_of(srq, struct svc_srq, srq)->sv, &a, mask)) < 0)
+		return svc_errno(rc);
+	attr->max_wr = a.max_wr;
+	return 0;
 }
 
 SVC_EXPORT int ibv_query_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr)
 {
-	(void)srq;
-	(void)attr;
-	return EOPNOTSUPP;
+	struct sv_srq_attr a;
+	int rc;
+
+	if (!srq || !attr)
+		return EINVAL;
+	if ((rc = sv_query_srq(container_of(srq, struct svc_srq, srq)->sv, &a)) < 0)
+		return svc_errno(rc);
+	attr->max_wr = a.max_wr;
+	attr->max_sge = a.max_sge;
+	attr->srq_limit = a.srq_limit;
+	return 0;
 }
 
-SVC_EXPORT int ibv_destroy_srq(struct ibv_srq *srq)
+SVC_EXPORT int ibv_destroy_srq(struct ibv_srq *ibsrq)
 {
-	(void)srq;
-	return EINVAL;		/* no SRQ can exist */
+	struct svc_srq *srq;
+	int rc;
+
+	if (!ibsrq)
+		return EINVAL;
+	srq = container_of(ibsrq, struct svc_srq, srq);
+	if ((rc = sv_destroy_srq(srq->sv)) < 0)
+		return svc_errno(rc);
+	pthread_cond_destroy(&ibsrq->cond);
+	pthread_mutex_destroy(&ibsrq->mutex);
+	free(srq);
+	return 0;
 }
 
 SVC_EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
@@ -1485,6 +1557,10 @@ SVC_EXPORT int ibv_get_async_event(struct ibv_context *ctx, struct ibv_async_eve
 		ev->element.qp = &((struct svc_qp *)e.element.qp->qp_context)->qpx.qp_base;
 		svc_sync_qp_state(ev->element.qp);
 		break;
+	case SV_EVENT_SRQ_ERR:
+	case SV_EVENT_SRQ_LIMIT_REACHED:
+		ev->element.srq = &((struct svc_srq *)e.element.srq->srq_context)->srq;
+		break;
 	default:
 		ev->element.port_num = e.element.port_num;
 		break;
@@ -1505,6 +1581,10 @@ SVC_EXPORT void ibv_ack_async_event(struct ibv_async_event *ev)
 	else if (ev->event_type <= IBV_EVENT_PATH_MIG_ERR ||
 		 ev->event_type == IBV_EVENT_QP_LAST_WQE_REACHED)
 		e.element.qp = ev->element.qp ? to_qp(ev->element.qp)->sv : NULL;
+	else if (ev->event_type == IBV_EVENT_SRQ_ERR ||
+		 ev->event_type == IBV_EVENT_SRQ_LIMIT_REACHED)
+		e.element.srq = ev->element.srq ?
+				container_of(ev->element.srq, struct svc_srq, srq)->sv : NULL;
 	else
 		e.element.port_num = ev->element.port_num;
 	sv_ack_async_event(&e);

@@ -97,3 +97,59 @@ Test(apps_ibverbs, ibv_ud_pingpong, .timeout = 90)
 	free(so);
 	free(co);
 }
+
+/* svrun --transport udp: the UDP device comes first, so programs without -d take it. */
+Test(apps_ibverbs, svrun_transport_orders_the_devices, .timeout = 60)
+{
+	const char *tcp[] = { "ibv_devices", NULL };
+	const char *udp[] = { "--transport", "udp", "ibv_devices", NULL };
+	char *out;
+
+	apps_require(progs);
+	out = run(tcp);
+	cr_expect(strstr(out, "sv_tcp0") && strstr(out, "sv_udp0") &&
+		  strstr(out, "sv_tcp0") < strstr(out, "sv_udp0"), "%s", out);
+	free(out);
+	out = run(udp);
+	cr_expect(strstr(out, "sv_tcp0") && strstr(out, "sv_udp0") &&
+		  strstr(out, "sv_udp0") < strstr(out, "sv_tcp0"), "%s", out);
+	free(out);
+}
+
+Test(apps_ibverbs, svrun_refuses_an_unknown_transport, .timeout = 60)
+{
+	const char *argv[] = { "--transport", "ib", "ibv_devices", NULL };
+	struct apps_proc p;
+	char *out;
+	int rc;
+
+	apps_require(progs);
+	apps_start(&p, argv);
+	rc = apps_wait(&p, 30000);
+	out = apps_output(&p);
+	cr_expect_eq(rc, 2, "%s", out);
+	cr_expect(strstr(out, "unknown transport 'ib'"), "%s", out);
+	free(out);
+}
+
+/* 16 RC QPs on one SRQ per side, completions told apart by wc.qp_num; -c checks every
+ * received buffer. */
+Test(apps_ibverbs, ibv_srq_pingpong, .timeout = 90)
+{
+	char port[16], *so, *co;
+	const char *srv[] = { "ibv_srq_pingpong", "-d", "sv_udp0", "-g", "0", "-p", port,
+			      "-n", "200", "-c", NULL };
+	const char *cli[] = { "ibv_srq_pingpong", "-d", "sv_udp0", "-g", "0", "-p", port,
+			      "-n", "200", "-c", "127.0.0.1", NULL };
+	int p = apps_free_port();
+
+	apps_require(progs);
+	snprintf(port, sizeof(port), "%d", p);
+	apps_pair(srv, cli, p, 60000, &so, &co);
+	/* 200 iterations of 4096 bytes each way */
+	cr_expect(strstr(so, "1638400 bytes in"), "%s", so);
+	cr_expect(strstr(co, "1638400 bytes in"), "%s", co);
+	cr_expect_eq(apps_count(co, "remote address:"), 16, "%s", co);
+	free(so);
+	free(co);
+}
