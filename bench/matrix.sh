@@ -2,6 +2,7 @@
 # matrix.sh — svperf --loopback for every op, in bw and lat mode, at several sizes.
 #
 #   bench/matrix.sh [--build DIR] [--out FILE] [--iters N | --seconds S] [--sizes "8 4096 ..."]
+#                   [--transport tcp|udp]
 #
 # Atomics run once per mode (they always move 8 bytes). Prints one line per run and
 # writes every JSON result as one array to --out (default /tmp/softverbs-matrix.json).
@@ -12,6 +13,7 @@ build=build
 out=/tmp/softverbs-matrix.json
 count="--iters 2000"
 sizes="8 4096 65536 1048576"
+transport=tcp
 while [ $# -gt 0 ]; do
 	case $1 in
 	--build) build=$2; shift 2 ;;
@@ -19,7 +21,8 @@ while [ $# -gt 0 ]; do
 	--iters) count="--iters $2"; shift 2 ;;
 	--seconds) count="--duration $2"; shift 2 ;;
 	--sizes) sizes=$2; shift 2 ;;
-	-h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+	--transport) transport=$2; shift 2 ;;
+	-h|--help) sed -n '2,10p' "$0"; exit 0 ;;
 	*) echo "matrix.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
@@ -37,7 +40,8 @@ for op in write write-imm read send send-imm atomic-faa atomic-cas; do
 			n=$((n + 1))
 			f="$tmp/$n.json"
 			# shellcheck disable=SC2086 # $count is two words on purpose
-			if ! "$build/svperf" --loopback --json --timeout 120 --op "$op" --mode "$mode" \
+			if ! "$build/svperf" --loopback --json --timeout 120 --transport "$transport" \
+				--op "$op" --mode "$mode" \
 				--size "$size" $count >"$f" 2>"$tmp/$n.err"; then
 				failed=$((failed + 1))
 			fi

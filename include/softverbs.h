@@ -48,8 +48,12 @@ enum sv_transport {
  */
 struct sv_device_opts {
 	enum sv_transport transport;
-	char bind_addr[64];	/* local address used for connections; default "0.0.0.0" */
-	uint16_t port;		/* default listen port when sv_cm_listen() gets port 0; 0 = any */
+	char bind_addr[64];	/* local address used for connections; default "0.0.0.0".
+				 * UDP: unset or "0.0.0.0" binds 127.0.0.1, then 127.0.0.2,
+				 * ... 127.0.0.32 if that port is taken (several processes on
+				 * one host need no configuration); the GID follows. */
+	uint16_t port;		/* default listen port when sv_cm_listen() gets port 0; 0 = any.
+				 * UDP: the device's port, 0 = 4791 (RoCEv2) */
 	int crc;		/* 1 (default): ask for MPA CRC32c; 0: do not ask (the peer may) */
 	int markers;		/* 1: ask the peer to insert MPA markers towards us */
 	uint32_t mulpdu;	/* largest DDP segment payload we send per FPDU (bytes) */

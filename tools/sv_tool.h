@@ -443,9 +443,14 @@ static inline uint8_t cap_u8(uint32_t v)
 	return v > 255 ? 255 : (uint8_t)v;
 }
 
-/* Listens on bind_addr:port (port 0: any free port); *bound gets the port in use. */
+/*
+ * Listens on bind_addr:port (port 0: any free port). *bound gets the port in use and
+ * host (if not NULL, at least INET6_ADDRSTRLEN bytes) an address a client on this host
+ * can connect to: the listener's own, or loopback when it listens on any address. (A UDP
+ * device owns one address of its own, 127.0.0.x, and listens only there.)
+ */
 static inline int ep_listen(struct tool_ep *ep, const char *bind_addr, uint16_t port,
-			    uint16_t *bound)
+			    uint16_t *bound, char *host)
 {
 	struct sockaddr_storage ss;
 	socklen_t len;
@@ -463,6 +468,23 @@ static inline int ep_listen(struct tool_ep *ep, const char *bind_addr, uint16_t 
 	if ((rc = sv_cm_local_addr(ep->listen_id, &ss)) < 0)
 		return report(ep->prog, "sv_cm_local_addr", rc);
 	*bound = sockaddr_port(&ss);
+	if (!host)
+		return 0;
+	if (ss.ss_family == AF_INET6) {
+		const struct in6_addr *a = &((const struct sockaddr_in6 *)&ss)->sin6_addr;
+
+		if (IN6_IS_ADDR_UNSPECIFIED(a))
+			strcpy(host, "::1");
+		else
+			inet_ntop(AF_INET6, a, host, INET6_ADDRSTRLEN);
+	} else {
+		const struct in_addr *a = &((const struct sockaddr_in *)&ss)->sin_addr;
+
+		if (a->s_addr == htonl(INADDR_ANY))
+			strcpy(host, "127.0.0.1");
+		else
+			inet_ntop(AF_INET, a, host, INET6_ADDRSTRLEN);
+	}
 	return 0;
 }
 

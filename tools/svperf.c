@@ -1489,6 +1489,16 @@ static int fail_early(const struct config *c, int rc)
 	return setup_status(rc);
 }
 
+/*
+ * Where the loopback server listens: 127.0.0.1 for TCP. A UDP device owns one address of
+ * its own (127.0.0.x, whichever was free) and listens there or on the any-address, so
+ * listen on any and let ep_listen() say where to connect.
+ */
+static const char *loopback_listen_addr(const struct config *c)
+{
+	return c->transport == SV_TRANSPORT_UDP ? "0.0.0.0" : "127.0.0.1";
+}
+
 struct server_thread {
 	struct perf side;
 	int rc;
@@ -1676,6 +1686,7 @@ int main(int argc, char **argv)
 	struct perf cli;
 	struct server_thread *srv = NULL;
 	pthread_t tid;
+	char host[INET6_ADDRSTRLEN] = "";
 	uint16_t port;
 	int rc, status;
 
@@ -1689,12 +1700,13 @@ int main(int argc, char **argv)
 		struct perf s;
 
 		if ((rc = side_init(&s, &c, 1, PROG)) < 0 ||
-		    (rc = ep_listen(&s.ep, c.bind, c.port, &port)) < 0) {
+		    (rc = ep_listen(&s.ep, c.bind, c.port, &port, host)) < 0) {
 			side_free(&s);
 			return fail_early(&c, rc);
 		}
 		if (!c.json)
-			fprintf(stderr, "%s: listening on %s port %u\n", PROG, c.bind, port);
+			fprintf(stderr, "%s: listening on %s port %u (connect to %s)\n", PROG, c.bind,
+				port, host);
 		rc = run_server(&s);
 		print_report(&s, rc);
 		status = rc < 0 ? 3 : s.ok ? 0 : 1;
@@ -1708,7 +1720,8 @@ int main(int argc, char **argv)
 		if (!srv)
 			return 3;
 		if ((rc = side_init(&srv->side, &c, 1, PROG "[server]")) < 0 ||
-		    (rc = ep_listen(&srv->side.ep, "127.0.0.1", c.port, &port)) < 0) {
+		    (rc = ep_listen(&srv->side.ep, loopback_listen_addr(&c), c.port, &port,
+				     host)) < 0) {
 			side_free(&srv->side);
 			free(srv);
 			return fail_early(&c, rc);
@@ -1728,7 +1741,7 @@ int main(int argc, char **argv)
 		side_free(&cli);
 		return fail_early(&c, rc);
 	}
-	rc = run_client(&cli, c.loopback ? "127.0.0.1" : c.host, port);
+	rc = run_client(&cli, c.loopback ? host : c.host, port);
 	if (rc < 0 && srv) {
 		/* The server thread may be blocked on this run: report and leave without
 		 * tearing down what it still uses. */

@@ -491,6 +491,16 @@ static int run_client(struct ping *p, const char *host, uint16_t port, struct rt
  * Main
  */
 
+/*
+ * Where the loopback server listens: 127.0.0.1 for TCP. A UDP device owns one address of
+ * its own (127.0.0.x, whichever was free) and listens there or on the any-address, so
+ * listen on any and let ep_listen() say where to connect.
+ */
+static const char *loopback_listen_addr(const struct config *c)
+{
+	return c->transport == SV_TRANSPORT_UDP ? "0.0.0.0" : "127.0.0.1";
+}
+
 struct server_thread {
 	struct ping side;
 	int rc;
@@ -635,6 +645,7 @@ int main(int argc, char **argv)
 	struct server_thread *srv = NULL;
 	struct rtt r = { 0 };
 	pthread_t tid;
+	char host[INET6_ADDRSTRLEN] = "";
 	uint16_t port;
 	int rc, ok;
 
@@ -648,9 +659,10 @@ int main(int argc, char **argv)
 		struct ping s;
 
 		if ((rc = side_init(&s, &c, PROG)) < 0 ||
-		    (rc = ep_listen(&s.ep, c.bind, c.port, &port)) < 0)
+		    (rc = ep_listen(&s.ep, c.bind, c.port, &port, host)) < 0)
 			return rc == -EPROTONOSUPPORT || rc == -EOPNOTSUPP ? 2 : 3;
-		fprintf(stderr, "%s: listening on %s port %u\n", PROG, c.bind, port);
+		fprintf(stderr, "%s: listening on %s port %u (connect to %s)\n", PROG, c.bind,
+			port, host);
 		rc = run_server(&s);
 		ok = rc == 0 && s.good == s.rounds;
 		printf("svping server: %llu rounds served, %llu verified%s\n",
@@ -666,7 +678,8 @@ int main(int argc, char **argv)
 		if (!srv)
 			return 3;
 		if ((rc = side_init(&srv->side, &c, PROG "[server]")) < 0 ||
-		    (rc = ep_listen(&srv->side.ep, "127.0.0.1", c.port, &port)) < 0)
+		    (rc = ep_listen(&srv->side.ep, loopback_listen_addr(&c), c.port, &port,
+				     host)) < 0)
 			return rc == -EPROTONOSUPPORT || rc == -EOPNOTSUPP ? 2 : 3;
 		if ((rc = pthread_create(&tid, NULL, server_main, srv)) != 0) {
 			fprintf(stderr, "%s: pthread_create: %s\n", PROG, strerror(rc));
@@ -675,7 +688,7 @@ int main(int argc, char **argv)
 	}
 	if ((rc = side_init(&cli, &c, PROG)) < 0)
 		return rc == -EPROTONOSUPPORT || rc == -EOPNOTSUPP ? 2 : 3;
-	rc = run_client(&cli, c.loopback ? "127.0.0.1" : c.host, port, &r);
+	rc = run_client(&cli, c.loopback ? host : c.host, port, &r);
 	if (rc < 0 && srv) {
 		/* The server thread may be blocked on this run: report and leave. */
 		fprintf(stderr, "%s: failed after %llu rounds: %s\n", PROG,

@@ -193,6 +193,7 @@ struct sv__iwqp {
 	bool shut_done;
 	uint64_t poll_ns;		/* last time poll() ran the RX engine (app thread) */
 	unsigned poll_streak;		/* polls in a row, each within SPIN_GAP of the last */
+	bool rx_again;			/* an RX pass ran out of budget: the loop owes another */
 	/* TX */
 	uint64_t tx_off;		/* stream offset (markers) */
 	uint64_t seq;			/* WQEs taken so far */

@@ -1039,7 +1039,20 @@ static void timer_cb(uv_timer_t *t)
 
 static void defer_cb(uv_timer_t *t)
 {
-	ep_update(t->data);
+	struct sv__tep *ep = t->data;
+	bool again = false;
+
+	/* A pass that ran out of budget left FPDUs in the staging buffer (rx_again):
+	 * continue it here, since the socket will not report them readable again. */
+	if (ep->state == EP_UP && ep->qp) {
+		sv__qp_lock(ep->qp);
+		again = ep->iq->rx_again;
+		sv__qp_unlock(ep->qp);
+	}
+	if (again)
+		data_io(ep, UV_READABLE);
+	else
+		ep_update(ep);
 }
 
 /* ---------------------------------------------------------------------------------------

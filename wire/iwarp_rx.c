@@ -860,6 +860,7 @@ int sv__iw_rx_progress(struct sv__iwqp *iq, int budget)
 	int frames = 0, progress = 0;
 	unsigned orq_before = iq->orq_get, irq_before = iq->irq_put;
 
+	iq->rx_again = false;
 	if (!iq->up || iq->err || iq->fd < 0 || iq->ev_eof || iq->ev_lost)
 		return 0;
 	while (frames < budget) {
@@ -878,6 +879,13 @@ int sv__iw_rx_progress(struct sv__iwqp *iq, int budget)
 		frames++;
 		if (iq->ev_established)
 			break;
+	}
+	/* FPDUs already read ahead into the staging buffer raise no socket event, so a pass
+	 * that stops on its budget must ask the loop for the next one; otherwise a Read
+	 * Request staged behind a large Write waits until the peer sends something else. */
+	if (frames >= budget) {
+		iq->rx_again = true;
+		sv__qp_kick(iq->qp);
 	}
 	/* Completed READs/atomics free ORD slots; new requests want responses. */
 	if (!iq->err && (iq->orq_get != orq_before || iq->irq_put != irq_before))

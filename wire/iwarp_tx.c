@@ -5,9 +5,9 @@
  * cut into DDP segments of at most mulpdu payload bytes (RFC 5041), each segment framed
  * as one MPA FPDU (RFC 5044): 2-byte ULPDU_Length, headers, payload, PAD to a 4-byte
  * multiple, CRC32c (or zero when CRC was not negotiated) and, if the peer asked for
- * them, a marker every 512 stream bytes. Headers and trailers are built in a per-QP batch buffer; payload
- * goes to writev straight from registered memory, so there is no staging copy. One
- * sendmsg carries up to SV__IW_TX_FPDU FPDUs; a partial write leaves a cursor that the
+ * them, a marker every 512 stream bytes. Headers and trailers are built in a per-QP
+ * batch buffer; payload goes to writev straight from registered memory, so there is no
+ * staging copy. One sendmsg carries up to SV__IW_TX_FPDU FPDUs; a partial write leaves a cursor that the
  * next call (the poster's thread or the loop when the socket turns writable) resumes.
  *
  * Order at each FPDU boundary: a pending Terminate (then nothing more), the RTR FPDU,

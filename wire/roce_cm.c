@@ -48,13 +48,15 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "wire/ib_cm.h"
 #include "wire/roce.h"
 
 #define CM_RETRY_MS 250
+#define CM_RESPONSE_TIMEOUT 16		/* what the REQ announces: 4.096 us * 2^16 = 268 ms */
 #define CM_TRIES 5
-#define CM_MRA_WAIT_MS 4000		/* after an MRA: the application is deciding */
+#define CM_MRA_SERVICE_TIMEOUT 20	/* 4.096 us * 2^20 = 4.3 s to decide, per MRA */
 #define CM_ACK_TIMEOUT 14		/* 4.096 us * 2^14 = 67 ms */
 #define CM_RETRY_CNT 7
 #define CM_RNR_RETRY 7
@@ -98,9 +100,23 @@ static uint64_t ms_ns(uint64_t ms)
 	return ms * 1000000u;
 }
 
-static uint32_t rand24(void)
+/* Starting PSNs, communication IDs and transaction IDs differ from one connection, one
+ * context and one process to the next; a library must not draw from (or reseed) the
+ * application's random(), so each context runs its own xorshift64. */
+static uint32_t rnd(struct sv__rctx *rc)
 {
-	return (uint32_t)random() & SV__PSN_MASK;
+	uint64_t x = rc->cm_rand;
+
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	rc->cm_rand = x;
+	return (uint32_t)(x >> 32);
+}
+
+static uint32_t rand24(struct sv__rctx *rc)
+{
+	return rnd(rc) & SV__PSN_MASK;
 }
 
 static void v4mapped(uint8_t gid[16], const struct in_addr *a)
@@ -342,7 +358,7 @@ static void rx_req(struct sv__rctx *rc, const struct sockaddr_in *src, const str
 				a.mra.local_comm_id = e->local_id;
 				a.mra.remote_comm_id = e->remote_id;
 				a.mra.msg_mraed = SV_CM_MSG_REQ;
-				a.mra.service_timeout = 20;
+				a.mra.service_timeout = CM_MRA_SERVICE_TIMEOUT;
 				if (sv__cm_encode(buf, sizeof(buf), &a) == SV_MAD_LEN)
 					(void)mad_send(rc, src, buf);
 			} else if (e->state == EP_REP_SENT) {
@@ -493,11 +509,15 @@ static void rx_rej(struct sv__rctx *rc, const struct sv_cm_msg *m)
 static void rx_mra(struct sv__rctx *rc, const struct sv_cm_msg *m)
 {
 	struct sv__tep *ep = find_by_local(rc, m->mra.remote_comm_id);
+	uint64_t wait_ns;
 
 	if (!ep || ep->state != EP_REQ_SENT)
 		return;
+	/* IBA 12.6.6: the sender of the MRA needs service timeout (4.096 us * 2^t) more,
+	 * on top of our usual wait; capped at 2^24 (69 s) so a broken peer cannot park us. */
+	wait_ns = 4096ull << (m->mra.service_timeout > 24 ? 24 : m->mra.service_timeout);
 	ep->tries = 1;
-	ep->deadline_ns = sv__now_ns() + ms_ns(CM_MRA_WAIT_MS);
+	ep->deadline_ns = sv__now_ns() + wait_ns + ms_ns(CM_RETRY_MS);
 }
 
 static void rx_dreq(struct sv__rctx *rc, const struct sockaddr_in *src,
@@ -617,8 +637,11 @@ void sv__roce_cm_init(struct sv__rctx *rc)
 {
 	uv_timer_init(sv__ctx_loop(rc->ctx), &rc->cm_timer);
 	rc->cm_timer.data = rc;
-	rc->gsi_psn = rand24();
-	rc->cm_next_id = (uint32_t)random();
+	rc->cm_rand = sv__now_ns() ^ (uint64_t)getpid() << 32 ^ (uintptr_t)rc;
+	if (!rc->cm_rand)
+		rc->cm_rand = 1;
+	rc->gsi_psn = rand24(rc);
+	rc->cm_next_id = rnd(rc);
 	rc->cm_next_port = CM_EPHEMERAL;
 }
 
@@ -720,7 +743,7 @@ int sv__roce_cm_connect(struct sv_qp *qp, void *cm, const struct sockaddr *dst,
 	ep->gsi.sin_family = AF_INET;
 	ep->gsi.sin_addr = d->sin_addr;
 	ep->gsi.sin_port = htons(rc->dport_default);
-	ep->psn = rand24();
+	ep->psn = rand24(rc);
 	ep->ird = param->ird;
 	ep->ord = param->ord;
 	ep->mtu = sv__qp_attr(qp)->path_mtu;
@@ -728,17 +751,17 @@ int sv__roce_cm_connect(struct sv_qp *qp, void *cm, const struct sockaddr *dst,
 	ep->rnr_retry = CM_RNR_RETRY;
 	attach_qp(ep, qp);
 
-	sv__cm_mad_init(m, SV_CM_ATTR_REQ, (uint64_t)ep->local_id << 32 | (uint32_t)random());
+	sv__cm_mad_init(m, SV_CM_ATTR_REQ, (uint64_t)ep->local_id << 32 | rnd(rc));
 	m->req.local_comm_id = ep->local_id;
 	m->req.service_id = sv__cm_service_id(ntohs(d->sin_port));
 	memcpy(&m->req.local_ca_guid, rc->gid + 8, 8);
 	m->req.local_qpn = qp->qp_num;
 	m->req.responder_resources = (uint8_t)ep->ird;
 	m->req.initiator_depth = (uint8_t)ep->ord;
-	m->req.remote_cm_response_timeout = 20;
+	m->req.remote_cm_response_timeout = CM_RESPONSE_TIMEOUT;
 	m->req.transport = SV_CM_TRANSPORT_RC;
 	m->req.starting_psn = ep->psn;
-	m->req.local_cm_response_timeout = 20;
+	m->req.local_cm_response_timeout = CM_RESPONSE_TIMEOUT;
 	m->req.retry_count = ep->retry_cnt;
 	m->req.pkey = SV__PKEY_DEFAULT;
 	m->req.path_mtu = ep->mtu;
@@ -775,8 +798,9 @@ err:
 
 int sv__roce_cm_accept(struct sv__tep *ep, struct sv_qp *qp, const struct sv__conn_param *param)
 {
-	struct sv_cm_msg *m;
+	uint16_t peer_rr = ep->ird, peer_id = ep->ord;
 	uint32_t peer_psn = ep->psn;
+	struct sv_cm_msg *m;
 	int r;
 
 	if (ep->state != EP_REQ_RCVD)
@@ -794,10 +818,13 @@ int sv__roce_cm_accept(struct sv__tep *ep, struct sv_qp *qp, const struct sv__co
 		ep->ird = param->ord;
 	ep->ord = ep->ird;
 	ep->ird = param->ird;
-	ep->psn = rand24();
+	ep->psn = rand24(ep->rc);
 	if ((r = qp_to_rtr(ep, ep->remote_qpn, peer_psn)) < 0) {
+		/* Undecided again: the application may reject, or accept with another QP. */
 		detach_qp(ep);
 		ep->psn = peer_psn;
+		ep->ird = peer_rr;
+		ep->ord = peer_id;
 		goto out;
 	}
 	sv__cm_mad_init(m, SV_CM_ATTR_REP, (uint64_t)ep->remote_id << 32 | ep->local_id);

@@ -181,10 +181,10 @@ static struct sv_wc poll_one(struct side *s)
 static void post_send(struct side *s, struct sv_send_wr *wr)
 {
 	struct sv_send_wr *bad;
-
 	int rc = sv_post_send(s->qp, wr, &bad);
 
-	cr_assert_eq(rc, 0, "post_send wr %llu: %s", (unsigned long long)wr->wr_id, sv_strerror(rc));
+	cr_assert_eq(rc, 0, "post_send wr %llu: %s", (unsigned long long)wr->wr_id,
+		     sv_strerror(rc));
 }
 
 static void fill(uint8_t *p, size_t n, unsigned seed)
@@ -483,6 +483,7 @@ Test(iwarp_smoke, qps_reconnect_after_reset, .fini = teardown, .timeout = 60)
 		struct sockaddr_in a = { .sin_family = AF_INET };
 		struct sockaddr_storage bound;
 		struct sv_cm_event *ev;
+		int rc;
 
 		inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
 		cr_assert_eq(sv_cm_create_id(srv.ch, srv.ctx, NULL, &listener), 0);
@@ -490,8 +491,7 @@ Test(iwarp_smoke, qps_reconnect_after_reset, .fini = teardown, .timeout = 60)
 		cr_assert_eq(sv_cm_local_addr(listener, &bound), 0);
 		a.sin_port = ((struct sockaddr_in *)&bound)->sin_port;
 		cr_assert_eq(sv_cm_create_id(cli.ch, cli.ctx, NULL, &cli.id), 0);
-		int rc = sv_cm_connect(cli.id, cli.qp, (struct sockaddr *)&a, NULL);
-
+		rc = sv_cm_connect(cli.id, cli.qp, (struct sockaddr *)&a, NULL);
 		cr_assert_eq(rc, 0, "%s", sv_strerror(rc));
 		ev = wait_event(srv.ch, SV_CM_EVENT_CONNECT_REQUEST);
 		srv.id = ev->id;

@@ -2,8 +2,9 @@
  * test_roce_cm.c — the connection manager on the UDP transport (IB CM MADs on QP1):
  * connect/accept with private data both ways, reject with private data, a service nobody
  * listens on (REJECTED), an address nobody answers (UNREACHABLE), disconnect from either
- * side (both DISCONNECTED, receives flushed), and every RC opcode over the QPs the CM
- * connected.
+ * side (both DISCONNECTED, receives flushed), a slow accept covered by MRAs, every RC
+ * opcode over the QPs the CM connected, and a selective-repeat requester with a
+ * go-back-N-configured passive device under loss.
  *
  * Both devices use the same free UDP port, each on its own loopback address (the
  * transport's 127.0.0.x fallback), since the CM finds a peer's QP1 at IP:<our port>.
@@ -423,4 +424,29 @@ Test(roce_cm_mixed, passive_follows_the_requesters_loss_recovery)
 		cr_assert_eq(memcmp(a.buf + n, b.buf, n), 0, "round %d: READ data", r);
 	}
 	teardown();
+}
+
+/* The application takes longer to accept than the REQ's retransmission budget (5 x
+ * 250 ms): the repeated REQs are answered with MRAs, so the active side keeps waiting
+ * and the connection is established when the accept comes. */
+Test(roce_cm, slow_accept_is_covered_by_mra)
+{
+	struct sockaddr_in dst = listen_b();
+	struct sv_cm_event *ev;
+
+	connect_a(&dst, "patience");
+	ev = next_event(&b, SV_CM_EVENT_CONNECT_REQUEST, WAIT_MS);
+	b.conn = ev->id;
+	cr_assert_eq(sv_cm_ack_event(ev), 0);
+	usleep(2000 * 1000);
+	{
+		struct pollfd p = { .fd = sv_cm_channel_fd(a.ch), .events = POLLIN };
+
+		cr_assert_eq(poll(&p, 1, 0), 0, "the active side gave up");
+	}
+	cr_assert_eq(sv_cm_accept(b.conn, b.qp, NULL), 0);
+	ev = next_event(&a, SV_CM_EVENT_ESTABLISHED, WAIT_MS);
+	cr_assert_eq(sv_cm_ack_event(ev), 0);
+	ev = next_event(&b, SV_CM_EVENT_ESTABLISHED, WAIT_MS);
+	cr_assert_eq(sv_cm_ack_event(ev), 0);
 }

@@ -3,7 +3,8 @@
  * the REQ a device sends is checked byte by byte (BTH/DETH to QP1 with the GSI Q_Key,
  * its ICRC, the CM fields decoded by the shared codec, the rdma_cm IP header with the
  * selective-repeat bit), and a REJ built here by hand comes back to the application as
- * REJECTED with its private data.
+ * REJECTED with its private data; an unanswered REQ is sent again as the same
+ * transaction. The passive side follows the loss recovery mode the REQ asks for.
  */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
@@ -162,7 +163,9 @@ static void send_rej(int fd, const struct sockaddr_in *fake, const struct sockad
 		     (ssize_t)sizeof(pkt));
 }
 
-Test(roce_cm_wire, req_fields_and_a_foreign_rej, .timeout = 30)
+TestSuite(roce_cm_wire, .timeout = 60);
+
+Test(roce_cm_wire, req_fields_and_a_foreign_rej)
 {
 	static const int one = 1, pmtu = IP_PMTUDISC_DO;
 	struct sockaddr_in fake = { .sin_family = AF_INET };
@@ -184,6 +187,20 @@ Test(roce_cm_wire, req_fields_and_a_foreign_rej, .timeout = 30)
 
 	dev_open(&sr, port, SV_RETX_SR);
 	get_req(&sr, fd, &fake, true, m, &from);
+	/* Unanswered, the REQ comes again, the same transaction, within the retry time. */
+	{
+		struct pollfd rf = { .fd = fd, .events = POLLIN };
+		uint8_t again[512];
+		uint64_t tid = m->mad.tid;
+		uint32_t id = m->req.local_comm_id;
+
+		cr_assert_eq(poll(&rf, 1, 1000), 1, "REQ not retransmitted");
+		cr_assert_eq(recv(fd, again, sizeof(again), 0), 12 + 8 + SV_MAD_LEN + 4);
+		cr_assert_eq(sv__cm_decode(m, again + 20, SV_MAD_LEN), SV_MAD_LEN);
+		cr_assert_eq(m->mad.attr_id, SV_CM_ATTR_REQ);
+		cr_assert_eq(m->mad.tid, tid);
+		cr_assert_eq(m->req.local_comm_id, id);
+	}
 	send_rej(fd, &fake, &from, m);
 	pf.fd = sv_cm_channel_fd(sr.ch);
 	cr_assert_eq(poll(&pf, 1, WAIT_MS), 1, "no REJECTED");
@@ -361,7 +378,7 @@ static bool ooo_write_placed(bool req_sr)
 	return placed;
 }
 
-Test(roce_cm_wire, passive_follows_the_reqs_loss_recovery, .timeout = 60)
+Test(roce_cm_wire, passive_follows_the_reqs_loss_recovery)
 {
 	cr_assert(ooo_write_placed(true), "REQ asked for selective repeat: early packet kept");
 	cr_assert_not(ooo_write_placed(false), "go-back-N: the early packet is dropped");

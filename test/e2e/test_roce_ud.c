@@ -262,7 +262,9 @@ Test(roce_ud, state_table_wants_a_qkey)
 	cr_assert_eq(sv_destroy_qp(qp), 0);
 }
 
-Test(roce_ud_tcp, ud_needs_the_udp_transport, .timeout = 10)
+TestSuite(roce_ud_tcp, .timeout = 10);
+
+Test(roce_ud_tcp, ud_needs_the_udp_transport)
 {
 	struct sv_device_opts o;
 	struct sv_context *ctx;

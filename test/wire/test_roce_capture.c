@@ -1,19 +1,23 @@
 /*
  * test_roce_capture.c — wire conformance of the UDP transport, judged by code that did not
- * produce the packets: dumpcap captures a loopback session between two UDP-transport device
- * contexts (path MTU 256, so messages span FIRST/MIDDLE/LAST packets) that uses every RC
- * opcode the verbs API can produce, and then, for every datagram of the session:
- *  - the shared codec (wire/ib_hdr.h) decodes it, P_Key is the default, the destination
- *    QP is the receiver's, and its payload obeys the opcode's PMTU rule;
+ * produce the packets. dumpcap captures loopback sessions between two UDP-transport device
+ * contexts, and then, for every datagram of a session:
+ *  - the shared codec (wire/ib_hdr.h) decodes it, P_Key is the default, pad bytes are
+ *    zero and the payload obeys the opcode's PMTU rule;
  *  - the shared ICRC code (crypto/icrc.h) recomputed over the captured IPv4 and UDP
  *    headers (their real identification and DF bit) matches the trailer, and the IPv4
  *    identification is 0 with DF set, which is what lets a sender know its ICRC
  *    (shared/spec/roce.md section 9);
- *  - tshark, told that the two ports carry InfiniBand (RoCEv2), decodes the same opcodes
- *    in the same order with no malformed frame and no expert error.
- * The opcodes seen must cover SEND FIRST/MIDDLE/LAST/ONLY (with immediate too), RDMA WRITE
- * FIRST/MIDDLE/LAST/ONLY (with immediate too), READ request and all four responses, both
- * atomics, ATOMIC_ACKNOWLEDGE and ACKNOWLEDGE.
+ *  - a datagram to QP1 is a UD SEND_ONLY from QP1 with the GSI Q_Key carrying a CM MAD
+ *    that wire/ib_cm.h decodes;
+ *  - tshark, told that the session's ports carry InfiniBand (RoCEv2), decodes the same
+ *    packets (opcodes, QPs, MAD attributes and CM fields) with no malformed frame and no
+ *    expert error.
+ * Session 1 (out-of-band setup, path MTU 256 so messages span FIRST/MIDDLE/LAST) uses every
+ * RC opcode the verbs API can produce. Session 2 connects through the CM (REQ, REP, RTU),
+ * is refused once (REJ), sends UD datagrams with and without immediate data, and
+ * disconnects (DREQ, DREP); the CM fields are checked against the QPs and GIDs they
+ * describe.
  *
  * Skipped only when tshark/dumpcap are not installed. Capturing on lo needs root or
  * dumpcap's capabilities.
@@ -21,6 +25,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +41,7 @@
 #include "crypto/icrc.h"
 #include "softverbs.h"
 #include "wire/byteorder.h"
+#include "wire/ib_cm.h"
 #include "wire/ib_hdr.h"
 
 #define BUF_LEN 65536
@@ -358,15 +364,25 @@ static void stop_capture(pid_t pid)
  * Our own reading of the capture.
  */
 
-struct seen {
-	unsigned n;			/* session datagrams */
-	uint8_t opcode[MAX_PKTS];	/* in capture order */
-	unsigned count[256];
+/* What we keep of one session datagram (the capture buffer is reused). */
+struct dgram {
+	struct sv_bth bth;
+	struct sv_deth deth;
+	size_t payload_len;
+	bool mad;			/* to QP1: cm holds the decoded MAD */
+	struct sv_cm_msg cm;
 };
 
-/* Checks one IPv4 datagram (ip[0..len)) of the session; a and b give ports and QPNs. */
-static void check_datagram(const uint8_t *ip, size_t len, const struct side *a,
-			   const struct side *b, struct seen *s)
+struct seen {
+	uint16_t p1, p2;		/* session datagrams go between these ports */
+	uint32_t pmtu;			/* payload rule of the RC opcodes */
+	unsigned n;
+	struct dgram d[MAX_PKTS];
+	unsigned count[256];		/* by opcode */
+};
+
+/* Checks one IPv4 datagram (ip[0..len)) and records it when it belongs to the session. */
+static void check_datagram(const uint8_t *ip, size_t len, struct seen *s)
 {
 	struct sockaddr_in src = { .sin_family = AF_INET }, dst = { .sin_family = AF_INET };
 	const struct sv_ib_opinfo *oi;
@@ -375,7 +391,7 @@ static void check_datagram(const uint8_t *ip, size_t len, const struct side *a,
 	const uint8_t *udp, *ib;
 	size_t ihl, ib_len;
 	uint16_t sport, dport;
-	const struct side *to;
+	struct dgram *d;
 	int rc;
 
 	cr_assert_geq(len, 20);
@@ -386,24 +402,23 @@ static void check_datagram(const uint8_t *ip, size_t len, const struct side *a,
 	udp = ip + ihl;
 	sport = sv__get_be16(udp);
 	dport = sv__get_be16(udp + 2);
-	if (!((sport == a->port && dport == b->port) || (sport == b->port && dport == a->port)))
+	if ((sport != s->p1 && sport != s->p2) || (dport != s->p1 && dport != s->p2))
 		return;				/* the sentinel */
-	to = dport == a->port ? a : b;
 	cr_assert_eq(sv__get_be16(ip + 2), len, "IPv4 total length");
 	cr_assert_eq(sv__get_be16(udp + 4), len - ihl, "UDP length");
 	ib = udp + 8;
 	ib_len = len - ihl - 8;
 
 	cr_assert_lt(s->n, MAX_PKTS);
+	d = &s->d[s->n];
 	rc = sv__ib_pkt_decode(&pkt, ib, ib_len);
 	cr_assert_geq(rc, 0, "datagram %u (%zu bytes, opcode 0x%02x): decode %d", s->n, ib_len,
 		      ib_len ? ib[0] : 0, rc);
 	oi = sv__ib_opinfo(pkt.bth.opcode);
 	cr_assert_eq(pkt.bth.pkey, SV_PKEY_DEFAULT, "datagram %u", s->n);
-	cr_assert_eq(pkt.bth.dest_qp, to->qp->qp_num, "datagram %u (%s)", s->n, oi->name);
-	cr_assert_eq(sv__ib_payload_check(oi, pkt.payload_len, PMTU_BYTES), 0,
+	cr_assert_eq(sv__ib_payload_check(oi, pkt.payload_len, s->pmtu), 0,
 		     "datagram %u: %s with %zu payload bytes at PMTU %u", s->n, oi->name,
-		     pkt.payload_len, PMTU_BYTES);
+		     pkt.payload_len, s->pmtu);
 	for (unsigned i = 0; i < pkt.bth.pad; i++)
 		cr_assert_eq(pkt.payload[pkt.payload_len + i], 0, "pad byte not zero");
 
@@ -421,14 +436,26 @@ static void check_datagram(const uint8_t *ip, size_t len, const struct side *a,
 	cr_assert_eq(v4.id, 0, "datagram %u: IPv4 identification %u", s->n, v4.id);
 	cr_assert(v4.df, "datagram %u: DF not set", s->n);
 
-	s->opcode[s->n++] = pkt.bth.opcode;
+	d->bth = pkt.bth;
+	d->deth = pkt.deth;
+	d->payload_len = pkt.payload_len;
+	d->mad = pkt.bth.dest_qp == SV_GSI_QPN;
+	if (d->mad) {
+		/* IBA 13.5: GSI traffic is UD from QP1 with the well-known Q_Key. */
+		cr_assert_eq(pkt.bth.opcode, SV_IB_UD | SV_IB_OP_SEND_ONLY, "datagram %u", s->n);
+		cr_assert_eq(pkt.deth.src_qp, SV_GSI_QPN, "datagram %u", s->n);
+		cr_assert_eq(pkt.deth.qkey, SV_QP1_QKEY, "datagram %u", s->n);
+		cr_assert_eq(pkt.payload_len, SV_MAD_LEN, "datagram %u", s->n);
+		rc = sv__cm_decode(&d->cm, pkt.payload, pkt.payload_len);
+		cr_assert_eq(rc, SV_MAD_LEN, "datagram %u: CM MAD decode %d", s->n, rc);
+	}
+	s->n++;
 	s->count[pkt.bth.opcode]++;
 }
 
 /* Classic pcap (either timestamp precision), link type Ethernet: what dumpcap -P writes
  * for lo. */
-static void read_capture(const char *path, const struct side *a, const struct side *b,
-			 struct seen *s)
+static void read_capture(const char *path, struct seen *s)
 {
 	FILE *f = fopen(path, "rb");
 	uint8_t gh[24], rh[16];
@@ -450,7 +477,7 @@ static void read_capture(const char *path, const struct side *a, const struct si
 		cr_assert_geq(caplen, 14);
 		if (sv__get_be16(rec + 12) != 0x0800)
 			continue;
-		check_datagram(rec + 14, caplen - 14, a, b, s);
+		check_datagram(rec + 14, caplen - 14, s);
 	}
 	fclose(f);
 }
@@ -492,18 +519,97 @@ static char *run_tshark(const char *args)
 	return out;
 }
 
-Test(wire_roce, capture_decodes_and_icrc_checks, .timeout = 180)
+/* Column col of one tab-separated tshark line ("" when the field is absent). */
+static void column(const char *line, size_t col, char *out, size_t cap)
+{
+	size_t n;
+
+	for (; col > 0; col--) {
+		line = strpbrk(line, "\t\n");
+		cr_assert(line != NULL && *line == '\t', "tshark line has too few columns");
+		line++;
+	}
+	n = strcspn(line, "\t\n");
+	cr_assert_lt(n, cap);
+	memcpy(out, line, n);
+	out[n] = '\0';
+}
+
+/* A tshark field equals v (numbers in any base tshark prints), or is absent when !present. */
+static void same(const char *got, bool present, unsigned long v, unsigned k, const char *what)
+{
+	if (!present) {
+		cr_assert_str_empty(got, "datagram %u: tshark shows %s '%s'", k, what, got);
+		return;
+	}
+	cr_assert_str_not_empty(got, "datagram %u: tshark shows no %s", k, what);
+	cr_assert_eq(strtoul(got, NULL, 0), v, "datagram %u: tshark %s '%s', ours 0x%lx", k,
+		     what, got, v);
+}
+
+/* tshark on the session's datagrams (ports p1/p2 decoded as InfiniBand): nothing malformed,
+ * no expert error, and datagram by datagram the opcode, destination QP, DETH source QP, MAD
+ * attribute and the CM QPN fields we decoded ourselves. */
+static void tshark_agrees(const char *path, const struct seen *s)
+{
+	char args[1024], dec[128], col[64];
+	char *out, *line;
+	unsigned k = 0;
+
+	snprintf(dec, sizeof(dec), "-d udp.port==%u,infiniband -d udp.port==%u,infiniband",
+		 s->p1, s->p2);
+	snprintf(args, sizeof(args), "-r %s %s -Y '(udp.port == %u || udp.port == %u) && "
+		 "(_ws.malformed || _ws.expert.severity >= \"Error\")' -T fields "
+		 "-e frame.number -e _ws.malformed -e _ws.expert.message",
+		 path, dec, s->p1, s->p2);
+	out = run_tshark(args);
+	cr_assert_str_empty(out, "frames with errors (frame, malformed, message):\n%s", out);
+	free(out);
+
+	snprintf(args, sizeof(args), "-r %s %s -Y 'udp.port == %u || udp.port == %u' "
+		 "-T fields -E separator=/t -E occurrence=f -e infiniband.bth.opcode "
+		 "-e infiniband.bth.destqp -e infiniband.deth.srcqp "
+		 "-e infiniband.mad.attributeid -e infiniband.cm.req.localqpn "
+		 "-e infiniband.cm.rep.localqpn -e infiniband.cm.req.remoteqpneecn",
+		 path, dec, s->p1, s->p2);
+	out = run_tshark(args);
+	for (line = out; *line != '\0'; line = strchr(line, '\n') + 1, k++) {
+		const struct dgram *d = &s->d[k];
+		uint16_t attr = d->mad ? d->cm.mad.attr_id : 0;
+
+		cr_assert_not_null(strchr(line, '\n'));
+		cr_assert_lt(k, s->n, "tshark shows more datagrams than we read");
+		column(line, 0, col, sizeof(col));
+		same(col, true, d->bth.opcode, k, "opcode");
+		column(line, 1, col, sizeof(col));
+		same(col, true, d->bth.dest_qp, k, "destination QP");
+		column(line, 2, col, sizeof(col));
+		same(col, sv__ib_opinfo(d->bth.opcode)->hdrs & SV_IB_HDR_DETH, d->deth.src_qp, k,
+		     "DETH source QP");
+		column(line, 3, col, sizeof(col));
+		same(col, d->mad, attr, k, "MAD attribute");
+		column(line, 4, col, sizeof(col));
+		same(col, attr == SV_CM_ATTR_REQ, d->cm.req.local_qpn, k, "REQ local QPN");
+		column(line, 5, col, sizeof(col));
+		same(col, attr == SV_CM_ATTR_REP, d->cm.rep.local_qpn, k, "REP local QPN");
+		column(line, 6, col, sizeof(col));
+		same(col, attr == SV_CM_ATTR_DREQ, d->cm.dreq.remote_qpn, k, "DREQ remote QPN");
+	}
+	cr_assert_eq(k, s->n, "tshark decoded %u datagrams as InfiniBand, we read %u", k, s->n);
+	free(out);
+}
+
+static struct seen seen;
+
+Test(wire_roce, rc_session_every_opcode, .timeout = 180)
 {
 	static const uint8_t need[] = {
 		0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0a, 0x0b, 0x0c,
 		0x0d, 0x0e, 0x0f, 0x10, 0x11, 0x12, 0x13, 0x14,
 	};
 	char dir[] = "/tmp/sv-roce-cap-XXXXXX";
-	char path[128], log[128], args[512];
+	char path[128], log[128];
 	struct side a, b;
-	static struct seen s;
-	unsigned k = 0;
-	char *out, *line, *save = NULL;
 	pid_t cap;
 
 	if (!have_program("tshark") || !have_program("dumpcap"))
@@ -521,39 +627,356 @@ Test(wire_roce, capture_decodes_and_icrc_checks, .timeout = 180)
 	run_session(&a, &b);
 	stop_capture(cap);
 
-	read_capture(path, &a, &b, &s);
-	cr_assert_gt(s.n, 20, "only %u session datagrams captured", s.n);
-	for (size_t i = 0; i < sizeof(need); i++)
-		cr_assert_gt(s.count[need[i]], 0, "%s never seen in the capture",
-			     sv__ib_opinfo(need[i])->name);
+	seen.p1 = a.port;
+	seen.p2 = b.port;
+	seen.pmtu = PMTU_BYTES;
+	read_capture(path, &seen);
+	cr_assert_gt(seen.n, 20, "only %u session datagrams captured", seen.n);
+	for (unsigned k = 0; k < seen.n; k++) {
+		const struct sv_bth *h = &seen.d[k].bth;
 
-	/* tshark: no malformed frame, no expert error among the session's datagrams. */
-	snprintf(args, sizeof(args),
-		 "-r %s -d udp.port==%u,infiniband -d udp.port==%u,infiniband "
-		 "-Y '(udp.port == %u || udp.port == %u) && "
-		 "(_ws.malformed || _ws.expert.severity >= \"Error\")' "
-		 "-T fields -e frame.number -e _ws.expert.message",
-		 path, a.port, b.port, a.port, b.port);
-	out = run_tshark(args);
-	cr_assert_str_empty(out, "frames with errors (frame, message):\n%s", out);
-	free(out);
-
-	/* tshark: the same opcodes, in the same order. */
-	snprintf(args, sizeof(args),
-		 "-r %s -d udp.port==%u,infiniband -d udp.port==%u,infiniband "
-		 "-Y 'udp.port == %u || udp.port == %u' -T fields -e infiniband.bth.opcode",
-		 path, a.port, b.port, a.port, b.port);
-	out = run_tshark(args);
-	for (line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save), k++) {
-		cr_assert_lt(k, s.n, "tshark shows more datagrams than we read");
-		cr_assert_eq(strtoul(line, NULL, 0), s.opcode[k],
-			     "datagram %u: tshark opcode '%s', ours 0x%02x", k, line, s.opcode[k]);
+		/* Each datagram goes to the QP at the other end. */
+		cr_assert(h->dest_qp == a.qp->qp_num || h->dest_qp == b.qp->qp_num,
+			  "datagram %u to QP 0x%x", k, h->dest_qp);
 	}
-	cr_assert_eq(k, s.n, "tshark decoded %u datagrams as InfiniBand, we read %u", k, s.n);
-	free(out);
+	for (size_t i = 0; i < sizeof(need); i++)
+		cr_assert_gt(seen.count[need[i]], 0, "%s never seen in the capture",
+			     sv__ib_opinfo(need[i])->name);
+	tshark_agrees(path, &seen);
 
 	side_close(&a);
 	side_close(&b);
+	unlink(path);
+	unlink(log);
+	rmdir(dir);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Session 2: the connection manager and UD.
+ */
+
+#define UD_QKEY 0x11223344u
+#define WAIT_MS 5000
+
+struct cmside {
+	struct sv_context *ctx;
+	struct sv_pd *pd;
+	struct sv_cq *cq;
+	struct sv_qp *qp;		/* RC, connected by the CM */
+	struct sv_qp *qp2;		/* RC, for the refused attempt (active side) */
+	struct sv_qp *ud;
+	struct sv_mr *mr;
+	uint8_t *buf;
+	uint8_t gid[16];
+	struct in_addr ip;
+	struct sv_cm_channel *ch;
+	struct sv_cm_id *id;		/* listener (passive) or connection (active) */
+	struct sv_cm_id *id2;		/* active: the refused attempt */
+	struct sv_cm_id *conn;		/* passive: the accepted connection */
+};
+
+static struct sv_qp *cm_rc_qp(struct cmside *s)
+{
+	struct sv_qp_init_attr ia = { 0 };
+	struct sv_qp *qp;
+
+	ia.send_cq = ia.recv_cq = s->cq;
+	ia.qp_type = SV_QPT_RC;
+	ia.cap.max_send_wr = ia.cap.max_recv_wr = 8;
+	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+	cr_assert_eq(sv_create_qp(s->pd, &ia, &qp), 0);
+	return qp;
+}
+
+static void cm_side_open(struct cmside *s, uint16_t port)
+{
+	struct sv_device_opts o;
+	struct sv_qp_init_attr ia = { 0 };
+	struct sv_qp_attr at;
+	int rc;
+
+	memset(s, 0, sizeof(*s));
+	sv_device_opts_init(&o);
+	o.transport = SV_TRANSPORT_UDP;
+	o.bind_addr[0] = '\0';		/* 127.0.0.1, .2, ...: whichever is free on port */
+	o.port = port;
+	rc = sv_open_device(&o, &s->ctx);
+	cr_assert_eq(rc, 0, "open: %s", sv_strerror(rc));
+	cr_assert_eq(sv_query_gid(s->ctx, 1, 0, s->gid), 0);
+	memcpy(&s->ip, s->gid + 12, 4);
+	cr_assert_eq(sv_alloc_pd(s->ctx, &s->pd), 0);
+	cr_assert_eq(sv_create_cq(s->ctx, 64, NULL, NULL, 0, &s->cq), 0);
+	s->qp = cm_rc_qp(s);
+	s->qp2 = cm_rc_qp(s);
+	ia.send_cq = ia.recv_cq = s->cq;
+	ia.qp_type = SV_QPT_UD;
+	ia.cap.max_send_wr = ia.cap.max_recv_wr = 8;
+	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+	cr_assert_eq(sv_create_qp(s->pd, &ia, &s->ud), 0);
+	memset(&at, 0, sizeof(at));
+	at.qp_state = SV_QPS_INIT;
+	at.port_num = 1;
+	at.qkey = UD_QKEY;
+	cr_assert_eq(sv_modify_qp(s->ud, &at, SV_QP_STATE | SV_QP_PKEY_INDEX | SV_QP_PORT |
+				  SV_QP_QKEY), 0);
+	at.qp_state = SV_QPS_RTR;
+	cr_assert_eq(sv_modify_qp(s->ud, &at, SV_QP_STATE), 0);
+	at.qp_state = SV_QPS_RTS;
+	at.sq_psn = 0x123;
+	cr_assert_eq(sv_modify_qp(s->ud, &at, SV_QP_STATE | SV_QP_SQ_PSN), 0);
+	s->buf = aligned_alloc(4096, BUF_LEN);
+	cr_assert_not_null(s->buf);
+	memset(s->buf, 0x5a, BUF_LEN);
+	cr_assert_eq(sv_reg_mr(s->pd, s->buf, BUF_LEN, SV_ACCESS_LOCAL_WRITE |
+			       SV_ACCESS_REMOTE_WRITE | SV_ACCESS_REMOTE_READ, &s->mr), 0);
+	cr_assert_eq(sv_cm_create_channel(&s->ch), 0);
+	cr_assert_eq(sv_cm_create_id(s->ch, s->ctx, s, &s->id), 0);
+	cr_assert_eq(sv_cm_create_id(s->ch, s->ctx, s, &s->id2), 0);
+}
+
+static void cm_side_close(struct cmside *s)
+{
+	if (s->conn)
+		cr_assert_eq(sv_cm_destroy_id(s->conn), 0);
+	cr_assert_eq(sv_cm_destroy_id(s->id2), 0);
+	cr_assert_eq(sv_cm_destroy_id(s->id), 0);
+	cr_assert_eq(sv_cm_destroy_channel(s->ch), 0);
+	cr_assert_eq(sv_destroy_qp(s->ud), 0);
+	cr_assert_eq(sv_destroy_qp(s->qp2), 0);
+	cr_assert_eq(sv_destroy_qp(s->qp), 0);
+	cr_assert_eq(sv_dereg_mr(s->mr), 0);
+	cr_assert_eq(sv_destroy_cq(s->cq), 0);
+	cr_assert_eq(sv_dealloc_pd(s->pd), 0);
+	cr_assert_eq(sv_close_device(s->ctx), 0);
+	free(s->buf);
+}
+
+/* Waits for the next CM event on s, which must be want, and acks it; returns its id. */
+static struct sv_cm_id *cm_event(struct cmside *s, enum sv_cm_event_type want)
+{
+	struct pollfd p = { .fd = sv_cm_channel_fd(s->ch), .events = POLLIN };
+	struct sv_cm_event *ev;
+	struct sv_cm_id *id;
+
+	cr_assert_eq(poll(&p, 1, WAIT_MS), 1, "no CM event (wanted %s)", sv_cm_event_str(want));
+	cr_assert_eq(sv_cm_get_event(s->ch, &ev), 0);
+	cr_assert_eq(ev->event, want, "got %s, wanted %s", sv_cm_event_str(ev->event),
+		     sv_cm_event_str(want));
+	id = ev->id;
+	cr_assert_eq(sv_cm_ack_event(ev), 0);
+	return id;
+}
+
+/* Waits for n successful completions on cq. */
+static void wait_cq(struct sv_cq *cq, unsigned n)
+{
+	long end = now_ms() + WAIT_MS;
+	struct sv_wc wc;
+
+	while (n > 0) {
+		int r = sv_poll_cq(cq, 1, &wc);
+
+		cr_assert_geq(r, 0);
+		if (r == 1) {
+			cr_assert_eq(wc.status, SV_WC_SUCCESS, "wr %lu: %s",
+				     (unsigned long)wc.wr_id, sv_wc_status_str(wc.status));
+			n--;
+			continue;
+		}
+		cr_assert_lt(now_ms(), end, "%u completions missing", n);
+		usleep(100);
+	}
+}
+
+/* Refused once (no listener on port 4242), then connected, two UD datagrams, disconnected.
+ * Returns the listener's service port. */
+static uint16_t run_cm_session(struct cmside *a, struct cmside *b)
+{
+	struct sockaddr_in dst = { .sin_family = AF_INET, .sin_addr = b->ip };
+	struct sv_conn_param rq = { .private_data = "req-data-from-a", .private_data_len = 15,
+				    .responder_resources = 4, .initiator_depth = 4 };
+	struct sv_conn_param rp = { .private_data = "rep-data-from-b", .private_data_len = 15,
+				    .responder_resources = 4, .initiator_depth = 4 };
+	struct sv_ah_attr aa = { .port_num = 1 };
+	struct sockaddr_storage ss;
+	struct sv_ah *ah;
+	uint16_t service;
+
+	dst.sin_port = htons(4242);
+	cr_assert_eq(sv_cm_connect(a->id2, a->qp2, (struct sockaddr *)&dst, &rq), 0);
+	cm_event(a, SV_CM_EVENT_REJECTED);
+
+	dst.sin_port = 0;
+	cr_assert_eq(sv_cm_listen(b->id, (struct sockaddr *)&dst, 4), 0);
+	cr_assert_eq(sv_cm_local_addr(b->id, &ss), 0);
+	service = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+	dst.sin_port = htons(service);
+	cr_assert_eq(sv_cm_connect(a->id, a->qp, (struct sockaddr *)&dst, &rq), 0);
+	b->conn = cm_event(b, SV_CM_EVENT_CONNECT_REQUEST);
+	cr_assert_eq(sv_cm_accept(b->conn, b->qp, &rp), 0);
+	cm_event(a, SV_CM_EVENT_ESTABLISHED);
+	cm_event(b, SV_CM_EVENT_ESTABLISHED);
+
+	memcpy(aa.dgid, b->gid, 16);
+	cr_assert_eq(sv_create_ah(a->pd, &aa, &ah), 0);
+	for (int i = 0; i < 2; i++) {
+		struct sv_sge rs = { (uintptr_t)b->buf + 4096u * i, 256, b->mr->lkey };
+		struct sv_recv_wr rw = { .wr_id = i, .sg_list = &rs, .num_sge = 1 }, *rbad;
+		struct sv_sge ss2 = { (uintptr_t)a->buf, 10, a->mr->lkey };
+		struct sv_send_wr sw = { .wr_id = i, .sg_list = &ss2, .num_sge = 1,
+					 .opcode = i ? SV_WR_SEND_WITH_IMM : SV_WR_SEND,
+					 .send_flags = SV_SEND_SIGNALED,
+					 .imm_data = htonl(0xabcd) }, *sbad;
+
+		sw.wr.ud.ah = ah;
+		sw.wr.ud.remote_qpn = b->ud->qp_num;
+		sw.wr.ud.remote_qkey = UD_QKEY;
+		cr_assert_eq(sv_post_recv(b->ud, &rw, &rbad), 0);
+		cr_assert_eq(sv_post_send(a->ud, &sw, &sbad), 0);
+		wait_cq(a->cq, 1);
+		wait_cq(b->cq, 1);
+	}
+	cr_assert_eq(sv_destroy_ah(ah), 0);
+
+	cr_assert_eq(sv_cm_disconnect(a->id), 0);
+	cm_event(a, SV_CM_EVENT_DISCONNECTED);
+	cm_event(b, SV_CM_EVENT_DISCONNECTED);
+	cm_event(a, SV_CM_EVENT_TIMEWAIT_EXIT);
+	cm_event(b, SV_CM_EVENT_TIMEWAIT_EXIT);
+	return service;
+}
+
+/* The last MAD of attribute attr matching the predicate, or NULL. */
+static const struct sv_cm_msg *find_mad(const struct seen *s, uint16_t attr,
+					bool (*pred)(const struct sv_cm_msg *, const void *),
+					const void *arg)
+{
+	const struct sv_cm_msg *m = NULL;
+
+	for (unsigned k = 0; k < s->n; k++)
+		if (s->d[k].mad && s->d[k].cm.mad.attr_id == attr &&
+		    (pred == NULL || pred(&s->d[k].cm, arg)))
+			m = &s->d[k].cm;
+	return m;
+}
+
+static bool req_from_qp(const struct sv_cm_msg *m, const void *qpn)
+{
+	return m->req.local_qpn == *(const uint32_t *)qpn;
+}
+
+static bool rej_of(const struct sv_cm_msg *m, const void *comm_id)
+{
+	return m->rej.remote_comm_id == *(const uint32_t *)comm_id;
+}
+
+Test(wire_roce, cm_and_ud_session, .timeout = 180)
+{
+	char dir[] = "/tmp/sv-roce-cm-XXXXXX";
+	char path[128], log[128];
+	const struct sv_cm_msg *req, *rep, *rtu, *rej, *dreq, *drep, *req2;
+	struct cmside a, b;
+	struct sv_cm_ip_hdr ip;
+	struct sv_qp_attr at;
+	uint32_t a_psn, b_psn;
+	unsigned ud = 0, ud_imm = 0;
+	uint16_t port, service;
+	pid_t cap;
+
+	if (!have_program("tshark") || !have_program("dumpcap"))
+		cr_skip_test("tshark/dumpcap not installed (apt-get install tshark)");
+	cr_assert_not_null(mkdtemp(dir));
+	chmod(dir, 0755);
+	snprintf(path, sizeof(path), "%s/session.pcap", dir);
+	snprintf(log, sizeof(log), "%s/dumpcap.log", dir);
+
+	/* Both devices on one port, each on its own loopback address: the CM finds a peer's
+	 * QP1 at its IP and our port. */
+	port = free_port();
+	cm_side_open(&a, port);
+	cm_side_open(&b, port);
+	cr_assert_neq(a.ip.s_addr, b.ip.s_addr);
+	cap = start_capture(path, log, port, port);
+	service = run_cm_session(&a, &b);
+	stop_capture(cap);
+	cr_assert_eq(sv_query_qp(a.qp, &at, 0, NULL), 0);
+	a_psn = at.sq_psn;
+	cr_assert_eq(sv_query_qp(b.qp, &at, 0, NULL), 0);
+	b_psn = at.sq_psn;
+
+	seen.p1 = seen.p2 = port;
+	seen.pmtu = 4096;
+	read_capture(path, &seen);
+
+	/* The accepted connection: REQ from a's QP, REP, RTU, DREQ, DREP. */
+	req = find_mad(&seen, SV_CM_ATTR_REQ, req_from_qp, &a.qp->qp_num);
+	cr_assert_not_null(req, "no REQ from QP 0x%x", a.qp->qp_num);
+	cr_assert_eq(req->req.service_id, sv__cm_service_id(service));
+	cr_assert_eq(req->req.transport, SV_CM_TRANSPORT_RC);
+	cr_assert_eq(req->req.responder_resources, 4);
+	cr_assert_eq(req->req.initiator_depth, 4);
+	cr_assert_eq(req->req.starting_psn, a_psn);
+	cr_assert(req->req.path_mtu >= 1 && req->req.path_mtu <= 5, "MTU %u", req->req.path_mtu);
+	cr_assert_arr_eq(req->req.primary.local_gid, a.gid, 16);
+	cr_assert_arr_eq(req->req.primary.remote_gid, b.gid, 16);
+	cr_assert_eq(sv__cm_ip_hdr_decode(&ip, req->req.private_data, SV_CM_REQ_PRIVATE_LEN),
+		     SV_CM_IP_HDR_LEN);
+	cr_assert_eq(ip.ip_version, 4);
+	cr_assert_arr_eq(ip.src_addr + 12, &a.ip, 4);
+	cr_assert_arr_eq(ip.dst_addr + 12, &b.ip, 4);
+	cr_assert_arr_eq(req->req.private_data + SV_CM_IP_HDR_LEN, "req-data-from-a", 15);
+
+	rep = find_mad(&seen, SV_CM_ATTR_REP, NULL, NULL);
+	cr_assert_not_null(rep, "no REP");
+	cr_assert_eq(rep->rep.remote_comm_id, req->req.local_comm_id);
+	cr_assert_eq(rep->rep.local_qpn, b.qp->qp_num);
+	cr_assert_eq(rep->rep.starting_psn, b_psn);
+	cr_assert_eq(rep->rep.responder_resources, 4);
+	cr_assert_eq(rep->rep.initiator_depth, 4);
+	cr_assert_arr_eq(rep->rep.private_data, "rep-data-from-b", 15);
+
+	rtu = find_mad(&seen, SV_CM_ATTR_RTU, NULL, NULL);
+	cr_assert_not_null(rtu, "no RTU");
+	cr_assert_eq(rtu->rtu.local_comm_id, req->req.local_comm_id);
+	cr_assert_eq(rtu->rtu.remote_comm_id, rep->rep.local_comm_id);
+
+	dreq = find_mad(&seen, SV_CM_ATTR_DREQ, NULL, NULL);
+	cr_assert_not_null(dreq, "no DREQ");
+	cr_assert_eq(dreq->dreq.local_comm_id, req->req.local_comm_id);
+	cr_assert_eq(dreq->dreq.remote_comm_id, rep->rep.local_comm_id);
+	cr_assert_eq(dreq->dreq.remote_qpn, b.qp->qp_num);
+	drep = find_mad(&seen, SV_CM_ATTR_DREP, NULL, NULL);
+	cr_assert_not_null(drep, "no DREP");
+	cr_assert_eq(drep->drep.local_comm_id, rep->rep.local_comm_id);
+	cr_assert_eq(drep->drep.remote_comm_id, req->req.local_comm_id);
+
+	/* The refused attempt: its REQ and the REJ that answers it. */
+	req2 = find_mad(&seen, SV_CM_ATTR_REQ, req_from_qp, &a.qp2->qp_num);
+	cr_assert_not_null(req2, "no REQ from QP 0x%x", a.qp2->qp_num);
+	cr_assert_eq(req2->req.service_id, sv__cm_service_id(4242));
+	rej = find_mad(&seen, SV_CM_ATTR_REJ, rej_of, &req2->req.local_comm_id);
+	cr_assert_not_null(rej, "no REJ for comm ID 0x%x", req2->req.local_comm_id);
+	cr_assert_eq(rej->rej.msg_rejected, SV_CM_MSG_REQ);
+
+	/* UD datagrams: DETH with our Q_Key and the sender's QPN. */
+	for (unsigned k = 0; k < seen.n; k++) {
+		const struct dgram *d = &seen.d[k];
+
+		if (d->bth.dest_qp != b.ud->qp_num)
+			continue;
+		cr_assert_eq(d->deth.qkey, UD_QKEY);
+		cr_assert_eq(d->deth.src_qp, a.ud->qp_num);
+		cr_assert_eq(d->payload_len, 10);
+		ud += d->bth.opcode == (SV_IB_UD | SV_IB_OP_SEND_ONLY);
+		ud_imm += d->bth.opcode == (SV_IB_UD | SV_IB_OP_SEND_ONLY_IMM);
+	}
+	cr_assert_eq(ud, 1, "UD SEND_ONLY datagrams: %u", ud);
+	cr_assert_eq(ud_imm, 1, "UD SEND_ONLY_WITH_IMMEDIATE datagrams: %u", ud_imm);
+
+	tshark_agrees(path, &seen);
+
+	cm_side_close(&a);
+	cm_side_close(&b);
 	unlink(path);
 	unlink(log);
 	rmdir(dir);

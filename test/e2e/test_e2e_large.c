@@ -1,0 +1,157 @@
+/*
+ * test_e2e_large.c — messages of many FPDUs with an idle responder: its application never
+ * polls, so its progress thread alone has to parse every FPDU and answer every READ,
+ * however the bytes were batched by TCP and read ahead into its buffers.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+
+#include "e2e_util.h"
+
+#define MiB (1u << 20)
+
+/* 16 MiB WRITE, READ and SEND in one go, each with its own pattern. */
+Test(e2e_large, sixteen_mib_messages, .timeout = 60)
+{
+	const size_t big = 16 * MiB;
+	struct e2e_pair_opts o;
+	struct e2e_pair p;
+	uint8_t *cbuf = e2e_alloc(2 * big), *sbuf = e2e_alloc(2 * big);
+	struct sv_mr *cmr, *smr;
+	struct sv_wc wc[3];
+
+	e2e_pair_opts_init(&o);
+	e2e_pair_open(&p, &o, NULL, NULL);
+	cmr = e2e_reg(&p.cli, cbuf, 2 * big, E2E_ACCESS_ALL);
+	smr = e2e_reg(&p.srv, sbuf, 2 * big, E2E_ACCESS_ALL);
+	e2e_fill(cbuf, big, 1, 0);
+	e2e_fill(sbuf + big, big, 2, 0);
+	e2e_post_recv(p.srv.qp, 1, smr, sbuf, (uint32_t)big);
+	e2e_post_one(p.cli.qp, 1, SV_WR_RDMA_WRITE, cmr, cbuf, (uint32_t)big, SV_SEND_SIGNALED,
+		     (uintptr_t)sbuf, smr->rkey, 0);
+	e2e_post_one(p.cli.qp, 2, SV_WR_RDMA_READ, cmr, cbuf + big, (uint32_t)big,
+		     SV_SEND_SIGNALED, (uintptr_t)sbuf + big, smr->rkey, 0);
+	e2e_poll_n(p.cli.send_cq, wc, 2, 30000);
+	e2e_assert_wc(&wc[0], 1, SV_WC_SUCCESS, "16 MiB WRITE");
+	e2e_assert_wc(&wc[1], 2, SV_WC_SUCCESS, "16 MiB READ");
+	cr_assert_eq(wc[1].byte_len, big);
+	e2e_assert_pat(cbuf + big, big, 2, 0, "16 MiB READ data");
+	/* the SEND lands on top of the WRITE's data: the receive proves both arrived */
+	e2e_fill(cbuf, big, 3, 0);
+	e2e_post_one(p.cli.qp, 3, SV_WR_SEND, cmr, cbuf, (uint32_t)big, SV_SEND_SIGNALED, 0, 0,
+		     0);
+	e2e_poll_n(p.srv.recv_cq, wc, 1, 30000);
+	e2e_assert_wc(&wc[0], 1, SV_WC_SUCCESS, "16 MiB SEND received");
+	cr_assert_eq(wc[0].byte_len, big);
+	e2e_assert_pat(sbuf, big, 3, 0, "16 MiB SEND data");
+	e2e_poll_n(p.cli.send_cq, wc, 1, 30000);
+	e2e_assert_wc(&wc[0], 3, SV_WC_SUCCESS, "16 MiB SEND");
+	cr_assert_eq(sv_dereg_mr(cmr), 0);
+	cr_assert_eq(sv_dereg_mr(smr), 0);
+	e2e_pair_close(&p);
+	free(cbuf);
+	free(sbuf);
+}
+
+/*
+ * The responder's application never polls: its progress thread alone must serve a READ
+ * that arrives right behind a 1 MiB WRITE (64 FPDUs at the default MULPDU), round after
+ * round. A responder that stops after a fixed number of frames per socket event, with
+ * the READ Request already read ahead into its buffer and nothing more coming, leaves the
+ * READ pending forever.
+ */
+Test(e2e_large, read_behind_large_write_idle_responder, .timeout = 60)
+{
+	enum { ROUNDS = 60 };
+	struct e2e_pair_opts o;
+	struct e2e_pair p;
+	uint8_t *cbuf = e2e_alloc(2 * MiB), *sbuf = e2e_alloc(2 * MiB);
+	struct sv_mr *cmr, *smr;
+	struct sv_wc wc[2];
+
+	e2e_pair_opts_init(&o);
+	e2e_pair_open(&p, &o, NULL, NULL);
+	cmr = e2e_reg(&p.cli, cbuf, 2 * MiB, E2E_ACCESS_ALL);
+	smr = e2e_reg(&p.srv, sbuf, 2 * MiB, E2E_ACCESS_ALL);
+	for (int r = 0; r < ROUNDS; r++) {
+		int n;
+
+		e2e_fill(cbuf, MiB, (unsigned)r, 0);
+		e2e_post_one(p.cli.qp, 1, SV_WR_RDMA_WRITE, cmr, cbuf, MiB, SV_SEND_SIGNALED,
+			     (uintptr_t)sbuf, smr->rkey, 0);
+		e2e_post_one(p.cli.qp, 2, SV_WR_RDMA_READ, cmr, cbuf + MiB, 64, SV_SEND_SIGNALED,
+			     (uintptr_t)sbuf + MiB - 64, smr->rkey, 0);
+		n = e2e_poll(p.cli.send_cq, wc, 2, 5000);
+		cr_assert_eq(n, 2, "round %d: %d of 2 completions (the READ behind the WRITE "
+			     "was never answered by the idle responder)", r, n);
+		e2e_assert_wc(&wc[0], 1, SV_WC_SUCCESS, "WRITE");
+		e2e_assert_wc(&wc[1], 2, SV_WC_SUCCESS, "READ");
+		e2e_assert_pat(cbuf + MiB, 64, (unsigned)r, MiB - 64, "READ of the WRITE's tail");
+	}
+	cr_assert_eq(sv_dereg_mr(cmr), 0);
+	cr_assert_eq(sv_dereg_mr(smr), 0);
+	e2e_pair_close(&p);
+	free(cbuf);
+	free(sbuf);
+}
+
+/*
+ * An event-driven receiver: it sleeps on its completion channel instead of polling, as
+ * ibv_get_cq_event() users do. A 1 MiB SEND followed by a small one must produce both
+ * receive completions and wake it, with nothing but its progress thread doing the work.
+ */
+Test(e2e_large, event_driven_receiver_gets_every_send, .timeout = 60)
+{
+	enum { ROUNDS = 30 };
+	struct e2e_pair_opts o;
+	struct e2e_pair p;
+	uint8_t *cbuf = e2e_alloc(2 * MiB), *sbuf = e2e_alloc(2 * MiB);
+	struct sv_mr *cmr, *smr;
+	struct sv_wc wc[2];
+
+	e2e_pair_opts_init(&o);
+	o.comp_channel = true;
+	e2e_pair_open(&p, &o, NULL, NULL);
+	cmr = e2e_reg(&p.cli, cbuf, 2 * MiB, E2E_ACCESS_ALL);
+	smr = e2e_reg(&p.srv, sbuf, 2 * MiB, E2E_ACCESS_ALL);
+	for (int r = 0; r < ROUNDS; r++) {
+		int got = 0;
+
+		e2e_post_recv(p.srv.qp, 1, smr, sbuf, MiB);
+		e2e_post_recv(p.srv.qp, 2, smr, sbuf + MiB, 64);
+		e2e_fill(cbuf, MiB, (unsigned)r, 0);
+		e2e_fill(cbuf + MiB, 64, (unsigned)r + 1000, 0);
+		cr_assert_eq(sv_req_notify_cq(p.srv.recv_cq, 0), 0);
+		e2e_post_one(p.cli.qp, 1, SV_WR_SEND, cmr, cbuf, MiB, 0, 0, 0, 0);
+		e2e_post_one(p.cli.qp, 2, SV_WR_SEND, cmr, cbuf + MiB, 64, SV_SEND_SIGNALED, 0, 0,
+			     0);
+		e2e_poll_n(p.cli.send_cq, wc, 1, E2E_WAIT_MS);
+		e2e_assert_wc(&wc[0], 2, SV_WC_SUCCESS, "SEND");
+		/* the canonical loop: wait for an event, ack, re-arm, then drain the CQ */
+		while (got < 2) {
+			struct sv_cq *cq;
+			void *ctx;
+			int n;
+
+			cr_assert(e2e_wait_fd(sv_comp_channel_fd(p.srv.comp_ch), 5000),
+				  "round %d: no completion event with %d of 2 receives done", r, got);
+			cr_assert_eq(sv_get_cq_event(p.srv.comp_ch, &cq, &ctx), 0);
+			sv_ack_cq_events(cq, 1);
+			cr_assert_eq(sv_req_notify_cq(p.srv.recv_cq, 0), 0);
+			while ((n = sv_poll_cq(p.srv.recv_cq, 2 - got, wc + got)) > 0)
+				got += n;
+			cr_assert_geq(n, 0);
+		}
+		e2e_assert_wc(&wc[0], 1, SV_WC_SUCCESS, "1 MiB SEND received");
+		e2e_assert_wc(&wc[1], 2, SV_WC_SUCCESS, "small SEND received");
+		e2e_assert_pat(sbuf, MiB, (unsigned)r, 0, "1 MiB SEND data");
+		e2e_assert_pat(sbuf + MiB, 64, (unsigned)r + 1000, 0, "small SEND data");
+	}
+	cr_assert_eq(sv_dereg_mr(cmr), 0);
+	cr_assert_eq(sv_dereg_mr(smr), 0);
+	e2e_pair_close(&p);
+	free(cbuf);
+	free(sbuf);
+}
