@@ -23,7 +23,8 @@
  * resends from una skipping SACKed PSNs. SR NAKs do not consume retry_cnt: on a lossy
  * link they are the normal repair signal, not a sign the peer is gone.
  *
- * Congestion window: AIMD on PSNs in flight, capped by cwnd_max (a bandwidth-delay
+ * Congestion window: AIMD on PSNs in flight (selective repeat does not count SACKed
+ * ones), capped by cwnd_max (a bandwidth-delay
  * bound, IRN's BDP-FC; default 256 packets = 1 MiB at a 4096 path MTU, which also fits
  * the 4 MiB socket buffers). Slow start below ssthresh (+1 per acknowledged PSN), then
  * +1 per window. The cut: halve once per loss episode on a go-back-N NAK (go-back-N
@@ -55,6 +56,8 @@ static void sack_clear(struct sv__retx *r, uint32_t psn)
 {
 	uint32_t i = psn & (SV__RETX_WIN - 1);
 
+	if (r->sacked[i / 64] >> (i % 64) & 1)
+		r->nsacked--;
 	r->sacked[i / 64] &= ~(1ull << (i % 64));
 }
 
@@ -62,6 +65,8 @@ static void sack_set(struct sv__retx *r, uint32_t psn)
 {
 	uint32_t i = psn & (SV__RETX_WIN - 1);
 
+	if (!(r->sacked[i / 64] >> (i % 64) & 1))
+		r->nsacked++;
 	r->sacked[i / 64] |= 1ull << (i % 64);
 }
 
@@ -100,10 +105,21 @@ static uint32_t inflight(const struct sv__retx *r)
 
 uint32_t sv__retx_room(const struct sv__retx *r, uint64_t now_ns)
 {
-	uint32_t f = inflight(r);
+	uint32_t span = inflight(r), f = span;
 
 	if (r->rnr_until_ns && now_ns < r->rnr_until_ns)
 		return 0;
+	/* Selective repeat: a SACKed packet has left the network, so it no longer counts
+	 * against the window, and a hole does not stall the sender for a round trip
+	 * (IRN's point). The span from una stays within what the SACK bitmap and the
+	 * responder's out-of-order store cover. */
+	if (r->sr) {
+		f -= r->nsacked;
+		if (span >= SV__RETX_SPAN)
+			return 0;
+		if (r->cwnd - (f < r->cwnd ? f : r->cwnd) > SV__RETX_SPAN - span)
+			return SV__RETX_SPAN - span;
+	}
 	return f >= r->cwnd ? 0 : r->cwnd - f;
 }
 

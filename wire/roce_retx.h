@@ -17,6 +17,7 @@
 #define SV__CWND_INIT 32
 #define SV__CWND_MAX_DEFAULT 256
 #define SV__CWND_CAP 1024		/* hard cap: < SV__RETX_WIN / 2 */
+#define SV__RETX_SPAN 1000		/* SR: una..nxt at most (responder keeps 1024) */
 
 struct sv__retx {
 	bool sr;			/* selective repeat (else go-back-N) */
@@ -37,6 +38,7 @@ struct sv__retx {
 	uint32_t rtxq[SV__RETX_RTXQ];
 	unsigned rtxq_get, rtxq_put;
 	uint64_t sacked[SV__RETX_WIN / 64];
+	uint32_t nsacked;
 	/* Counters. */
 	uint64_t timeouts, naks, rnr_naks;
 };

@@ -3,8 +3,9 @@
  * connect/accept with private data both ways, reject with private data, a service nobody
  * listens on (REJECTED), an address nobody answers (UNREACHABLE), disconnect from either
  * side (both DISCONNECTED, receives flushed), a slow accept covered by MRAs, every RC
- * opcode over the QPs the CM connected, and a selective-repeat requester with a
- * go-back-N-configured passive device under loss.
+ * opcode over the QPs the CM connected, a selective-repeat requester with a
+ * go-back-N-configured passive device under loss, and the whole handshake and close on
+ * a link that loses, duplicates and reorders the MADs themselves.
  *
  * Both devices use the same free UDP port, each on its own loopback address (the
  * transport's 127.0.0.x fallback), since the CM finds a peer's QP1 at IP:<our port>.
@@ -449,4 +450,35 @@ Test(roce_cm, slow_accept_is_covered_by_mra)
 	cr_assert_eq(sv_cm_ack_event(ev), 0);
 	ev = next_event(&b, SV_CM_EVENT_ESTABLISHED, WAIT_MS);
 	cr_assert_eq(sv_cm_ack_event(ev), 0);
+}
+
+/* The CM's own MADs cross the same impaired link as the data (SV_IMPAIR applies to every
+ * datagram): lost, duplicated and reordered REQ/REP/RTU/DREQ/DREP are repaired by the
+ * retransmissions and duplicate answers, round after round. */
+TestSuite(roce_cm_lossy, .timeout = 120);
+
+Test(roce_cm_lossy, handshake_and_close_survive_loss)
+{
+	for (int round = 0; round < 4; round++) {
+		char imp[96];
+		uint16_t port = free_udp_port();
+		struct sv_cm_event *ev;
+
+		snprintf(imp, sizeof(imp), "loss=0.2,dup=0.1,reorder=0.1,seed=%d", 100 + round);
+		side_open_opts(&a, port, SV_RETX_GBN, imp);
+		snprintf(imp, sizeof(imp), "loss=0.2,dup=0.1,reorder=0.1,seed=%d", 200 + round);
+		side_open_opts(&b, port, SV_RETX_GBN, imp);
+		connect_pair();
+		for (uint32_t i = 0; i < 20000; i++)
+			a.buf[i] = (uint8_t)(i + round);
+		post_a(SV_WR_RDMA_WRITE, 1, 0, 20000, (uintptr_t)b.buf, 0, 0);
+		expect_a(1, SV_WC_RDMA_WRITE);
+		cr_assert_eq(memcmp(a.buf, b.buf, 20000), 0, "round %d", round);
+		cr_assert_eq(sv_cm_disconnect(round & 1 ? b.conn : a.id), 0);
+		ev = next_event(&a, SV_CM_EVENT_DISCONNECTED, WAIT_MS);
+		cr_assert_eq(sv_cm_ack_event(ev), 0);
+		ev = next_event(&b, SV_CM_EVENT_DISCONNECTED, WAIT_MS);
+		cr_assert_eq(sv_cm_ack_event(ev), 0);
+		teardown();
+	}
 }
