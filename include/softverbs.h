@@ -447,7 +447,7 @@ int sv_modify_qp(struct sv_qp *qp, struct sv_qp_attr *attr, int attr_mask);
 int sv_query_qp(struct sv_qp *qp, struct sv_qp_attr *attr, int attr_mask,
 		struct sv_qp_init_attr *init_attr);
 
-/* Per-QP counters (UDP transport; -EOPNOTSUPP where a transport keeps none). */
+/* Per-QP counters (both transports; fields a transport does not keep stay zero). */
 struct sv_qp_stats {
 	uint64_t tx_packets, rx_packets;
 	uint64_t tx_bytes, rx_bytes;	/* UDP payload bytes (BTH through ICRC) */
@@ -463,6 +463,10 @@ struct sv_qp_stats {
 	uint64_t qkey_drops;
 	uint64_t ud_no_recv_drops;
 	uint64_t ud_tx_drops;
+	/* TCP (iWARP) QPs (appended): packets are MPA FPDUs, bytes are TCP stream bytes,
+	 * icrc_errors counts FPDUs with a bad MPA CRC; Terminate messages sent and received. */
+	uint64_t terminates_tx;
+	uint64_t terminates_rx;
 };
 
 int sv_query_qp_stats(struct sv_qp *qp, struct sv_qp_stats *stats);

@@ -22,8 +22,11 @@
  * path MTU, retry counts, private data) -> REP (the accepting QP's QPN and PSN) -> RTU.
  * The active QP goes to RTR and RTS on the REP; the passive QP to RTR when it sends the
  * REP and to RTS on the RTU; both through sv_modify_qp(), the path out-of-band setup
- * uses, with local ACK timeout 14 (67 ms), retry count 7, RNR retry 7 and min RNR timer
- * 12 (0.64 ms). REJ answers a REQ nobody listens for (invalid service ID) or that the
+ * uses, with local ACK timeout 14 (67 ms) and min RNR timer 12 (0.64 ms). Retry counts
+ * follow IBA 12.7: the active side's sv_conn_param retry_count is its own QP's and goes
+ * in the REQ for the passive QP; its rnr_retry_count goes in the REQ for the passive
+ * QP, and the passive side's (sv_cm_accept) in the REP for the active QP. 0 (or no
+ * sv_conn_param) means 7, the most (RNR: infinite); larger values are capped at 7. REJ answers a REQ nobody listens for (invalid service ID) or that the
  * application rejects (consumer defined, with its private data). DREQ/DREP close; both
  * sides report DISCONNECTED. A MAD that expects an answer (REQ, REP, DREQ) is sent again
  * every CM_RETRY_MS up to CM_TRIES times; an unanswered REQ ends in UNREACHABLE, an
@@ -59,7 +62,6 @@
 #define CM_MRA_SERVICE_TIMEOUT 20	/* 4.096 us * 2^20 = 4.3 s to decide, per MRA */
 #define CM_ACK_TIMEOUT 14		/* 4.096 us * 2^14 = 67 ms */
 #define CM_RETRY_CNT 7
-#define CM_RNR_RETRY 7
 #define CM_MIN_RNR_TIMER 12
 #define CM_EPHEMERAL 49152
 #define SV__CM_HDR_SR 0x01		/* in the IP header's reserved low nibble of byte 1 */
@@ -112,6 +114,12 @@ static uint32_t rnd(struct sv__rctx *rc)
 	x ^= x << 17;
 	rc->cm_rand = x;
 	return (uint32_t)(x >> 32);
+}
+
+/* sv_conn_param retry counts: 0 is "the default", 7 the most the 3-bit fields hold. */
+static uint8_t retry_of(uint8_t v)
+{
+	return v == 0 || v > CM_RETRY_CNT ? CM_RETRY_CNT : v;
 }
 
 static uint32_t rand24(struct sv__rctx *rc)
@@ -747,8 +755,7 @@ int sv__roce_cm_connect(struct sv_qp *qp, void *cm, const struct sockaddr *dst,
 	ep->ird = param->ird;
 	ep->ord = param->ord;
 	ep->mtu = sv__qp_attr(qp)->path_mtu;
-	ep->retry_cnt = CM_RETRY_CNT;
-	ep->rnr_retry = CM_RNR_RETRY;
+	ep->retry_cnt = retry_of(param->retry_count);
 	attach_qp(ep, qp);
 
 	sv__cm_mad_init(m, SV_CM_ATTR_REQ, (uint64_t)ep->local_id << 32 | rnd(rc));
@@ -765,7 +772,7 @@ int sv__roce_cm_connect(struct sv_qp *qp, void *cm, const struct sockaddr *dst,
 	m->req.retry_count = ep->retry_cnt;
 	m->req.pkey = SV__PKEY_DEFAULT;
 	m->req.path_mtu = ep->mtu;
-	m->req.rnr_retry_count = ep->rnr_retry;
+	m->req.rnr_retry_count = retry_of(param->rnr_retry_count);
 	m->req.max_cm_retries = CM_TRIES;
 	m->req.primary.local_lid = 0xffff;
 	m->req.primary.remote_lid = 0xffff;
@@ -835,7 +842,7 @@ int sv__roce_cm_accept(struct sv__tep *ep, struct sv_qp *qp, const struct sv__co
 	m->rep.responder_resources = (uint8_t)ep->ird;
 	m->rep.initiator_depth = (uint8_t)ep->ord;
 	m->rep.target_ack_delay = 0;
-	m->rep.rnr_retry_count = CM_RNR_RETRY;
+	m->rep.rnr_retry_count = retry_of(param->rnr_retry_count);
 	memcpy(&m->rep.local_ca_guid, ep->rc->gid + 8, 8);
 	if (param->priv_len)
 		memcpy(m->rep.private_data, param->priv, param->priv_len);

@@ -482,3 +482,34 @@ Test(roce_cm_lossy, handshake_and_close_survive_loss)
 		teardown();
 	}
 }
+
+/* IBA 12.7 retry counts: the active side's retry_count is both QPs' (it rides in the
+ * REQ), each side's rnr_retry_count is what the other side's QP uses. */
+Test(roce_cm, retry_counts_follow_the_conn_params)
+{
+	struct sockaddr_in dst = listen_b();
+	struct sv_conn_param cp = { .retry_count = 3, .rnr_retry_count = 2,
+				    .responder_resources = 1, .initiator_depth = 1 };
+	struct sv_conn_param ap = { .retry_count = 6, .rnr_retry_count = 5,
+				    .responder_resources = 1, .initiator_depth = 1 };
+	struct sv_cm_event *ev;
+	struct sv_qp_attr at;
+
+	cr_assert_eq(sv_cm_connect(a.id, a.qp, (struct sockaddr *)&dst, &cp), 0);
+	ev = next_event(&b, SV_CM_EVENT_CONNECT_REQUEST, WAIT_MS);
+	b.conn = ev->id;
+	cr_assert_eq(sv_cm_ack_event(ev), 0);
+	cr_assert_eq(sv_cm_accept(b.conn, b.qp, &ap), 0);
+	ev = next_event(&a, SV_CM_EVENT_ESTABLISHED, WAIT_MS);
+	cr_assert_eq(sv_cm_ack_event(ev), 0);
+	ev = next_event(&b, SV_CM_EVENT_ESTABLISHED, WAIT_MS);
+	cr_assert_eq(sv_cm_ack_event(ev), 0);
+	cr_assert_eq(sv_query_qp(a.qp, &at, 0, NULL), 0);
+	cr_assert_eq(at.retry_cnt, 3);
+	cr_assert_eq(at.rnr_retry, 5);
+	cr_assert_eq(at.max_rd_atomic, 1);
+	cr_assert_eq(sv_query_qp(b.qp, &at, 0, NULL), 0);
+	cr_assert_eq(at.retry_cnt, 3);
+	cr_assert_eq(at.rnr_retry, 2);
+	cr_assert_eq(at.max_rd_atomic, 1);
+}
