@@ -348,6 +348,8 @@ static void conn_param(struct sv_context *ctx, const struct sv_conn_param *in,
 		   (uint16_t)o->max_qp_rd_atom;
 	out->ord = in->initiator_depth < o->max_qp_init_rd_atom ? in->initiator_depth :
 		   (uint16_t)o->max_qp_init_rd_atom;
+	out->retry_count = in->retry_count;
+	out->rnr_retry_count = in->rnr_retry_count;
 }
 
 static size_t addr_len(const struct sockaddr *sa)

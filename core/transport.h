@@ -82,6 +82,10 @@ struct sv__conn_param {
 	uint16_t priv_len;
 	uint16_t ird;			/* responder resources offered */
 	uint16_t ord;			/* initiator depth wanted */
+	/* From sv_conn_param for transports with a retry policy (IB CM REQ/REP); 0 means
+	 * the transport's default. Not set in reports to core. */
+	uint8_t retry_count;
+	uint8_t rnr_retry_count;
 };
 
 struct sv__transport_ops {

@@ -447,7 +447,7 @@ int sv_modify_qp(struct sv_qp *qp, struct sv_qp_attr *attr, int attr_mask);
 int sv_query_qp(struct sv_qp *qp, struct sv_qp_attr *attr, int attr_mask,
 		struct sv_qp_init_attr *init_attr);
 
-/* Per-QP counters (UDP transport; -EOPNOTSUPP where a transport keeps none). */
+/* Per-QP counters (both transports; fields a transport does not keep stay zero). */
 struct sv_qp_stats {
 	uint64_t tx_packets, rx_packets;
 	uint64_t tx_bytes, rx_bytes;	/* UDP payload bytes (BTH through ICRC) */
@@ -463,6 +463,10 @@ struct sv_qp_stats {
 	uint64_t qkey_drops;
 	uint64_t ud_no_recv_drops;
 	uint64_t ud_tx_drops;
+	/* TCP (iWARP) QPs (appended): packets are MPA FPDUs, bytes are TCP stream bytes,
+	 * icrc_errors counts FPDUs with a bad MPA CRC; Terminate messages sent and received. */
+	uint64_t terminates_tx;
+	uint64_t terminates_rx;
 };
 
 int sv_query_qp_stats(struct sv_qp *qp, struct sv_qp_stats *stats);
@@ -702,7 +706,16 @@ int sv_cm_create_id(struct sv_cm_channel *channel, struct sv_context *ctx,
  * destroyed before its request is acknowledged (librdmacm rules). */
 int sv_cm_destroy_id(struct sv_cm_id *id);
 
-/* Listens on addr (port 0 = the device's opts.port, or any free port if that is 0). */
+/*
+ * Listens on addr (port 0 = the device's opts.port, or any free port if that is 0).
+ * On the UDP transport the CM speaks IB CM MADs on QP1 of the device's UDP socket, and
+ * an address IP:port means "the device at IP, service port" as in rdma_cm: IP must be
+ * the device's own address (or INADDR_ANY) for a listener, and the peer device of a
+ * connect is found at IP:<this device's UDP port>, so both ends use the same opts.port;
+ * the port becomes the service ID 0x0000000001060000 | port. REQ private data is at most
+ * 56 bytes there (36 go to the rdma_cm IP header); REP carries up to 196, REJ 148, and
+ * private data arrives padded to those sizes as on InfiniBand.
+ */
 int sv_cm_listen(struct sv_cm_id *id, const struct sockaddr *addr, int backlog);
 /* The address an id is bound or connected to (after listen/connect), and its peer's. */
 int sv_cm_local_addr(const struct sv_cm_id *id, struct sockaddr_storage *addr);

@@ -180,6 +180,22 @@ static int poll_qp(struct sv_qp *qp)
 	return rc;
 }
 
+/* sv_query_qp_stats(): the counters of DESIGN.md "Configuration and observability". */
+static int qp_stats(struct sv_qp *qp, struct sv_qp_stats *st)
+{
+	const struct sv__iw_counters *c = &sv__iw_qp(qp)->cnt;
+
+	memset(st, 0, sizeof(*st));
+	st->tx_packets = c->tx_fpdus;
+	st->rx_packets = c->rx_fpdus;
+	st->tx_bytes = c->tx_bytes;
+	st->rx_bytes = c->rx_bytes;
+	st->icrc_errors = c->crc_errors;
+	st->terminates_tx = c->term_sent;
+	st->terminates_rx = c->term_rcvd;
+	return 0;
+}
+
 static void loop_kick(struct sv_qp *qp)
 {
 	struct sv__iwqp *iq = sv__iw_qp(qp);
@@ -217,6 +233,7 @@ const struct sv__transport_ops sv__iwarp_tcp_ops = {
 	.qp_destroy = qp_destroy,
 	.qp_error = qp_error,
 	.qp_modify = NULL,
+	.qp_stats = qp_stats,
 	.reject = sv__iw_reject,
 	.rq_kick = NULL,
 	.sq_kick = sq_kick,

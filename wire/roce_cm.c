@@ -22,8 +22,11 @@
  * path MTU, retry counts, private data) -> REP (the accepting QP's QPN and PSN) -> RTU.
  * The active QP goes to RTR and RTS on the REP; the passive QP to RTR when it sends the
  * REP and to RTS on the RTU; both through sv_modify_qp(), the path out-of-band setup
- * uses, with local ACK timeout 14 (67 ms), retry count 7, RNR retry 7 and min RNR timer
- * 12 (0.64 ms). REJ answers a REQ nobody listens for (invalid service ID) or that the
+ * uses, with local ACK timeout 14 (67 ms) and min RNR timer 12 (0.64 ms). Retry counts
+ * follow IBA 12.7: the active side's sv_conn_param retry_count is its own QP's and goes
+ * in the REQ for the passive QP; its rnr_retry_count goes in the REQ for the passive
+ * QP, and the passive side's (sv_cm_accept) in the REP for the active QP. 0 (or no
+ * sv_conn_param) means 7, the most (RNR: infinite); larger values are capped at 7. REJ answers a REQ nobody listens for (invalid service ID) or that the
  * application rejects (consumer defined, with its private data). DREQ/DREP close; both
  * sides report DISCONNECTED. A MAD that expects an answer (REQ, REP, DREQ) is sent again
  * every CM_RETRY_MS up to CM_TRIES times; an unanswered REQ ends in UNREACHABLE, an
@@ -59,7 +62,6 @@
 #define CM_MRA_SERVICE_TIMEOUT 20	/* 4.096 us * 2^20 = 4.3 s to decide, per MRA */
 #define CM_ACK_TIMEOUT 14		/* 4.096 us * 2^14 = 67 ms */
 #define CM_RETRY_CNT 7
-#define CM_RNR_RETRY 7
 #define CM_MIN_RNR_TIMER 12
 #define CM_EPHEMERAL 49152
 #define SV__CM_HDR_SR 0x01		/* in the IP header's reserved low nibble of byte 1 */
@@ -90,6 +92,8 @@ struct sv__tep {
 	uint8_t mtu;			/* enum sv_mtu */
 	uint8_t retry_cnt, rnr_retry;
 	bool sr_set, sr;		/* passive: the mode the REQ asked for */
+	bool rejected;			/* passive: msg holds our REJ */
+	uint64_t req_tid;		/* passive: the REQ's transaction */
 	uint8_t msg[SV_MAD_LEN];	/* the last MAD sent, for retransmission */
 	unsigned tries;
 	uint64_t deadline_ns;		/* 0: nothing to retransmit */
@@ -112,6 +116,12 @@ static uint32_t rnd(struct sv__rctx *rc)
 	x ^= x << 17;
 	rc->cm_rand = x;
 	return (uint32_t)(x >> 32);
+}
+
+/* sv_conn_param retry counts: 0 is "the default", 7 the most the 3-bit fields hold. */
+static uint8_t retry_of(uint8_t v)
+{
+	return v == 0 || v > CM_RETRY_CNT ? CM_RETRY_CNT : v;
 }
 
 static uint32_t rand24(struct sv__rctx *rc)
@@ -361,8 +371,8 @@ static void rx_req(struct sv__rctx *rc, const struct sockaddr_in *src, const str
 				a.mra.service_timeout = CM_MRA_SERVICE_TIMEOUT;
 				if (sv__cm_encode(buf, sizeof(buf), &a) == SV_MAD_LEN)
 					(void)mad_send(rc, src, buf);
-			} else if (e->state == EP_REP_SENT) {
-				(void)mad_send(rc, src, e->msg);
+			} else if (e->state == EP_REP_SENT || e->rejected) {
+				(void)mad_send(rc, src, e->msg);	/* ours was lost */
 			}
 			return;
 		}
@@ -393,6 +403,7 @@ static void rx_req(struct sv__rctx *rc, const struct sockaddr_in *src, const str
 		return;		/* the peer repeats the REQ */
 	ep->remote_id = req->local_comm_id;
 	ep->remote_qpn = req->local_qpn;
+	ep->req_tid = m->mad.tid;
 	ep->gsi = *src;
 	ep->local = l->local;
 	ep->local.sin_addr = rc->local.sin_addr;
@@ -747,8 +758,7 @@ int sv__roce_cm_connect(struct sv_qp *qp, void *cm, const struct sockaddr *dst,
 	ep->ird = param->ird;
 	ep->ord = param->ord;
 	ep->mtu = sv__qp_attr(qp)->path_mtu;
-	ep->retry_cnt = CM_RETRY_CNT;
-	ep->rnr_retry = CM_RNR_RETRY;
+	ep->retry_cnt = retry_of(param->retry_count);
 	attach_qp(ep, qp);
 
 	sv__cm_mad_init(m, SV_CM_ATTR_REQ, (uint64_t)ep->local_id << 32 | rnd(rc));
@@ -765,7 +775,7 @@ int sv__roce_cm_connect(struct sv_qp *qp, void *cm, const struct sockaddr *dst,
 	m->req.retry_count = ep->retry_cnt;
 	m->req.pkey = SV__PKEY_DEFAULT;
 	m->req.path_mtu = ep->mtu;
-	m->req.rnr_retry_count = ep->rnr_retry;
+	m->req.rnr_retry_count = retry_of(param->rnr_retry_count);
 	m->req.max_cm_retries = CM_TRIES;
 	m->req.primary.local_lid = 0xffff;
 	m->req.primary.remote_lid = 0xffff;
@@ -835,7 +845,7 @@ int sv__roce_cm_accept(struct sv__tep *ep, struct sv_qp *qp, const struct sv__co
 	m->rep.responder_resources = (uint8_t)ep->ird;
 	m->rep.initiator_depth = (uint8_t)ep->ord;
 	m->rep.target_ack_delay = 0;
-	m->rep.rnr_retry_count = CM_RNR_RETRY;
+	m->rep.rnr_retry_count = retry_of(param->rnr_retry_count);
 	memcpy(&m->rep.local_ca_guid, ep->rc->gid + 8, 8);
 	if (param->priv_len)
 		memcpy(m->rep.private_data, param->priv, param->priv_len);
@@ -850,12 +860,27 @@ int sv__roce_cm_reject(struct sv__tep *ep, const uint8_t *priv, uint16_t priv_le
 {
 	if (ep->state != EP_REQ_RCVD)
 		return -EINVAL;
+	struct sv_cm_msg *m;
+	int r;
+
 	if (priv_len > SV_CM_REJ_PRIVATE_LEN)
 		return -EINVAL;
-	send_rej(ep->rc, &ep->gsi, (uint64_t)ep->remote_id << 32 | ep->local_id, ep->local_id,
-		 ep->remote_id, SV_CM_MSG_REQ, SV_CM_REJ_CONSUMER_DEFINED, priv, priv_len);
-	ep->state = EP_CLOSED;
-	return 0;
+	if (!(m = calloc(1, sizeof(*m))))
+		return -ENOMEM;
+	/* Kept in ep->msg: a repeated REQ (our REJ lost) gets it again. */
+	sv__cm_mad_init(m, SV_CM_ATTR_REJ, ep->req_tid);
+	m->rej.local_comm_id = ep->local_id;
+	m->rej.remote_comm_id = ep->remote_id;
+	m->rej.msg_rejected = SV_CM_MSG_REQ;
+	m->rej.reason = SV_CM_REJ_CONSUMER_DEFINED;
+	if (priv_len)
+		memcpy(m->rej.private_data, priv, priv_len);
+	if ((r = ep_send(ep, m, false)) == 0) {
+		ep->state = EP_CLOSED;
+		ep->rejected = true;
+	}
+	free(m);
+	return r;
 }
 
 /* The DREQ for ep's connection (IBA 12.6.10). */
@@ -896,9 +921,8 @@ void sv__roce_cm_ep_destroy(struct sv__tep *ep)
 	if (ep->state == EP_ESTABLISHED || ep->state == EP_REP_SENT)
 		(void)send_dreq(ep, false);
 	else if (ep->state == EP_REQ_RCVD)
-		send_rej(rc, &ep->gsi, (uint64_t)ep->remote_id << 32 | ep->local_id,
-			 ep->local_id, ep->remote_id, SV_CM_MSG_REQ,
-			 SV_CM_REJ_CONSUMER_DEFINED, NULL, 0);
+		send_rej(rc, &ep->gsi, ep->req_tid, ep->local_id, ep->remote_id,
+			 SV_CM_MSG_REQ, SV_CM_REJ_CONSUMER_DEFINED, NULL, 0);
 	detach_qp(ep);
 	ep_unlink(ep);
 	free(ep);

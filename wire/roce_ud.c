@@ -17,8 +17,9 @@
  * so we rebuild it from what it must have been: version 4, IHL 5, total length, ID 0,
  * DF, TTL 64, protocol UDP, a valid header checksum, the two addresses.
  *
- * Fault injection (SV_IMPAIR) applies to the RC packet path only; UD and CM datagrams
- * go straight to the socket.
+ * Fault injection (SV_IMPAIR) applies here as on the RC path: UD datagrams and CM MADs
+ * are lost, duplicated, reordered and delayed alike, which is what exercises the CM's
+ * retransmissions.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -59,6 +60,17 @@ int sv__roce_dgram_send(struct sv__rctx *rc, const struct sockaddr_in *dst, uint
 	m.msg_namelen = sizeof(*dst);
 	m.msg_iov = v;
 	m.msg_iovlen = (size_t)n;
+	if (rc->imp) {
+		struct mmsghdr mm = { .msg_hdr = m };
+		uint64_t next = 0;
+
+		/* Held packets are copied, so the stack buffers may go; the loop's timer
+		 * releases them (woken as the RC path wakes it). */
+		sv__impair_send(rc->imp, rc->fd, &mm, 1, sv__now_ns(), &next);
+		if (next)
+			uv_async_send(&rc->imp_wake);
+		return 0;
+	}
 	do {
 		r = sendmsg(rc->fd, &m, MSG_DONTWAIT);
 	} while (r < 0 && errno == EINTR);

@@ -92,6 +92,11 @@ int apps_free_port(void)
 
 void apps_start(struct apps_proc *p, const char *const argv[])
 {
+	apps_start_env(p, NULL, argv);
+}
+
+void apps_start_env(struct apps_proc *p, const char *const env[], const char *const argv[])
+{
 	static int seq;
 	const char *args[64];
 	int i, fd;
@@ -125,6 +130,8 @@ void apps_start(struct apps_proc *p, const char *const argv[])
 			dup2(fd, 0);
 			close(fd);
 		}
+		for (i = 0; env && env[i]; i++)
+			putenv((char *)env[i]);
 		execvp(args[0], (char *const *)args);
 		_exit(127);
 	}
@@ -233,13 +240,87 @@ char *apps_output(const struct apps_proc *p)
 void apps_pair(const char *const server[], const char *const client[], int port,
 	       int timeout_ms, char **server_out, char **client_out)
 {
+	apps_pair_env(NULL, server, client, port, timeout_ms, server_out, client_out);
+}
+
+/* Whether a UDP socket is bound to addr:port (from /proc/net/udp; addr in network order). */
+static bool udp_bound(uint32_t addr, int port)
+{
+	char line[512];
+	bool found = false;
+	FILE *f = fopen("/proc/net/udp", "r");
+	unsigned laddr, lport;
+
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f)) {
+		/* /proc prints the address as the host-order dump of the network-order word */
+		if (sscanf(line, " %*d: %x:%x", &laddr, &lport) == 2)
+			found = laddr == addr && (int)lport == port;
+	}
+	fclose(f);
+	return found;
+}
+
+const char *apps_free_roce_addr(void)
+{
+	static char buf[32];
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(4791) };
+	int n, fd;
+
+	for (n = 100; n < 250; n++) {
+		snprintf(buf, sizeof(buf), "127.0.0.%d", n);
+		inet_pton(AF_INET, buf, &a.sin_addr);
+		fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+		cr_assert(fd >= 0);
+		if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0) {
+			close(fd);
+			return buf;
+		}
+		close(fd);
+	}
+	cr_assert_fail("no free 127.0.0.x:4791 for a RoCE device");
+	return NULL;
+}
+
+bool apps_wait_roce(struct apps_proc *p, const char *addr, int timeout_ms)
+{
+	long end = now_ms() + timeout_ms;
+	struct in_addr in;
+
+	inet_pton(AF_INET, addr, &in);
+	while (now_ms() < end) {
+		if (udp_bound(in.s_addr, 4791)) {
+			nap_ms(300);	/* the device is open; its listener follows at once */
+			return true;
+		}
+		if (reap(p, false))
+			return false;
+		nap_ms(20);
+	}
+	return false;
+}
+
+void apps_pair_env(const char *roce_addr, const char *const server[],
+		   const char *const client[], int port, int timeout_ms, char **server_out,
+		   char **client_out)
+{
 	struct apps_proc s, c;
 	long start = now_ms();
 	int rs, rc;
-	char *so, *co;
+	char *so, *co, bind_env[64];
+	const char *env[] = { bind_env, NULL };
 
-	apps_start(&s, server);
-	if (port) {
+	snprintf(bind_env, sizeof(bind_env), "SV_BIND_ADDR=%s", roce_addr ? roce_addr : "");
+	apps_start_env(&s, roce_addr ? env : NULL, server);
+	if (roce_addr) {
+		if (!apps_wait_roce(&s, roce_addr, 10000)) {
+			apps_kill(&s);
+			so = apps_output(&s);
+			cr_assert_fail("%s never opened its RoCE device at %s:\n%s", server[0],
+				       roce_addr, so);
+		}
+	} else if (port) {
 		if (!apps_wait_listen(&s, port, 10000)) {
 			apps_kill(&s);
 			so = apps_output(&s);

@@ -28,6 +28,16 @@ int apps_free_port(void);
 /* Starts `svrun argv...` (argv NULL-terminated); fails the test if it cannot fork. */
 void apps_start(struct apps_proc *p, const char *const argv[]);
 
+/* The same with extra "KEY=VALUE" environment entries (env NULL-terminated, or NULL). */
+void apps_start_env(struct apps_proc *p, const char *const env[], const char *const argv[]);
+
+/* A loopback address whose RoCE UDP port (4791) is free, for a server's sv_udp0 to bind
+ * (SV_BIND_ADDR): with the UDP transport's CM the address names the device. */
+const char *apps_free_roce_addr(void);
+
+/* Waits until a UDP socket is bound at addr:4791 (the server opened its device). */
+bool apps_wait_roce(struct apps_proc *p, const char *addr, int timeout_ms);
+
 /* Waits until the process listens on TCP port `port` (from /proc/net/tcp) or exits;
  * false at the deadline. */
 bool apps_wait_listen(struct apps_proc *p, int port, int timeout_ms);
@@ -49,6 +59,12 @@ char *apps_output(const struct apps_proc *p);
  * returned (caller frees). */
 void apps_pair(const char *const server[], const char *const client[], int port,
 	       int timeout_ms, char **server_out, char **client_out);
+
+/* apps_pair for the UDP transport's CM: the server runs with SV_BIND_ADDR=roce_addr and
+ * the client starts once that device is open (roce_addr NULL: plain apps_pair). */
+void apps_pair_env(const char *roce_addr, const char *const server[],
+		   const char *const client[], int port, int timeout_ms, char **server_out,
+		   char **client_out);
 
 /* Counts occurrences of needle in haystack. */
 int apps_count(const char *haystack, const char *needle);

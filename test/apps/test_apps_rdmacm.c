@@ -100,3 +100,74 @@ Test(apps_rdmacm, rdma_server_client, .timeout = 120)
 	free(so);
 	free(co);
 }
+
+/* The same programs on sv_udp0 (svrun --transport udp), through the UDP transport's IB
+ * CM. The address a client connects to names the server's device, so the server's
+ * device is bound to a known loopback address. */
+Test(apps_rdmacm, udp_rping_1000_verbose, .timeout = 120)
+{
+	const char *addr;
+	char a[32], *so, *co;
+	const char *srv[] = { "--transport", "udp", "rping", "-s", "-a", a, "-p", "7174", "-v",
+			      "-C", "1000", NULL };
+	const char *cli[] = { "--transport", "udp", "rping", "-c", "-a", a, "-p", "7174", "-v",
+			      "-C", "1000", NULL };
+
+	apps_require(progs);
+	addr = apps_free_roce_addr();
+	snprintf(a, sizeof(a), "%s", addr);
+	apps_pair_env(a, srv, cli, 0, 90000, &so, &co);
+	cr_expect_eq(apps_count(so, "server ping data: rdma-ping-"), 1000, "%s", so);
+	cr_expect_eq(apps_count(co, "ping data: rdma-ping-"), 1000, "%s", co);
+	free(so);
+	free(co);
+}
+
+Test(apps_rdmacm, udp_rping_validate, .timeout = 120)
+{
+	char a[32], *so, *co;
+	const char *srv[] = { "--transport", "udp", "rping", "-s", "-a", a, "-p", "7174", "-V",
+			      "-C", "300", "-S", "4096", NULL };
+	const char *cli[] = { "--transport", "udp", "rping", "-c", "-a", a, "-p", "7174", "-V",
+			      "-C", "300", "-S", "4096", NULL };
+
+	apps_require(progs);
+	snprintf(a, sizeof(a), "%s", apps_free_roce_addr());
+	apps_pair_env(a, srv, cli, 0, 90000, &so, &co);
+	cr_expect(!strstr(co, "data mismatch"), "%s", co);
+	cr_expect(!strstr(so, "data mismatch"), "%s", so);
+	free(so);
+	free(co);
+}
+
+Test(apps_rdmacm, udp_ucmatose, .timeout = 120)
+{
+	char a[32], *so, *co;
+	const char *srv[] = { "--transport", "udp", "ucmatose", "-p", "7174", "-c", "2", "-C",
+			      "20", NULL };
+	const char *cli[] = { "--transport", "udp", "ucmatose", "-s", a, "-p", "7174", "-c", "2",
+			      "-C", "20", NULL };
+
+	apps_require(progs);
+	snprintf(a, sizeof(a), "%s", apps_free_roce_addr());
+	apps_pair_env(a, srv, cli, 0, 90000, &so, &co);
+	cr_expect(strstr(so, "return status 0"), "%s", so);
+	cr_expect(strstr(co, "return status 0"), "%s", co);
+	free(so);
+	free(co);
+}
+
+Test(apps_rdmacm, udp_rdma_server_client, .timeout = 120)
+{
+	char a[32], *so, *co;
+	const char *srv[] = { "--transport", "udp", "rdma_server", "-p", "7174", NULL };
+	const char *cli[] = { "--transport", "udp", "rdma_client", "-s", a, "-p", "7174", NULL };
+
+	apps_require(progs);
+	snprintf(a, sizeof(a), "%s", apps_free_roce_addr());
+	apps_pair_env(a, srv, cli, 0, 60000, &so, &co);
+	cr_expect(strstr(so, "rdma_server: end 0"), "%s", so);
+	cr_expect(strstr(co, "rdma_client: end 0"), "%s", co);
+	free(so);
+	free(co);
+}

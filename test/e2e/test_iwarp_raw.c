@@ -368,6 +368,11 @@ Test(iwarp_raw, crc_error_is_llp_terminate, .init = setup, .fini = teardown, .ti
 	peer_fpdu(&m, "xyz", 3, true, true);
 	expect_terminate(SV_TERM_LAYER_LLP, 0, SV_TERM_LLP_CRC, SV_EVENT_QP_FATAL, &m);
 	cr_assert_not(m.u.term.has_ddp_hdr);
+	struct sv_qp_stats st;
+
+	cr_assert_eq(sv_query_qp_stats(qp, &st), 0);
+	cr_assert_eq(st.icrc_errors, 1);
+	cr_assert_eq(st.terminates_tx, 1);
 	cr_assert_eq(buf[0], 'x', "placed before the CRC check, like siw; the QP failed");
 	sv_cm_ack_event(wait_event(SV_CM_EVENT_DISCONNECTED));
 }

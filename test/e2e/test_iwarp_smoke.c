@@ -305,8 +305,20 @@ static void disconnect_both(void)
 
 Test(iwarp_smoke, all_opcodes_crc, .fini = teardown, .timeout = 60)
 {
+	struct sv_qp_stats st;
+
 	connect_pair(1, 1, 0, 0);
 	ops_roundtrip();
+	/* The client sent the RTR, a Send, a 1 MiB Write in FPDUs of at most 64 KiB, an
+	 * Immediate Data, a Read Request and two Atomic Requests; it received at least the
+	 * 1 MiB of Read Responses back. */
+	cr_assert_eq(sv_query_qp_stats(cli.qp, &st), 0);
+	cr_assert_geq(st.tx_packets, 1 + 1 + 17 + 1 + 1 + 2);
+	cr_assert_geq(st.rx_packets, 17 + 2 + 2);
+	cr_assert_gt(st.tx_bytes, 1048576);
+	cr_assert_gt(st.rx_bytes, 1048576);
+	cr_assert_eq(st.icrc_errors, 0);
+	cr_assert_eq(st.terminates_tx + st.terminates_rx, 0);
 	disconnect_both();
 }
 
@@ -357,6 +369,13 @@ Test(iwarp_smoke, bad_rkey_is_remote_access_error, .fini = teardown, .timeout = 
 	sv_ack_async_event(&ae);
 	sv_cm_ack_event(wait_event(cli.ch, SV_CM_EVENT_DISCONNECTED));
 	sv_cm_ack_event(wait_event(srv.ch, SV_CM_EVENT_DISCONNECTED));
+	/* One Terminate each way of counting. */
+	struct sv_qp_stats st;
+
+	cr_assert_eq(sv_query_qp_stats(srv.qp, &st), 0);
+	cr_assert_eq(st.terminates_tx, 1);
+	cr_assert_eq(sv_query_qp_stats(cli.qp, &st), 0);
+	cr_assert_eq(st.terminates_rx, 1);
 }
 
 Test(iwarp_smoke, send_without_receive_terminates, .fini = teardown, .timeout = 60)

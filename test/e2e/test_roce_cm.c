@@ -3,8 +3,9 @@
  * connect/accept with private data both ways, reject with private data, a service nobody
  * listens on (REJECTED), an address nobody answers (UNREACHABLE), disconnect from either
  * side (both DISCONNECTED, receives flushed), a slow accept covered by MRAs, every RC
- * opcode over the QPs the CM connected, and a selective-repeat requester with a
- * go-back-N-configured passive device under loss.
+ * opcode over the QPs the CM connected, a selective-repeat requester with a
+ * go-back-N-configured passive device under loss, and the whole handshake and close on
+ * a link that loses, duplicates and reorders the MADs themselves.
  *
  * Both devices use the same free UDP port, each on its own loopback address (the
  * transport's 127.0.0.x fallback), since the CM finds a peer's QP1 at IP:<our port>.
@@ -449,4 +450,97 @@ Test(roce_cm, slow_accept_is_covered_by_mra)
 	cr_assert_eq(sv_cm_ack_event(ev), 0);
 	ev = next_event(&b, SV_CM_EVENT_ESTABLISHED, WAIT_MS);
 	cr_assert_eq(sv_cm_ack_event(ev), 0);
+}
+
+/* The CM's own MADs cross the same impaired link as the data (SV_IMPAIR applies to every
+ * datagram): lost, duplicated and reordered REQ/REP/RTU/DREQ/DREP are repaired by the
+ * retransmissions and duplicate answers (a lost REJ is sent again), round after round. */
+TestSuite(roce_cm_lossy, .timeout = 120);
+
+/* A connects through a second id and B rejects it; A's QP is then reset for the next
+ * connection (destroying the rejected id moved it to ERR). */
+static void reject_once(void)
+{
+	struct sv_conn_param cp = { .private_data = "try", .private_data_len = 3 };
+	struct sockaddr_in dst = listen_b();
+	struct sv_qp_attr at = { .qp_state = SV_QPS_RESET };
+	struct sv_cm_event *ev;
+	struct sv_cm_id *id2;
+
+	cr_assert_eq(sv_cm_create_id(a.ch, a.ctx, NULL, &id2), 0);
+	cr_assert_eq(sv_cm_connect(id2, a.qp, (struct sockaddr *)&dst, &cp), 0);
+	ev = next_event(&b, SV_CM_EVENT_CONNECT_REQUEST, WAIT_MS);
+	cr_assert_eq(sv_cm_reject(ev->id, "full", 4), 0);
+	{
+		struct sv_cm_id *rid = ev->id;
+
+		cr_assert_eq(sv_cm_ack_event(ev), 0);
+		ev = next_event(&a, SV_CM_EVENT_REJECTED, WAIT_MS);
+		cr_assert_eq(memcmp(ev->param.private_data, "full", 4), 0);
+		cr_assert_eq(sv_cm_ack_event(ev), 0);
+		cr_assert_eq(sv_cm_destroy_id(rid), 0);
+	}
+	cr_assert_eq(sv_cm_destroy_id(id2), 0);
+	cr_assert_eq(sv_modify_qp(a.qp, &at, SV_QP_STATE), 0);
+	/* connect_pair listens again, on a fresh id. */
+	cr_assert_eq(sv_cm_destroy_id(b.id), 0);
+	cr_assert_eq(sv_cm_create_id(b.ch, b.ctx, &b, &b.id), 0);
+}
+
+Test(roce_cm_lossy, handshake_and_close_survive_loss)
+{
+	for (int round = 0; round < 4; round++) {
+		char imp[96];
+		uint16_t port = free_udp_port();
+		struct sv_cm_event *ev;
+
+		snprintf(imp, sizeof(imp), "loss=0.2,dup=0.1,reorder=0.1,seed=%d", 100 + round);
+		side_open_opts(&a, port, SV_RETX_GBN, imp);
+		snprintf(imp, sizeof(imp), "loss=0.2,dup=0.1,reorder=0.1,seed=%d", 200 + round);
+		side_open_opts(&b, port, SV_RETX_GBN, imp);
+		reject_once();
+		connect_pair();
+		for (uint32_t i = 0; i < 20000; i++)
+			a.buf[i] = (uint8_t)(i + round);
+		post_a(SV_WR_RDMA_WRITE, 1, 0, 20000, (uintptr_t)b.buf, 0, 0);
+		expect_a(1, SV_WC_RDMA_WRITE);
+		cr_assert_eq(memcmp(a.buf, b.buf, 20000), 0, "round %d", round);
+		cr_assert_eq(sv_cm_disconnect(round & 1 ? b.conn : a.id), 0);
+		ev = next_event(&a, SV_CM_EVENT_DISCONNECTED, WAIT_MS);
+		cr_assert_eq(sv_cm_ack_event(ev), 0);
+		ev = next_event(&b, SV_CM_EVENT_DISCONNECTED, WAIT_MS);
+		cr_assert_eq(sv_cm_ack_event(ev), 0);
+		teardown();
+	}
+}
+
+/* IBA 12.7 retry counts: the active side's retry_count is both QPs' (it rides in the
+ * REQ), each side's rnr_retry_count is what the other side's QP uses. */
+Test(roce_cm, retry_counts_follow_the_conn_params)
+{
+	struct sockaddr_in dst = listen_b();
+	struct sv_conn_param cp = { .retry_count = 3, .rnr_retry_count = 2,
+				    .responder_resources = 1, .initiator_depth = 1 };
+	struct sv_conn_param ap = { .retry_count = 6, .rnr_retry_count = 5,
+				    .responder_resources = 1, .initiator_depth = 1 };
+	struct sv_cm_event *ev;
+	struct sv_qp_attr at;
+
+	cr_assert_eq(sv_cm_connect(a.id, a.qp, (struct sockaddr *)&dst, &cp), 0);
+	ev = next_event(&b, SV_CM_EVENT_CONNECT_REQUEST, WAIT_MS);
+	b.conn = ev->id;
+	cr_assert_eq(sv_cm_ack_event(ev), 0);
+	cr_assert_eq(sv_cm_accept(b.conn, b.qp, &ap), 0);
+	ev = next_event(&a, SV_CM_EVENT_ESTABLISHED, WAIT_MS);
+	cr_assert_eq(sv_cm_ack_event(ev), 0);
+	ev = next_event(&b, SV_CM_EVENT_ESTABLISHED, WAIT_MS);
+	cr_assert_eq(sv_cm_ack_event(ev), 0);
+	cr_assert_eq(sv_query_qp(a.qp, &at, 0, NULL), 0);
+	cr_assert_eq(at.retry_cnt, 3);
+	cr_assert_eq(at.rnr_retry, 5);
+	cr_assert_eq(at.max_rd_atomic, 1);
+	cr_assert_eq(sv_query_qp(b.qp, &at, 0, NULL), 0);
+	cr_assert_eq(at.retry_cnt, 3);
+	cr_assert_eq(at.rnr_retry, 2);
+	cr_assert_eq(at.max_rd_atomic, 1);
 }

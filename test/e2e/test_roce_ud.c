@@ -2,7 +2,8 @@
  * test_roce_ud.c — UD QPs on the UDP transport over loopback: SEND and SEND_WITH_IMM
  * through address handles, the 40-byte GRH area (IPv4 header in its last 20 bytes),
  * wc.src_qp, the Q_Key check (mismatch dropped and counted, the "use the QP's Q_Key"
- * bit), the path-MTU limit at post, the UD state table, and UD refused on TCP.
+ * bit), the path-MTU limit at post, per-WR destinations, a receive buffer too short
+ * for GRH + message (LOC_LEN_ERR), the UD state table, and UD refused on TCP.
  */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
@@ -291,4 +292,75 @@ Test(roce_ud_tcp, ud_needs_the_udp_transport)
 	cr_assert_eq(sv_destroy_cq(cq), 0);
 	cr_assert_eq(sv_dealloc_pd(pd), 0);
 	cr_assert_eq(sv_close_device(ctx), 0);
+}
+
+/* One UD QP, two destinations: each WR goes where its AH and QPN say (here B's UD QP and
+ * a second UD QP on A's own device). */
+Test(roce_ud, each_wr_goes_to_its_own_address)
+{
+	struct sv_ah_attr aa = { .port_num = 1 };
+	struct sv_qp *ua2 = ud_qp(&a, QKEY, 300);
+	struct sv_sge sge = { (uintptr_t)a.buf, 32, a.mr->lkey };
+	struct sv_send_wr wr = { .sg_list = &sge, .num_sge = 1, .opcode = SV_WR_SEND,
+				 .send_flags = SV_SEND_SIGNALED }, *bad;
+	struct sv_ah *ah_a;
+	struct sv_wc wc[4];
+	int got = 0, recv_b = 0, recv_a = 0;
+	long end = ru_now_ms() + WAIT_MS;
+
+	memcpy(aa.dgid, a.gid, 16);
+	aa.dport = a.port;
+	cr_assert_eq(sv_create_ah(a.pd, &aa, &ah_a), 0);
+	fill(a.buf, 32, 4);
+	recv_at(&b, ub, 21, 0, 128);
+	recv_at(&a, ua2, 22, 8192, 128);
+	wr.wr_id = 31;
+	wr.wr.ud.ah = ah_b;
+	wr.wr.ud.remote_qpn = ub->qp_num;
+	wr.wr.ud.remote_qkey = QKEY;
+	cr_assert_eq(sv_post_send(ua, &wr, &bad), 0);
+	wr.wr_id = 32;
+	wr.wr.ud.ah = ah_a;
+	wr.wr.ud.remote_qpn = ua2->qp_num;
+	cr_assert_eq(sv_post_send(ua, &wr, &bad), 0);
+	/* A's CQ gets both send completions and ua2's receive. */
+	while (got < 3) {
+		int n = sv_poll_cq(a.cq, 1, &wc[got]);
+
+		cr_assert_geq(n, 0);
+		got += n;
+		cr_assert_lt(ru_now_ms(), end, "%d of 3 completions on A", got);
+	}
+	for (int i = 0; i < 3; i++) {
+		cr_assert_eq(wc[i].status, SV_WC_SUCCESS);
+		if (wc[i].opcode == SV_WC_RECV) {
+			recv_a++;
+			cr_assert_eq(wc[i].wr_id, 22);
+			cr_assert_eq(wc[i].qp_num, ua2->qp_num);
+			cr_assert_eq(wc[i].src_qp, ua->qp_num);
+		}
+	}
+	ru_wait(&b, &wc[3], WAIT_MS);
+	recv_b = wc[3].wr_id == 21 && wc[3].status == SV_WC_SUCCESS;
+	cr_assert_eq(recv_a, 1);
+	cr_assert_eq(recv_b, 1);
+	cr_assert_eq(memcmp(b.buf + GRH, a.buf, 32), 0);
+	cr_assert_eq(memcmp(a.buf + 8192 + GRH, a.buf, 32), 0);
+	cr_assert_eq(sv_destroy_ah(ah_a), 0);
+	cr_assert_eq(sv_destroy_qp(ua2), 0);
+}
+
+/* A receive buffer without room for the GRH and the message completes in error. */
+Test(roce_ud, short_receive_buffer_is_a_length_error)
+{
+	struct sv_wc wc;
+
+	fill(a.buf, 100, 2);
+	recv_at(&b, ub, 23, 0, GRH + 99);
+	cr_assert_eq(send_ud(SV_WR_SEND, 33, 0, 100, QKEY, 0), 0);
+	ru_wait(&a, &wc, WAIT_MS);
+	cr_assert_eq(wc.status, SV_WC_SUCCESS);
+	ru_wait(&b, &wc, WAIT_MS);
+	cr_assert_eq(wc.wr_id, 23);
+	cr_assert_eq(wc.status, SV_WC_LOC_LEN_ERR);
 }
