@@ -26,13 +26,17 @@
  * follow IBA 12.7: the active side's sv_conn_param retry_count is its own QP's and goes
  * in the REQ for the passive QP; its rnr_retry_count goes in the REQ for the passive
  * QP, and the passive side's (sv_cm_accept) in the REP for the active QP. 0 (or no
- * sv_conn_param) means 7, the most (RNR: infinite); larger values are capped at 7. REJ answers a REQ nobody listens for (invalid service ID) or that the
- * application rejects (consumer defined, with its private data). DREQ/DREP close; both
- * sides report DISCONNECTED. A MAD that expects an answer (REQ, REP, DREQ) is sent again
- * every CM_RETRY_MS up to CM_TRIES times; an unanswered REQ ends in UNREACHABLE, an
- * unanswered REP in UNREACHABLE at the passive side, an unanswered DREQ in DISCONNECTED.
- * A REQ repeated while the application has not decided yet is answered with an MRA, which
- * restarts the active side's count.
+ * sv_conn_param) means 7, the most (RNR: infinite); larger values are capped at 7.
+ * REJ answers a REQ nobody listens for (invalid service ID) or that the application
+ * rejects (consumer defined, with its private data). DREQ/DREP close; both sides report
+ * DISCONNECTED. A MAD that expects an answer (REQ, REP, DREQ) is sent again every
+ * CM_RETRY_MS up to CM_TRIES times; an unanswered REQ ends in UNREACHABLE, an unanswered
+ * REP in UNREACHABLE at the passive side, an unanswered DREQ in DISCONNECTED. Repeated
+ * messages get the answer again: a REQ our REP or REJ answered gets it again, a REP our
+ * RTU answered the RTU, a DREQ always a DREP; a REQ repeated while the application has
+ * not decided yet gets an MRA, which restarts the active side's count. Data arriving at
+ * the passive QP before the RTU is received (the QP is in RTR) but does not stand in for
+ * the RTU (no COMM_EST): a lost RTU is repaired by the REP's retransmission.
  *
  * Loss recovery mode (go-back-N or selective repeat, opts.retx): the IB CM REQ has no
  * field for it, so it rides in the rdma_cm IP header at the start of the REQ's private
