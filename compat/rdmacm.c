@@ -539,7 +539,8 @@ err_free:
 }
 
 /* Events of the id that we hold (taken from softverbs but not handed out) go first:
- * softverbs refuses to destroy an id with unacknowledged events. */
+ * softverbs refuses to destroy an id with unacknowledged events. A listener's held
+ * CONNECT_REQUESTs take their never-seen new ids with them. */
 static void drop_held_events(struct svc_id *id)
 {
 	struct svc_channel *ch = id->ch;
@@ -547,6 +548,15 @@ static void drop_held_events(struct svc_id *id)
 
 	pthread_mutex_lock(&ch->lock);
 	for (pp = &ch->head; (e = *pp);) {
+		if (e->ev.listen_id == &id->id) {
+			struct svc_id *child = to_id(e->ev.id);
+
+			*pp = e->next;
+			event_free(e);
+			sv_cm_destroy_id(child->sv);
+			free(child);
+			continue;
+		}
 		if (e->ev.id == &id->id) {
 			*pp = e->next;
 			event_free(e);

@@ -15,11 +15,14 @@
  *   roce_cm.c     in-band connection management: IB CM MADs on QP1
  *   impair.c      fault injection on the transmit path
  *
- * Threads: the context's socket and its poll handle belong to the loop, which receives
- * every datagram; transmission happens under the QP lock from whichever thread holds it
- * (the application in post_send, the loop otherwise). A UDP datagram send is atomic, so
+ * Threads: the context's socket and its poll handle belong to the loop. Whoever holds
+ * the context's rx_lock receives: the loop, or an application thread polling a CQ (only
+ * its own QP's datagrams; the rest are handed to the loop). Transmission happens under
+ * the QP lock from whichever thread holds it (the application in post_send, the loop
+ * otherwise). A UDP datagram send is atomic, so
  * QPs sharing the socket need no lock between them. Per-QP state is touched only with the
- * QP lock held. The QPN table changes only on the loop (qp_create/qp_destroy).
+ * QP lock held. The QPN table changes only on the loop (qp_create/qp_destroy), under
+ * rx_lock.
  */
 #ifndef SV_WIRE_ROCE_H
 #define SV_WIRE_ROCE_H
@@ -49,6 +52,14 @@
 
 struct sv__rqp;
 
+/* A received datagram handed from a poller to the loop. */
+struct sv__roce_deferred {
+	struct sv__roce_deferred *next;
+	struct sockaddr_in src, dst;
+	size_t len;
+	uint8_t *buf;			/* SV__ROCE_RX_BUF bytes, malloc'd */
+};
+
 /* Per-context state. */
 struct sv__rctx {
 	struct sv_context *ctx;
@@ -65,7 +76,16 @@ struct sv__rctx {
 	struct sv__impair *imp;		/* NULL: no impairment (the fast path) */
 	uint64_t imp_armed_ns;
 	int handles_open;
-	/* QPN table, open addressing (loop only). */
+	/* Receiving: the loop, or an application thread polling a CQ (poll op), whoever
+	 * holds rx_lock. Taken before any QP lock: the loop blocks on it, a poller (which
+	 * holds its QP lock) only tries. */
+	pthread_mutex_t rx_lock;
+	/* Datagrams a poller received but may not handle on its thread (another QP, UD,
+	 * CM MADs): copied here and handed to the loop. */
+	pthread_mutex_t defer_lock;
+	struct sv__roce_deferred *defer_head, **defer_tail;
+	uv_async_t defer_wake;
+	/* QPN table, open addressing: written on the loop under rx_lock, read under it. */
 	struct sv__rqp **tbl;
 	uint32_t tbl_mask;
 	/* RX ring. */
@@ -127,7 +147,6 @@ struct sv__rrsp {
 	uint32_t psn;			/* next response PSN */
 	uint32_t res_psn;		/* first PSN of the READ it answers (its resource) */
 	uint32_t first_psn;		/* of the request (pkt index base) */
-	uint32_t last_psn;
 	uint32_t off;			/* bytes of the request already sent */
 	uint32_t len;			/* bytes of the whole request */
 	uint8_t *ptr;			/* host address of the request's byte 0 */
@@ -202,8 +221,8 @@ struct sv__rqp {
 /* roce.c */
 struct sv__rqp *sv__rqp(struct sv_qp *qp);
 /* [qp-locked] Queues a packet into the batch: hdr (hlen bytes, BTH first) then the
- * payload iovecs, computes pad and ICRC. Flushes first when the batch is full.
- * Returns 0, or -EAGAIN when the socket is full (the packet was not queued). */
+ * payload iovecs, computes pad and ICRC. Flushes first when the batch is full (a full
+ * socket then loses packets, which the reliability layer repairs). Returns 0. */
 int sv__roce_txq(struct sv__rqp *q, const uint8_t *hdr, size_t hlen, const struct iovec *pay,
 		 int npay, uint32_t paylen);
 /* [qp-locked] Sends the batch. Returns -EAGAIN if the socket was full (unsent packets are

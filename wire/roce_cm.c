@@ -26,13 +26,17 @@
  * follow IBA 12.7: the active side's sv_conn_param retry_count is its own QP's and goes
  * in the REQ for the passive QP; its rnr_retry_count goes in the REQ for the passive
  * QP, and the passive side's (sv_cm_accept) in the REP for the active QP. 0 (or no
- * sv_conn_param) means 7, the most (RNR: infinite); larger values are capped at 7. REJ answers a REQ nobody listens for (invalid service ID) or that the
- * application rejects (consumer defined, with its private data). DREQ/DREP close; both
- * sides report DISCONNECTED. A MAD that expects an answer (REQ, REP, DREQ) is sent again
- * every CM_RETRY_MS up to CM_TRIES times; an unanswered REQ ends in UNREACHABLE, an
- * unanswered REP in UNREACHABLE at the passive side, an unanswered DREQ in DISCONNECTED.
- * A REQ repeated while the application has not decided yet is answered with an MRA, which
- * restarts the active side's count.
+ * sv_conn_param) means 7, the most (RNR: infinite); larger values are capped at 7.
+ * REJ answers a REQ nobody listens for (invalid service ID) or that the application
+ * rejects (consumer defined, with its private data). DREQ/DREP close; both sides report
+ * DISCONNECTED. A MAD that expects an answer (REQ, REP, DREQ) is sent again every
+ * CM_RETRY_MS up to CM_TRIES times; an unanswered REQ ends in UNREACHABLE, an unanswered
+ * REP in UNREACHABLE at the passive side, an unanswered DREQ in DISCONNECTED. Repeated
+ * messages get the answer again: a REQ our REP or REJ answered gets it again, a REP our
+ * RTU answered the RTU, a DREQ always a DREP; a REQ repeated while the application has
+ * not decided yet gets an MRA, which restarts the active side's count. Data arriving at
+ * the passive QP before the RTU is received (the QP is in RTR) but does not stand in for
+ * the RTU (no COMM_EST): a lost RTU is repaired by the REP's retransmission.
  *
  * Loss recovery mode (go-back-N or selective repeat, opts.retx): the IB CM REQ has no
  * field for it, so it rides in the rdma_cm IP header at the start of the REQ's private
@@ -92,6 +96,8 @@ struct sv__tep {
 	uint8_t mtu;			/* enum sv_mtu */
 	uint8_t retry_cnt, rnr_retry;
 	bool sr_set, sr;		/* passive: the mode the REQ asked for */
+	bool rejected;			/* passive: msg holds our REJ */
+	uint64_t req_tid;		/* passive: the REQ's transaction */
 	uint8_t msg[SV_MAD_LEN];	/* the last MAD sent, for retransmission */
 	unsigned tries;
 	uint64_t deadline_ns;		/* 0: nothing to retransmit */
@@ -369,8 +375,8 @@ static void rx_req(struct sv__rctx *rc, const struct sockaddr_in *src, const str
 				a.mra.service_timeout = CM_MRA_SERVICE_TIMEOUT;
 				if (sv__cm_encode(buf, sizeof(buf), &a) == SV_MAD_LEN)
 					(void)mad_send(rc, src, buf);
-			} else if (e->state == EP_REP_SENT) {
-				(void)mad_send(rc, src, e->msg);
+			} else if (e->state == EP_REP_SENT || e->rejected) {
+				(void)mad_send(rc, src, e->msg);	/* ours was lost */
 			}
 			return;
 		}
@@ -401,6 +407,7 @@ static void rx_req(struct sv__rctx *rc, const struct sockaddr_in *src, const str
 		return;		/* the peer repeats the REQ */
 	ep->remote_id = req->local_comm_id;
 	ep->remote_qpn = req->local_qpn;
+	ep->req_tid = m->mad.tid;
 	ep->gsi = *src;
 	ep->local = l->local;
 	ep->local.sin_addr = rc->local.sin_addr;
@@ -857,12 +864,27 @@ int sv__roce_cm_reject(struct sv__tep *ep, const uint8_t *priv, uint16_t priv_le
 {
 	if (ep->state != EP_REQ_RCVD)
 		return -EINVAL;
+	struct sv_cm_msg *m;
+	int r;
+
 	if (priv_len > SV_CM_REJ_PRIVATE_LEN)
 		return -EINVAL;
-	send_rej(ep->rc, &ep->gsi, (uint64_t)ep->remote_id << 32 | ep->local_id, ep->local_id,
-		 ep->remote_id, SV_CM_MSG_REQ, SV_CM_REJ_CONSUMER_DEFINED, priv, priv_len);
-	ep->state = EP_CLOSED;
-	return 0;
+	if (!(m = calloc(1, sizeof(*m))))
+		return -ENOMEM;
+	/* Kept in ep->msg: a repeated REQ (our REJ lost) gets it again. */
+	sv__cm_mad_init(m, SV_CM_ATTR_REJ, ep->req_tid);
+	m->rej.local_comm_id = ep->local_id;
+	m->rej.remote_comm_id = ep->remote_id;
+	m->rej.msg_rejected = SV_CM_MSG_REQ;
+	m->rej.reason = SV_CM_REJ_CONSUMER_DEFINED;
+	if (priv_len)
+		memcpy(m->rej.private_data, priv, priv_len);
+	if ((r = ep_send(ep, m, false)) == 0) {
+		ep->state = EP_CLOSED;
+		ep->rejected = true;
+	}
+	free(m);
+	return r;
 }
 
 /* The DREQ for ep's connection (IBA 12.6.10). */
@@ -903,9 +925,8 @@ void sv__roce_cm_ep_destroy(struct sv__tep *ep)
 	if (ep->state == EP_ESTABLISHED || ep->state == EP_REP_SENT)
 		(void)send_dreq(ep, false);
 	else if (ep->state == EP_REQ_RCVD)
-		send_rej(rc, &ep->gsi, (uint64_t)ep->remote_id << 32 | ep->local_id,
-			 ep->local_id, ep->remote_id, SV_CM_MSG_REQ,
-			 SV_CM_REJ_CONSUMER_DEFINED, NULL, 0);
+		send_rej(rc, &ep->gsi, ep->req_tid, ep->local_id, ep->remote_id,
+			 SV_CM_MSG_REQ, SV_CM_REJ_CONSUMER_DEFINED, NULL, 0);
 	detach_qp(ep);
 	ep_unlink(ep);
 	free(ep);

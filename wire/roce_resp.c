@@ -403,7 +403,6 @@ static int do_read(struct sv__rqp *q, const struct sv__roce_pkt *k)
 	q->msn = sv__psn_add(q->msn, 1);
 	e = rsp_new(q);			/* room: rd_queued < nres <= RSPQ / 2 */
 	e->psn = e->first_psn = e->res_psn = k->psn;
-	e->last_psn = sv__psn_add(k->psn, n - 1);
 	e->len = k->dmalen;
 	e->ptr = p;
 	e->mr = mr;
@@ -454,7 +453,7 @@ static int do_atomic(struct sv__rqp *q, const struct sv__roce_pkt *k)
 	q->msn = sv__psn_add(q->msn, 1);
 	e = rsp_new(q);
 	e->atomic = true;
-	e->psn = e->first_psn = e->last_psn = k->psn;
+	e->psn = e->first_psn = k->psn;
 	e->orig = orig;
 	e->msn = q->msn;
 	q->rsp_put++;
@@ -568,7 +567,6 @@ static void duplicate(struct sv__rqp *q, const struct sv__roce_pkt *k)
 			e->atomic = atomic;
 			e->psn = e->first_psn = k->psn;
 			e->res_psn = r->first_psn;
-			e->last_psn = sv__psn_add(r->first_psn, r->npkts - 1);
 			e->msn = q->msn;
 			e->orig = r->orig;	/* atomics: replayed, never re-executed */
 			e->mr = mr;

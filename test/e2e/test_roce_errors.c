@@ -123,9 +123,16 @@ Test(roce_errors, rnr_retry_forever_then_receive, .fini = teardown, .timeout = 3
 	pair(&l);
 	memset(a.buf, 0x5a, 100);
 	post_send(&a, SV_WR_SEND, 1, 100, 0, 0);
-	usleep(30000);			/* many RNR rounds of 0.01 ms */
-	cr_assert_eq(sv_query_qp_stats(b.qp, &st), 0);
-	cr_assert_gt(st.rnr_naks_tx, 8, "rnr naks %lu", (unsigned long)st.rnr_naks_tx);
+	/* Many RNR rounds of 0.01 ms: wait for them by count, not by a fixed sleep, so a
+	 * loaded machine only makes the test slower. */
+	for (int waited_ms = 0;; waited_ms++) {
+		cr_assert_eq(sv_query_qp_stats(b.qp, &st), 0);
+		if (st.rnr_naks_tx > 8)
+			break;
+		cr_assert_lt(waited_ms, 5000, "rnr naks %lu after 5 s",
+			     (unsigned long)st.rnr_naks_tx);
+		usleep(1000);
+	}
 	sge = (struct sv_sge){ (uintptr_t)(b.buf + 4096), 200, b.mr->lkey };
 	cr_assert_eq(sv_post_recv(b.qp, &rw, &bad), 0);
 	expect_status(&a, 1, SV_WC_SUCCESS);
