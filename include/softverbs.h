@@ -706,7 +706,16 @@ int sv_cm_create_id(struct sv_cm_channel *channel, struct sv_context *ctx,
  * destroyed before its request is acknowledged (librdmacm rules). */
 int sv_cm_destroy_id(struct sv_cm_id *id);
 
-/* Listens on addr (port 0 = the device's opts.port, or any free port if that is 0). */
+/*
+ * Listens on addr (port 0 = the device's opts.port, or any free port if that is 0).
+ * On the UDP transport the CM speaks IB CM MADs on QP1 of the device's UDP socket, and
+ * an address IP:port means "the device at IP, service port" as in rdma_cm: IP must be
+ * the device's own address (or INADDR_ANY) for a listener, and the peer device of a
+ * connect is found at IP:<this device's UDP port>, so both ends use the same opts.port;
+ * the port becomes the service ID 0x0000000001060000 | port. REQ private data is at most
+ * 56 bytes there (36 go to the rdma_cm IP header); REP carries up to 196, REJ 148, and
+ * private data arrives padded to those sizes as on InfiniBand.
+ */
 int sv_cm_listen(struct sv_cm_id *id, const struct sockaddr *addr, int backlog);
 /* The address an id is bound or connected to (after listen/connect), and its peer's. */
 int sv_cm_local_addr(const struct sv_cm_id *id, struct sockaddr_storage *addr);

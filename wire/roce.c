@@ -389,26 +389,30 @@ static bool pktinfo_dst(struct msghdr *m, struct in_addr *dst)
 	return false;
 }
 
-/* Checks and dispatches one datagram. Returns the QP it touched (locked and unlocked
- * here), or NULL. */
-static struct sv__rqp *rx_one(struct sv__rctx *rc, unsigned i, bool *kept)
+/*
+ * Checks and dispatches one datagram from src to dst. self is the QP whose poller runs
+ * this (its lock held), NULL on the loop. Returns the RC QP it touched (locked and
+ * unlocked here), or NULL. *defer: a poller may not handle it here (another QP, a UD or
+ * CM datagram); the caller hands it to the loop.
+ */
+static struct sv__rqp *dispatch(struct sv__rctx *rc, uint8_t *buf, size_t len,
+				const struct sockaddr_in *src, const struct sockaddr_in *dst,
+				struct sv__rqp *self, bool *kept, bool *defer)
 {
-	struct msghdr *m = &rc->rx_msgs[i].msg_hdr;
-	size_t len = rc->rx_msgs[i].msg_len;
-	uint8_t *buf = rc->rx_buf[i];
-	struct sockaddr_in dst = rc->local;
 	struct iovec v = { buf, 0 };
 	struct sv__roce_pkt k;
 	struct sv__rqp *q;
 	uint32_t crc;
 
-	if ((m->msg_flags & MSG_TRUNC) || len < SV__BTH_LEN + SV__ICRC_LEN)
-		return NULL;
-	if (!pktinfo_dst(m, &dst.sin_addr))
+	if (len < SV__BTH_LEN + SV__ICRC_LEN)
 		return NULL;
 	q = tbl_find(rc, sv__get_be24(buf + 5));
+	if (self && q != self) {
+		*defer = true;
+		return NULL;
+	}
 	v.iov_len = len - SV__ICRC_LEN;
-	crc = sv__roce_icrc(&rc->rx_src[i], &dst, &v, 1);
+	crc = sv__roce_icrc(src, dst, &v, 1);
 	if (crc != sv__get_le32(buf + len - SV__ICRC_LEN)) {
 		/* IBA 9.8.2.x: a packet failing its ICRC is silently dropped. */
 		if (q) {
@@ -420,20 +424,22 @@ static struct sv__rqp *rx_one(struct sv__rctx *rc, unsigned i, bool *kept)
 		}
 		return NULL;
 	}
-	/* UD datagrams: the CM's MADs on QP1 and UD QPs (roce_cm.c, roce_ud.c). */
+	/* UD datagrams: the CM's MADs on QP1 and UD QPs (roce_cm.c, roce_ud.c), loop only. */
 	if (sv__roce_op_is_ud(buf[0])) {
-		if (sv__get_be24(buf + 5) == SV_GSI_QPN)
-			sv__roce_cm_rx(rc, &rc->rx_src[i], buf, len - SV__ICRC_LEN);
+		if (self)
+			*defer = true;
+		else if (sv__get_be24(buf + 5) == SV_GSI_QPN)
+			sv__roce_cm_rx(rc, src, buf, len - SV__ICRC_LEN);
 		else if (q)
-			sv__roce_ud_rx(q, &rc->rx_src[i], &dst, buf, len - SV__ICRC_LEN);
+			sv__roce_ud_rx(q, src, dst, buf, len - SV__ICRC_LEN);
 		return NULL;
 	}
 	if (!q || sv__roce_decode(&k, buf, len - SV__ICRC_LEN) < 0)
 		return NULL;
 	sv__qp_lock(q->qp);
 	/* Only the peer of a connected QP may talk to it (the AV it was given). */
-	if (q->qp->qp_type != SV_QPT_RC || q->err || !q->live || rc->rx_src[i].sin_addr.s_addr != q->peer.sin_addr.s_addr ||
-	    rc->rx_src[i].sin_port != q->peer.sin_port) {
+	if (q->qp->qp_type != SV_QPT_RC || q->err || !q->live ||
+	    src->sin_addr.s_addr != q->peer.sin_addr.s_addr || src->sin_port != q->peer.sin_port) {
 		sv__qp_unlock(q->qp);
 		return NULL;
 	}
@@ -448,67 +454,166 @@ static struct sv__rqp *rx_one(struct sv__rctx *rc, unsigned i, bool *kept)
 	return q;
 }
 
+static void touch(struct sv__rqp **touched, unsigned *nt, struct sv__rqp *q)
+{
+	unsigned t;
+
+	for (t = 0; t < *nt && touched[t] != q; t++)
+		;
+	if (t == *nt)
+		touched[(*nt)++] = q;
+}
+
+/* Coalesced replies: one ACK per QP per batch, then whatever the window opened on the
+ * requester side. */
+static void finish_round(struct sv__rqp **touched, unsigned nt)
+{
+	for (unsigned t = 0; t < nt; t++) {
+		struct sv__rqp *q = touched[t];
+
+		sv__qp_lock(q->qp);
+		q->now_ns = sv__now_ns();
+		qp_round(q);
+		sv__roce_timer_update(q);
+		sv__qp_unlock(q->qp);
+	}
+}
+
+static void defer_push(struct sv__rctx *rc, unsigned i, const struct sockaddr_in *dst)
+{
+	struct sv__roce_deferred *d = malloc(sizeof(*d));
+
+	if (!d)
+		return;			/* a loss: the reliability layer repairs it */
+	d->src = rc->rx_src[i];
+	d->dst = *dst;
+	d->len = rc->rx_msgs[i].msg_len;
+	d->buf = rc->rx_buf[i];
+	d->next = NULL;
+	/* The ring slot gets a fresh buffer; without one the datagram is dropped. */
+	if (!(rc->rx_buf[i] = malloc(SV__ROCE_RX_BUF))) {
+		rc->rx_buf[i] = d->buf;
+		free(d);
+		return;
+	}
+	pthread_mutex_lock(&rc->defer_lock);
+	*rc->defer_tail = d;
+	rc->defer_tail = &d->next;
+	pthread_mutex_unlock(&rc->defer_lock);
+	uv_async_send(&rc->defer_wake);
+}
+
+/* [rx_lock] One recvmmsg batch, dispatched. Returns the datagrams received. */
+static int rx_round(struct sv__rctx *rc, struct sv__rqp *self)
+{
+	struct sv__rqp *touched[SV__ROCE_RX_BATCH];
+	unsigned nt = 0;
+	int n;
+
+	for (unsigned i = 0; i < SV__ROCE_RX_BATCH; i++) {
+		struct msghdr *m = &rc->rx_msgs[i].msg_hdr;
+
+		m->msg_name = &rc->rx_src[i];
+		m->msg_namelen = sizeof(rc->rx_src[i]);
+		m->msg_iov = &rc->rx_iov[i];
+		m->msg_iovlen = 1;
+		m->msg_control = rc->rx_cmsg[i];
+		m->msg_controllen = sizeof(rc->rx_cmsg[i]);
+		m->msg_flags = 0;
+		rc->rx_iov[i].iov_base = rc->rx_buf[i];
+		rc->rx_iov[i].iov_len = SV__ROCE_RX_BUF;
+	}
+	n = recvmmsg(rc->fd, rc->rx_msgs, SV__ROCE_RX_BATCH, MSG_DONTWAIT, NULL);
+	for (int i = 0; i < n; i++) {
+		struct sockaddr_in dst = rc->local;
+		bool kept = false, defer = false;
+		struct sv__rqp *q;
+
+		if ((rc->rx_msgs[i].msg_hdr.msg_flags & MSG_TRUNC) ||
+		    !pktinfo_dst(&rc->rx_msgs[i].msg_hdr, &dst.sin_addr))
+			continue;
+		q = dispatch(rc, rc->rx_buf[i], rc->rx_msgs[i].msg_len, &rc->rx_src[i], &dst, self,
+			     &kept, &defer);
+		if (defer) {
+			defer_push(rc, (unsigned)i, &dst);
+			continue;
+		}
+		if (kept) {
+			/* The responder keeps this buffer (an out-of-order packet). */
+			uint8_t *nb = malloc(SV__ROCE_RX_BUF);
+
+			if (nb)
+				rc->rx_buf[i] = nb;
+		}
+		if (q)
+			touch(touched, &nt, q);
+	}
+	finish_round(touched, nt);
+	return n < 0 ? 0 : n;
+}
+
 static void rx_cb(uv_poll_t *h, int status, int events)
 {
 	struct sv__rctx *rc = h->data;
-	struct sv__rqp *touched[SV__ROCE_RX_BATCH];
-	int rounds = 16;
 
 	if (status < 0 || !(events & UV_READABLE))
 		return;
-	while (rounds--) {
-		unsigned nt = 0;
-		int n;
+	pthread_mutex_lock(&rc->rx_lock);
+	for (int rounds = 16; rounds-- && rx_round(rc, NULL) == SV__ROCE_RX_BATCH;)
+		;
+	pthread_mutex_unlock(&rc->rx_lock);
+}
 
-		for (unsigned i = 0; i < SV__ROCE_RX_BATCH; i++) {
-			struct msghdr *m = &rc->rx_msgs[i].msg_hdr;
+/* The loop takes over what pollers could not handle. */
+static void defer_cb(uv_async_t *a)
+{
+	struct sv__rctx *rc = a->data;
+	struct sv__roce_deferred *d, *next;
+	struct sv__rqp *touched[SV__ROCE_RX_BATCH];
+	unsigned nt = 0;
 
-			m->msg_name = &rc->rx_src[i];
-			m->msg_namelen = sizeof(rc->rx_src[i]);
-			m->msg_iov = &rc->rx_iov[i];
-			m->msg_iovlen = 1;
-			m->msg_control = rc->rx_cmsg[i];
-			m->msg_controllen = sizeof(rc->rx_cmsg[i]);
-			m->msg_flags = 0;
-			rc->rx_iov[i].iov_base = rc->rx_buf[i];
-			rc->rx_iov[i].iov_len = SV__ROCE_RX_BUF;
+	pthread_mutex_lock(&rc->defer_lock);
+	d = rc->defer_head;
+	rc->defer_head = NULL;
+	rc->defer_tail = &rc->defer_head;
+	pthread_mutex_unlock(&rc->defer_lock);
+	pthread_mutex_lock(&rc->rx_lock);
+	for (; d; d = next) {
+		bool kept = false, defer = false;
+		struct sv__rqp *q = dispatch(rc, d->buf, d->len, &d->src, &d->dst, NULL, &kept,
+					     &defer);
+
+		next = d->next;
+		if (!kept)
+			free(d->buf);
+		free(d);
+		if (q)
+			touch(touched, &nt, q);
+		if (nt == SV__ROCE_RX_BATCH) {
+			finish_round(touched, nt);
+			nt = 0;
 		}
-		n = recvmmsg(rc->fd, rc->rx_msgs, SV__ROCE_RX_BATCH, MSG_DONTWAIT, NULL);
-		if (n <= 0)
-			break;
-		for (int i = 0; i < n; i++) {
-			bool kept = false;
-			struct sv__rqp *q = rx_one(rc, (unsigned)i, &kept);
-			unsigned t;
-
-			if (kept) {
-				/* The responder keeps this buffer (an out-of-order packet). */
-				uint8_t *nb = malloc(SV__ROCE_RX_BUF);
-
-				if (nb)
-					rc->rx_buf[i] = nb;
-			}
-			if (!q)
-				continue;
-			for (t = 0; t < nt && touched[t] != q; t++)
-				;
-			if (t == nt)
-				touched[nt++] = q;
-		}
-		/* Coalesced replies: one ACK per QP per batch, then whatever the window
-		 * opened on the requester side. */
-		for (unsigned t = 0; t < nt; t++) {
-			struct sv__rqp *q = touched[t];
-
-			sv__qp_lock(q->qp);
-			q->now_ns = sv__now_ns();
-			qp_round(q);
-			arm_timer(q);
-			sv__qp_unlock(q->qp);
-		}
-		if (n < SV__ROCE_RX_BATCH)
-			break;
 	}
+	finish_round(touched, nt);
+	pthread_mutex_unlock(&rc->rx_lock);
+}
+
+/*
+ * [qp-locked] poll op: sv_poll_cq() found the CQ empty. Receive in this thread, so a
+ * busy-polling application pays no wake-up of the loop (DESIGN.md, "Thread hops are the
+ * latency budget"). Only this QP's datagrams are handled here; the rest go to the loop.
+ */
+static int poll_qp(struct sv_qp *qp)
+{
+	struct sv__rqp *q = sv__rqp(qp);
+	struct sv__rctx *rc = q->rc;
+	int n;
+
+	if (q->err || !q->live || pthread_mutex_trylock(&rc->rx_lock) != 0)
+		return 0;
+	n = rx_round(rc, q);
+	pthread_mutex_unlock(&rc->rx_lock);
+	return n > 0;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -585,6 +690,15 @@ static void rctx_free(struct sv__rctx *rc)
 	}
 	if (rc->fd >= 0)
 		close(rc->fd);
+	while (rc->defer_head) {
+		struct sv__roce_deferred *d = rc->defer_head;
+
+		rc->defer_head = d->next;
+		free(d->buf);
+		free(d);
+	}
+	pthread_mutex_destroy(&rc->rx_lock);
+	pthread_mutex_destroy(&rc->defer_lock);
 	free(rc->tbl);
 	free(rc);
 }
@@ -616,6 +730,9 @@ static int ctx_init(struct sv_context *ctx, void **tctx)
 	rc->sr = o->retx == SV_RETX_SR;
 	rc->cwnd_max = o->cwnd_max;
 	rc->tbl_mask = 2047;		/* > 2x SV max_qp (1024) */
+	pthread_mutex_init(&rc->rx_lock, NULL);
+	pthread_mutex_init(&rc->defer_lock, NULL);
+	rc->defer_tail = &rc->defer_head;
 	if (!(rc->tbl = calloc(rc->tbl_mask + 1, sizeof(*rc->tbl)))) {
 		r = -ENOMEM;
 		goto err_free;
@@ -645,6 +762,9 @@ static int ctx_init(struct sv_context *ctx, void **tctx)
 		rc->imp_timer.data = rc->imp_wake.data = rc;
 		rc->handles_open += 2;
 	}
+	uv_async_init(sv__ctx_loop(ctx), &rc->defer_wake, defer_cb);
+	rc->defer_wake.data = rc;
+	rc->handles_open++;
 	sv__roce_cm_init(rc);
 	rc->handles_open++;
 	uv_poll_start(&rc->poll, UV_READABLE, rx_cb);
@@ -665,6 +785,7 @@ static void ctx_fini(struct sv_context *ctx, void *tctx)
 	uv_poll_stop(&rc->poll);
 	uv_close((uv_handle_t *)&rc->poll, handle_closed);
 	uv_close((uv_handle_t *)&rc->cm_timer, handle_closed);
+	uv_close((uv_handle_t *)&rc->defer_wake, handle_closed);
 	if (rc->imp) {
 		uv_close((uv_handle_t *)&rc->imp_timer, handle_closed);
 		uv_close((uv_handle_t *)&rc->imp_wake, handle_closed);
@@ -728,7 +849,10 @@ static int qp_create(struct sv_qp *qp, void **tqp)
 		goto err_free;
 	if ((r = sv__roce_resp_init(q)) < 0)
 		goto err_free;
-	if ((r = tbl_add(rc, q)) < 0)
+	pthread_mutex_lock(&rc->rx_lock);
+	r = tbl_add(rc, q);
+	pthread_mutex_unlock(&rc->rx_lock);
+	if (r < 0)
 		goto err_free;
 	uv_timer_init(sv__ctx_loop(qp->context), &q->timer);
 	q->timer.data = q;
@@ -746,7 +870,9 @@ static void qp_destroy(struct sv_qp *qp, void *tqp)
 
 	(void)qp;
 	sv__roce_cm_qp_gone(q);
+	pthread_mutex_lock(&q->rc->rx_lock);
 	tbl_del(q->rc, q);
+	pthread_mutex_unlock(&q->rc->rx_lock);
 	uv_timer_stop(&q->timer);
 	uv_close((uv_handle_t *)&q->timer, timer_closed);
 }
@@ -869,7 +995,7 @@ const struct sv__transport_ops sv__roce_udp_ops = {
 	.ep_destroy = sv__roce_cm_ep_destroy,
 	.listen = sv__roce_cm_listen,
 	.loop_kick = loop_kick,
-	.poll = NULL,
+	.poll = poll_qp,
 	.qp_create = qp_create,
 	.qp_destroy = qp_destroy,
 	.qp_error = qp_error,

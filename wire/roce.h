@@ -49,6 +49,14 @@
 
 struct sv__rqp;
 
+/* A received datagram handed from a poller to the loop. */
+struct sv__roce_deferred {
+	struct sv__roce_deferred *next;
+	struct sockaddr_in src, dst;
+	size_t len;
+	uint8_t *buf;			/* SV__ROCE_RX_BUF bytes, malloc'd */
+};
+
 /* Per-context state. */
 struct sv__rctx {
 	struct sv_context *ctx;
@@ -65,7 +73,16 @@ struct sv__rctx {
 	struct sv__impair *imp;		/* NULL: no impairment (the fast path) */
 	uint64_t imp_armed_ns;
 	int handles_open;
-	/* QPN table, open addressing (loop only). */
+	/* Receiving: the loop, or an application thread polling a CQ (poll op), whoever
+	 * holds rx_lock. Taken before any QP lock: the loop blocks on it, a poller (which
+	 * holds its QP lock) only tries. */
+	pthread_mutex_t rx_lock;
+	/* Datagrams a poller received but may not handle on its thread (another QP, UD,
+	 * CM MADs): copied here and handed to the loop. */
+	pthread_mutex_t defer_lock;
+	struct sv__roce_deferred *defer_head, **defer_tail;
+	uv_async_t defer_wake;
+	/* QPN table, open addressing: written on the loop under rx_lock, read under it. */
 	struct sv__rqp **tbl;
 	uint32_t tbl_mask;
 	/* RX ring. */

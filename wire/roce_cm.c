@@ -92,6 +92,8 @@ struct sv__tep {
 	uint8_t mtu;			/* enum sv_mtu */
 	uint8_t retry_cnt, rnr_retry;
 	bool sr_set, sr;		/* passive: the mode the REQ asked for */
+	bool rejected;			/* passive: msg holds our REJ */
+	uint64_t req_tid;		/* passive: the REQ's transaction */
 	uint8_t msg[SV_MAD_LEN];	/* the last MAD sent, for retransmission */
 	unsigned tries;
 	uint64_t deadline_ns;		/* 0: nothing to retransmit */
@@ -369,8 +371,8 @@ static void rx_req(struct sv__rctx *rc, const struct sockaddr_in *src, const str
 				a.mra.service_timeout = CM_MRA_SERVICE_TIMEOUT;
 				if (sv__cm_encode(buf, sizeof(buf), &a) == SV_MAD_LEN)
 					(void)mad_send(rc, src, buf);
-			} else if (e->state == EP_REP_SENT) {
-				(void)mad_send(rc, src, e->msg);
+			} else if (e->state == EP_REP_SENT || e->rejected) {
+				(void)mad_send(rc, src, e->msg);	/* ours was lost */
 			}
 			return;
 		}
@@ -401,6 +403,7 @@ static void rx_req(struct sv__rctx *rc, const struct sockaddr_in *src, const str
 		return;		/* the peer repeats the REQ */
 	ep->remote_id = req->local_comm_id;
 	ep->remote_qpn = req->local_qpn;
+	ep->req_tid = m->mad.tid;
 	ep->gsi = *src;
 	ep->local = l->local;
 	ep->local.sin_addr = rc->local.sin_addr;
@@ -857,12 +860,27 @@ int sv__roce_cm_reject(struct sv__tep *ep, const uint8_t *priv, uint16_t priv_le
 {
 	if (ep->state != EP_REQ_RCVD)
 		return -EINVAL;
+	struct sv_cm_msg *m;
+	int r;
+
 	if (priv_len > SV_CM_REJ_PRIVATE_LEN)
 		return -EINVAL;
-	send_rej(ep->rc, &ep->gsi, (uint64_t)ep->remote_id << 32 | ep->local_id, ep->local_id,
-		 ep->remote_id, SV_CM_MSG_REQ, SV_CM_REJ_CONSUMER_DEFINED, priv, priv_len);
-	ep->state = EP_CLOSED;
-	return 0;
+	if (!(m = calloc(1, sizeof(*m))))
+		return -ENOMEM;
+	/* Kept in ep->msg: a repeated REQ (our REJ lost) gets it again. */
+	sv__cm_mad_init(m, SV_CM_ATTR_REJ, ep->req_tid);
+	m->rej.local_comm_id = ep->local_id;
+	m->rej.remote_comm_id = ep->remote_id;
+	m->rej.msg_rejected = SV_CM_MSG_REQ;
+	m->rej.reason = SV_CM_REJ_CONSUMER_DEFINED;
+	if (priv_len)
+		memcpy(m->rej.private_data, priv, priv_len);
+	if ((r = ep_send(ep, m, false)) == 0) {
+		ep->state = EP_CLOSED;
+		ep->rejected = true;
+	}
+	free(m);
+	return r;
 }
 
 /* The DREQ for ep's connection (IBA 12.6.10). */
@@ -903,9 +921,8 @@ void sv__roce_cm_ep_destroy(struct sv__tep *ep)
 	if (ep->state == EP_ESTABLISHED || ep->state == EP_REP_SENT)
 		(void)send_dreq(ep, false);
 	else if (ep->state == EP_REQ_RCVD)
-		send_rej(rc, &ep->gsi, (uint64_t)ep->remote_id << 32 | ep->local_id,
-			 ep->local_id, ep->remote_id, SV_CM_MSG_REQ,
-			 SV_CM_REJ_CONSUMER_DEFINED, NULL, 0);
+		send_rej(rc, &ep->gsi, ep->req_tid, ep->local_id, ep->remote_id,
+			 SV_CM_MSG_REQ, SV_CM_REJ_CONSUMER_DEFINED, NULL, 0);
 	detach_qp(ep);
 	ep_unlink(ep);
 	free(ep);

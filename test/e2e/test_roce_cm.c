@@ -454,8 +454,38 @@ Test(roce_cm, slow_accept_is_covered_by_mra)
 
 /* The CM's own MADs cross the same impaired link as the data (SV_IMPAIR applies to every
  * datagram): lost, duplicated and reordered REQ/REP/RTU/DREQ/DREP are repaired by the
- * retransmissions and duplicate answers, round after round. */
+ * retransmissions and duplicate answers (a lost REJ is sent again), round after round. */
 TestSuite(roce_cm_lossy, .timeout = 120);
+
+/* A connects through a second id and B rejects it; A's QP is then reset for the next
+ * connection (destroying the rejected id moved it to ERR). */
+static void reject_once(void)
+{
+	struct sv_conn_param cp = { .private_data = "try", .private_data_len = 3 };
+	struct sockaddr_in dst = listen_b();
+	struct sv_qp_attr at = { .qp_state = SV_QPS_RESET };
+	struct sv_cm_event *ev;
+	struct sv_cm_id *id2;
+
+	cr_assert_eq(sv_cm_create_id(a.ch, a.ctx, NULL, &id2), 0);
+	cr_assert_eq(sv_cm_connect(id2, a.qp, (struct sockaddr *)&dst, &cp), 0);
+	ev = next_event(&b, SV_CM_EVENT_CONNECT_REQUEST, WAIT_MS);
+	cr_assert_eq(sv_cm_reject(ev->id, "full", 4), 0);
+	{
+		struct sv_cm_id *rid = ev->id;
+
+		cr_assert_eq(sv_cm_ack_event(ev), 0);
+		ev = next_event(&a, SV_CM_EVENT_REJECTED, WAIT_MS);
+		cr_assert_eq(memcmp(ev->param.private_data, "full", 4), 0);
+		cr_assert_eq(sv_cm_ack_event(ev), 0);
+		cr_assert_eq(sv_cm_destroy_id(rid), 0);
+	}
+	cr_assert_eq(sv_cm_destroy_id(id2), 0);
+	cr_assert_eq(sv_modify_qp(a.qp, &at, SV_QP_STATE), 0);
+	/* connect_pair listens again, on a fresh id. */
+	cr_assert_eq(sv_cm_destroy_id(b.id), 0);
+	cr_assert_eq(sv_cm_create_id(b.ch, b.ctx, &b, &b.id), 0);
+}
 
 Test(roce_cm_lossy, handshake_and_close_survive_loss)
 {
@@ -468,6 +498,7 @@ Test(roce_cm_lossy, handshake_and_close_survive_loss)
 		side_open_opts(&a, port, SV_RETX_GBN, imp);
 		snprintf(imp, sizeof(imp), "loss=0.2,dup=0.1,reorder=0.1,seed=%d", 200 + round);
 		side_open_opts(&b, port, SV_RETX_GBN, imp);
+		reject_once();
 		connect_pair();
 		for (uint32_t i = 0; i < 20000; i++)
 			a.buf[i] = (uint8_t)(i + round);
