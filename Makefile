@@ -31,8 +31,12 @@ fuzz: deps
 	@test -f build-fuzz/CMakeCache.txt || CC=clang cmake -S . -B build-fuzz -DSV_FUZZ=ON -DCMAKE_BUILD_TYPE=Debug
 	cmake --build build-fuzz -j $(JOBS)
 
-install: all
-	cmake --install $(BUILD) --prefix $(PREFIX)
+# The prefix is configured, not only passed at install time: softverbs.pc, the CMake
+# package files and svrun record where things live.
+install: configure
+	cmake -S . -B $(BUILD) -DCMAKE_INSTALL_PREFIX=$(PREFIX) >/dev/null
+	cmake --build $(BUILD) -j $(JOBS)
+	cmake --install $(BUILD)
 
 clean:
 	rm -rf build build-asan build-fuzz

@@ -93,6 +93,8 @@ struct config {
 	int loopback;
 	int crc;			/* -1: the device default */
 	uint32_t mulpdu;
+	const char *impair;		/* udp: fault injection spec, NULL = none */
+	int retx;			/* udp: enum sv_retx_mode, -1 = the device default */
 	uint32_t depth;
 	unsigned timeout_s;
 	uint64_t seed;
@@ -188,6 +190,9 @@ static void usage(FILE *f)
 "  -d, --depth N         bw window of outstanding WRs (default %d)\n"
 "  --crc on|off          ask for MPA CRC32c (used if either side asks)\n"
 "  --mulpdu BYTES        largest DDP segment payload to send\n"
+"  --impair SPEC         udp: seeded faults on transmit, e.g.\n"
+"                        loss=0.01,dup=0,reorder=0,delay_ms=10,seed=7\n"
+"  --retx gbn|sr         udp: go-back-N or selective repeat (both ends)\n"
 "  --seed N              data pattern seed (default: from the clock)\n"
 "  --bind ADDR           server listen address (default 0.0.0.0)\n"
 "  --timeout SEC         give up after SEC seconds (default %d)\n"
@@ -741,6 +746,10 @@ static void device_opts(const struct config *c, struct sv_device_opts *o)
 		o->crc = c->crc;
 	if (c->mulpdu)
 		o->mulpdu = c->mulpdu;
+	if (c->impair)
+		snprintf(o->impair, sizeof(o->impair), "%s", c->impair);
+	if (c->retx >= 0)
+		o->retx = c->retx;
 }
 
 /* Not-supported errors from the library during setup end the run with status 2. */
@@ -1406,7 +1415,11 @@ static void print_report(struct perf *p, int rc)
 	int verified = rc == 0 && p->ok;
 	int crc = p->crc_asked || p->peer_crc;
 	double load = 0;
+	struct sv_qp_stats st = { 0 };
 
+	/* Retransmissions are the UDP transport's; TCP's own are invisible to us (0). */
+	if (p->ep.qp)
+		sv_query_qp_stats(p->ep.qp, &st);
 	/* Other work on the machine shows in every figure; say how busy it was. */
 	if (getloadavg(&load, 1) != 1)
 		load = -1;
@@ -1430,7 +1443,7 @@ static void print_report(struct perf *p, int rc)
 		       "\"lat_us_p50\":%.3f,\"lat_us_p99\":%.3f,\"lat_us_min\":%.3f,"
 		       "\"lat_us_avg\":%.3f,\"lat_us_max\":%.3f,\"lat_kind\":\"%s\","
 		       "\"lat_samples\":%zu,\"verified\":%s,\"crc\":%s,\"loopback\":%s,"
-		       "\"seed\":%llu,\"load_avg_1m\":%.2f",
+		       "\"seed\":%llu,\"load_avg_1m\":%.2f,\"retransmits\":%llu",
 		       p->server ? "server" : "client",
 		       c->transport == SV_TRANSPORT_UDP ? "udp" : "tcp", op_names[c->op],
 		       c->mode == MODE_BW ? "bw" : "lat", (unsigned long long)unit,
@@ -1438,7 +1451,8 @@ static void print_report(struct perf *p, int rc)
 		       (unsigned long long)bytes, secs, gbps, mps, p50, p99, mn, avg, mx,
 		       lat_kind(c), p->nlat, verified ? "true" : "false",
 		       crc ? "true" : "false", c->loopback ? "true" : "false",
-		       (unsigned long long)c->seed, load);
+		       (unsigned long long)c->seed, load,
+		       (unsigned long long)st.retransmits);
 		if (!verified) {
 			const char *why = rc < 0 ? sv_strerror(rc) : p->why;
 
@@ -1517,7 +1531,7 @@ static void *server_main(void *arg)
 static int parse_args(int argc, char **argv, struct config *c)
 {
 	enum { O_TRANSPORT = 256, O_OP, O_MODE, O_JSON, O_LOOPBACK, O_CRC, O_MULPDU, O_SEED,
-	       O_BIND, O_TIMEOUT, O_HELP };
+	       O_IMPAIR, O_RETX, O_BIND, O_TIMEOUT, O_HELP };
 	static const struct option longopts[] = {
 		{ "transport", required_argument, NULL, O_TRANSPORT },
 		{ "op", required_argument, NULL, O_OP },
@@ -1531,6 +1545,8 @@ static int parse_args(int argc, char **argv, struct config *c)
 		{ "loopback", no_argument, NULL, O_LOOPBACK },
 		{ "crc", required_argument, NULL, O_CRC },
 		{ "mulpdu", required_argument, NULL, O_MULPDU },
+		{ "impair", required_argument, NULL, O_IMPAIR },
+		{ "retx", required_argument, NULL, O_RETX },
 		{ "seed", required_argument, NULL, O_SEED },
 		{ "bind", required_argument, NULL, O_BIND },
 		{ "timeout", required_argument, NULL, O_TIMEOUT },
@@ -1548,6 +1564,7 @@ static int parse_args(int argc, char **argv, struct config *c)
 	c->size = 65536;
 	c->port = DEFAULT_PORT;
 	c->crc = -1;
+	c->retx = -1;
 	c->depth = DEFAULT_DEPTH;
 	c->timeout_s = DEFAULT_TIMEOUT_S;
 	c->seed = now_ns() ^ ((uint64_t)getpid() << 32);
@@ -1628,6 +1645,17 @@ static int parse_args(int argc, char **argv, struct config *c)
 			if (parse_size(optarg, &v) < 0 || v == 0 || v > UINT32_MAX)
 				goto bad;
 			c->mulpdu = (uint32_t)v;
+			break;
+		case O_IMPAIR:
+			c->impair = optarg;
+			break;
+		case O_RETX:
+			if (!strcmp(optarg, "gbn"))
+				c->retx = SV_RETX_GBN;
+			else if (!strcmp(optarg, "sr"))
+				c->retx = SV_RETX_SR;
+			else
+				goto bad;
 			break;
 		case O_SEED:
 			if (parse_u64(optarg, &c->seed) < 0)

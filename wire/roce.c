@@ -953,8 +953,17 @@ static void qp_error(struct sv_qp *qp)
 	struct sv__rqp *q = sv__rqp(qp);
 
 	q->err = true;
-	q->live = false;
 	q->txb->n = 0;
+	/* Requests this responder already executed and completed are acknowledged even now:
+	 * an application that destroys its QP right after its last receive completion must
+	 * not leave the peer retrying into a dead QP until RETRY_EXC_ERR (the coalesced ACK
+	 * would otherwise have gone out at the end of this round). */
+	if (q->live) {
+		sv__roce_resp_final_ack(q);
+		sv__roce_flush(q);
+		q->txb->n = 0;
+	}
+	q->live = false;
 	sv__roce_resp_abort(q);
 	sv__roce_req_init(q);
 	/* The timer is the loop's; it finds err set and stops itself. */

@@ -299,6 +299,8 @@ void sv__roce_resp_fini(struct sv__rqp *q);
 void sv__roce_resp_rx(struct sv__rqp *q, const struct sv__roce_pkt *k, uint8_t *buf,
 		      size_t buflen, bool *kept);
 /* Sends queued READ responses, atomic ACKs, then the pending ACK/NAKs. */
+/* Sends the coalesced ACK the responder owes, if any (QP entering ERR). */
+void sv__roce_resp_final_ack(struct sv__rqp *q);
 void sv__roce_resp_progress(struct sv__rqp *q);
 /* qp_error/reset: drop MR references and queued responses. */
 void sv__roce_resp_abort(struct sv__rqp *q);

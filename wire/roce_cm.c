@@ -241,10 +241,13 @@ static void ep_unlink(struct sv__tep *ep)
 	}
 }
 
+/* Only a listener owns its service port: connections accepted on it keep the port as
+ * their local address but are found by communication ID, so an application may close
+ * the listener and listen on the same port again while they live (perftest -R does). */
 static bool port_used(const struct sv__rctx *rc, uint16_t port)
 {
 	for (const struct sv__tep *e = rc->cm_eps; e; e = e->next)
-		if (e->local.sin_port == htons(port))
+		if (e->state == EP_LISTEN && e->local.sin_port == htons(port))
 			return true;
 	return false;
 }

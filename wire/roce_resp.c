@@ -192,6 +192,14 @@ void sv__roce_resp_progress(struct sv__rqp *q)
 	}
 }
 
+void sv__roce_resp_final_ack(struct sv__rqp *q)
+{
+	if (q->ack_pending) {
+		put_ack(q, SYN_ACK, sv__psn_add(q->epsn, SV__PSN_MASK), NULL, 0);
+		q->ack_pending = false;
+	}
+}
+
 /* A fatal request error: the NAK goes out now (the QP is about to stop), then the QP
  * moves to ERR — through the receive WQE it consumed if there is one. */
 static void fatal(struct sv__rqp *q, uint8_t syn, uint32_t psn, enum sv_wc_status rq_status)

@@ -185,6 +185,11 @@ bool apps_wait_listen(struct apps_proc *p, int port, int timeout_ms)
 	return false;
 }
 
+bool apps_running(struct apps_proc *p)
+{
+	return !reap(p, false);
+}
+
 void apps_kill(struct apps_proc *p)
 {
 	if (p->pid <= 0 || p->done)

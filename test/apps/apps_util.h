@@ -46,6 +46,9 @@ bool apps_wait_listen(struct apps_proc *p, int port, int timeout_ms);
  * or -1 when it had to be killed. */
 int apps_wait(struct apps_proc *p, int timeout_ms);
 
+/* Whether the process has not exited yet (reaps it if it has). */
+bool apps_running(struct apps_proc *p);
+
 /* Kills the process group if still running (for cleanup). */
 void apps_kill(struct apps_proc *p);
 

@@ -153,3 +153,45 @@ Test(apps_ibverbs, ibv_srq_pingpong, .timeout = 90)
 	free(so);
 	free(co);
 }
+
+/* 500 round trips of 4 KiB each way. Two processes, two contexts, no configuration:
+ * each binds its own loopback address, they swap LID:QPN:PSN:GID over the program's TCP socket and connect their RC QPs out
+ * of band. -c makes both sides check every received buffer. */
+static void rc_pingpong(const char *mode)
+{
+	char port[16], *so, *co;
+	const char *srv[16] = { "ibv_rc_pingpong", "-d", "sv_udp0", "-g", "0", "-p", port,
+				"-n", "500", "-c" };
+	const char *cli[16] = { "ibv_rc_pingpong", "-d", "sv_udp0", "-g", "0", "-p", port,
+				"-n", "500", "-c" };
+	int p = apps_free_port(), n = 10;
+
+	apps_require(progs);
+	snprintf(port, sizeof(port), "%d", p);
+	if (mode) {
+		srv[n] = cli[n] = mode;
+		n++;
+	}
+	cli[n] = "127.0.0.1";
+	apps_pair(srv, cli, p, 60000, &so, &co);
+	cr_expect(strstr(so, "4096000 bytes in"), "%s", so);
+	cr_expect(strstr(co, "4096000 bytes in"), "%s", co);
+	cr_expect(strstr(so, "GID ::ffff:127.0.0."), "%s", so);
+	free(so);
+	free(co);
+}
+
+Test(apps_ibverbs, ibv_rc_pingpong_poll, .timeout = 90)
+{
+	rc_pingpong(NULL);
+}
+
+Test(apps_ibverbs, ibv_rc_pingpong_new_post_api, .timeout = 90)
+{
+	rc_pingpong("-N");
+}
+
+Test(apps_ibverbs, ibv_rc_pingpong_events, .timeout = 90)
+{
+	rc_pingpong("-e");
+}

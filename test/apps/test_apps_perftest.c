@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <criterion/criterion.h>
 
@@ -19,7 +20,8 @@ static const char *const progs[] = {
 	"raw_ethernet_burst_lat", "raw_ethernet_fs_rate", NULL
 };
 
-/* Counts result rows: lines that start with the message size and then the iterations. */
+/* Counts result rows: lines with the message size, the iterations and two figures, one
+ * of them non-zero. */
 static int result_rows(const char *out, unsigned long *first, unsigned long *last)
 {
 	const char *line = out;
@@ -27,9 +29,12 @@ static int result_rows(const char *out, unsigned long *first, unsigned long *las
 
 	while (line && *line) {
 		unsigned long bytes, iters;
-		double fig;
+		double fig1, fig2;
 
-		if (sscanf(line, " %lu %lu %lf", &bytes, &iters, &fig) == 3 && fig > 0) {
+		/* BW rows: peak, average (peak reads 0.00 in --run_infinitely rows);
+		 * latency rows: t_min, t_max. */
+		if (sscanf(line, " %lu %lu %lf %lf", &bytes, &iters, &fig1, &fig2) == 4 &&
+		    (fig1 > 0 || fig2 > 0)) {
 			if (!n)
 				*first = bytes;
 			*last = bytes;
@@ -209,4 +214,43 @@ Test(apps_perftest, udp_ib_atomic_lat, .timeout = 200)
 	const char *extra[] = { "-n", "200", NULL };
 
 	run_udp("ib_atomic_lat", extra, 1, 8, 8);
+}
+
+/* --run_infinitely: a result row every second (-D 1) until killed. After six seconds
+ * both sides must still be running and the client must have reported throughput; then
+ * both are killed (the end of such a run). stdbuf makes the rows reach the file. */
+Test(apps_perftest, ib_write_bw_run_infinitely, .timeout = 120)
+{
+	char port[16], *co, *so;
+	const char *srv[] = { "stdbuf", "-oL", "ib_write_bw", "-R", "-d", "sv_tcp0", "-p", port,
+			      "--run_infinitely", "-D", "1", NULL };
+	const char *cli[] = { "stdbuf", "-oL", "ib_write_bw", "-R", "-d", "sv_tcp0", "-p", port,
+			      "--run_infinitely", "-D", "1", "127.0.0.1", NULL };
+	const char *const need[] = { "stdbuf", NULL };
+	struct timespec six = { 6, 0 };
+	struct apps_proc s, c;
+	unsigned long first = 0, last = 0;
+	bool s_up, c_up;
+	int p = apps_free_port();
+
+	apps_require(progs);
+	apps_require(need);
+	snprintf(port, sizeof(port), "%d", p);
+	apps_start(&s, srv);
+	cr_assert(apps_wait_listen(&s, p, 10000), "the server never listened");
+	apps_start(&c, cli);
+	nanosleep(&six, NULL);
+	c_up = apps_running(&c);
+	s_up = apps_running(&s);
+	apps_kill(&c);
+	apps_kill(&s);
+	co = apps_output(&c);
+	so = apps_output(&s);
+	cr_expect(c_up && s_up, "client %s, server %s\n--- client ---\n%s\n--- server ---\n%s",
+		  c_up ? "running" : "exited", s_up ? "running" : "exited", co, so);
+	cr_expect_geq(result_rows(co, &first, &last), 1, "%s", co);
+	cr_expect_eq(last, 65536, "%s", co);
+	cr_expect(!strstr(co, "Bad wc status") && !strstr(co, "Failed"), "%s", co);
+	free(co);
+	free(so);
 }

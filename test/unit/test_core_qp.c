@@ -376,7 +376,7 @@ Test(core_qp, modify_to_err_flushes_started_and_queued)
 	cr_assert_eq(sv_modify_qp(env.qp, &a, SV_QP_STATE), 0);
 	cr_assert_eq(poll_all(env.cq, wc, 8), 3);
 	for (int i = 0; i < 3; i++) {
-		cr_assert_eq(wc[i].wr_id, 10 + i);
+		cr_assert_eq(wc[i].wr_id, (uint64_t)(10 + i));
 		cr_assert_eq(wc[i].status, SV_WC_WR_FLUSH_ERR);
 	}
 	cr_assert_eq(dbl_qp_error_calls, 1);

@@ -23,44 +23,25 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <criterion/criterion.h>
 
+#include "capture_util.h"
 #include "softverbs.h"
 
 #define WAIT_MS 8000
 #define MiB (1u << 20)
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 static bool wait_fd(int fd, int ms)
 {
 	struct pollfd pfd = { .fd = fd, .events = POLLIN };
 
 	return poll(&pfd, 1, ms) > 0;
-}
-
-static bool have_program(const char *name)
-{
-	char cmd[256];
-
-	snprintf(cmd, sizeof(cmd), "command -v %s >/dev/null 2>&1", name);
-	return system(cmd) == 0;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -81,11 +62,11 @@ struct end {
 static struct sv_cm_event *cm_wait(struct end *e, enum sv_cm_event_type type)
 {
 	struct sv_cm_event *ev = NULL;
-	uint64_t deadline = now_ms() + WAIT_MS;
+	uint64_t deadline = cap_now_ms() + WAIT_MS;
 	int rc;
 
 	while ((rc = sv_cm_get_event(e->ch, &ev)) == -EAGAIN) {
-		uint64_t now = now_ms();
+		uint64_t now = cap_now_ms();
 
 		cr_assert(now < deadline && wait_fd(sv_cm_channel_fd(e->ch), (int)(deadline - now)),
 			  "no CM event %s", sv_cm_event_str(type));
@@ -210,7 +191,7 @@ static void post_recv(struct end *e, uint64_t wr_id, uint32_t off)
 /* Polls n completions of cq; returns the status of the last. */
 static enum sv_wc_status poll_n(struct end *e, int n)
 {
-	uint64_t deadline = now_ms() + WAIT_MS;
+	uint64_t deadline = cap_now_ms() + WAIT_MS;
 	struct sv_wc wc;
 	int got = 0;
 
@@ -220,7 +201,7 @@ static enum sv_wc_status poll_n(struct end *e, int n)
 
 		cr_assert_geq(rc, 0);
 		got += rc;
-		cr_assert(rc > 0 || now_ms() < deadline, "%d of %d completions", got, n);
+		cr_assert(rc > 0 || cap_now_ms() < deadline, "%d of %d completions", got, n);
 		if (rc == 0)
 			usleep(50);
 	}
@@ -289,192 +270,33 @@ static void run_session(uint16_t port)
  * Capture and decode.
  */
 
-/* A TCP port that is free now (bound to 0 and released). */
-static uint16_t free_port(void)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET };
-	socklen_t len = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	cr_assert(fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-		  getsockname(fd, (struct sockaddr *)&a, &len) == 0);
-	close(fd);
-	return ntohs(a.sin_port);
-}
-
-static off_t file_size(const char *path)
-{
-	struct stat st;
-
-	return stat(path, &st) == 0 ? st.st_size : -1;
-}
-
-/*
- * Starts dumpcap on lo for tcp port `port` into path, its messages going to log (a file,
- * not a pipe: dumpcap writes its final statistics when stopped, and a closed pipe would
- * kill it with SIGPIPE before the capture file is complete). dumpcap says "Capturing on"
- * a moment before packets really flow into the file, so the filter also takes UDP
- * datagrams to a port of ours, and we send such sentinels until the file grows: from
- * then on nothing of the session can be missed.
- */
-static pid_t start_capture(const char *path, const char *log, uint16_t port)
-{
-	struct sockaddr_in sa = { .sin_family = AF_INET };
-	socklen_t salen = sizeof(sa);
-	char filter[96], text[1024];
-	uint64_t deadline = now_ms() + 15000;
-	off_t base = -1;
-	int ufd;
-	pid_t pid;
-
-	/* the sentinel port stays bound by us, so no one else's traffic matches it */
-	ufd = socket(AF_INET, SOCK_DGRAM, 0);
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	cr_assert(ufd >= 0 && bind(ufd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
-		  getsockname(ufd, (struct sockaddr *)&sa, &salen) == 0);
-	snprintf(filter, sizeof(filter), "tcp port %u or udp port %u", port,
-		 ntohs(sa.sin_port));
-	pid = fork();
-	cr_assert_geq(pid, 0);
-	if (pid == 0) {
-		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-
-		if (fd < 0)
-			_exit(126);
-		dup2(fd, 1);
-		dup2(fd, 2);
-		execlp("dumpcap", "dumpcap", "-q", "-i", "lo", "-f", filter, "-a",
-		       "duration:120", "-w", path, (char *)NULL);
-		_exit(127);
-	}
-	for (;;) {
-		int status;
-
-		if (waitpid(pid, &status, WNOHANG) == pid) {
-			FILE *f = fopen(log, "r");
-			size_t n = f ? fread(text, 1, sizeof(text) - 1, f) : 0;
-
-			if (f)
-				fclose(f);
-			text[n] = 0;
-			cr_assert_fail("dumpcap exited (status 0x%x): %s -- capturing on lo needs "
-				       "root or dumpcap's capabilities (dpkg-reconfigure "
-				       "wireshark-common)", status, text);
-		}
-		cr_assert_lt(now_ms(), deadline, "dumpcap did not capture within 15 s");
-		if (base < 0) {
-			FILE *f = fopen(log, "r");
-			size_t n = f ? fread(text, 1, sizeof(text) - 1, f) : 0;
-
-			if (f)
-				fclose(f);
-			text[n] = 0;
-			if (strstr(text, "Capturing on"))
-				base = file_size(path);
-		} else if (file_size(path) > base) {
-			break;
-		} else {
-			sendto(ufd, "sentinel", 8, 0, (struct sockaddr *)&sa, sizeof(sa));
-		}
-		usleep(20 * 1000);
-	}
-	close(ufd);
-	return pid;
-}
-
-static void stop_capture(pid_t pid)
-{
-	uint64_t deadline = now_ms() + 10000;
-	int status = 0;
-
-	/* let the last segments reach the ring before stopping */
-	usleep(300 * 1000);
-	cr_assert_eq(waitpid(pid, &status, WNOHANG), 0,
-		     "dumpcap stopped before the session ended (status 0x%x)", status);
-	kill(pid, SIGINT);
-	while (waitpid(pid, &status, WNOHANG) == 0) {
-		if (now_ms() > deadline) {
-			kill(pid, SIGKILL);
-			waitpid(pid, &status, 0);
-			cr_assert_fail("dumpcap did not stop within 10 s");
-		}
-		usleep(10000);
-	}
-}
-
-/* Runs a tshark command (bounded by timeout(1)) and returns its stdout (malloc'd). */
-static char *run_tshark(const char *args)
-{
-	char cmd[1024];
-	size_t cap = 1 << 16, len = 0;
-	char *out = malloc(cap);
-	FILE *f;
-	int status;
-
-	snprintf(cmd, sizeof(cmd),
-		 "timeout 120 tshark --disable-protocol rpcordma --disable-protocol smb_direct "
-		 "%s 2>/dev/null",
-		 args);
-	f = popen(cmd, "r");
-	cr_assert_not_null(f, "popen %s", cmd);
-	for (;;) {
-		size_t n;
-
-		if (len + 4096 > cap)
-			out = realloc(out, cap *= 2);
-		n = fread(out + len, 1, cap - len - 1, f);
-		if (n == 0)
-			break;
-		len += n;
-	}
-	out[len] = 0;
-	status = pclose(f);
-	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "tshark failed (%d): %s",
-		  status, cmd);
-	return out;
-}
-
-static size_t count(const char *hay, const char *needle)
-{
-	size_t n = 0;
-
-	for (const char *p = hay; (p = strstr(p, needle)) != NULL; p += strlen(needle))
-		n++;
-	return n;
-}
-
 Test(wire, tshark_decodes_every_frame, .timeout = 240)
 {
-	char dir[] = "/tmp/sv-tshark-XXXXXX";
-	char path[128], log[128], args[512], flt[64];
+	struct capture cap;
+	char args[512], flt[64], filter[64];
 	char *out, *line, *save = NULL;
 	uint16_t port;
 	unsigned long stream;
-	pid_t cap;
 	bool seen[16] = { false };
 	static const unsigned need[] = { 0x0, 0x1, 0x2, 0x3, 0x5, 0x7, 0xa, 0xb };
 	size_t fpdus, good, bad;
+	const char *path = cap.path;
 
-	if (!have_program("tshark") || !have_program("dumpcap"))
+	if (!cap_have_tools())
 		cr_skip_test("tshark/dumpcap not installed (apt-get install tshark)");
-	cr_assert_not_null(mkdtemp(dir));
-	chmod(dir, 0755);	/* dumpcap may drop privileges to write the file */
-	snprintf(path, sizeof(path), "%s/session.pcapng", dir);
-	snprintf(log, sizeof(log), "%s/dumpcap.log", dir);
-
-	port = free_port();
-	cap = start_capture(path, log, port);
+	port = cap_free_port(SOCK_STREAM);
+	snprintf(filter, sizeof(filter), "tcp port %u", port);
+	cap_start(&cap, filter);
 	run_session(port);
-	stop_capture(cap);
+	cap_stop(&cap);
 
 	/* 0. the session's connection: the one SYN to the listener's port */
 	snprintf(args, sizeof(args),
 		 "-r %s -Y 'tcp.flags.syn == 1 && tcp.flags.ack == 0 && tcp.dstport == %u' "
 		 "-T fields -e tcp.stream",
 		 path, port);
-	out = run_tshark(args);
-	cr_assert_eq(count(out, "\n"), 1, "expected one connection to port %u, got:\n%s", port,
+	out = cap_tshark(args);
+	cr_assert_eq(cap_count(out, "\n"), 1, "expected one connection to port %u, got:\n%s", port,
 		     out);
 	stream = strtoul(out, NULL, 10);
 	free(out);
@@ -485,16 +307,18 @@ Test(wire, tshark_decodes_every_frame, .timeout = 240)
 		 "-r %s -Y '%s && (_ws.malformed || _ws.expert.severity >= \"Error\")' "
 		 "-T fields -e frame.number -e _ws.expert.message",
 		 path, flt);
-	out = run_tshark(args);
+	out = cap_tshark(args);
 	cr_assert_str_empty(out, "frames with errors (frame, message):\n%s", out);
 	free(out);
 
-	/* 2. every TCP payload is MPA (or a piece of an MPA PDU reassembled elsewhere) */
+	/* 2. every TCP payload is MPA (or a piece of an MPA PDU reassembled elsewhere); two
+	 * passes (-2), because a segment in the middle of a PDU only learns where it was
+	 * reassembled (tcp.reassembled_in) in the second pass */
 	snprintf(args, sizeof(args),
-		 "-r %s -Y '%s && tcp.len > 0 && !iwarp_mpa && !tcp.reassembled_in' -T fields "
+		 "-2 -r %s -Y '%s && tcp.len > 0 && !iwarp_mpa && !tcp.reassembled_in' -T fields "
 		 "-e frame.number -e tcp.len",
 		 path, flt);
-	out = run_tshark(args);
+	out = cap_tshark(args);
 	cr_assert_str_empty(out, "TCP payload not decoded as MPA (frame, length):\n%s", out);
 	free(out);
 
@@ -503,17 +327,17 @@ Test(wire, tshark_decodes_every_frame, .timeout = 240)
 		 "-r %s -Y '%s && (iwarp_mpa.key.req || iwarp_mpa.key.rep)' -T fields "
 		 "-e iwarp_mpa.crc_flag -e iwarp_mpa.rej_flag",
 		 path, flt);
-	out = run_tshark(args);
-	cr_assert_eq(count(out, "\n"), 2, "expected one MPA Request and one Reply:\n%s", out);
-	cr_assert_eq(count(out, "1\t0\n"), 2, "CRC flag / reject flag:\n%s", out);
+	out = cap_tshark(args);
+	cr_assert_eq(cap_count(out, "\n"), 2, "expected one MPA Request and one Reply:\n%s", out);
+	cr_assert_eq(cap_count(out, "1\t0\n"), 2, "CRC flag / reject flag:\n%s", out);
 	free(out);
 
 	/* 4. CRC of every FPDU */
 	snprintf(args, sizeof(args), "-r %s -Y '%s' -V", path, flt);
-	out = run_tshark(args);
-	fpdus = count(out, "ULPDU length:");
-	good = count(out, "(Good CRC32)");
-	bad = count(out, "(Bad CRC32");
+	out = cap_tshark(args);
+	fpdus = cap_count(out, "ULPDU length:");
+	good = cap_count(out, "(Good CRC32)");
+	bad = cap_count(out, "(Bad CRC32");
 	cr_assert_gt(fpdus, 20, "only %zu FPDUs decoded", fpdus);
 	cr_assert_eq(bad, 0, "%zu FPDUs with a bad CRC", bad);
 	cr_assert_eq(good, fpdus, "%zu FPDUs, %zu with a good CRC", fpdus, good);
@@ -522,7 +346,7 @@ Test(wire, tshark_decodes_every_frame, .timeout = 240)
 	/* 5. the opcodes */
 	snprintf(args, sizeof(args), "-r %s -Y '%s && iwarp_rdma' -T fields -e iwarp_rdma.opcode",
 		 path, flt);
-	out = run_tshark(args);
+	out = cap_tshark(args);
 	for (line = strtok_r(out, "\n,", &save); line; line = strtok_r(NULL, "\n,", &save)) {
 		unsigned long op = strtoul(line, NULL, 0);
 
@@ -534,7 +358,5 @@ Test(wire, tshark_decodes_every_frame, .timeout = 240)
 		cr_assert(seen[need[i]], "RDMAP opcode 0x%x never seen in the capture", need[i]);
 	cr_assert(seen[0x8] || seen[0x9], "no RFC 7306 Immediate Data message for the *_WITH_IMM WRs");
 
-	unlink(path);
-	unlink(log);
-	rmdir(dir);
+	cap_cleanup(&cap);
 }

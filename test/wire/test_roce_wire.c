@@ -1,5 +1,5 @@
 /*
- * test_roce_capture.c — wire conformance of the UDP transport, judged by code that did not
+ * test_roce_wire.c — wire conformance of the UDP transport, judged by code that did not
  * produce the packets. dumpcap captures loopback sessions between two UDP-transport device
  * contexts, and then, for every datagram of a session:
  *  - the shared codec (wire/ib_hdr.h) decodes it, P_Key is the default, pad bytes are
@@ -8,6 +8,8 @@
  *    headers (their real identification and DF bit) matches the trailer, and the IPv4
  *    identification is 0 with DF set, which is what lets a sender know its ICRC
  *    (shared/spec/roce.md section 9);
+ *  - the same ICRC recomputed a second time with zlib's CRC-32 from the annex A17.8 masks,
+ *    sharing no code with the library, matches too;
  *  - a datagram to QP1 is a UD SEND_ONLY from QP1 with the GSI Q_Key carrying a CM MAD
  *    that wire/ib_cm.h decodes;
  *  - tshark, told that the session's ports carry InfiniBand (RoCEv2), decodes the same
@@ -17,27 +19,27 @@
  * RC opcode the verbs API can produce. Session 2 connects through the CM (REQ, REP, RTU),
  * is refused once (REJ), sends UD datagrams with and without immediate data, and
  * disconnects (DREQ, DREP); the CM fields are checked against the QPs and GIDs they
- * describe.
+ * describe. Session 3 draws RNR NAKs (a SEND before its receive) and one NAK remote
+ * access error (a WRITE with a bad R_Key).
+ * The capture machinery (dumpcap start that waits for a sentinel to reach the file, stop,
+ * tshark, pcap reading) is capture_util.c.
  *
  * Skipped only when tshark/dumpcap are not installed. Capturing on lo needs root or
  * dumpcap's capabilities.
  */
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <criterion/criterion.h>
 
+#include "capture_util.h"
 #include "crypto/icrc.h"
 #include "softverbs.h"
 #include "wire/byteorder.h"
@@ -47,39 +49,6 @@
 #define BUF_LEN 65536
 #define PMTU_BYTES 256
 #define MAX_PKTS 4096
-
-static long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static bool have_program(const char *name)
-{
-	char cmd[256];
-
-	snprintf(cmd, sizeof(cmd), "command -v %s >/dev/null 2>&1", name);
-	return system(cmd) == 0;
-}
-
-/* A UDP port free right now on 127.0.0.1 (bind port 0 and read it back). */
-static uint16_t free_port(void)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET };
-	socklen_t l = sizeof(a);
-	int fd = socket(AF_INET, SOCK_DGRAM, 0);
-	uint16_t port;
-
-	cr_assert(fd >= 0);
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &l), 0);
-	port = ntohs(a.sin_port);
-	close(fd);
-	return port;
-}
 
 /* ---------------------------------------------------------------------------------------
  * Two UDP-transport endpoints on loopback, connected out of band.
@@ -108,7 +77,7 @@ static void side_open(struct side *s, uint32_t psn)
 	o.transport = SV_TRANSPORT_UDP;
 	strcpy(o.bind_addr, "127.0.0.1");
 	for (int i = 0; i < 5 && rc < 0; i++) {
-		o.port = free_port();
+		o.port = cap_free_port(SOCK_DGRAM);
 		rc = sv_open_device(&o, &s->ctx);
 	}
 	cr_assert_eq(rc, 0, "open: %s", sv_strerror(rc));
@@ -180,7 +149,7 @@ static void side_close(struct side *s)
 
 static void wait_wcs(struct side *s, unsigned n)
 {
-	long end = now_ms() + 10000;
+	long end = (long)cap_now_ms() + 10000;
 	struct sv_wc wc;
 
 	while (n > 0) {
@@ -193,7 +162,7 @@ static void wait_wcs(struct side *s, unsigned n)
 			n--;
 			continue;
 		}
-		cr_assert_lt(now_ms(), end, "%u completions missing", n);
+		cr_assert_lt((long)cap_now_ms(), end, "%u completions missing", n);
 		usleep(100);
 	}
 }
@@ -266,101 +235,6 @@ static void run_session(struct side *a, struct side *b)
 }
 
 /* ---------------------------------------------------------------------------------------
- * Capture.
- */
-
-static off_t file_size(const char *path)
-{
-	struct stat st;
-
-	return stat(path, &st) == 0 ? st.st_size : -1;
-}
-
-static void read_log(const char *log, char *text, size_t cap)
-{
-	FILE *f = fopen(log, "r");
-	size_t n = f ? fread(text, 1, cap - 1, f) : 0;
-
-	if (f)
-		fclose(f);
-	text[n] = 0;
-}
-
-/* Starts dumpcap on lo for the two ports (classic pcap, -P) and returns once a sentinel
- * datagram to a third port we hold has reached the file. */
-static pid_t start_capture(const char *path, const char *log, uint16_t pa, uint16_t pb)
-{
-	struct sockaddr_in sa = { .sin_family = AF_INET };
-	socklen_t salen = sizeof(sa);
-	long deadline = now_ms() + 15000;
-	char filter[128], text[4096];
-	off_t base = -1;
-	int ufd;
-	pid_t pid;
-
-	ufd = socket(AF_INET, SOCK_DGRAM, 0);
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	cr_assert(ufd >= 0 && bind(ufd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
-		  getsockname(ufd, (struct sockaddr *)&sa, &salen) == 0);
-	snprintf(filter, sizeof(filter), "udp port %u or udp port %u or udp port %u", pa, pb,
-		 ntohs(sa.sin_port));
-	pid = fork();
-	cr_assert_geq(pid, 0);
-	if (pid == 0) {
-		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-
-		if (fd < 0)
-			_exit(126);
-		dup2(fd, 1);
-		dup2(fd, 2);
-		execlp("dumpcap", "dumpcap", "-q", "-P", "-i", "lo", "-f", filter, "-a",
-		       "duration:120", "-w", path, (char *)NULL);
-		_exit(127);
-	}
-	for (;;) {
-		int status;
-
-		if (waitpid(pid, &status, WNOHANG) == pid) {
-			read_log(log, text, sizeof(text));
-			cr_assert_fail("dumpcap exited (status 0x%x): %s -- capturing on lo needs "
-				       "root or dumpcap's capabilities", status, text);
-		}
-		cr_assert_lt(now_ms(), deadline, "dumpcap did not capture within 15 s");
-		if (base < 0) {
-			read_log(log, text, sizeof(text));
-			if (strstr(text, "Capturing on"))
-				base = file_size(path);
-		} else if (file_size(path) > base) {
-			break;
-		} else {
-			sendto(ufd, "sentinel", 8, 0, (struct sockaddr *)&sa, sizeof(sa));
-		}
-		usleep(20 * 1000);
-	}
-	close(ufd);
-	return pid;
-}
-
-static void stop_capture(pid_t pid)
-{
-	long deadline = now_ms() + 10000;
-	int status = 0;
-
-	usleep(300 * 1000);	/* let the last datagrams reach the ring */
-	cr_assert_eq(waitpid(pid, &status, WNOHANG), 0,
-		     "dumpcap stopped before the session ended (status 0x%x)", status);
-	kill(pid, SIGINT);
-	while (waitpid(pid, &status, WNOHANG) == 0) {
-		if (now_ms() > deadline) {
-			kill(pid, SIGKILL);
-			waitpid(pid, &status, 0);
-			cr_assert_fail("dumpcap did not stop within 10 s");
-		}
-		usleep(10000);
-	}
-}
-
-/* ---------------------------------------------------------------------------------------
  * Our own reading of the capture.
  */
 
@@ -379,7 +253,37 @@ struct seen {
 	unsigned n;
 	struct dgram d[MAX_PKTS];
 	unsigned count[256];		/* by opcode */
+	unsigned rnr_naks;		/* RC ACKNOWLEDGE with an RNR NAK syndrome */
+	unsigned access_naks;		/* ... with NAK remote access error */
 };
+
+/*
+ * The ICRC computed here from the captured bytes with zlib's CRC-32, sharing no code with
+ * the library (RoCEv2, IBA annex A17.8: 8 bytes of ones for the LRH; the IPv4 header with
+ * TOS, TTL and header checksum as ones; the UDP header with its checksum as ones; the BTH
+ * with byte 4 (FECN, BECN, reserved) as ones; the rest of the packet up to the ICRC).
+ */
+static uint32_t icrc_by_zlib(const uint8_t *ip, const uint8_t *udp, size_t udp_len)
+{
+	static const uint8_t ones[8] = { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff };
+	uint8_t iph[20], udph[8], bth[12];
+	uLong c;
+
+	memcpy(iph, ip, 20);
+	iph[1] = 0xff;
+	iph[8] = 0xff;
+	iph[10] = iph[11] = 0xff;
+	memcpy(udph, udp, 8);
+	udph[6] = udph[7] = 0xff;
+	memcpy(bth, udp + 8, 12);
+	bth[4] = 0xff;
+	c = crc32(0L, ones, 8);
+	c = crc32(c, iph, 20);
+	c = crc32(c, udph, 8);
+	c = crc32(c, bth, 12);
+	c = crc32(c, udp + 8 + 12, (uInt)(udp_len - 8 - 12 - 4));
+	return (uint32_t)c;
+}
 
 /* Checks one IPv4 datagram (ip[0..len)) and records it when it belongs to the session. */
 static void check_datagram(const uint8_t *ip, size_t len, struct seen *s)
@@ -398,6 +302,7 @@ static void check_datagram(const uint8_t *ip, size_t len, struct seen *s)
 	cr_assert_eq(ip[0] >> 4, 4);
 	cr_assert_eq(ip[9], 17);
 	ihl = (size_t)(ip[0] & 0xf) * 4;
+	cr_assert_eq(ihl, 20, "IPv4 options");
 	cr_assert_geq(len, ihl + 8);
 	udp = ip + ihl;
 	sport = sv__get_be16(udp);
@@ -432,6 +337,10 @@ static void check_datagram(const uint8_t *ip, size_t len, struct seen *s)
 	cr_assert_eq(sv__icrc_verify((struct sockaddr *)&src, (struct sockaddr *)&dst, &v4, ib,
 				     ib_len), 0, "datagram %u (%s): ICRC mismatch", s->n,
 		     oi->name);
+	cr_assert_geq(ib_len, 12 + 4);
+	cr_assert_eq(sv__get_le32(ib + ib_len - 4), icrc_by_zlib(ip, udp, len - ihl),
+		     "datagram %u (%s): ICRC differs from the one recomputed with zlib", s->n,
+		     oi->name);
 	/* ...and those are the values a sender can know in advance. */
 	cr_assert_eq(v4.id, 0, "datagram %u: IPv4 identification %u", s->n, v4.id);
 	cr_assert(v4.df, "datagram %u: DF not set", s->n);
@@ -449,75 +358,36 @@ static void check_datagram(const uint8_t *ip, size_t len, struct seen *s)
 		rc = sv__cm_decode(&d->cm, pkt.payload, pkt.payload_len);
 		cr_assert_eq(rc, SV_MAD_LEN, "datagram %u: CM MAD decode %d", s->n, rc);
 	}
+	if (pkt.hdrs & SV_IB_HDR_AETH) {
+		s->rnr_naks += sv__aeth_type(pkt.aeth.syndrome) == SV_AETH_RNR_NAK;
+		s->access_naks += sv__aeth_type(pkt.aeth.syndrome) == SV_AETH_NAK &&
+				  sv__aeth_value(pkt.aeth.syndrome) == SV_AETH_NAK_REM_ACCESS;
+	}
 	s->n++;
 	s->count[pkt.bth.opcode]++;
 }
 
-/* Classic pcap (either timestamp precision), link type Ethernet: what dumpcap -P writes
- * for lo. */
+/* Every IPv4 datagram of the capture through check_datagram. */
 static void read_capture(const char *path, struct seen *s)
 {
-	FILE *f = fopen(path, "rb");
-	uint8_t gh[24], rh[16];
-	static uint8_t rec[70000];
-	uint32_t magic;
+	struct pcap_reader *r = malloc(sizeof(*r));
+	const uint8_t *ip;
+	size_t len;
 
-	cr_assert_not_null(f, "%s", path);
-	cr_assert_eq(fread(gh, 1, sizeof(gh), f), sizeof(gh));
-	magic = sv__get_le32(gh);
-	cr_assert(magic == 0xa1b2c3d4 || magic == 0xa1b23c4d, "pcap magic 0x%08x", magic);
-	cr_assert_eq(sv__get_le32(gh + 20), 1, "link type %u, want Ethernet",
-		     sv__get_le32(gh + 20));
-	while (fread(rh, 1, sizeof(rh), f) == sizeof(rh)) {
-		uint32_t caplen = sv__get_le32(rh + 8), wirelen = sv__get_le32(rh + 12);
-
-		cr_assert_leq(caplen, sizeof(rec));
-		cr_assert_eq(caplen, wirelen, "truncated capture record");
-		cr_assert_eq(fread(rec, 1, caplen, f), caplen);
-		cr_assert_geq(caplen, 14);
-		if (sv__get_be16(rec + 12) != 0x0800)
-			continue;
-		check_datagram(rec + 14, caplen - 14, s);
-	}
-	fclose(f);
+	cr_assert_not_null(r);
+	s->n = 0;
+	s->rnr_naks = s->access_naks = 0;
+	memset(s->count, 0, sizeof(s->count));
+	pcap_open(r, path);
+	while (pcap_next_ipv4(r, &ip, &len))
+		check_datagram(ip, len, s);
+	pcap_close(r);
+	free(r);
 }
 
 /* ---------------------------------------------------------------------------------------
  * tshark's reading.
  */
-
-static char *run_tshark(const char *args)
-{
-	char cmd[1024];
-	size_t cap = 1 << 16, len = 0;
-	char *out = malloc(cap);
-	FILE *f;
-	int status;
-
-	/* The heuristic payload dissectors would read our test patterns as their protocols. */
-	snprintf(cmd, sizeof(cmd),
-		 "timeout 120 tshark -n --disable-protocol rpcordma --disable-protocol smb_direct "
-		 "--disable-protocol smc --disable-protocol nvme-rdma --disable-protocol lnet "
-		 "--disable-protocol iser --disable-protocol infiniband_sdp "
-		 "--disable-protocol fcoib --disable-protocol eoib %s 2>/dev/null", args);
-	f = popen(cmd, "r");
-	cr_assert_not_null(f, "popen %s", cmd);
-	for (;;) {
-		size_t n;
-
-		if (len + 4096 > cap)
-			out = realloc(out, cap *= 2);
-		n = fread(out + len, 1, cap - len - 1, f);
-		if (n == 0)
-			break;
-		len += n;
-	}
-	out[len] = 0;
-	status = pclose(f);
-	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "tshark failed (%d): %s",
-		  status, cmd);
-	return out;
-}
 
 /* Column col of one tab-separated tshark line ("" when the field is absent). */
 static void column(const char *line, size_t col, char *out, size_t cap)
@@ -562,7 +432,7 @@ static void tshark_agrees(const char *path, const struct seen *s)
 		 "(_ws.malformed || _ws.expert.severity >= \"Error\")' -T fields "
 		 "-e frame.number -e _ws.malformed -e _ws.expert.message",
 		 path, dec, s->p1, s->p2);
-	out = run_tshark(args);
+	out = cap_tshark(args);
 	cr_assert_str_empty(out, "frames with errors (frame, malformed, message):\n%s", out);
 	free(out);
 
@@ -572,7 +442,7 @@ static void tshark_agrees(const char *path, const struct seen *s)
 		 "-e infiniband.mad.attributeid -e infiniband.cm.req.localqpn "
 		 "-e infiniband.cm.rep.localqpn -e infiniband.cm.req.remoteqpneecn",
 		 path, dec, s->p1, s->p2);
-	out = run_tshark(args);
+	out = cap_tshark(args);
 	for (line = out; *line != '\0'; line = strchr(line, '\n') + 1, k++) {
 		const struct dgram *d = &s->d[k];
 		uint16_t attr = d->mad ? d->cm.mad.attr_id : 0;
@@ -607,30 +477,26 @@ Test(wire_roce, rc_session_every_opcode, .timeout = 180)
 		0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0a, 0x0b, 0x0c,
 		0x0d, 0x0e, 0x0f, 0x10, 0x11, 0x12, 0x13, 0x14,
 	};
-	char dir[] = "/tmp/sv-roce-cap-XXXXXX";
-	char path[128], log[128];
+	struct capture cap;
+	char filter[64];
 	struct side a, b;
-	pid_t cap;
 
-	if (!have_program("tshark") || !have_program("dumpcap"))
+	if (!cap_have_tools())
 		cr_skip_test("tshark/dumpcap not installed (apt-get install tshark)");
-	cr_assert_not_null(mkdtemp(dir));
-	chmod(dir, 0755);	/* dumpcap may drop privileges to write the file */
-	snprintf(path, sizeof(path), "%s/session.pcap", dir);
-	snprintf(log, sizeof(log), "%s/dumpcap.log", dir);
 
 	side_open(&a, 0xfffff0);	/* PSNs wrap during the session */
 	side_open(&b, 0x000100);
 	to_rts(&a, &b);
 	to_rts(&b, &a);
-	cap = start_capture(path, log, a.port, b.port);
+	snprintf(filter, sizeof(filter), "udp port %u or udp port %u", a.port, b.port);
+	cap_start(&cap, filter);
 	run_session(&a, &b);
-	stop_capture(cap);
+	cap_stop(&cap);
 
 	seen.p1 = a.port;
 	seen.p2 = b.port;
 	seen.pmtu = PMTU_BYTES;
-	read_capture(path, &seen);
+	read_capture(cap.path, &seen);
 	cr_assert_gt(seen.n, 20, "only %u session datagrams captured", seen.n);
 	for (unsigned k = 0; k < seen.n; k++) {
 		const struct sv_bth *h = &seen.d[k].bth;
@@ -642,13 +508,79 @@ Test(wire_roce, rc_session_every_opcode, .timeout = 180)
 	for (size_t i = 0; i < sizeof(need); i++)
 		cr_assert_gt(seen.count[need[i]], 0, "%s never seen in the capture",
 			     sv__ib_opinfo(need[i])->name);
-	tshark_agrees(path, &seen);
+	tshark_agrees(cap.path, &seen);
 
 	side_close(&a);
 	side_close(&b);
-	unlink(path);
-	unlink(log);
-	rmdir(dir);
+	cap_cleanup(&cap);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Session 3: the NAKs. A SEND before its receive is posted draws RNR NAKs until the
+ * receive appears; a WRITE with an R_Key the responder never issued draws one NAK remote
+ * access error (IBA 9.7.5.2.8).
+ */
+
+Test(wire_roce, rnr_nak_and_access_error, .timeout = 180)
+{
+	struct capture cap;
+	char filter[64];
+	struct side a, b;
+	struct sv_sge sge, rsge;
+	struct sv_send_wr wr = { 0 }, *bad;
+	struct sv_recv_wr rwr = { 0 }, *rbad;
+	struct sv_wc wc;
+	long end;
+	int r;
+
+	if (!cap_have_tools())
+		cr_skip_test("tshark/dumpcap not installed (apt-get install tshark)");
+	side_open(&a, 0x000010);
+	side_open(&b, 0x000020);
+	to_rts(&a, &b);
+	to_rts(&b, &a);
+	snprintf(filter, sizeof(filter), "udp port %u or udp port %u", a.port, b.port);
+	cap_start(&cap, filter);
+
+	post(&a, &b, SV_WR_SEND, 0, 600);
+	usleep(20 * 1000);
+	rsge = (struct sv_sge){ (uintptr_t)b.buf + 32768, 2048, b.mr->lkey };
+	rwr.sg_list = &rsge;
+	rwr.num_sge = 1;
+	cr_assert_eq(sv_post_recv(b.qp, &rwr, &rbad), 0);
+	wait_wcs(&a, 1);
+	wait_wcs(&b, 1);
+
+	sge = (struct sv_sge){ (uintptr_t)a.buf, 64, a.mr->lkey };
+	wr.wr_id = 99;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = SV_WR_RDMA_WRITE;
+	wr.send_flags = SV_SEND_SIGNALED;
+	wr.wr.rdma.remote_addr = (uintptr_t)b.buf;
+	wr.wr.rdma.rkey = b.mr->rkey ^ 0x77;
+	cr_assert_eq(sv_post_send(a.qp, &wr, &bad), 0);
+	end = (long)cap_now_ms() + 10000;
+	while ((r = sv_poll_cq(a.cq, 1, &wc)) == 0) {
+		cr_assert_lt((long)cap_now_ms(), end, "no completion for the bad-key WRITE");
+		usleep(100);
+	}
+	cr_assert_eq(r, 1);
+	cr_assert_eq(wc.status, SV_WC_REM_ACCESS_ERR, "%s", sv_wc_status_str(wc.status));
+	cap_stop(&cap);
+
+	seen.p1 = a.port;
+	seen.p2 = b.port;
+	seen.pmtu = PMTU_BYTES;
+	read_capture(cap.path, &seen);
+	cr_assert_gt(seen.rnr_naks, 0, "no RNR NAK in the capture");
+	cr_assert_eq(seen.access_naks, 1, "NAK remote access error: %u, want 1",
+		     seen.access_naks);
+	tshark_agrees(cap.path, &seen);
+
+	side_close(&a);
+	side_close(&b);
+	cap_cleanup(&cap);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -770,7 +702,7 @@ static struct sv_cm_id *cm_event(struct cmside *s, enum sv_cm_event_type want)
 /* Waits for n successful completions on cq. */
 static void wait_cq(struct sv_cq *cq, unsigned n)
 {
-	long end = now_ms() + WAIT_MS;
+	long end = (long)cap_now_ms() + WAIT_MS;
 	struct sv_wc wc;
 
 	while (n > 0) {
@@ -783,7 +715,7 @@ static void wait_cq(struct sv_cq *cq, unsigned n)
 			n--;
 			continue;
 		}
-		cr_assert_lt(now_ms(), end, "%u completions missing", n);
+		cr_assert_lt((long)cap_now_ms(), end, "%u completions missing", n);
 		usleep(100);
 	}
 }
@@ -872,8 +804,8 @@ static bool rej_of(const struct sv_cm_msg *m, const void *comm_id)
 
 Test(wire_roce, cm_and_ud_session, .timeout = 180)
 {
-	char dir[] = "/tmp/sv-roce-cm-XXXXXX";
-	char path[128], log[128];
+	struct capture cap;
+	char filter[64];
 	const struct sv_cm_msg *req, *rep, *rtu, *rej, *dreq, *drep, *req2;
 	struct cmside a, b;
 	struct sv_cm_ip_hdr ip;
@@ -881,24 +813,20 @@ Test(wire_roce, cm_and_ud_session, .timeout = 180)
 	uint32_t a_psn, b_psn;
 	unsigned ud = 0, ud_imm = 0;
 	uint16_t port, service;
-	pid_t cap;
 
-	if (!have_program("tshark") || !have_program("dumpcap"))
+	if (!cap_have_tools())
 		cr_skip_test("tshark/dumpcap not installed (apt-get install tshark)");
-	cr_assert_not_null(mkdtemp(dir));
-	chmod(dir, 0755);
-	snprintf(path, sizeof(path), "%s/session.pcap", dir);
-	snprintf(log, sizeof(log), "%s/dumpcap.log", dir);
 
 	/* Both devices on one port, each on its own loopback address: the CM finds a peer's
 	 * QP1 at its IP and our port. */
-	port = free_port();
+	port = cap_free_port(SOCK_DGRAM);
 	cm_side_open(&a, port);
 	cm_side_open(&b, port);
 	cr_assert_neq(a.ip.s_addr, b.ip.s_addr);
-	cap = start_capture(path, log, port, port);
+	snprintf(filter, sizeof(filter), "udp port %u", port);
+	cap_start(&cap, filter);
 	service = run_cm_session(&a, &b);
-	stop_capture(cap);
+	cap_stop(&cap);
 	cr_assert_eq(sv_query_qp(a.qp, &at, 0, NULL), 0);
 	a_psn = at.sq_psn;
 	cr_assert_eq(sv_query_qp(b.qp, &at, 0, NULL), 0);
@@ -906,7 +834,7 @@ Test(wire_roce, cm_and_ud_session, .timeout = 180)
 
 	seen.p1 = seen.p2 = port;
 	seen.pmtu = 4096;
-	read_capture(path, &seen);
+	read_capture(cap.path, &seen);
 
 	/* The accepted connection: REQ from a's QP, REP, RTU, DREQ, DREP. */
 	req = find_mad(&seen, SV_CM_ATTR_REQ, req_from_qp, &a.qp->qp_num);
@@ -973,11 +901,9 @@ Test(wire_roce, cm_and_ud_session, .timeout = 180)
 	cr_assert_eq(ud, 1, "UD SEND_ONLY datagrams: %u", ud);
 	cr_assert_eq(ud_imm, 1, "UD SEND_ONLY_WITH_IMMEDIATE datagrams: %u", ud_imm);
 
-	tshark_agrees(path, &seen);
+	tshark_agrees(cap.path, &seen);
 
 	cm_side_close(&a);
 	cm_side_close(&b);
-	unlink(path);
-	unlink(log);
-	rmdir(dir);
+	cap_cleanup(&cap);
 }
