@@ -642,6 +642,19 @@ static inline int ep_disconnect(struct tool_ep *ep, int initiate, uint64_t deadl
 	return 0;
 }
 
+/* Deregisters each MR that is set and clears its pointer; failures are reported, not
+ * fatal, so teardown always goes on to the rest. */
+static inline void dereg_mrs(const char *prog, struct sv_mr **mrs[], size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		int rc;
+
+		if (*mrs[i] && (rc = sv_dereg_mr(*mrs[i])) < 0)
+			report(prog, "sv_dereg_mr", rc);
+		*mrs[i] = NULL;
+	}
+}
+
 /* Destroys what ep_open/ep_create_qp/ep_listen/... made, in reverse order. Registered
  * memory must be deregistered by the caller first. Returns the first error. */
 static inline int ep_close(struct tool_ep *ep)

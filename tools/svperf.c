@@ -907,13 +907,7 @@ static void side_free(struct perf *p)
 {
 	struct sv_mr **mrs[] = { &p->buf_mr, &p->rx_mr, &p->ctl_mr };
 
-	for (size_t i = 0; i < sizeof(mrs) / sizeof(mrs[0]); i++) {
-		int rc;
-
-		if (*mrs[i] && (rc = sv_dereg_mr(*mrs[i])) < 0)
-			report(p->prog, "sv_dereg_mr", rc);
-		*mrs[i] = NULL;
-	}
+	dereg_mrs(p->prog, mrs, sizeof(mrs) / sizeof(mrs[0]));
 	ep_close(&p->ep);
 	free(p->buf);
 	free(p->rx);

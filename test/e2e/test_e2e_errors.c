@@ -725,12 +725,12 @@ Test(e2e_errors, wire_garbage_after_mpa, .timeout = 40)
 Test(e2e_errors, wire_ulpdu_shorter_than_header, .timeout = 40)
 {
 	struct fake_client f;
-	const uint8_t stub[6] = { SV_DDP_FLAG_L | SV_DDP_VERSION,
+	const uint8_t short_ulpdu[6] = { SV_DDP_FLAG_L | SV_DDP_VERSION,
 				  (SV_RDMAP_VERSION << SV_RDMAP_RV_SHIFT) | SV_RDMAP_SEND, 0, 0,
 				  0, 0 };
 
 	fake_client_open(&f);
-	fp_send_ulpdu(&f.c, stub, sizeof(stub), false);
+	fp_send_ulpdu(&f.c, short_ulpdu, sizeof(short_ulpdu), false);
 	expect_server_terminates(&f, NULL, QP_ERR_EVENTS, "short ULPDU");
 	fake_client_close(&f);
 }
