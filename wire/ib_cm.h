@@ -273,9 +273,9 @@ const char *sv__cm_attr_name(uint16_t attr_id);
 
 /* Service ID of an RDMA CM port-space listener (kernel cma_get_service_id()): the
  * 16-bit port space above the 16-bit port, e.g. 0x0000000001060000 | port for TCP. */
-#define SV_CM_PS_TCP 0x0106		/* RDMA_PS_TCP: RC connections (REQ) */
-#define SV_CM_PS_UDP 0x0111		/* RDMA_PS_UDP: UD service resolution (SIDR) */
-#define SV_CM_PS_IPOIB 0x0002		/* RDMA_PS_IPOIB: UD as well */
+#define SV_CMA_PS_TCP 0x0106		/* RDMA_PS_TCP: RC connections (REQ) */
+#define SV_CMA_PS_UDP 0x0111		/* RDMA_PS_UDP: UD service resolution (SIDR) */
+#define SV_CMA_PS_IPOIB 0x0002		/* RDMA_PS_IPOIB: UD as well */
 #define SV_CM_SID_PS_TCP 0x0000000001060000ull
 static inline uint64_t sv__cm_service_id(uint16_t port)
 {
