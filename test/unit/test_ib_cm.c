@@ -295,7 +295,7 @@ Test(wire_ib_cm, sidr_req)
 
 	cr_assert_eq(r->request_id, 0x5eed0001);
 	cr_assert_eq(r->pkey, 0xffff);
-	cr_assert_eq(r->service_id, sv__cm_service_id_ps(SV_CM_PS_UDP, 7174));
+	cr_assert_eq(r->service_id, sv__cm_service_id_ps(SV_CMA_PS_UDP, 7174));
 	cr_assert_eq(r->private_data[1], 0x40);
 	cr_assert_eq(r->private_data[215], (uint8_t)(0x11 + 215));
 	cr_assert_eq(SV_CM_SIDR_IP_PRIVATE_MAX, 180);
@@ -322,7 +322,7 @@ Test(wire_ib_cm, sidr_rep)
 	cr_assert_eq(r->status, SV_CM_SIDR_SUCCESS);
 	cr_assert_eq(r->info_len, 3);
 	cr_assert_eq(r->qpn, 0x123);
-	cr_assert_eq(r->service_id, sv__cm_service_id_ps(SV_CM_PS_UDP, 7174));
+	cr_assert_eq(r->service_id, sv__cm_service_id_ps(SV_CMA_PS_UDP, 7174));
 	cr_assert_eq(r->qkey, 0x01234567);
 	cr_assert_eq(r->info[71], (uint8_t)(0x21 + 71));
 	cr_assert_eq(r->private_data[0], 0x31);
