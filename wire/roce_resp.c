@@ -276,12 +276,9 @@ static int take_rwqe(struct sv__rqp *q, const struct sv__roce_pkt *k)
 static int do_send(struct sv__rqp *q, const struct sv__roce_pkt *k)
 {
 	unsigned f = k->flags;
+	uint32_t ex = (f & SV__OPF_IMM) ? k->imm : 0;
+	unsigned wcf = (f & SV__OPF_IMM) ? SV_WC_WITH_IMM : 0;
 
-	if (f & SV__OPF_IETH) {
-		/* No memory windows or invalidation here: an invalid request for us. */
-		fatal(q, SYN_NAK_INV, k->psn, SV_WC_REM_INV_REQ_ERR);
-		return STOP;
-	}
 	if ((f & SV__OPF_FIRST) && take_rwqe(q, k) != GO)
 		return STOP;
 	if (q->rgot + k->paylen > q->rcap) {
@@ -292,13 +289,24 @@ static int do_send(struct sv__rqp *q, const struct sv__roce_pkt *k)
 	q->rgot += k->paylen;
 	q->in_send = !(f & SV__OPF_LAST);
 	if (f & SV__OPF_LAST) {
-		struct sv__recv_wqe *w = q->rwqe;
+		struct sv__recv_wqe *w;
 
+		/* SEND with Invalidate: the key goes after placement, before the receive
+		 * completes with it (IBA 9.4.1, spec/roce.md 3). A key we may not
+		 * invalidate fails the receive with REM_INV_REQ_ERR as rxe does, and we
+		 * NAK invalid request so the sender learns it too. */
+		if (f & SV__OPF_IETH) {
+			if (sv__key_invalidate(q->qp, k->ieth) < 0) {
+				fatal(q, SYN_NAK_INV, k->psn, SV_WC_REM_INV_REQ_ERR);
+				return STOP;
+			}
+			ex = k->ieth;
+			wcf = SV_WC_WITH_INV;
+		}
+		w = q->rwqe;
 		q->rwqe = NULL;
 		q->msn = sv__psn_add(q->msn, 1);
-		sv__rq_done(q->qp, w, SV_WC_SUCCESS, SV_WC_RECV, q->rgot,
-			    (f & SV__OPF_IMM) ? k->imm : 0, (f & SV__OPF_IMM) ? SV_WC_WITH_IMM : 0,
-			    k->se);
+		sv__rq_done(q->qp, w, SV_WC_SUCCESS, SV_WC_RECV, q->rgot, ex, wcf, k->se);
 	}
 	return GO;
 }
