@@ -18,6 +18,7 @@
 #define SV_TOOL_H
 
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
@@ -59,9 +60,42 @@ static inline int ms_left(uint64_t deadline_ns)
 	return ms > 1000 ? 1000 : (int)ms;
 }
 
+/* The --timeout backstop: SIGALRM ends the process with status 3 and one line on stderr,
+ * whatever it is blocked in. Only async-signal-safe calls in the handler. */
+static inline void on_run_timeout(int sig)
+{
+	static const char tail[] = ": run exceeded --timeout; giving up\n";
+	const char *prog = program_invocation_short_name;
+
+	(void)sig;
+	if (write(2, prog, strlen(prog)) < 0 || write(2, tail, sizeof(tail) - 1) < 0)
+		_exit(3);
+	_exit(3);
+}
+
+/* Arms the backstop for a run and ignores SIGPIPE (a dead peer shows up as an error from
+ * the library, not as a signal). */
+static inline void arm_run_timeout(unsigned int seconds)
+{
+	signal(SIGALRM, on_run_timeout);
+	signal(SIGPIPE, SIG_IGN);
+	alarm(seconds);
+}
+
 /* ---------------------------------------------------------------------------------------
  * Byte order for the private data the tools put on the wire
  */
+
+static inline void put_be16(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)(v >> 8);
+	p[1] = (uint8_t)v;
+}
+
+static inline uint16_t get_be16(const uint8_t *p)
+{
+	return (uint16_t)(p[0] << 8 | p[1]);
+}
 
 static inline void put_be32(uint8_t *p, uint32_t v)
 {
@@ -640,6 +674,37 @@ static inline int ep_disconnect(struct tool_ep *ep, int initiate, uint64_t deadl
 	}
 	ep->connected = 0;
 	return 0;
+}
+
+/* A zeroed, page-aligned buffer of at least one page, so even a zero-byte message has
+ * registered memory behind it. */
+static inline uint8_t *alloc_buf(size_t len)
+{
+	size_t rounded = len ? (len + 4095) & ~(size_t)4095 : 4096;
+	uint8_t *b = aligned_alloc(4096, rounded);
+
+	if (b)
+		memset(b, 0, rounded);
+	return b;
+}
+
+/* Registers [addr, addr+len) in the endpoint's PD; a failure is reported. */
+static inline int ep_reg(struct tool_ep *ep, void *addr, size_t len, int access,
+			 struct sv_mr **mr)
+{
+	int rc = sv_reg_mr(ep->pd, addr, len, access, mr);
+
+	return rc < 0 ? report(ep->prog, "sv_reg_mr", rc) : 0;
+}
+
+/*
+ * Where a --loopback server listens: 127.0.0.1 for TCP. A UDP device owns one address of
+ * its own (127.0.0.x, whichever was free) and listens there or on the any-address, so
+ * listen on any and let ep_listen() say where to connect.
+ */
+static inline const char *loopback_listen_addr(enum sv_transport transport)
+{
+	return transport == SV_TRANSPORT_UDP ? "0.0.0.0" : "127.0.0.1";
 }
 
 /* Deregisters each MR that is set and clears its pointer; failures are reported, not

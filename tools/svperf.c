@@ -39,6 +39,8 @@
 #include "sv_tool.h"
 
 #define PROG "svperf"
+#define BUF_ACCESS (SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_WRITE | SV_ACCESS_REMOTE_READ | \
+		    SV_ACCESS_REMOTE_ATOMIC)
 #define DEFAULT_PORT 18515
 #define DEFAULT_DEPTH 64
 #define DEFAULT_TIMEOUT_S 120
@@ -163,16 +165,6 @@ struct perf {
 
 static volatile sig_atomic_t g_stop;	/* the loopback peer failed: give up */
 
-static void on_alarm(int sig)
-{
-	static const char msg[] = PROG ": run exceeded --timeout; giving up\n";
-
-	(void)sig;
-	if (write(2, msg, sizeof(msg) - 1) < 0)
-		_exit(3);
-	_exit(3);
-}
-
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -244,27 +236,6 @@ static uint64_t chain(uint64_t i)
 	return i * 0x9e3779b97f4a7c15ull;
 }
 
-static uint8_t *alloc_buf(size_t len)
-{
-	size_t rounded = (len + 4095) & ~(size_t)4095;
-	uint8_t *b = aligned_alloc(4096, rounded ? rounded : 4096);
-
-	if (b)
-		memset(b, 0, rounded ? rounded : 4096);
-	return b;
-}
-
-static int reg(struct perf *p, void *addr, size_t len, struct sv_mr **mr)
-{
-	int rc = sv_reg_mr(p->ep.pd, addr, len,
-			   SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_WRITE |
-			   SV_ACCESS_REMOTE_READ | SV_ACCESS_REMOTE_ATOMIC, mr);
-
-	if (rc < 0)
-		return report(p->prog, "sv_reg_mr", rc);
-	return 0;
-}
-
 static void lat_add(struct perf *p, uint64_t ns)
 {
 	if (p->nlat == p->lat_cap) {
@@ -327,17 +298,6 @@ struct priv {
 	uint64_t size, iters, seed, addr, len;
 	uint32_t rkey, slots, credits, depth;
 };
-
-static void put_be16(uint8_t *p, uint16_t v)
-{
-	p[0] = (uint8_t)(v >> 8);
-	p[1] = (uint8_t)v;
-}
-
-static uint16_t get_be16(const uint8_t *p)
-{
-	return (uint16_t)(p[0] << 8 | p[1]);
-}
 
 static void priv_encode(uint8_t *b, const struct priv *v)
 {
@@ -820,9 +780,10 @@ static int setup_buffers(struct perf *p)
 		return -ENOMEM;
 	}
 	p->res = (uint64_t *)(p->ctl + CTL_SLOTS * CTL_SLOT_LEN);
-	if ((rc = reg(p, p->buf, p->buf_len, &p->buf_mr)) < 0 ||
-	    (rc = reg(p, p->rx, (size_t)p->rx_n * p->rx_slot, &p->rx_mr)) < 0 ||
-	    (rc = reg(p, p->ctl, p->ctl_len, &p->ctl_mr)) < 0)
+	if ((rc = ep_reg(&p->ep, p->buf, p->buf_len, BUF_ACCESS, &p->buf_mr)) < 0 ||
+	    (rc = ep_reg(&p->ep, p->rx, (size_t)p->rx_n * p->rx_slot, BUF_ACCESS,
+			 &p->rx_mr)) < 0 ||
+	    (rc = ep_reg(&p->ep, p->ctl, p->ctl_len, BUF_ACCESS, &p->ctl_mr)) < 0)
 		return rc;
 	if (data_rx && c->mode == MODE_BW && c->op != OP_WRITE_IMM) {
 		p->rx_seq = malloc(p->rx_n * sizeof(*p->rx_seq));
@@ -1497,16 +1458,6 @@ static int fail_early(const struct config *c, int rc)
 	return setup_status(rc);
 }
 
-/*
- * Where the loopback server listens: 127.0.0.1 for TCP. A UDP device owns one address of
- * its own (127.0.0.x, whichever was free) and listens there or on the any-address, so
- * listen on any and let ep_listen() say where to connect.
- */
-static const char *loopback_listen_addr(const struct config *c)
-{
-	return c->transport == SV_TRANSPORT_UDP ? "0.0.0.0" : "127.0.0.1";
-}
-
 struct server_thread {
 	struct perf side;
 	int rc;
@@ -1714,9 +1665,7 @@ int main(int argc, char **argv)
 
 	if (parse_args(argc, argv, &c) < 0)
 		return 2;
-	signal(SIGALRM, on_alarm);
-	signal(SIGPIPE, SIG_IGN);
-	alarm(c.timeout_s + 10);
+	arm_run_timeout(c.timeout_s + 10);
 
 	if (!c.host && !c.loopback) {
 		struct perf s;
@@ -1742,7 +1691,7 @@ int main(int argc, char **argv)
 		if (!srv)
 			return 3;
 		if ((rc = side_init(&srv->side, &c, 1, PROG "[server]")) < 0 ||
-		    (rc = ep_listen(&srv->side.ep, loopback_listen_addr(&c), c.port, &port,
+		    (rc = ep_listen(&srv->side.ep, loopback_listen_addr(c.transport), c.port, &port,
 				     host)) < 0) {
 			side_free(&srv->side);
 			free(srv);

@@ -26,6 +26,7 @@
 #include "sv_tool.h"
 
 #define PROG "svping"
+#define BUF_ACCESS (SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_WRITE | SV_ACCESS_REMOTE_READ)
 #define DEFAULT_PORT 7174		/* rping's */
 #define DEFAULT_COUNT 10
 #define DEFAULT_SIZE 64
@@ -84,16 +85,6 @@ struct ping {
 
 static volatile sig_atomic_t g_stop;
 
-static void on_alarm(int sig)
-{
-	static const char msg[] = PROG ": run exceeded --timeout; giving up\n";
-
-	(void)sig;
-	if (write(2, msg, sizeof(msg) - 1) < 0)
-		_exit(3);
-	_exit(3);
-}
-
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -107,27 +98,6 @@ static void usage(FILE *f)
 "  -v                print every round\n"
 "  --transport tcp|udp, --crc on|off, --busy (busy-poll), --timeout SEC, --seed N\n",
 		DEFAULT_COUNT, DEFAULT_SIZE, DEFAULT_PORT);
-}
-
-static uint8_t *alloc_buf(size_t len)
-{
-	size_t rounded = (len + 4095) & ~(size_t)4095;
-	uint8_t *b = aligned_alloc(4096, rounded);
-
-	if (b)
-		memset(b, 0, rounded);
-	return b;
-}
-
-static int reg(struct ping *p, void *addr, size_t len, struct sv_mr **mr)
-{
-	int rc = sv_reg_mr(p->ep.pd, addr, len,
-			   SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_WRITE |
-			   SV_ACCESS_REMOTE_READ, mr);
-
-	if (rc < 0)
-		return report(p->prog, "sv_reg_mr", rc);
-	return 0;
 }
 
 static int post_recv(struct ping *p, uint32_t j)
@@ -160,8 +130,9 @@ static int setup(struct ping *p)
 		fprintf(stderr, "%s: out of memory\n", p->prog);
 		return -ENOMEM;
 	}
-	if ((rc = reg(p, p->a, size, &p->a_mr)) < 0 || (rc = reg(p, p->b, size, &p->b_mr)) < 0 ||
-	    (rc = reg(p, p->msgs, 2 * NMSG * MSG_LEN, &p->msg_mr)) < 0)
+	if ((rc = ep_reg(&p->ep, p->a, size, BUF_ACCESS, &p->a_mr)) < 0 ||
+	    (rc = ep_reg(&p->ep, p->b, size, BUF_ACCESS, &p->b_mr)) < 0 ||
+	    (rc = ep_reg(&p->ep, p->msgs, 2 * NMSG * MSG_LEN, BUF_ACCESS, &p->msg_mr)) < 0)
 		return rc;
 	for (uint32_t j = 0; j < NMSG; j++)
 		if ((rc = post_recv(p, j)) < 0)
@@ -485,16 +456,6 @@ static int run_client(struct ping *p, const char *host, uint16_t port, struct rt
  * Main
  */
 
-/*
- * Where the loopback server listens: 127.0.0.1 for TCP. A UDP device owns one address of
- * its own (127.0.0.x, whichever was free) and listens there or on the any-address, so
- * listen on any and let ep_listen() say where to connect.
- */
-static const char *loopback_listen_addr(const struct config *c)
-{
-	return c->transport == SV_TRANSPORT_UDP ? "0.0.0.0" : "127.0.0.1";
-}
-
 struct server_thread {
 	struct ping side;
 	int rc;
@@ -645,9 +606,7 @@ int main(int argc, char **argv)
 
 	if (parse_args(argc, argv, &c) < 0)
 		return 2;
-	signal(SIGALRM, on_alarm);
-	signal(SIGPIPE, SIG_IGN);
-	alarm(c.timeout_s + 10);
+	arm_run_timeout(c.timeout_s + 10);
 
 	if (c.server) {
 		struct ping s;
@@ -672,7 +631,7 @@ int main(int argc, char **argv)
 		if (!srv)
 			return 3;
 		if ((rc = side_init(&srv->side, &c, PROG "[server]")) < 0 ||
-		    (rc = ep_listen(&srv->side.ep, loopback_listen_addr(&c), c.port, &port,
+		    (rc = ep_listen(&srv->side.ep, loopback_listen_addr(c.transport), c.port, &port,
 				     host)) < 0)
 			return rc == -EPROTONOSUPPORT || rc == -EOPNOTSUPP ? 2 : 3;
 		if ((rc = pthread_create(&tid, NULL, server_main, srv)) != 0) {

@@ -123,12 +123,19 @@ static void emit(struct sv__rqp *q, struct sv__rswqe *r, uint32_t k, bool resend
 	uint8_t h[SV_IB_MAX_HDRS_LEN];
 	struct iovec pay[SV__MAX_SGE];
 	uint32_t psn = sv__psn_add(r->first_psn, k), off = k * q->mtu, seg = 0;
-	bool first = k == 0, last = k == r->npkts - 1, imm = false, se = false, ackreq;
+	bool first = k == 0, last = k == r->npkts - 1, imm = false, inv = false, se = false;
+	bool ackreq;
 	size_t hl = SV_BTH_LEN;
 	int npay = 0;
 	uint8_t op;
 
 	switch (w->opcode) {
+	case SV_WR_SEND_WITH_INV:
+		inv = true;
+		op = r->npkts == 1 ? SV_IB_OP_SEND_ONLY_INV : first ? SV_IB_OP_SEND_FIRST :
+		     last ? SV_IB_OP_SEND_LAST_INV : SV_IB_OP_SEND_MIDDLE;
+		se = last && (w->flags & SV_SEND_SOLICITED);
+		break;
 	case SV_WR_SEND_WITH_IMM:
 		imm = true;
 		/* fall through */
@@ -197,6 +204,10 @@ static void emit(struct sv__rqp *q, struct sv__rswqe *r, uint32_t k, bool resend
 	if (imm && last) {
 		/* imm_data is already in network order. */
 		hl += (size_t)sv__immdt_encode(h + hl, sizeof(h) - hl, w->imm_data);
+	}
+	if (inv && last) {
+		/* IETH: the R_Key to invalidate, host order in the WR (spec/roce.md 3). */
+		hl += (size_t)sv__ieth_encode(h + hl, sizeof(h) - hl, w->invalidate_rkey);
 	}
 	if (w->opcode != SV_WR_RDMA_READ && !is_atomic(w->opcode) && w->length) {
 		seg = w->length - off < q->mtu ? w->length - off : q->mtu;

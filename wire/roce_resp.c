@@ -284,29 +284,37 @@ static int take_rwqe(struct sv__rqp *q, const struct sv_ib_pkt *k)
 static int do_send(struct sv__rqp *q, const struct sv_ib_pkt *k)
 {
 	unsigned f = k->flags;
+	uint32_t ex = (f & SV_IB_OPF_IMM) ? k->imm_be : 0;
+	unsigned wcf = (f & SV_IB_OPF_IMM) ? SV_WC_WITH_IMM : 0;
 
-	if (f & SV_IB_OPF_INV) {
-		/* No memory windows or invalidation here: an invalid request for us. */
-		fatal(q, SYN_NAK_INV, k->bth.psn, SV_WC_REM_INV_REQ_ERR);
-		return STOP;
-	}
 	if ((f & SV_IB_OPF_START) && take_rwqe(q, k) != GO)
 		return STOP;
 	if (q->rgot + k->payload_len > q->rcap) {
 		fatal(q, SYN_NAK_INV, k->bth.psn, SV_WC_LOC_LEN_ERR);
 		return STOP;
 	}
-	sv__roce_iov_copy_in(q->riov, q->nriov, q->rgot, k->payload, k->payload_len);
+	sv__roce_iov_copy_in(q->riov, q->nriov, q->rgot, k->payload, (uint32_t)k->payload_len);
 	q->rgot += k->payload_len;
 	q->in_send = !(f & SV_IB_OPF_END);
 	if (f & SV_IB_OPF_END) {
-		struct sv__recv_wqe *w = q->rwqe;
+		struct sv__recv_wqe *w;
 
+		/* SEND with Invalidate: the key goes after placement, before the receive
+		 * completes with it (IBA 9.4.1, spec/roce.md 3). A key we may not
+		 * invalidate fails the receive with REM_INV_REQ_ERR as rxe does, and we
+		 * NAK invalid request so the sender learns it too. */
+		if (f & SV_IB_OPF_INV) {
+			if (sv__key_invalidate(q->qp, k->ieth_rkey) < 0) {
+				fatal(q, SYN_NAK_INV, k->bth.psn, SV_WC_REM_INV_REQ_ERR);
+				return STOP;
+			}
+			ex = k->ieth_rkey;
+			wcf = SV_WC_WITH_INV;
+		}
+		w = q->rwqe;
 		q->rwqe = NULL;
 		q->msn = sv__psn_add(q->msn, 1);
-		sv__rq_done(q->qp, w, SV_WC_SUCCESS, SV_WC_RECV, q->rgot,
-			    (f & SV_IB_OPF_IMM) ? k->imm_be : 0,
-			    (f & SV_IB_OPF_IMM) ? SV_WC_WITH_IMM : 0, k->bth.se);
+		sv__rq_done(q->qp, w, SV_WC_SUCCESS, SV_WC_RECV, q->rgot, ex, wcf, k->bth.se);
 	}
 	return GO;
 }
