@@ -238,6 +238,7 @@ int sv_query_device(struct sv_context *ctx, struct sv_device_attr *attr)
 	attr->max_cq = o->max_cq;
 	attr->max_cqe = o->max_cqe;
 	attr->max_mr = o->max_mr;
+	attr->max_mw = o->max_mr;	/* windows take slots of the same key table */
 	attr->max_pd = SV__MAX_PD;
 	attr->max_qp_rd_atom = o->max_qp_rd_atom;
 	attr->max_qp_init_rd_atom = o->max_qp_init_rd_atom;

@@ -123,6 +123,7 @@ struct sv__pd {
 	atomic_uint n_qp;
 	atomic_uint n_ah;
 	atomic_uint n_srq;
+	atomic_uint n_mw;
 };
 
 struct sv__ah {
@@ -140,16 +141,51 @@ struct sv__mr {
 	uint64_t iova;			/* 0 for ZERO_BASED, else the address */
 	atomic_uint inflight;		/* sv__mr_acquire references */
 	atomic_bool dereg_waiting;
+	uint32_t n_mw;			/* windows bound to it (mr_lock) */
+};
+
+/*
+ * A memory window (core/mw.c). Its binding is read under mr_lock (read) by remote
+ * accesses and changed under mr_lock (write) by bind, invalidation and deallocation.
+ */
+struct sv__mw {
+	struct sv_mw pub;
+	uint32_t idx;			/* key table index */
+	struct sv__mr *mr;		/* bound MR, NULL when unbound */
+	uint64_t addr;			/* window start in the MR's address space */
+	uint64_t length;
+	unsigned access;		/* SV_ACCESS_REMOTE_* | ZERO_BASED */
+	/* Type 2: the QP it was bound through, compared (never dereferenced) together
+	 * with its number, so a QP destroyed and another created at the same address
+	 * does not inherit the window. */
+	const struct sv_qp *qp;
+	uint32_t qpn;
 };
 
 struct sv__mr_slot {
-	struct sv__mr *mr;		/* NULL when free */
+	struct sv__mr *mr;		/* NULL when free or a window's */
+	struct sv__mw *mw;		/* the window owning the slot, or NULL */
 	uint8_t key;			/* low 8 bits of the current (or next) key */
 	bool used;			/* key was drawn */
 };
 
 int sv__mr_table_init(struct sv_context *ctx);
 void sv__mr_table_fini(struct sv_context *ctx);
+/* Under mr_lock (write): a free key table index whose next 8-bit key is in its slot. */
+int sv__key_slot_get(struct sv_context *ctx, uint32_t *idx);
+/* Under mr_lock (write): returns idx to the free list, advancing its 8-bit key. */
+void sv__key_slot_put(struct sv_context *ctx, uint32_t idx);
+/* Under mr_lock (read): the live region for key, or NULL (unknown or stale key, or a
+ * window's key). */
+struct sv__mr *sv__mr_lookup(struct sv_context *ctx, uint32_t key);
+/* Under mr_lock (read): the window key names, or NULL; its 8-bit key is compared. */
+struct sv__mw *sv__mw_lookup(struct sv_context *ctx, uint32_t key);
+/* Under mr_lock (read): sv__mr_acquire() for a window's key: window state, PD, QP (type
+ * 2), range and rights; on success a reference on the window's MR as *out. */
+int sv__mw_acquire(struct sv_qp *qp, struct sv__mw *mw, uint64_t va, uint64_t len,
+		   unsigned need, struct sv__mr **out, void **ptr);
+/* [qp-locked] Executes a BIND_MW or LOCAL_INV WQE: the status of its completion. */
+enum sv_wc_status sv__mw_run_local(struct sv_qp *qp, const struct sv__send_wqe *wqe);
 
 /* ---------------------------------------------------------------------------------------
  * CQ and completion channel.

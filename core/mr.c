@@ -11,6 +11,11 @@
  * Deregistration first removes the slot's pointer under the table's write lock, so no new
  * sv__mr_acquire() can find the region, then waits until the in-flight references drop to
  * zero: once sv_dereg_mr() returns, no peer can touch the memory (DESIGN.md, "MR").
+ *
+ * Memory windows (core/mw.c) take their keys from the same table: a slot holds either a
+ * region or a window, so one rkey lookup serves both, and an lkey never names a window
+ * (windows grant remote access only). A region with a window bound to it cannot be
+ * deregistered (verbs.md 6): the window would outlive the memory it exposes.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -21,7 +26,7 @@
 
 #define ACCESS_KNOWN (SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_WRITE | \
 		      SV_ACCESS_REMOTE_READ | SV_ACCESS_REMOTE_ATOMIC | \
-		      SV_ACCESS_ZERO_BASED | SV_ACCESS_RELAXED_ORDERING)
+		      SV_ACCESS_MW_BIND | SV_ACCESS_ZERO_BASED | SV_ACCESS_RELAXED_ORDERING)
 #define ACCESS_REMOTE (SV_ACCESS_REMOTE_WRITE | SV_ACCESS_REMOTE_READ | SV_ACCESS_REMOTE_ATOMIC)
 
 int sv__mr_table_init(struct sv_context *ctx)
@@ -67,8 +72,7 @@ static uint8_t draw_key(struct sv_context *ctx)
 	return (uint8_t)(x >> 24);
 }
 
-/* Under mr_lock (write): a free index whose next key is in slot->key. */
-static int slot_get(struct sv_context *ctx, uint32_t *idx)
+int sv__key_slot_get(struct sv_context *ctx, uint32_t *idx)
 {
 	struct sv__mr_slot *s;
 
@@ -85,6 +89,16 @@ static int slot_get(struct sv_context *ctx, uint32_t *idx)
 		s->used = true;
 	}
 	return 0;
+}
+
+void sv__key_slot_put(struct sv_context *ctx, uint32_t idx)
+{
+	struct sv__mr_slot *s = &ctx->mr_slots[idx];
+
+	s->mr = NULL;
+	s->mw = NULL;
+	s->key++;			/* the next object in this slot gets another key */
+	ctx->mr_free[ctx->mr_nfree++] = idx;
 }
 
 int sv_reg_mr(struct sv_pd *pd, void *addr, size_t length, unsigned access,
@@ -119,7 +133,7 @@ int sv_reg_mr(struct sv_pd *pd, void *addr, size_t length, unsigned access,
 	mr->iova = (access & SV_ACCESS_ZERO_BASED) ? 0 : (uint64_t)(uintptr_t)addr;
 
 	pthread_rwlock_wrlock(&ctx->mr_lock);
-	if ((rc = slot_get(ctx, &idx)) == 0) {
+	if ((rc = sv__key_slot_get(ctx, &idx)) == 0) {
 		ctx->mr_slots[idx].mr = mr;
 		mr->pub.lkey = mr->pub.rkey = idx << 8 | ctx->mr_slots[idx].key;
 		mr->pub.handle = ctx->next_mr_handle++;
@@ -156,9 +170,11 @@ int sv_dereg_mr(struct sv_mr *pub)
 		pthread_rwlock_unlock(&ctx->mr_lock);
 		return -EINVAL;
 	}
-	s->mr = NULL;
-	s->key++;			/* the next region in this slot gets another key */
-	ctx->mr_free[ctx->mr_nfree++] = idx;
+	if (mr->n_mw) {
+		pthread_rwlock_unlock(&ctx->mr_lock);
+		return -EBUSY;		/* verbs.md 6: a window is bound to it */
+	}
+	sv__key_slot_put(ctx, idx);
 	pthread_rwlock_unlock(&ctx->mr_lock);
 
 	/* No new reference can be taken now; wait for the ones in flight (a remote WRITE
@@ -177,8 +193,7 @@ int sv_dereg_mr(struct sv_mr *pub)
 	return 0;
 }
 
-/* Under mr_lock (read): the live region for key, or NULL (unknown or stale key). */
-static struct sv__mr *lookup(struct sv_context *ctx, uint32_t key)
+struct sv__mr *sv__mr_lookup(struct sv_context *ctx, uint32_t key)
 {
 	uint32_t idx = key >> 8;
 	struct sv__mr_slot *s;
@@ -222,8 +237,10 @@ int sv__mr_acquire(struct sv_qp *qp, uint32_t key, uint64_t va, uint64_t len,
 	if (!need || (to_qp(qp)->attr.qp_access_flags & need) != need)
 		return -EOPNOTSUPP;
 	pthread_rwlock_rdlock(&ctx->mr_lock);
-	if (!(mr = lookup(ctx, key))) {
-		rc = -ENOENT;
+	if (!(mr = sv__mr_lookup(ctx, key))) {
+		struct sv__mw *mw = sv__mw_lookup(ctx, key);
+
+		rc = mw ? sv__mw_acquire(qp, mw, va, len, need, out, ptr) : -ENOENT;
 		goto out;
 	}
 	if (mr->pub.pd != qp->pd) {
@@ -270,7 +287,7 @@ int sv__sge_map(struct sv_qp *qp, const struct sv_sge *sge, uint32_t num_sge,
 
 		if (sge[i].length == 0)
 			continue;	/* verbs.md 6: zero-length SGEs skip the lkey check */
-		mr = lookup(ctx, sge[i].lkey);
+		mr = sv__mr_lookup(ctx, sge[i].lkey);
 		if (!mr || mr->pub.pd != qp->pd ||
 		    check_range(mr, sge[i].addr, sge[i].length, &p) < 0 ||
 		    (need_write && !(mr->pub.access & SV_ACCESS_LOCAL_WRITE))) {

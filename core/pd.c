@@ -1,7 +1,7 @@
 /*
  * pd.c — protection domains. A PD is only an identity: MRs and QPs point at it, and an
  * access through a QP may only use keys of MRs in the same PD (verbs.md section 6, lkey
- * and rkey check 2). It counts its MRs, QPs, AHs and SRQs so that deallocation can
+ * and rkey check 2). It counts its MRs, MWs, QPs, AHs and SRQs so that deallocation can
  * refuse (-EBUSY) while they exist.
  */
 #include <errno.h>
@@ -44,7 +44,7 @@ int sv_dealloc_pd(struct sv_pd *pub)
 		return -EINVAL;
 	pd = container_of(pub, struct sv__pd, pub);
 	if (atomic_load(&pd->n_mr) || atomic_load(&pd->n_qp) ||
-	    atomic_load(&pd->n_ah) || atomic_load(&pd->n_srq))
+	    atomic_load(&pd->n_ah) || atomic_load(&pd->n_srq) || atomic_load(&pd->n_mw))
 		return -EBUSY;
 	ctx = pub->context;
 	pthread_mutex_lock(&ctx->obj_lock);

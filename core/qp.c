@@ -190,8 +190,12 @@ static enum sv_wc_opcode wc_opcode(enum sv_wr_opcode op)
 		return SV_WC_COMP_SWAP;
 	case SV_WR_ATOMIC_FETCH_AND_ADD:
 		return SV_WC_FETCH_ADD;
+	case SV_WR_LOCAL_INV:
+		return SV_WC_LOCAL_INV;
+	case SV_WR_BIND_MW:
+		return SV_WC_BIND_MW;
 	default:
-		return SV_WC_SEND;
+		return SV_WC_SEND;	/* SEND, SEND_WITH_IMM, SEND_WITH_INV */
 	}
 }
 
@@ -220,7 +224,7 @@ static void complete_recv(struct sv__qp *qp, const struct sv__recv_wqe *w,
 		.status = s->status,
 		.opcode = s->status == SV_WC_SUCCESS ? s->opcode : SV_WC_RECV,
 		.byte_len = s->byte_len,
-		.imm_data = s->imm_data,
+		.imm_data = s->imm_data,	/* or the invalidated rkey (SV_WC_WITH_INV) */
 		.qp_num = qp->pub.qp_num,
 		.src_qp = s->src_qp,
 		.wc_flags = s->wc_flags,
@@ -364,13 +368,31 @@ static void check_drained(struct sv__qp *qp)
  * Transport services. [qp-locked]
  */
 
+static bool is_local(enum sv_wr_opcode op)
+{
+	return op == SV_WR_LOCAL_INV || op == SV_WR_BIND_MW;
+}
+
+/* Local WQEs (bind, local invalidate) run here, in queue order, so the transport only
+ * ever sees WQEs for the wire (core/transport.h). A failure moves the QP to ERR inside
+ * sv__sq_done(), after which the state test ends the loop. */
 struct sv__send_wqe *sv__sq_peek(struct sv_qp *pub)
 {
 	struct sv__qp *qp = to_qp(pub);
 
-	if (qp->attr.qp_state != SV_QPS_RTS || qp->sq_start == qp->sq_put)
-		return NULL;
-	return &qp->sq[qp->sq_start & qp->sq_mask];
+	while (qp->attr.qp_state == SV_QPS_RTS && qp->sq_start != qp->sq_put) {
+		struct sv__send_wqe *w = &qp->sq[qp->sq_start & qp->sq_mask];
+
+		if (!is_local(w->opcode))
+			return w;
+		/* IBA 10.6.5.1 (verbs.md 2): a local invalidate waits until every earlier
+		 * WR has completed, so none of them still uses the memory. */
+		if (w->opcode == SV_WR_LOCAL_INV && qp->sq_get != qp->sq_start)
+			return NULL;
+		sv__sq_take(pub);
+		sv__sq_done(pub, w, sv__mw_run_local(pub, w), 0, 0);
+	}
+	return NULL;
 }
 
 void sv__sq_take(struct sv_qp *pub)
@@ -903,7 +925,7 @@ int sv__qp_cm_init(struct sv__qp *qp)
 
 static bool opcode_ok(enum sv_wr_opcode op)
 {
-	return (unsigned)op <= SV_WR_ATOMIC_FETCH_AND_ADD;	/* all seven are RC opcodes */
+	return (unsigned)op <= SV_WR_SEND_WITH_INV;	/* all ten are RC opcodes */
 }
 
 static bool is_atomic(enum sv_wr_opcode op)
@@ -934,6 +956,13 @@ static int post_one_send(struct sv__qp *qp, const struct sv_send_wr *wr)
 		return -EINVAL;
 	/* An RDMA Read has one sink (max_sge_rd = 1, RFC 5040 4.4). */
 	if (wr->opcode == SV_WR_RDMA_READ && wr->num_sge > 1)
+		return -EINVAL;
+	/* verbs.md 2: bind and local invalidate carry no data; a bind names a window of
+	 * this context (the rest of its checks happen when it executes, core/mw.c). */
+	if (is_local(wr->opcode) && (wr->num_sge || (wr->send_flags & SV_SEND_INLINE)))
+		return -EINVAL;
+	if (wr->opcode == SV_WR_BIND_MW &&
+	    (!wr->wr.bind_mw.mw || wr->wr.bind_mw.mw->context != qp->pub.context))
 		return -EINVAL;
 	if (qp->pub.qp_type == SV_QPT_UD) {
 		/* A UD message is one packet (IBA 9.7.7): SEND only, within the path MTU,
@@ -980,6 +1009,20 @@ static int post_one_send(struct sv__qp *qp, const struct sv_send_wr *wr)
 		w->remote_addr = 0;
 		w->rkey = 0;
 		w->compare_add = w->swap = 0;
+	} else if (wr->opcode == SV_WR_BIND_MW) {
+		const struct sv_mw_bind_info *bi = &wr->wr.bind_mw.bind_info;
+
+		w->remote_addr = 0;
+		w->rkey = 0;
+		w->compare_add = w->swap = 0;
+		w->bind.mw_handle = wr->wr.bind_mw.mw->handle;
+		w->bind.mw_index = wr->wr.bind_mw.mw->rkey >> 8;
+		w->bind.rkey = wr->wr.bind_mw.rkey;
+		/* The MR by key: it may be deregistered before the bind runs. */
+		w->bind.mr_lkey = bi->mr ? bi->mr->lkey : 0;
+		w->bind.addr = bi->addr;
+		w->bind.length = bi->length;
+		w->bind.access = bi->mw_access_flags;
 	} else if (is_atomic(wr->opcode)) {
 		w->remote_addr = wr->wr.atomic.remote_addr;
 		w->rkey = wr->wr.atomic.rkey;

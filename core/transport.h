@@ -49,7 +49,10 @@ struct sv__send_wqe {
 	uint64_t wr_id;
 	enum sv_wr_opcode opcode;
 	unsigned flags;			/* SV_SEND_*; SIGNALED already ORed with sq_sig_all */
-	uint32_t imm_data;		/* network order, as posted */
+	union {
+		uint32_t imm_data;	/* network order, as posted */
+		uint32_t invalidate_rkey;	/* SEND_WITH_INV, LOCAL_INV: host order */
+	};
 	uint64_t remote_addr;
 	uint32_t rkey;
 	uint64_t compare_add;
@@ -63,6 +66,16 @@ struct sv__send_wqe {
 	struct sv_ah_attr ah_attr;
 	uint32_t remote_qpn;
 	uint32_t remote_qkey;
+	/* BIND_MW only: core executes it (see sv__sq_peek), transports never see it. */
+	struct {
+		uint32_t mw_handle;	/* the window, found again by handle at execution */
+		uint32_t mw_index;	/* its key table index */
+		uint32_t rkey;		/* new key (low 8 bits used) */
+		uint32_t mr_lkey;	/* the MR, by key (0: none, length 0) */
+		uint64_t addr;
+		uint64_t length;
+		unsigned access;
+	} bind;
 };
 
 struct sv__recv_wqe {
@@ -204,7 +217,12 @@ const struct sv_qp_attr *sv__qp_attr(struct sv_qp *qp);
 
 /*
  * [qp-locked] The send queue. sq_peek returns the oldest WQE the transport has not
- * started (NULL if none, or if the QP is not in RTS); sq_take marks it started. A started
+ * started (NULL if none, or if the QP is not in RTS); sq_take marks it started.
+ * Local work requests never reach the transport: sq_peek executes a BIND_MW or a
+ * LOCAL_INV at the head of the queue itself (completing it, successfully or not) and
+ * looks further; a LOCAL_INV waits there, and sq_peek returns NULL, until every earlier
+ * WQE has completed (the local invalidate fence, verbs.md 2), so a transport calls it
+ * again after completing WQEs, as it does anyway to start the next one. A started
  * WQE is finished with sq_done, in any order: core reports completions in posting order,
  * for signaled WQEs and for every error. A status other than SUCCESS moves the QP to ERR
  * (qp_error() is called, then the rest flush). byte_len is reported for READ/atomics.
@@ -220,6 +238,7 @@ void sv__sq_done(struct sv_qp *qp, struct sv__send_wqe *wqe, enum sv_wc_status s
  * queue, the SRQ's oldest (-ENOENT when the SRQ is empty), which the QP then owns. rq_done completes it;
  * completions are reported in take order.
  * opcode is SV_WC_RECV or SV_WC_RECV_RDMA_WITH_IMM; flags SV_WC_WITH_IMM etc.;
+ * with SV_WC_WITH_INV, imm_data carries the invalidated rkey (host order);
  * solicited marks the completion for solicited-only notification. A status other than
  * SUCCESS moves the QP to ERR.
  */
@@ -260,6 +279,19 @@ int sv__sge_map(struct sv_qp *qp, const struct sv_sge *sge, uint32_t num_sge,
 int sv__mr_acquire(struct sv_qp *qp, uint32_t key, uint64_t va, uint64_t len,
 		   unsigned access, struct sv__mr **mr, void **ptr);
 void sv__mr_release(struct sv__mr *mr);
+
+/*
+ * A peer's Send with Invalidate (RFC 5040 Send with Invalidate, IBA SEND with IETH)
+ * asks this QP to invalidate key. Only a type 2 window, bound through this QP, can be
+ * invalidated remotely (verbs.md 7; o10-37.2.26 forbids it for type 1, and this
+ * library has no fast-register MRs, the only MRs rxe lets a peer invalidate). On
+ * success the window is free and its key refused from now on. Errors:
+ *   -ENOENT  no such key (never allocated, freed, stale 8-bit key)
+ *   -EPERM   a window of another PD, or bound through another QP
+ *   -EINVAL  the key cannot be invalidated: an MR, a type 1 window, an unbound window
+ * [qp-locked] not required.
+ */
+int sv__key_invalidate(struct sv_qp *qp, uint32_t key);
 
 /*
  * [qp-locked] The QP failed. Core moves it to ERR and calls qp_error(), flushes the rest,

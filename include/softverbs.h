@@ -124,6 +124,9 @@ struct sv_device_attr {
 	uint32_t max_srq;
 	uint32_t max_srq_wr;
 	uint32_t max_srq_sge;
+	/* Memory windows (appended): type 1 and type 2B. MWs and MRs share one key table
+	 * of max_mr entries, so max_mw == max_mr and together they cannot exceed it. */
+	uint32_t max_mw;
 };
 
 int sv_query_device(struct sv_context *ctx, struct sv_device_attr *attr);
@@ -173,7 +176,7 @@ struct sv_pd {
 };
 
 int sv_alloc_pd(struct sv_context *ctx, struct sv_pd **pd);
-/* Fails with -EBUSY while MRs, QPs or SRQs of the PD remain. */
+/* Fails with -EBUSY while MRs, memory windows, QPs, AHs or SRQs of the PD remain. */
 int sv_dealloc_pd(struct sv_pd *pd);
 
 enum sv_access_flags {
@@ -181,6 +184,7 @@ enum sv_access_flags {
 	SV_ACCESS_REMOTE_WRITE = 1 << 1,
 	SV_ACCESS_REMOTE_READ = 1 << 2,
 	SV_ACCESS_REMOTE_ATOMIC = 1 << 3,
+	SV_ACCESS_MW_BIND = 1 << 4,		/* memory windows may be bound to the MR */
 	SV_ACCESS_ZERO_BASED = 1 << 5,
 	SV_ACCESS_RELAXED_ORDERING = 1 << 20,	/* accepted, no effect: we place in order */
 };
@@ -205,8 +209,68 @@ int sv_reg_mr(struct sv_pd *pd, void *addr, size_t length, unsigned access,
 /*
  * After this returns no peer can touch the memory: it waits until remote accesses in
  * flight against the MR have finished, and later accesses with its keys are refused.
+ * Fails with -EBUSY while a memory window is bound to the MR (verbs.md 6).
  */
 int sv_dereg_mr(struct sv_mr *mr);
+
+/* ---------------------------------------------------------------------------------------
+ * Memory windows (verbs.md section 7)
+ *
+ * A window grants remote access to part of an MR under its own rkey. Keys come from the
+ * MRs' key table (index<<8 | 8-bit key), so an rkey names either an MR or a window.
+ * Type 1: bound with sv_bind_mw(), usable through every QP of the PD, re-bound or
+ * unbound (length 0) by binding again, never invalidated, never ZERO_BASED. Type 2 (2B
+ * semantics): bound by an SV_WR_BIND_MW work request, only while unbound, with the
+ * low 8 bits of the new rkey chosen by the application; usable only through the QP that
+ * bound it; freed again by SV_WR_LOCAL_INV or by the peer's SV_WR_SEND_WITH_INV. The
+ * MR must have SV_ACCESS_MW_BIND, must not be ZERO_BASED, must contain the window, and
+ * needs SV_ACCESS_LOCAL_WRITE for a window granting REMOTE_WRITE or REMOTE_ATOMIC. A
+ * failed bind completes with SV_WC_MW_BIND_ERR (and the QP goes to ERR).
+ */
+
+struct sv_qp;
+
+enum sv_mw_type {
+	SV_MW_TYPE_1 = 1,
+	SV_MW_TYPE_2 = 2,
+};
+
+struct sv_mw {
+	struct sv_context *context;
+	struct sv_pd *pd;
+	uint32_t rkey;			/* the current key (type 1: updated by sv_bind_mw;
+					 * type 2: when the bind WR executes) */
+	uint32_t handle;
+	enum sv_mw_type type;
+};
+
+struct sv_mw_bind_info {
+	struct sv_mr *mr;		/* may be NULL with length 0 (type 1 unbind) */
+	uint64_t addr;			/* window start, in the MR's address space */
+	uint64_t length;
+	unsigned mw_access_flags;	/* SV_ACCESS_REMOTE_* and, type 2 only, ZERO_BASED */
+};
+
+/* sv_bind_mw()'s request: the bind WR's id and flags (SV_SEND_SIGNALED, _FENCE). */
+struct sv_mw_bind {
+	uint64_t wr_id;
+	unsigned send_flags;
+	struct sv_mw_bind_info bind_info;
+};
+
+/* -EINVAL for a type other than 1 or 2, -ENOMEM when the key table is full. */
+int sv_alloc_mw(struct sv_pd *pd, enum sv_mw_type type, struct sv_mw **mw);
+/* Unbinds the window if bound (its rkey stops working) and frees it. */
+int sv_dealloc_mw(struct sv_mw *mw);
+/*
+ * Binds a type 1 window (libibverbs' ibv_bind_mw): posts an SV_WR_BIND_MW on qp's send
+ * queue with the window's key advanced by one in its low 8 bits, and on success stores
+ * that new key in mw->rkey. The window takes effect when the WR executes; its
+ * completion (SV_WC_BIND_MW, or SV_WC_MW_BIND_ERR) follows the send queue's rules.
+ * -EINVAL for a type 2 window, a window or MR of another PD, or a NULL MR with a
+ * length; otherwise sv_post_send()'s errors.
+ */
+int sv_bind_mw(struct sv_qp *qp, struct sv_mw *mw, const struct sv_mw_bind *bind);
 
 /* ---------------------------------------------------------------------------------------
  * Completion queues and completion channels
@@ -264,6 +328,8 @@ enum sv_wc_opcode {
 	SV_WC_RDMA_READ,
 	SV_WC_COMP_SWAP,
 	SV_WC_FETCH_ADD,
+	SV_WC_BIND_MW,
+	SV_WC_LOCAL_INV,
 	SV_WC_RECV = 1 << 7,		/* receive side: RECV and above */
 	SV_WC_RECV_RDMA_WITH_IMM,
 };
@@ -280,7 +346,10 @@ struct sv_wc {
 	enum sv_wc_opcode opcode;	/* valid only when status == SV_WC_SUCCESS */
 	uint32_t vendor_err;		/* on a Terminate: layer<<16 | etype<<8 | ecode */
 	uint32_t byte_len;
-	uint32_t imm_data;		/* network byte order, as sent */
+	union {
+		uint32_t imm_data;		/* SV_WC_WITH_IMM: network byte order, as sent */
+		uint32_t invalidated_rkey;	/* SV_WC_WITH_INV: host order */
+	};
 	uint32_t qp_num;
 	uint32_t src_qp;
 	unsigned wc_flags;
@@ -485,6 +554,11 @@ enum sv_wr_opcode {
 	SV_WR_RDMA_READ,
 	SV_WR_ATOMIC_CMP_AND_SWP,
 	SV_WR_ATOMIC_FETCH_AND_ADD,
+	SV_WR_LOCAL_INV,		/* invalidates invalidate_rkey (a type 2 window) once
+					 * every earlier WR of the SQ has completed */
+	SV_WR_BIND_MW,			/* wr.bind_mw; type 2 windows (sv_bind_mw: type 1) */
+	SV_WR_SEND_WITH_INV,		/* a SEND that makes the receiver invalidate
+					 * invalidate_rkey (a type 2 window bound to its QP) */
 };
 
 enum sv_send_flags {
@@ -501,7 +575,10 @@ struct sv_send_wr {
 	int num_sge;
 	enum sv_wr_opcode opcode;
 	unsigned send_flags;
-	uint32_t imm_data;		/* network byte order, passed through untouched */
+	union {
+		uint32_t imm_data;	/* network byte order, passed through untouched */
+		uint32_t invalidate_rkey;	/* LOCAL_INV, SEND_WITH_INV: host order */
+	};
 	union {
 		struct {
 			uint64_t remote_addr;
@@ -520,6 +597,13 @@ struct sv_send_wr {
 			uint32_t remote_qpn;
 			uint32_t remote_qkey;
 		} ud;
+		/* SV_WR_BIND_MW: the window, its new rkey (only the low 8 bits count, the
+		 * index is the window's) and what to bind. */
+		struct {
+			struct sv_mw *mw;
+			uint32_t rkey;
+			struct sv_mw_bind_info bind_info;
+		} bind_mw;
 	} wr;
 };
 
@@ -540,6 +624,9 @@ struct sv_recv_wr {
  * UD receive buffer gets the 40-byte GRH first (wc_flags SV_WC_GRH; for IPv4 the IPv4
  * header in its last 20 bytes, as RoCEv2 HCAs do), then the payload; wc.src_qp is the
  * sender's QPN.
+ * LOCAL_INV, BIND_MW and SEND_WITH_INV exist on RC QPs only; they carry no inline data,
+ * and a BIND_MW without a window of this context is -EINVAL (its other checks happen
+ * when it executes: SV_WC_MW_BIND_ERR).
  */
 int sv_post_send(struct sv_qp *qp, struct sv_send_wr *wr, struct sv_send_wr **bad_wr);
 int sv_post_recv(struct sv_qp *qp, struct sv_recv_wr *wr, struct sv_recv_wr **bad_wr);

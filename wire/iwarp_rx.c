@@ -361,6 +361,8 @@ static void on_header(struct sv__iwqp *iq)
 	}
 	case SV_RDMAP_SEND:
 	case SV_RDMAP_SEND_SE:
+	case SV_RDMAP_SEND_INV:
+	case SV_RDMAP_SEND_SE_INV:
 	case SV_RDMAP_IMM:
 	case SV_RDMAP_IMM_SE: {
 		const struct sv_ddp_hdr *d = &m->ddp;
@@ -424,7 +426,6 @@ static void on_header(struct sv__iwqp *iq)
 	case SV_RDMAP_TERMINATE:
 		break;
 	default:
-		/* Send with Invalidate needs memory windows we do not offer. */
 		err_rdmap_op(&rx->err, SV_TERM_RDMAP_UNEXP_OPCODE);
 		break;
 	}
@@ -584,9 +585,12 @@ static void commit_recv(struct sv__iwqp *iq)
 	struct sv__iw_rx *rx = iq->rx;
 	struct sv_rdmap_msg *m = &rx->m;
 	bool imm = m->opcode == SV_RDMAP_IMM || m->opcode == SV_RDMAP_IMM_SE;
-	bool se = m->opcode == SV_RDMAP_SEND_SE || m->opcode == SV_RDMAP_IMM_SE;
+	bool inv = m->opcode == SV_RDMAP_SEND_INV || m->opcode == SV_RDMAP_SEND_SE_INV;
+	bool se = m->opcode == SV_RDMAP_SEND_SE || m->opcode == SV_RDMAP_IMM_SE ||
+		  m->opcode == SV_RDMAP_SEND_SE_INV;
 	enum sv_wc_opcode wop = SV_WC_RECV;
 	uint32_t imm_data = 0, len;
+	unsigned flags = imm ? SV_WC_WITH_IMM : 0;
 	struct sv__recv_wqe *w = rx->rwqe;
 
 	if (!rx->rmsg_open) {
@@ -607,11 +611,32 @@ static void commit_recv(struct sv__iwqp *iq)
 			len = rx->wr_len;
 		}
 	}
+	if (inv) {
+		/* RFC 5040 4.4 (iwarp.md 4.4): invalidate once the message is placed; the
+		 * receive reports the STag. Failing that, a Terminate "STag cannot be
+		 * invalidated" (RDMAP remote protection, as siw) and the receive fails. No
+		 * D or R: the copied untagged header under EType 1 is one Wireshark
+		 * misreads (wire/rdmap.h). */
+		int rc = sv__key_invalidate(iq->qp, m->ddp.ulp_word);
+
+		if (rc < 0) {
+			uint8_t ec = rc == -ENOENT ? SV_TERM_RDMAP_INV_STAG :
+				     rc == -EPERM ? SV_TERM_RDMAP_STAG_NOT_ASSOC :
+				     SV_TERM_RDMAP_CANT_INVALIDATE;
+
+			sv__iw_err_set(&rx->err, SV_TERM_LAYER_RDMAP, SV_TERM_RDMAP_REMOTE_PROT, ec);
+			rx->err.event = SV_EVENT_QP_ACCESS_ERR;
+			rx->err.rq_status = SV_WC_REM_INV_REQ_ERR;	/* rxe's status */
+			return;
+		}
+		imm_data = m->ddp.ulp_word;
+		flags = SV_WC_WITH_INV;
+	}
 	rx->msn[SV_DDP_QN_SEND]++;
 	rx->rmsg_open = false;
 	rx->rwqe = NULL;
 	rx->wr_last = false;
-	sv__rq_done(iq->qp, w, SV_WC_SUCCESS, wop, len, imm_data, imm ? SV_WC_WITH_IMM : 0, se);
+	sv__rq_done(iq->qp, w, SV_WC_SUCCESS, wop, len, imm_data, flags, se);
 }
 
 static void commit_atomic_resp(struct sv__iwqp *iq)
@@ -669,6 +694,8 @@ static int commit(struct sv__iwqp *iq)
 		}
 		case SV_RDMAP_SEND:
 		case SV_RDMAP_SEND_SE:
+		case SV_RDMAP_SEND_INV:
+		case SV_RDMAP_SEND_SE_INV:
 		case SV_RDMAP_IMM:
 		case SV_RDMAP_IMM_SE:
 			commit_recv(iq);

@@ -290,11 +290,15 @@ static int start_wqe(struct sv__iwqp *iq)
 	switch (wqe->opcode) {
 	case SV_WR_SEND:
 	case SV_WR_SEND_WITH_IMM:
+	case SV_WR_SEND_WITH_INV:
 	case SV_WR_RDMA_WRITE:
 	case SV_WR_RDMA_WRITE_WITH_IMM:
 		if (wqe->opcode == SV_WR_SEND)
 			sv__iw_txmsg_init(msg, (wqe->flags & SV_SEND_SOLICITED) ? SV_RDMAP_SEND_SE :
 					  SV_RDMAP_SEND, false);
+		else if (wqe->opcode == SV_WR_SEND_WITH_INV)
+			sv__iw_txmsg_init(msg, (wqe->flags & SV_SEND_SOLICITED) ?
+					  SV_RDMAP_SEND_SE_INV : SV_RDMAP_SEND_INV, false);
 		else if (wqe->opcode == SV_WR_SEND_WITH_IMM)
 			/* Send with Immediate: one Immediate Data message carrying the Send's
 			 * payload after its 8-byte field, so it consumes exactly one receive
@@ -311,6 +315,9 @@ static int start_wqe(struct sv__iwqp *iq)
 		}
 		if (wqe->opcode == SV_WR_SEND_WITH_IMM)
 			set_imm(msg, wqe->imm_data, false);
+		/* RFC 5040 4.1: the STag to invalidate rides in every segment's RsvdULP. */
+		if (wqe->opcode == SV_WR_SEND_WITH_INV)
+			msg->m.ddp.ulp_word = wqe->invalidate_rkey;
 		memcpy(msg->src, iov, (size_t)n * sizeof(iov[0]));
 		msg->nsrc = n;
 		msg->len = wqe->length;

@@ -1,0 +1,309 @@
+/*
+ * mw.c — memory windows (verbs.md section 7) and invalidation (sections 2 and 6).
+ *
+ * A window is a slot of the MRs' key table (core/mr.c) with its own rkey, bound to a
+ * range of an MR by a work request that core executes itself when it reaches the head
+ * of the send queue (sv__sq_peek, core/qp.c), so a bind is ordered with the WRs around
+ * it exactly as the verbs promise: a later SEND on the same QP may carry the new rkey.
+ * Type 1 windows are bound through sv_bind_mw() (which, as libibverbs does, turns into
+ * a bind WR with the key advanced by one); type 2 windows by SV_WR_BIND_MW with the
+ * application's 8-bit key. We implement type 2B: remote access and remote invalidation
+ * only through the QP that bound the window (rxe does the same).
+ *
+ * The checks are those of the IBA compliance statements as rxe applies them (rxe_mw.c):
+ *   bind:  type 1 never ZERO_BASED (o10-36.2.2); type 2 only when free (o10-37.2.30),
+ *          never with length 0 (o10-37.2.40); window, QP and MR in one PD (C10-72);
+ *          MR with MW_BIND (C10-73), not ZERO_BASED, with LOCAL_WRITE when the window
+ *          grants REMOTE_WRITE or REMOTE_ATOMIC (C10-74); window inside the MR (C10-75).
+ *   invalidate: type 2 windows only (o10-37.2.26 forbids it for type 1); an MR cannot be
+ *          invalidated either: rxe invalidates only fast-register MRs, which we do not
+ *          have, so LOCAL_INV or a peer's Send with Invalidate naming an MR is an error.
+ * A failed bind completes with MW_BIND_ERR, a failed LOCAL_INV with LOC_QP_OP_ERR
+ * (rxe's statuses), or LOC_PROT_ERR for a key of another PD; either moves the QP to ERR.
+ *
+ * Locking: window state changes under ctx->mr_lock (write) and is read under it (read)
+ * by remote accesses, so an access sees a window either bound or not, never half.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "core/internal.h"
+
+#define MW_ACCESS_KNOWN (SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_WRITE | \
+			 SV_ACCESS_REMOTE_READ | SV_ACCESS_REMOTE_ATOMIC | SV_ACCESS_ZERO_BASED)
+
+static inline struct sv__mw *to_mw(struct sv_mw *mw)
+{
+	return container_of(mw, struct sv__mw, pub);
+}
+
+int sv_alloc_mw(struct sv_pd *pd, enum sv_mw_type type, struct sv_mw **out)
+{
+	struct sv_context *ctx;
+	struct sv__mw *mw;
+	uint32_t idx;
+	int rc;
+
+	if (!pd || !out || (type != SV_MW_TYPE_1 && type != SV_MW_TYPE_2))
+		return -EINVAL;
+	ctx = pd->context;
+	if (!(mw = calloc(1, sizeof(*mw))))
+		return -ENOMEM;
+	mw->pub.context = ctx;
+	mw->pub.pd = pd;
+	mw->pub.type = type;
+	pthread_rwlock_wrlock(&ctx->mr_lock);
+	if ((rc = sv__key_slot_get(ctx, &idx)) == 0) {
+		ctx->mr_slots[idx].mw = mw;
+		mw->idx = idx;
+		mw->pub.rkey = idx << 8 | ctx->mr_slots[idx].key;
+		mw->pub.handle = ctx->next_mr_handle++;
+	}
+	pthread_rwlock_unlock(&ctx->mr_lock);
+	if (rc < 0) {
+		free(mw);
+		return rc;
+	}
+	atomic_fetch_add(&container_of(pd, struct sv__pd, pub)->n_mw, 1);
+	*out = &mw->pub;
+	return 0;
+}
+
+/* Under mr_lock (write): the window forgets its MR and QP; its key stops working. */
+static void unbind(struct sv__mw *mw)
+{
+	if (mw->mr)
+		mw->mr->n_mw--;
+	mw->mr = NULL;
+	mw->addr = mw->length = 0;
+	mw->access = 0;
+	mw->qp = NULL;
+	mw->qpn = 0;
+}
+
+int sv_dealloc_mw(struct sv_mw *pub)
+{
+	struct sv_context *ctx;
+	struct sv__mw *mw;
+
+	if (!pub)
+		return -EINVAL;
+	mw = to_mw(pub);
+	ctx = pub->context;
+	pthread_rwlock_wrlock(&ctx->mr_lock);
+	if (ctx->mr_slots[mw->idx].mw != mw) {
+		pthread_rwlock_unlock(&ctx->mr_lock);
+		return -EINVAL;
+	}
+	/* Accesses in flight through the window hold its MR, not the window: the MR's
+	 * deregistration waits for them, so the window may go at once. */
+	unbind(mw);
+	sv__key_slot_put(ctx, mw->idx);
+	pthread_rwlock_unlock(&ctx->mr_lock);
+	atomic_fetch_sub(&container_of(pub->pd, struct sv__pd, pub)->n_mw, 1);
+	free(mw);
+	return 0;
+}
+
+int sv_bind_mw(struct sv_qp *qp, struct sv_mw *mw, const struct sv_mw_bind *bind)
+{
+	const struct sv_mw_bind_info *bi;
+	struct sv_send_wr wr = { 0 };
+	struct sv_send_wr *bad;
+	uint32_t rkey;
+	int rc;
+
+	if (!qp || !mw || !bind)
+		return -EINVAL;
+	bi = &bind->bind_info;
+	/* ibv_bind_mw(3): type 1 only; the window, QP and MR share a PD (C10-72). */
+	if (mw->type != SV_MW_TYPE_1 || mw->pd != qp->pd || (bi->length && !bi->mr) ||
+	    (bi->mr && bi->mr->pd != mw->pd))
+		return -EINVAL;
+	/* libibverbs' ibv_inc_rkey(): the same index, the next 8-bit key. */
+	rkey = (mw->rkey & ~0xffu) | ((mw->rkey + 1) & 0xffu);
+	wr.wr_id = bind->wr_id;
+	wr.opcode = SV_WR_BIND_MW;
+	wr.send_flags = bind->send_flags;
+	wr.wr.bind_mw.mw = mw;
+	wr.wr.bind_mw.rkey = rkey;
+	wr.wr.bind_mw.bind_info = *bi;
+	if ((rc = sv_post_send(qp, &wr, &bad)) < 0)
+		return rc;
+	mw->rkey = rkey;
+	return 0;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * The key table side.
+ */
+
+struct sv__mw *sv__mw_lookup(struct sv_context *ctx, uint32_t key)
+{
+	uint32_t idx = key >> 8;
+	struct sv__mr_slot *s;
+
+	if (idx == 0 || idx >= ctx->mr_cap)
+		return NULL;
+	s = &ctx->mr_slots[idx];
+	if (!s->mw || s->key != (uint8_t)key)
+		return NULL;
+	return s->mw;
+}
+
+/* verbs.md 6, rkey checks 2-4 for a window. The error codes are sv__mr_acquire()'s. */
+int sv__mw_acquire(struct sv_qp *qp, struct sv__mw *mw, uint64_t va, uint64_t len,
+		   unsigned need, struct sv__mr **out, void **ptr)
+{
+	struct sv__mr *mr = mw->mr;
+	uint64_t base, off;
+
+	if (!mr)
+		return -ENOENT;		/* unbound or invalidated: the key names nothing */
+	if (mw->pub.pd != qp->pd)
+		return -EPERM;
+	/* Type 2B: only the QP the window was bound through (verbs.md 7). */
+	if (mw->pub.type == SV_MW_TYPE_2 && (mw->qp != qp || mw->qpn != qp->qp_num))
+		return -EPERM;
+	/* A zero-based window is addressed by offsets from its start (o10-36.2.2 allows
+	 * it for type 2 only), any other by the MR's addresses. */
+	base = (mw->access & SV_ACCESS_ZERO_BASED) ? 0 : mw->addr;
+	if (va + len < va)
+		return -EOVERFLOW;
+	if (va < base)
+		return -ERANGE;
+	off = va - base;
+	if (off > mw->length || len > mw->length - off)
+		return -ERANGE;
+	if ((mw->access & need) != need)
+		return -EACCES;
+	atomic_fetch_add(&mr->inflight, 1);
+	*ptr = (char *)mr->pub.addr + (mw->addr - mr->iova) + off;
+	*out = mr;
+	return 0;
+}
+
+/* Under mr_lock (write). The bind checks of the file comment, in rxe's order. */
+static int check_bind(struct sv_qp *qp, const struct sv__send_wqe *w, struct sv__mw *mw,
+		      struct sv__mr *mr)
+{
+	unsigned acc = w->bind.access;
+
+	if (acc & ~MW_ACCESS_KNOWN)
+		return -EINVAL;
+	if (mw->pub.pd != qp->pd)
+		return -EPERM;		/* C10-72 */
+	if (mw->pub.type == SV_MW_TYPE_1) {
+		if (acc & SV_ACCESS_ZERO_BASED)
+			return -EINVAL;	/* o10-36.2.2 */
+	} else {
+		if (mw->mr)
+			return -EBUSY;	/* o10-37.2.30: bound, invalidate it first */
+		if (!mr || w->bind.length == 0)
+			return -EINVAL;	/* o10-37.2.40 */
+	}
+	if (!mr)
+		return 0;		/* type 1 unbind */
+	if (mr->pub.pd != mw->pub.pd)
+		return -EPERM;
+	if (mr->pub.access & SV_ACCESS_ZERO_BASED)
+		return -EINVAL;
+	if (!(mr->pub.access & SV_ACCESS_MW_BIND))
+		return -EACCES;		/* C10-73 */
+	if ((acc & (SV_ACCESS_REMOTE_WRITE | SV_ACCESS_REMOTE_ATOMIC)) &&
+	    !(mr->pub.access & SV_ACCESS_LOCAL_WRITE))
+		return -EACCES;		/* C10-74 */
+	/* C10-75: the window lies inside the MR. */
+	if (w->bind.addr < mr->iova || w->bind.addr + w->bind.length < w->bind.addr ||
+	    w->bind.addr + w->bind.length > mr->iova + mr->pub.length)
+		return -ERANGE;
+	return 0;
+}
+
+static enum sv_wc_status run_bind(struct sv_qp *qp, const struct sv__send_wqe *w)
+{
+	struct sv_context *ctx = qp->context;
+	struct sv__mr_slot *s;
+	struct sv__mw *mw;
+	struct sv__mr *mr = NULL;
+	enum sv_wc_status st = SV_WC_MW_BIND_ERR;
+
+	pthread_rwlock_wrlock(&ctx->mr_lock);
+	/* The window and MR are found again by index/handle and key: either may have been
+	 * freed since the WR was posted, and then the bind fails. */
+	s = w->bind.mw_index < ctx->mr_cap ? &ctx->mr_slots[w->bind.mw_index] : NULL;
+	mw = s ? s->mw : NULL;
+	if (!mw || mw->pub.handle != w->bind.mw_handle)
+		goto out;
+	if (w->bind.length && !(mr = sv__mr_lookup(ctx, w->bind.mr_lkey)))
+		goto out;
+	if (check_bind(qp, w, mw, mr) < 0)
+		goto out;
+	unbind(mw);
+	if (mr && w->bind.length) {
+		mw->mr = mr;
+		mr->n_mw++;
+		mw->addr = w->bind.addr;
+		mw->length = w->bind.length;
+		mw->access = w->bind.access & ~SV_ACCESS_LOCAL_WRITE;
+		if (mw->pub.type == SV_MW_TYPE_2) {
+			mw->qp = qp;
+			mw->qpn = qp->qp_num;
+		}
+	}
+	/* The new key: the window's index, the 8 bits the WR asked for. */
+	s->key = (uint8_t)w->bind.rkey;
+	mw->pub.rkey = mw->idx << 8 | s->key;
+	st = SV_WC_SUCCESS;
+out:
+	pthread_rwlock_unlock(&ctx->mr_lock);
+	return st;
+}
+
+/* Under mr_lock (write). remote: a peer's Send with Invalidate (the window must be
+ * bound through qp); else a LOCAL_INV posted on qp. */
+static int invalidate(struct sv_qp *qp, uint32_t key, bool remote)
+{
+	struct sv_context *ctx = qp->context;
+	struct sv__mw *mw;
+
+	if (!(mw = sv__mw_lookup(ctx, key))) {
+		struct sv__mr *mr = sv__mr_lookup(ctx, key);
+
+		if (!mr)
+			return -ENOENT;
+		return mr->pub.pd == qp->pd ? -EINVAL : -EPERM;	/* no MR is invalidatable */
+	}
+	if (mw->pub.pd != qp->pd)
+		return -EPERM;
+	if (mw->pub.type == SV_MW_TYPE_1 || !mw->mr)
+		return -EINVAL;		/* o10-37.2.26; or nothing to invalidate */
+	if (remote && (mw->qp != qp || mw->qpn != qp->qp_num))
+		return -EPERM;
+	unbind(mw);			/* type 2: free again, ready for a new bind */
+	return 0;
+}
+
+int sv__key_invalidate(struct sv_qp *qp, uint32_t key)
+{
+	int rc;
+
+	pthread_rwlock_wrlock(&qp->context->mr_lock);
+	rc = invalidate(qp, key, true);
+	pthread_rwlock_unlock(&qp->context->mr_lock);
+	return rc;
+}
+
+enum sv_wc_status sv__mw_run_local(struct sv_qp *qp, const struct sv__send_wqe *wqe)
+{
+	int rc;
+
+	if (wqe->opcode == SV_WR_BIND_MW)
+		return run_bind(qp, wqe);
+	pthread_rwlock_wrlock(&qp->context->mr_lock);
+	rc = invalidate(qp, wqe->invalidate_rkey, false);
+	pthread_rwlock_unlock(&qp->context->mr_lock);
+	if (rc == -EPERM)
+		return SV_WC_LOC_PROT_ERR;	/* a key of another PD */
+	return rc < 0 ? SV_WC_LOC_QP_OP_ERR : SV_WC_SUCCESS;
+}
