@@ -908,7 +908,7 @@ int sv__roce_cm_ud_resolve(struct sv_context *ctx, void *cm, const struct sockad
 	ep->gsi.sin_port = htons(rc->dport_default);
 	sv__cm_mad_init(m, SV_CM_ATTR_SIDR_REQ, (uint64_t)ep->local_id << 32 | rnd(rc));
 	m->sidr_req.request_id = ep->local_id;
-	m->sidr_req.pkey = SV__PKEY_DEFAULT;
+	m->sidr_req.pkey = SV_PKEY_DEFAULT;
 	m->sidr_req.service_id = sv__cm_service_id_ps(ps, ntohs(d->sin_port));
 	ip.src_port = port;
 	memcpy(ip.src_addr + 12, &rc->local.sin_addr, 4);
