@@ -843,7 +843,8 @@ int sv_cm_peer_addr(const struct sv_cm_id *id, struct sockaddr_storage *addr);
 
 /*
  * Connects qp (in RESET or INIT) to a listener at dst. The outcome arrives as an event:
- * ESTABLISHED (QP in RTS), REJECTED (with the peer's private data), UNREACHABLE or
+ * ESTABLISHED (QP in RTS), REJECTED (with the peer's private data), UNREACHABLE
+ * (-ECONNREFUSED: nobody listens on that port; -ETIMEDOUT: no answer) or
  * CONNECT_ERROR.
  */
 int sv_cm_connect(struct sv_cm_id *id, struct sv_qp *qp, const struct sockaddr *dst,

@@ -28,7 +28,10 @@
  * QP, and the passive side's (sv_cm_accept) in the REP for the active QP. 0 (or no
  * sv_conn_param) means 7, the most (RNR: infinite); larger values are capped at 7.
  * REJ answers a REQ nobody listens for (invalid service ID) or that the application
- * rejects (consumer defined, with its private data). DREQ/DREP close; both sides report
+ * rejects (consumer defined, with its private data). The first is reported as
+ * UNREACHABLE (-ECONNREFUSED), as the TCP transport reports a refused TCP connect, so
+ * "nobody listens there" reads the same on both transports (and rdma_cm's drop-in retries
+ * it alike while the connect's deadline lasts); the second as REJECTED. DREQ/DREP close; both sides report
  * DISCONNECTED. A MAD that expects an answer (REQ, REP, DREQ) is sent again every
  * CM_RETRY_MS up to CM_TRIES times; an unanswered REQ ends in UNREACHABLE, an unanswered
  * REP in UNREACHABLE at the passive side, an unanswered DREQ in DISCONNECTED. Repeated
@@ -540,7 +543,8 @@ static void rx_rej(struct sv__rctx *rc, const struct sv_cm_msg *m)
 	p.priv = m->rej.private_data;
 	p.priv_len = SV_CM_REJ_PRIVATE_LEN;
 	sv__log(SV_LOG_DEBUG, "softverbs udp: CM REJ, reason %u", m->rej.reason);
-	report(ep, SV_CM_EVENT_REJECTED, -ECONNREFUSED, &p);
+	report(ep, m->rej.reason == SV_CM_REJ_INVALID_SERVICE_ID ? SV_CM_EVENT_UNREACHABLE :
+	       SV_CM_EVENT_REJECTED, -ECONNREFUSED, &p);
 }
 
 static void rx_mra(struct sv__rctx *rc, const struct sv_cm_msg *m)

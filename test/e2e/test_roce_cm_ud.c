@@ -316,7 +316,8 @@ Test(roce_cm_ud, port_spaces_are_apart)
 	cr_assert_eq(sv_create_qp(a.pd, &ia, &rc_qp), 0);
 	cr_assert_eq(sv_cm_create_id(a.ch, a.ctx, NULL, &tcp_a), 0);
 	cr_assert_eq(sv_cm_connect(tcp_a, rc_qp, (struct sockaddr *)&dst, NULL), 0);
-	ev = next_event(&a, SV_CM_EVENT_REJECTED, WAIT_MS);
+	ev = next_event(&a, SV_CM_EVENT_UNREACHABLE, WAIT_MS);
+	cr_assert_eq(ev->status, -ECONNREFUSED);
 	cr_assert_eq(sv_cm_ack_event(ev), 0);
 	no_event(&b, 100);
 	cr_assert_eq(sv_cm_destroy_id(tcp_a), 0);
