@@ -905,6 +905,8 @@ static int svc_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_s
 				*bad = wr;
 			return rc;
 		}
+		if (wr->opcode == IBV_WR_BIND_MW)
+			wr->bind_mw.mw->rkey = s.wr.bind_mw.mw->rkey;	/* the posted key */
 	}
 	return 0;
 }
