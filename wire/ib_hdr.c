@@ -311,6 +311,7 @@ int sv__ib_pkt_decode(struct sv_ib_pkt *pkt, const uint8_t *p, size_t len)
 		return -EBADMSG;
 	pkt->hdrs = oi->hdrs;
 	pkt->hdr_len = oi->hdr_len;
+	pkt->flags = oi->flags;
 	off = SV_BTH_LEN;
 	/* The order below is the wire order of every opcode that has several headers
 	 * (roce.md section 3): DETH, RETH or AETH first; ImmDt or AtomicAckETH after. The
@@ -343,6 +344,35 @@ int sv__ib_pkt_decode(struct sv_ib_pkt *pkt, const uint8_t *p, size_t len)
 	pkt->payload = p + off;
 	pkt->payload_len = rest - pkt->bth.pad;
 	return (int)off;
+}
+
+int sv__ib_pkt_payload_check(const struct sv_ib_pkt *pkt, uint32_t pmtu)
+{
+	const struct sv_ib_opinfo *oi = sv__ib_opinfo(pkt->bth.opcode);
+
+	if (oi == NULL)
+		return -EMSGSIZE;
+	if (sv__ib_sr_nak(pkt, NULL))
+		return 0;
+	if (pmtu == 0 && (oi->flags & F(PAYLOAD)))
+		return 0;
+	return sv__ib_payload_check(oi, pkt->payload_len, pmtu);
+}
+
+bool sv__ib_sr_nak(const struct sv_ib_pkt *pkt, uint32_t *trigger_psn)
+{
+	if (pkt->bth.opcode != (SV_IB_RC | SV_IB_OP_ACK) ||
+	    pkt->aeth.syndrome != sv__aeth_syndrome(SV_AETH_NAK, SV_AETH_NAK_PSN_SEQ) ||
+	    pkt->payload_len != SV_IB_SR_NAK_LEN)
+		return false;
+	if (trigger_psn)
+		*trigger_psn = sv__get_be32(pkt->payload) & SV_PSN_MASK;
+	return true;
+}
+
+bool sv__ib_pkey_match(uint16_t a, uint16_t b)
+{
+	return (a & 0x7fff) != 0 && (a & 0x7fff) == (b & 0x7fff) && ((a | b) & 0x8000);
 }
 
 int sv__ib_hdrs_encode(uint8_t *buf, size_t cap, const struct sv_ib_pkt *pkt)

@@ -202,6 +202,7 @@ struct sv_ib_pkt {
 	struct sv_bth bth;
 	uint8_t hdrs;			/* SV_IB_HDR_* present, from the opcode table */
 	uint8_t hdr_len;		/* BTH + extended headers, bytes */
+	uint16_t flags;			/* SV_IB_OPF_* of the opcode, from the table */
 	struct sv_deth deth;
 	struct sv_reth reth;
 	struct sv_aeth aeth;
@@ -221,6 +222,33 @@ struct sv_ib_pkt {
  * rule (the QP knows its PMTU: sv__ib_payload_check). Returns hdr_len.
  */
 int sv__ib_pkt_decode(struct sv_ib_pkt *pkt, const uint8_t *p, size_t len);
+
+/*
+ * The payload rule of a decoded packet on a path MTU of pmtu bytes: sv__ib_payload_check()
+ * for its opcode, with one exception, the selective-repeat NAK (sv__ib_sr_nak()), an
+ * ACKNOWLEDGE that carries SV_IB_SR_NAK_LEN bytes. With pmtu 0 only opcodes without data
+ * are checked (they must carry none): what a receiver can tell before it knows the
+ * QP, whose responder then judges the data-carrying ones itself (a length violation
+ * there earns a NAK, not a silent drop). Returns 0 or -EMSGSIZE.
+ */
+int sv__ib_pkt_payload_check(const struct sv_ib_pkt *pkt, uint32_t pmtu);
+
+/*
+ * Selective repeat's NAK (roce.md section 12, a softverbs extension that stays valid
+ * RoCEv2): an RC ACKNOWLEDGE with syndrome NAK PSN sequence error whose PSN is the
+ * responder's expected PSN, followed by a 4-byte payload holding, big-endian in its low
+ * 24 bits, the PSN that arrived out of order. True for such a packet, with that PSN in
+ * *trigger_psn; false for any other packet (a plain NAK has no payload).
+ */
+#define SV_IB_SR_NAK_LEN 4
+bool sv__ib_sr_nak(const struct sv_ib_pkt *pkt, uint32_t *trigger_psn);
+
+/*
+ * P_Key match (IBA 10.9.3, roce.md section 2): the low 15 bits equal and not zero, and at
+ * least one of the two a full member (bit 15). A receiver drops a packet whose BTH P_Key
+ * does not match its QP's.
+ */
+bool sv__ib_pkey_match(uint16_t a, uint16_t b);
 
 /*
  * Writes BTH and the extended headers of pkt->bth.opcode (the fields named by the opcode

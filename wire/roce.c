@@ -33,7 +33,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include "wire/ib_cm.h"
 #include "wire/roce.h"
@@ -93,56 +92,20 @@ void sv__roce_iov_copy_in(const struct iovec *iov, int niov, uint32_t off, const
  * ICRC (spec/roce.md 9).
  */
 
-uint32_t sv__roce_icrc_ip4(const uint8_t ip_in[20], const uint8_t udp_in[8],
-			   const struct iovec *iov, int niov)
+uint32_t sv__roce_tx_icrc(const struct sv__rctx *rc, const struct sockaddr *dst,
+			  const struct iovec *iov, int niov)
 {
-	static const uint8_t ones[8] = { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff };
-	uint8_t ip[20], udp[8], bth[SV__BTH_LEN];
-	uLong crc;
-
-	memcpy(ip, ip_in, sizeof(ip));
-	memcpy(udp, udp_in, sizeof(udp));
-	ip[1] = 0xff;			/* TOS (DSCP + ECN) */
-	ip[8] = 0xff;			/* TTL */
-	ip[10] = ip[11] = 0xff;		/* header checksum */
-	udp[6] = udp[7] = 0xff;		/* UDP checksum */
-	memcpy(bth, iov[0].iov_base, SV__BTH_LEN);
-	bth[4] = 0xff;			/* FECN, BECN, Resv6 */
-
-	crc = crc32(0L, ones, sizeof(ones));	/* the absent LRH */
-	crc = crc32(crc, ip, sizeof(ip));
-	crc = crc32(crc, udp, sizeof(udp));
-	crc = crc32(crc, bth, sizeof(bth));
-	crc = crc32(crc, (const Bytef *)iov[0].iov_base + SV__BTH_LEN,
-		    (uInt)(iov[0].iov_len - SV__BTH_LEN));
-	for (int i = 1; i < niov; i++)
-		crc = crc32(crc, iov[i].iov_base, (uInt)iov[i].iov_len);
-	return (uint32_t)crc;
-}
-
-uint32_t sv__roce_icrc(const struct sockaddr_in *src, const struct sockaddr_in *dst,
-		       const struct iovec *iov, int niov)
-{
-	uint8_t ip[20], udp[8];
-	size_t len = SV__ICRC_LEN;
+	uint8_t pseudo[SV_ICRC_PSEUDO_MAX];
+	size_t len = SV_ICRC_LEN;
+	int n;
 
 	for (int i = 0; i < niov; i++)
 		len += iov[i].iov_len;
-	/* The IPv4 header a plain unconnected socket with DF sends: version 4, IHL 5,
-	 * total length, identification 0, DF, protocol UDP, the addresses (TOS, TTL and
-	 * checksum are masked anyway). */
-	memset(ip, 0, sizeof(ip));
-	ip[0] = 0x45;
-	sv__put_be16(ip + 2, (uint16_t)(20 + 8 + len));
-	sv__put_be16(ip + 6, 0x4000);
-	ip[9] = IPPROTO_UDP;
-	memcpy(ip + 12, &src->sin_addr, 4);
-	memcpy(ip + 16, &dst->sin_addr, 4);
-	memcpy(udp, &src->sin_port, 2);
-	memcpy(udp + 2, &dst->sin_port, 2);
-	sv__put_be16(udp + 4, (uint16_t)(8 + len));
-	udp[6] = udp[7] = 0;
-	return sv__roce_icrc_ip4(ip, udp, iov, niov);
+	/* Identification 0 and DF: what our unconnected IP_PMTUDISC_DO socket sends. The
+	 * lengths fit (a datagram is at most one path MTU of payload) and both ends are of
+	 * the device's address family, so the pseudo header cannot fail. */
+	n = sv__icrc_pseudo_hdr(pseudo, (const struct sockaddr *)&rc->local, dst, len, NULL);
+	return sv__icrc_iov(pseudo, n < 0 ? 0 : (size_t)n, iov, (size_t)niov);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -218,12 +181,13 @@ int sv__roce_txq(struct sv__rqp *q, const uint8_t *hdr, size_t hlen, const struc
 		v[n].iov_base = b->trl[i];
 		v[n++].iov_len = pad;
 	}
-	sv__put_le32(b->trl[i] + pad, sv__roce_icrc(&q->rc->local, &q->peer, v, n));
+	sv__put_le32(b->trl[i] + pad, sv__roce_tx_icrc(q->rc, (const struct sockaddr *)&q->peer,
+						       v, n));
 	if (pad) {
-		v[n - 1].iov_len = pad + SV__ICRC_LEN;
+		v[n - 1].iov_len = pad + SV_ICRC_LEN;
 	} else {
 		v[n].iov_base = b->trl[i];
-		v[n++].iov_len = SV__ICRC_LEN;
+		v[n++].iov_len = SV_ICRC_LEN;
 	}
 	m = &b->msgs[i].msg_hdr;
 	memset(m, 0, sizeof(*m));
@@ -399,21 +363,18 @@ static struct sv__rqp *dispatch(struct sv__rctx *rc, uint8_t *buf, size_t len,
 				const struct sockaddr_in *src, const struct sockaddr_in *dst,
 				struct sv__rqp *self, bool *kept, bool *defer)
 {
-	struct iovec v = { buf, 0 };
-	struct sv__roce_pkt k;
+	struct sv_ib_pkt k;
 	struct sv__rqp *q;
-	uint32_t crc;
 
-	if (len < SV__BTH_LEN + SV__ICRC_LEN)
+	if (len < SV_BTH_LEN + SV_ICRC_LEN)
 		return NULL;
 	q = tbl_find(rc, sv__get_be24(buf + 5));
 	if (self && q != self) {
 		*defer = true;
 		return NULL;
 	}
-	v.iov_len = len - SV__ICRC_LEN;
-	crc = sv__roce_icrc(src, dst, &v, 1);
-	if (crc != sv__get_le32(buf + len - SV__ICRC_LEN)) {
+	if (sv__icrc_verify((const struct sockaddr *)src, (const struct sockaddr *)dst, NULL,
+			    buf, len) < 0) {
 		/* IBA 9.8.2.x: a packet failing its ICRC is silently dropped. */
 		if (q) {
 			sv__qp_lock(q->qp);
@@ -429,12 +390,18 @@ static struct sv__rqp *dispatch(struct sv__rctx *rc, uint8_t *buf, size_t len,
 		if (self)
 			*defer = true;
 		else if (sv__get_be24(buf + 5) == SV_GSI_QPN)
-			sv__roce_cm_rx(rc, src, buf, len - SV__ICRC_LEN);
+			sv__roce_cm_rx(rc, src, buf, len - SV_ICRC_LEN);
 		else if (q)
-			sv__roce_ud_rx(q, src, dst, buf, len - SV__ICRC_LEN);
+			sv__roce_ud_rx(q, src, dst, buf, len);
 		return NULL;
 	}
-	if (!q || sv__roce_decode(&k, buf, len - SV__ICRC_LEN) < 0)
+	/* The shared decoder over the whole datagram (ICRC included), then what it leaves
+	 * to the receiver: an RC opcode, our P_Key, and no data on an opcode without any
+	 * but the selective-repeat NAK's PSN. A packet failing these is silently dropped
+	 * (IBA 9.6); the responder judges the data of SEND and WRITE against its MTU. */
+	if (!q || sv__ib_pkt_decode(&k, buf, len) < 0 ||
+	    (k.bth.opcode & SV_IB_TRANSPORT_MASK) != SV_IB_RC ||
+	    !sv__ib_pkey_match(k.bth.pkey, SV_PKEY_DEFAULT) || sv__ib_pkt_payload_check(&k, 0) < 0)
 		return NULL;
 	sv__qp_lock(q->qp);
 	/* Only the peer of a connected QP may talk to it (the AV it was given). */
@@ -446,7 +413,7 @@ static struct sv__rqp *dispatch(struct sv__rctx *rc, uint8_t *buf, size_t len,
 	q->st.rx_packets++;
 	q->st.rx_bytes += len;
 	q->now_ns = sv__now_ns();
-	if (k.op >= SV__OP_READ_RESP_FIRST && k.op <= SV__OP_ATOMIC_ACK)
+	if (k.flags & SV_IB_OPF_RESP)
 		sv__roce_req_rx(q, &k);
 	else
 		sv__roce_resp_rx(q, &k, buf, SV__ROCE_RX_BUF, kept);
@@ -623,7 +590,7 @@ static int poll_qp(struct sv_qp *qp)
 static int open_socket(struct sv__rctx *rc, const struct sv_device_opts *o)
 {
 	static const int one = 1, pmtu = IP_PMTUDISC_DO, sb = SV__ROCE_SOCKBUF;
-	uint16_t port = o->port ? o->port : SV__ROCE_PORT;
+	uint16_t port = o->port ? o->port : SV_ROCE_UDP_PORT;
 	bool autoaddr = !o->bind_addr[0] || !strcmp(o->bind_addr, "0.0.0.0");
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
 	socklen_t al = sizeof(a);
@@ -903,7 +870,7 @@ static int qp_modify(struct sv_qp *qp, const struct sv_qp_attr *attr, int mask)
 		q->dqpn = attr->dest_qp_num;
 		/* The loss recovery mode: the device's, unless the CM agreed on one. */
 		q->sr = q->cm_sr_set ? q->cm_sr : q->rc->sr;
-		q->epsn = attr->rq_psn & SV__PSN_MASK;
+		q->epsn = attr->rq_psn & SV_PSN_MASK;
 		sv__roce_resp_reset(q);
 		q->nres = attr->max_dest_rd_atomic ? attr->max_dest_rd_atomic : 0;
 		if (q->nres > SV__ROCE_RSPQ / 2)

@@ -35,8 +35,10 @@
 #include <sys/uio.h>
 
 #include "core/transport.h"
+#include "crypto/icrc.h"
+#include "wire/byteorder.h"
+#include "wire/ib_hdr.h"
 #include "wire/impair.h"
-#include "wire/roce_pkt.h"
 #include "wire/roce_retx.h"
 
 #define SV__ROCE_RX_BATCH 64		/* datagrams per recvmmsg */
@@ -51,6 +53,20 @@
 #define SV__ROCE_FALLBACK_ADDRS 32	/* 127.0.0.1 .. 127.0.0.32 when 4791 is taken */
 
 struct sv__rqp;
+
+/* The packet codec is the shared one (wire/ib_hdr.h, ICRC in crypto/icrc.h); an RC
+ * opcode is an SV_IB_OP_* value itself (transport bits 000). Every packet we send
+ * carries the default P_Key, and a receiver drops one whose P_Key does not match it. */
+static inline void sv__roce_bth_put(uint8_t *p, uint8_t op, bool se, unsigned pad,
+				    uint32_t dqp, bool ackreq, uint32_t psn)
+{
+	const struct sv_bth b = {
+		.opcode = op, .se = se, .pad = (uint8_t)(pad & 3), .pkey = SV_PKEY_DEFAULT,
+		.dest_qp = dqp, .ack_req = ackreq, .psn = psn,
+	};
+
+	(void)sv__bth_encode(p, SV_BTH_LEN, &b);
+}
 
 /* A received datagram handed from a poller to the loop. */
 struct sv__roce_deferred {
@@ -109,7 +125,7 @@ struct sv__roce_txb {
 	unsigned n;
 	struct mmsghdr msgs[SV__ROCE_TX_BATCH];
 	struct iovec iov[SV__ROCE_TX_BATCH][SV__ROCE_TX_IOV];
-	uint8_t hdr[SV__ROCE_TX_BATCH][SV__ROCE_MAX_HDR + 4];
+	uint8_t hdr[SV__ROCE_TX_BATCH][SV_IB_MAX_HDRS_LEN + 4];
 	uint8_t trl[SV__ROCE_TX_BATCH][8];	/* pad (0..3) + ICRC */
 };
 
@@ -225,6 +241,11 @@ struct sv__rqp *sv__rqp(struct sv_qp *qp);
  * socket then loses packets, which the reliability layer repairs). Returns 0. */
 int sv__roce_txq(struct sv__rqp *q, const uint8_t *hdr, size_t hlen, const struct iovec *pay,
 		 int npay, uint32_t paylen);
+/* The ICRC of a datagram from the device's socket to dst whose UDP payload is iov (BTH
+ * through pad) and the 4-byte ICRC (crypto/icrc.h over the pseudo IP/UDP header the
+ * socket sends). */
+uint32_t sv__roce_tx_icrc(const struct sv__rctx *rc, const struct sockaddr *dst,
+			  const struct iovec *iov, int niov);
 /* [qp-locked] Sends the batch. Returns -EAGAIN if the socket was full (unsent packets are
  * dropped: the reliability layer resends them). */
 int sv__roce_flush(struct sv__rqp *q);
@@ -239,14 +260,12 @@ int sv__roce_iov_slice(const struct iovec *iov, int niov, uint32_t off, uint32_t
 		       struct iovec *out);
 
 /* roce_ud.c */
-#define SV__ROCE_OP_UD_SEND_ONLY 0x64
-#define SV__ROCE_OP_UD_SEND_ONLY_IMM 0x65
-#define SV__ROCE_DETH_LEN 8
+#define SV__ROCE_OP_UD_SEND_ONLY (SV_IB_UD | SV_IB_OP_SEND_ONLY)
+#define SV__ROCE_OP_UD_SEND_ONLY_IMM (SV_IB_UD | SV_IB_OP_SEND_ONLY_IMM)
 #define SV__ROCE_GRH_LEN 40
-#define SV__ROCE_GSI_QKEY 0x80010000u	/* QP1's well-known Q_Key (IBA 13.5.3) */
 static inline bool sv__roce_op_is_ud(uint8_t op)
 {
-	return (op & 0xe0) == 0x60;
+	return (op & SV_IB_TRANSPORT_MASK) == SV_IB_UD;
 }
 /* Sends one datagram to dst now: hdr (BTH first; its pad bits are set here), payload,
  * pad, ICRC. Any thread (a datagram send is atomic). Returns 0 or a negative errno. */
@@ -256,7 +275,7 @@ int sv__roce_dgram_send(struct sv__rctx *rc, const struct sockaddr_in *dst, uint
 int sv__roce_ud_modify(struct sv__rqp *q, const struct sv_qp_attr *attr, int mask);
 /* [qp-locked] Sends every queued WR (completed on hand-off). */
 void sv__roce_ud_send(struct sv__rqp *q);
-/* [loop] A UD datagram (ICRC checked and stripped) for QP q, from src to dst. */
+/* [loop] A UD datagram for QP q, from src to dst, whole (its ICRC checked, not stripped). */
 void sv__roce_ud_rx(struct sv__rqp *q, const struct sockaddr_in *src,
 		    const struct sockaddr_in *dst, const uint8_t *p, size_t len);
 
@@ -286,7 +305,7 @@ void sv__roce_req_reset(struct sv__rqp *q);
 /* Sends what the window and the socket take now. */
 void sv__roce_req_progress(struct sv__rqp *q);
 /* An ACK, NAK, READ response or atomic ACK arrived. */
-void sv__roce_req_rx(struct sv__rqp *q, const struct sv__roce_pkt *k);
+void sv__roce_req_rx(struct sv__rqp *q, const struct sv_ib_pkt *k);
 /* The QP timer fired. */
 void sv__roce_req_timer(struct sv__rqp *q);
 
@@ -296,7 +315,7 @@ void sv__roce_resp_reset(struct sv__rqp *q);
 void sv__roce_resp_fini(struct sv__rqp *q);
 /* A request packet arrived; buf is the receive buffer it lies in, which the responder
  * may keep (SR out-of-order): then it sets *kept and the caller needs a new buffer. */
-void sv__roce_resp_rx(struct sv__rqp *q, const struct sv__roce_pkt *k, uint8_t *buf,
+void sv__roce_resp_rx(struct sv__rqp *q, const struct sv_ib_pkt *k, uint8_t *buf,
 		      size_t buflen, bool *kept);
 /* Sends queued READ responses, atomic ACKs, then the pending ACK/NAKs. */
 /* Sends the coalesced ACK the responder owes, if any (QP entering ERR). */

@@ -130,7 +130,7 @@ static uint8_t retry_of(uint8_t v)
 
 static uint32_t rand24(struct sv__rctx *rc)
 {
-	return rnd(rc) & SV__PSN_MASK;
+	return rnd(rc) & SV_PSN_MASK;
 }
 
 static void v4mapped(uint8_t gid[16], const struct in_addr *a)
@@ -146,15 +146,15 @@ static void v4mapped(uint8_t gid[16], const struct in_addr *a)
 
 static int mad_send(struct sv__rctx *rc, const struct sockaddr_in *dst, const uint8_t *mad)
 {
-	uint8_t hdr[SV__BTH_LEN + SV__ROCE_DETH_LEN];
+	uint8_t hdr[SV_BTH_LEN + SV_DETH_LEN];
 	struct iovec v = { (void *)mad, SV_MAD_LEN };
 
 	sv__roce_bth_put(hdr, SV__ROCE_OP_UD_SEND_ONLY, false, 0, SV_GSI_QPN, false,
 			 rc->gsi_psn);
 	rc->gsi_psn = sv__psn_add(rc->gsi_psn, 1);
-	sv__put_be32(hdr + SV__BTH_LEN, SV__ROCE_GSI_QKEY);
-	hdr[SV__BTH_LEN + 4] = 0;
-	sv__put_be24(hdr + SV__BTH_LEN + 5, SV_GSI_QPN);
+	sv__put_be32(hdr + SV_BTH_LEN, SV_QP1_QKEY);
+	hdr[SV_BTH_LEN + 4] = 0;
+	sv__put_be24(hdr + SV_BTH_LEN + 5, SV_GSI_QPN);
 	return sv__roce_dgram_send(rc, dst, hdr, sizeof(hdr), &v, 1, SV_MAD_LEN);
 }
 
@@ -575,12 +575,12 @@ static void rx_drep(struct sv__rctx *rc, const struct sv_cm_msg *m)
 void sv__roce_cm_rx(struct sv__rctx *rc, const struct sockaddr_in *src, const uint8_t *p,
 		    size_t len)
 {
-	size_t hlen = SV__BTH_LEN + SV__ROCE_DETH_LEN;
+	size_t hlen = SV_BTH_LEN + SV_DETH_LEN;
 	struct sv_cm_msg *m;
 
 	/* A GSI MAD: UD SEND_ONLY with the GSI Q_Key, 256 bytes, no pad (IBA 13.5.3). */
 	if (p[0] != SV__ROCE_OP_UD_SEND_ONLY || len < hlen + SV_MAD_LEN ||
-	    (p[1] & 0x3f) != 0 || sv__get_be32(p + SV__BTH_LEN) != SV__ROCE_GSI_QKEY)
+	    (p[1] & 0x3f) != 0 || sv__get_be32(p + SV_BTH_LEN) != SV_QP1_QKEY)
 		return;
 	if (!(m = malloc(sizeof(*m))))
 		return;
@@ -780,7 +780,7 @@ int sv__roce_cm_connect(struct sv_qp *qp, void *cm, const struct sockaddr *dst,
 	m->req.starting_psn = ep->psn;
 	m->req.local_cm_response_timeout = CM_RESPONSE_TIMEOUT;
 	m->req.retry_count = ep->retry_cnt;
-	m->req.pkey = SV__PKEY_DEFAULT;
+	m->req.pkey = SV_PKEY_DEFAULT;
 	m->req.path_mtu = ep->mtu;
 	m->req.rnr_retry_count = retry_of(param->rnr_retry_count);
 	m->req.max_cm_retries = CM_TRIES;

@@ -99,7 +99,7 @@ static void fail_at(struct sv__rqp *q, uint32_t psn, enum sv_wc_status status)
 	struct sv__rswqe *r;
 
 	if (sv__psn_cmp(psn, q->rx.una) > 0)
-		sv__retx_ack(&q->rx, sv__psn_add(psn, SV__PSN_MASK), q->now_ns);
+		sv__retx_ack(&q->rx, sv__psn_add(psn, SV_PSN_MASK), q->now_ns);
 	complete_done(q);
 	if (q->err)
 		return;
@@ -120,43 +120,46 @@ static void fail_at(struct sv__rqp *q, uint32_t psn, enum sv_wc_status status)
 static void emit(struct sv__rqp *q, struct sv__rswqe *r, uint32_t k, bool resend)
 {
 	const struct sv__send_wqe *w = r->wqe;
-	uint8_t h[SV__ROCE_MAX_HDR];
+	uint8_t h[SV_IB_MAX_HDRS_LEN];
 	struct iovec pay[SV__MAX_SGE];
 	uint32_t psn = sv__psn_add(r->first_psn, k), off = k * q->mtu, seg = 0;
 	bool first = k == 0, last = k == r->npkts - 1, imm = false, inv = false, se = false;
 	bool ackreq;
-	size_t hl = SV__BTH_LEN;
+	size_t hl = SV_BTH_LEN;
 	int npay = 0;
 	uint8_t op;
 
 	switch (w->opcode) {
 	case SV_WR_SEND_WITH_INV:
 		inv = true;
-		op = r->npkts == 1 ? SV__OP_SEND_ONLY_INV : first ? SV__OP_SEND_FIRST :
-		     last ? SV__OP_SEND_LAST_INV : SV__OP_SEND_MIDDLE;
+		op = r->npkts == 1 ? SV_IB_OP_SEND_ONLY_INV : first ? SV_IB_OP_SEND_FIRST :
+		     last ? SV_IB_OP_SEND_LAST_INV : SV_IB_OP_SEND_MIDDLE;
 		se = last && (w->flags & SV_SEND_SOLICITED);
 		break;
 	case SV_WR_SEND_WITH_IMM:
 		imm = true;
 		/* fall through */
 	case SV_WR_SEND:
-		op = r->npkts == 1 ? (imm ? SV__OP_SEND_ONLY_IMM : SV__OP_SEND_ONLY) :
-		     first ? SV__OP_SEND_FIRST :
-		     last ? (imm ? SV__OP_SEND_LAST_IMM : SV__OP_SEND_LAST) : SV__OP_SEND_MIDDLE;
+		op = r->npkts == 1 ? (imm ? SV_IB_OP_SEND_ONLY_IMM : SV_IB_OP_SEND_ONLY) :
+		     first ? SV_IB_OP_SEND_FIRST :
+		     last ? (imm ? SV_IB_OP_SEND_LAST_IMM : SV_IB_OP_SEND_LAST) : SV_IB_OP_SEND_MIDDLE;
 		se = last && (w->flags & SV_SEND_SOLICITED);
 		break;
 	case SV_WR_RDMA_WRITE_WITH_IMM:
 		imm = true;
 		/* fall through */
 	case SV_WR_RDMA_WRITE:
-		op = r->npkts == 1 ? (imm ? SV__OP_WRITE_ONLY_IMM : SV__OP_WRITE_ONLY) :
-		     first ? SV__OP_WRITE_FIRST :
-		     last ? (imm ? SV__OP_WRITE_LAST_IMM : SV__OP_WRITE_LAST) :
-		     SV__OP_WRITE_MIDDLE;
+		op = r->npkts == 1 ? (imm ? SV_IB_OP_WRITE_ONLY_IMM : SV_IB_OP_WRITE_ONLY) :
+		     first ? SV_IB_OP_WRITE_FIRST :
+		     last ? (imm ? SV_IB_OP_WRITE_LAST_IMM : SV_IB_OP_WRITE_LAST) :
+		     SV_IB_OP_WRITE_MIDDLE;
 		se = last && imm && (w->flags & SV_SEND_SOLICITED);
 		if (first) {
-			sv__roce_reth_put(h + hl, w->remote_addr, w->rkey, w->length);
-			hl += SV__RETH_LEN;
+			const struct sv_reth reth = {
+				.va = w->remote_addr, .rkey = w->rkey, .dma_len = w->length,
+			};
+
+			hl += (size_t)sv__reth_encode(h + hl, sizeof(h) - hl, &reth);
 		}
 		break;
 	case SV_WR_RDMA_READ: {
@@ -166,6 +169,7 @@ static void emit(struct sv__rqp *q, struct sv__rswqe *r, uint32_t k, bool resend
 		 * arrived (k > 0): before that the responder may never have seen the READ,
 		 * and would execute a shorter retry as a new, shorter READ. */
 		uint32_t n = r->npkts - k, len = w->length - off;
+		struct sv_reth reth = { .va = w->remote_addr + off, .rkey = w->rkey };
 
 		if (resend && k > 0) {
 			if (n > q->rx.cwnd)
@@ -176,35 +180,34 @@ static void emit(struct sv__rqp *q, struct sv__rswqe *r, uint32_t k, bool resend
 			r->rereq_at = k;
 			r->rereq_end = k + n - 1;
 		}
-		op = SV__OP_READ_REQ;
-		sv__roce_reth_put(h + hl, w->remote_addr + off, w->rkey, len);
-		hl += SV__RETH_LEN;
+		reth.dma_len = len;
+		op = SV_IB_OP_READ_REQ;
+		hl += (size_t)sv__reth_encode(h + hl, sizeof(h) - hl, &reth);
 		last = true;
 		break;
 	}
-	default:		/* atomics: AtomicETH (spec/roce.md 3 for the field mapping) */
-		op = w->opcode == SV_WR_ATOMIC_CMP_AND_SWP ? SV__OP_CMP_SWAP : SV__OP_FETCH_ADD;
-		sv__put_be64(h + hl, w->remote_addr);
-		sv__put_be32(h + hl + 8, w->rkey);
-		if (op == SV__OP_CMP_SWAP) {
-			sv__put_be64(h + hl + 12, w->swap);
-			sv__put_be64(h + hl + 20, w->compare_add);
+	default: {		/* atomics: AtomicETH (spec/roce.md 3 for the field mapping) */
+		struct sv_atomiceth ae = { .va = w->remote_addr, .rkey = w->rkey };
+
+		op = w->opcode == SV_WR_ATOMIC_CMP_AND_SWP ? SV_IB_OP_CMP_SWAP : SV_IB_OP_FETCH_ADD;
+		if (op == SV_IB_OP_CMP_SWAP) {
+			ae.swap_add = w->swap;
+			ae.compare = w->compare_add;
 		} else {
-			sv__put_be64(h + hl + 12, w->compare_add);
-			sv__put_be64(h + hl + 20, 0);
+			ae.swap_add = w->compare_add;	/* compare unused, sent as zero */
 		}
-		hl += SV__ATOMETH_LEN;
+		hl += (size_t)sv__atomiceth_encode(h + hl, sizeof(h) - hl, &ae);
 		last = true;
 		break;
+	}
 	}
 	if (imm && last) {
-		memcpy(h + hl, &w->imm_data, 4);	/* already network order */
-		hl += SV__IMM_LEN;
+		/* imm_data is already in network order. */
+		hl += (size_t)sv__immdt_encode(h + hl, sizeof(h) - hl, w->imm_data);
 	}
 	if (inv && last) {
 		/* IETH: the R_Key to invalidate, host order in the WR (spec/roce.md 3). */
-		sv__put_be32(h + hl, w->invalidate_rkey);
-		hl += SV__IETH_LEN;
+		hl += (size_t)sv__ieth_encode(h + hl, sizeof(h) - hl, w->invalidate_rkey);
 	}
 	if (w->opcode != SV_WR_RDMA_READ && !is_atomic(w->opcode) && w->length) {
 		seg = w->length - off < q->mtu ? w->length - off : q->mtu;
@@ -384,7 +387,7 @@ static void on_ack(struct sv__rqp *q, uint32_t psn)
 			break;
 		hole = sv__psn_add(r->first_psn, r->got_pkts);
 		if (sv__psn_cmp(hole, q->rx.una) > 0)
-			sv__retx_ack(&q->rx, sv__psn_add(hole, SV__PSN_MASK), q->now_ns);
+			sv__retx_ack(&q->rx, sv__psn_add(hole, SV_PSN_MASK), q->now_ns);
 		sv__retx_rewind(&q->rx, hole);
 		return;
 	}
@@ -407,20 +410,20 @@ static bool rbit(const struct sv__rswqe *r, uint32_t i)
  * gap matters: a gap-triggered retry races the rest of the stream still in flight and
  * every retry makes a new full stream, which on a slow receiver snowballs.
  */
-static void on_read_resp(struct sv__rqp *q, const struct sv__roce_pkt *k)
+static void on_read_resp(struct sv__rqp *q, const struct sv_ib_pkt *k)
 {
-	struct sv__rswqe *r = rec_of_psn(q, k->psn);
+	struct sv__rswqe *r = rec_of_psn(q, k->bth.psn);
 	uint32_t idx, want;
 
 	if (!r || r->wqe->opcode != SV_WR_RDMA_READ || r->done)
 		return;			/* stale: a duplicate of something complete */
-	idx = sv__psn_diff(k->psn, r->first_psn);
+	idx = sv__psn_diff(k->bth.psn, r->first_psn);
 	/* Every response but the last carries exactly one path MTU (IBA 9.7.3.x). */
 	want = idx == r->npkts - 1 ? r->wqe->length - idx * q->mtu : q->mtu;
-	if (k->paylen != want)
+	if (k->payload_len != want)
 		return;
 	if (!rbit(r, idx)) {
-		sv__roce_iov_copy_in(r->iov, r->niov, idx * q->mtu, k->payload, k->paylen);
+		sv__roce_iov_copy_in(r->iov, r->niov, idx * q->mtu, k->payload, k->payload_len);
 		if (r->rbits)
 			r->rbits[idx / 64] |= 1ull << (idx % 64);
 		else
@@ -443,68 +446,70 @@ static void on_read_resp(struct sv__rqp *q, const struct sv__roce_pkt *k)
 		sv__retx_rewind(&q->rx, sv__psn_add(r->first_psn, r->got_pkts));
 }
 
-static void on_atomic_ack(struct sv__rqp *q, const struct sv__roce_pkt *k)
+static void on_atomic_ack(struct sv__rqp *q, const struct sv_ib_pkt *k)
 {
-	struct sv__rswqe *r = rec_of_psn(q, k->psn);
+	struct sv__rswqe *r = rec_of_psn(q, k->bth.psn);
 
 	if (!r || !is_atomic(r->wqe->opcode) || r->done)
 		return;
 	/* The original value lands in the 8-byte local buffer in host order (rxe). */
 	if (r->niov >= 1 && r->iov[0].iov_len >= 8)
-		memcpy(r->iov[0].iov_base, &k->orig, 8);
+		memcpy(r->iov[0].iov_base, &k->atomic_orig, 8);
 	r->done = true;
 	q->rd_out--;
-	sv__retx_ack(&q->rx, k->psn, q->now_ns);
+	sv__retx_ack(&q->rx, k->bth.psn, q->now_ns);
 }
 
 static enum sv_wc_status nak_status(unsigned code)
 {
 	switch (code) {
-	case 1:
+	case SV_AETH_NAK_INV_REQ:
 		return SV_WC_REM_INV_REQ_ERR;
-	case 2:
+	case SV_AETH_NAK_REM_ACCESS:
 		return SV_WC_REM_ACCESS_ERR;
-	case 3:
+	case SV_AETH_NAK_REM_OP:
 		return SV_WC_REM_OP_ERR;
 	default:
 		return SV_WC_REM_INV_RD_REQ_ERR;
 	}
 }
 
-void sv__roce_req_rx(struct sv__rqp *q, const struct sv__roce_pkt *k)
+void sv__roce_req_rx(struct sv__rqp *q, const struct sv_ib_pkt *k)
 {
 	if (sv__qp_state(q->qp) != SV_QPS_RTS && sv__qp_state(q->qp) != SV_QPS_SQD)
 		return;
-	switch (k->op) {
-	case SV__OP_ACK: {
-		unsigned type = (k->syndrome >> 5) & 3, val = k->syndrome & 0x1f;
+	switch (k->bth.opcode) {
+	case SV_IB_OP_ACK: {
+		enum sv_aeth_type type = sv__aeth_type(k->aeth.syndrome);
+		unsigned val = sv__aeth_value(k->aeth.syndrome);
+		uint32_t trig;
 
-		if (type == 0) {
-			on_ack(q, k->psn);
-		} else if (type == 1) {
+		/* The decoder refused reserved syndromes: type is ACK, RNR NAK or NAK. */
+		if (type == SV_AETH_ACK) {
+			on_ack(q, k->bth.psn);
+		} else if (type == SV_AETH_RNR_NAK) {
 			/* RNR NAK: wait the responder's delay, resend from its PSN. */
 			q->st.rnr_naks_rx++;
-			if (sv__retx_rnr(&q->rx, k->psn, sv__rnr_code_ns(val), q->now_ns) < 0) {
-				fail_at(q, k->psn, SV_WC_RNR_RETRY_EXC_ERR);
+			if (sv__retx_rnr(&q->rx, k->bth.psn, sv__rnr_code_ns(val), q->now_ns) < 0) {
+				fail_at(q, k->bth.psn, SV_WC_RNR_RETRY_EXC_ERR);
 				return;
 			}
-		} else if (type == 3 && val == 0) {
+		} else if (val == SV_AETH_NAK_PSN_SEQ) {
 			q->st.naks_rx++;
-			if (q->sr && k->paylen >= 4) {
-				sv__retx_sack(&q->rx, k->psn, sv__get_be32(k->payload) & SV__PSN_MASK,
-					      q->now_ns);
-			} else if (sv__retx_nak_seq(&q->rx, k->psn, q->now_ns) < 0) {
-				fail_at(q, k->psn, SV_WC_RETRY_EXC_ERR);
+			if (q->sr && sv__ib_sr_nak(k, &trig)) {
+				sv__retx_sack(&q->rx, k->bth.psn, trig, q->now_ns);
+			} else if (sv__retx_nak_seq(&q->rx, k->bth.psn, q->now_ns) < 0) {
+				fail_at(q, k->bth.psn, SV_WC_RETRY_EXC_ERR);
 				return;
 			}
-		} else if (type == 3) {
+		} else {
 			q->st.naks_rx++;
-			fail_at(q, k->psn, nak_status(val));
+			fail_at(q, k->bth.psn, nak_status(val));
 			return;
 		}
 		break;
 	}
-	case SV__OP_ATOMIC_ACK:
+	case SV_IB_OP_ATOMIC_ACK:
 		on_atomic_ack(q, k);
 		break;
 	default:

@@ -34,7 +34,7 @@
 
 struct ooo_ent {
 	uint8_t *buf;
-	struct sv__roce_pkt k;
+	struct sv_ib_pkt k;
 };
 
 int sv__roce_resp_init(struct sv__rqp *q)
@@ -107,31 +107,39 @@ void sv__roce_resp_fini(struct sv__rqp *q)
  * Replies.
  */
 
+static void aeth_put(uint8_t *p, uint8_t syndrome, uint32_t msn)
+{
+	const struct sv_aeth a = { .syndrome = syndrome, .msn = msn };
+
+	(void)sv__aeth_encode(p, SV_AETH_LEN, &a);
+}
+
 static void put_ack(struct sv__rqp *q, uint8_t syn, uint32_t psn, const uint8_t *pay,
 		    uint32_t paylen)
 {
-	uint8_t h[SV__BTH_LEN + SV__AETH_LEN + 4];
+	uint8_t h[SV_BTH_LEN + SV_AETH_LEN + SV_IB_SR_NAK_LEN];
 
 	/* A small payload (the SR NAK's PSN) rides in the header buffer, which the batch
 	 * copies: nothing may point at this stack frame once it returns. */
-	sv__roce_bth_put(h, SV__OP_ACK, false, 0, q->dqpn, false, psn);
-	sv__roce_aeth_put(h + SV__BTH_LEN, syn, q->msn);
+	sv__roce_bth_put(h, SV_IB_OP_ACK, false, 0, q->dqpn, false, psn);
+	aeth_put(h + SV_BTH_LEN, syn, q->msn);
 	if (paylen)
-		memcpy(h + SV__BTH_LEN + SV__AETH_LEN, pay, paylen);
-	sv__roce_txq(q, h, SV__BTH_LEN + SV__AETH_LEN + paylen, NULL, 0, paylen);
+		memcpy(h + SV_BTH_LEN + SV_AETH_LEN, pay, paylen);
+	sv__roce_txq(q, h, SV_BTH_LEN + SV_AETH_LEN + paylen, NULL, 0, paylen);
 }
 
 static void send_rsp(struct sv__rqp *q, struct sv__rrsp *e)
 {
-	uint8_t h[SV__BTH_LEN + SV__AETH_LEN + SV__ATOMACK_LEN];
+	uint8_t h[SV_BTH_LEN + SV_AETH_LEN + SV_ATOMICACKETH_LEN];
 	uint32_t total, j, seg;
 	struct iovec v;
 	uint8_t op;
 
 	if (e->atomic) {
-		sv__roce_bth_put(h, SV__OP_ATOMIC_ACK, false, 0, q->dqpn, false, e->psn);
-		sv__roce_aeth_put(h + SV__BTH_LEN, SYN_ACK, e->msn);
-		sv__put_be64(h + SV__BTH_LEN + SV__AETH_LEN, e->orig);
+		sv__roce_bth_put(h, SV_IB_OP_ATOMIC_ACK, false, 0, q->dqpn, false, e->psn);
+		aeth_put(h + SV_BTH_LEN, SYN_ACK, e->msn);
+		(void)sv__atomicacketh_encode(h + SV_BTH_LEN + SV_AETH_LEN, SV_ATOMICACKETH_LEN,
+					      e->orig);
 		sv__roce_txq(q, h, sizeof(h), NULL, 0, 0);
 		e->off = e->len = 0;
 		return;
@@ -139,17 +147,17 @@ static void send_rsp(struct sv__rqp *q, struct sv__rrsp *e)
 	total = e->len ? (e->len + q->mtu - 1) / q->mtu : 1;
 	j = e->off / q->mtu;
 	seg = e->len - e->off < q->mtu ? e->len - e->off : q->mtu;
-	op = total == 1 ? SV__OP_READ_RESP_ONLY : j == 0 ? SV__OP_READ_RESP_FIRST :
-	     j == total - 1 ? SV__OP_READ_RESP_LAST : SV__OP_READ_RESP_MIDDLE;
+	op = total == 1 ? SV_IB_OP_READ_RESP_ONLY : j == 0 ? SV_IB_OP_READ_RESP_FIRST :
+	     j == total - 1 ? SV_IB_OP_READ_RESP_LAST : SV_IB_OP_READ_RESP_MIDDLE;
 	sv__roce_bth_put(h, op, false, 0, q->dqpn, false, e->psn);
 	v.iov_base = e->ptr + e->off;
 	v.iov_len = seg;
-	if (op == SV__OP_READ_RESP_MIDDLE) {
-		sv__roce_txq(q, h, SV__BTH_LEN, &v, seg ? 1 : 0, seg);
+	if (op == SV_IB_OP_READ_RESP_MIDDLE) {
+		sv__roce_txq(q, h, SV_BTH_LEN, &v, seg ? 1 : 0, seg);
 	} else {
 		/* rxe sends READ responses with syndrome 0x1F (spec/roce.md 7). */
-		sv__roce_aeth_put(h + SV__BTH_LEN, SYN_ACK, e->msn);
-		sv__roce_txq(q, h, SV__BTH_LEN + SV__AETH_LEN, &v, seg ? 1 : 0, seg);
+		aeth_put(h + SV_BTH_LEN, SYN_ACK, e->msn);
+		sv__roce_txq(q, h, SV_BTH_LEN + SV_AETH_LEN, &v, seg ? 1 : 0, seg);
 	}
 	e->off += seg;
 	e->psn = sv__psn_add(e->psn, 1);
@@ -177,17 +185,17 @@ void sv__roce_resp_progress(struct sv__rqp *q)
 		q->nak_pending = false;
 	}
 	for (unsigned i = 0; i < q->srnak_n; i++) {
-		uint8_t trig[4];
+		uint8_t trig[SV_IB_SR_NAK_LEN];
 
-		/* Selective repeat NAK (spec/roce.md 12): PSN = ePSN, payload = the PSN that
-		 * arrived out of order. */
+		/* Selective repeat NAK (spec/roce.md 12, sv__ib_sr_nak()): PSN = ePSN, payload
+		 * = the PSN that arrived out of order. */
 		sv__put_be32(trig, q->srnak[i]);
-		put_ack(q, SYN_NAK_SEQ, q->epsn, trig, 4);
+		put_ack(q, SYN_NAK_SEQ, q->epsn, trig, SV_IB_SR_NAK_LEN);
 		q->st.naks_tx++;
 	}
 	q->srnak_n = 0;
 	if (q->ack_pending) {
-		put_ack(q, SYN_ACK, sv__psn_add(q->epsn, SV__PSN_MASK), NULL, 0);
+		put_ack(q, SYN_ACK, sv__psn_add(q->epsn, SV_PSN_MASK), NULL, 0);
 		q->ack_pending = false;
 	}
 }
@@ -195,7 +203,7 @@ void sv__roce_resp_progress(struct sv__rqp *q)
 void sv__roce_resp_final_ack(struct sv__rqp *q)
 {
 	if (q->ack_pending) {
-		put_ack(q, SYN_ACK, sv__psn_add(q->epsn, SV__PSN_MASK), NULL, 0);
+		put_ack(q, SYN_ACK, sv__psn_add(q->epsn, SV_PSN_MASK), NULL, 0);
 		q->ack_pending = false;
 	}
 }
@@ -245,7 +253,7 @@ static struct sv__rrsp *rsp_new(struct sv__rqp *q)
 
 enum { GO, STOP };
 
-static int take_rwqe(struct sv__rqp *q, const struct sv__roce_pkt *k)
+static int take_rwqe(struct sv__rqp *q, const struct sv_ib_pkt *k)
 {
 	const struct sv_qp_attr *a = sv__qp_attr(q->qp);
 	struct sv__recv_wqe *w;
@@ -256,7 +264,7 @@ static int take_rwqe(struct sv__rqp *q, const struct sv__roce_pkt *k)
 		 * this packet's; the requester resends it after the delay. */
 		q->nak_pending = true;
 		q->nak_syn = SYN_RNR | (a->min_rnr_timer & 0x1f);
-		q->nak_psn = k->psn;
+		q->nak_psn = k->bth.psn;
 		q->ack_pending = false;
 		q->st.rnr_naks_tx++;
 		return STOP;
@@ -264,7 +272,7 @@ static int take_rwqe(struct sv__rqp *q, const struct sv__roce_pkt *k)
 	q->rwqe = w;
 	n = sv__sge_map(q->qp, w->sge, w->num_sge, true, q->riov);
 	if (n < 0) {
-		fatal(q, SYN_NAK_OP, k->psn, SV_WC_LOC_PROT_ERR);
+		fatal(q, SYN_NAK_OP, k->bth.psn, SV_WC_LOC_PROT_ERR);
 		return STOP;
 	}
 	q->nriov = n;
@@ -273,96 +281,96 @@ static int take_rwqe(struct sv__rqp *q, const struct sv__roce_pkt *k)
 	return GO;
 }
 
-static int do_send(struct sv__rqp *q, const struct sv__roce_pkt *k)
+static int do_send(struct sv__rqp *q, const struct sv_ib_pkt *k)
 {
 	unsigned f = k->flags;
-	uint32_t ex = (f & SV__OPF_IMM) ? k->imm : 0;
-	unsigned wcf = (f & SV__OPF_IMM) ? SV_WC_WITH_IMM : 0;
+	uint32_t ex = (f & SV_IB_OPF_IMM) ? k->imm_be : 0;
+	unsigned wcf = (f & SV_IB_OPF_IMM) ? SV_WC_WITH_IMM : 0;
 
-	if ((f & SV__OPF_FIRST) && take_rwqe(q, k) != GO)
+	if ((f & SV_IB_OPF_START) && take_rwqe(q, k) != GO)
 		return STOP;
-	if (q->rgot + k->paylen > q->rcap) {
-		fatal(q, SYN_NAK_INV, k->psn, SV_WC_LOC_LEN_ERR);
+	if (q->rgot + k->payload_len > q->rcap) {
+		fatal(q, SYN_NAK_INV, k->bth.psn, SV_WC_LOC_LEN_ERR);
 		return STOP;
 	}
-	sv__roce_iov_copy_in(q->riov, q->nriov, q->rgot, k->payload, k->paylen);
-	q->rgot += k->paylen;
-	q->in_send = !(f & SV__OPF_LAST);
-	if (f & SV__OPF_LAST) {
+	sv__roce_iov_copy_in(q->riov, q->nriov, q->rgot, k->payload, (uint32_t)k->payload_len);
+	q->rgot += k->payload_len;
+	q->in_send = !(f & SV_IB_OPF_END);
+	if (f & SV_IB_OPF_END) {
 		struct sv__recv_wqe *w;
 
 		/* SEND with Invalidate: the key goes after placement, before the receive
 		 * completes with it (IBA 9.4.1, spec/roce.md 3). A key we may not
 		 * invalidate fails the receive with REM_INV_REQ_ERR as rxe does, and we
 		 * NAK invalid request so the sender learns it too. */
-		if (f & SV__OPF_IETH) {
-			if (sv__key_invalidate(q->qp, k->ieth) < 0) {
-				fatal(q, SYN_NAK_INV, k->psn, SV_WC_REM_INV_REQ_ERR);
+		if (f & SV_IB_OPF_INV) {
+			if (sv__key_invalidate(q->qp, k->ieth_rkey) < 0) {
+				fatal(q, SYN_NAK_INV, k->bth.psn, SV_WC_REM_INV_REQ_ERR);
 				return STOP;
 			}
-			ex = k->ieth;
+			ex = k->ieth_rkey;
 			wcf = SV_WC_WITH_INV;
 		}
 		w = q->rwqe;
 		q->rwqe = NULL;
 		q->msn = sv__psn_add(q->msn, 1);
-		sv__rq_done(q->qp, w, SV_WC_SUCCESS, SV_WC_RECV, q->rgot, ex, wcf, k->se);
+		sv__rq_done(q->qp, w, SV_WC_SUCCESS, SV_WC_RECV, q->rgot, ex, wcf, k->bth.se);
 	}
 	return GO;
 }
 
-static int do_write(struct sv__rqp *q, const struct sv__roce_pkt *k)
+static int do_write(struct sv__rqp *q, const struct sv_ib_pkt *k)
 {
 	unsigned f = k->flags;
 
 	/* WRITE with immediate consumes a receive at its last packet: check first, so an
 	 * RNR NAK leaves nothing half done (the packet comes again). */
-	if ((f & SV__OPF_IMM) && take_rwqe(q, k) != GO)
+	if ((f & SV_IB_OPF_IMM) && take_rwqe(q, k) != GO)
 		return STOP;
-	if (f & SV__OPF_FIRST) {
-		if (k->dmalen > (1u << 31)) {
-			fatal(q, SYN_NAK_INV, k->psn, SV_WC_REM_INV_REQ_ERR);
+	if (f & SV_IB_OPF_START) {
+		if (k->reth.dma_len > (1u << 31)) {
+			fatal(q, SYN_NAK_INV, k->bth.psn, SV_WC_REM_INV_REQ_ERR);
 			return STOP;
 		}
-		q->wlen = k->dmalen;
+		q->wlen = k->reth.dma_len;
 		q->wgot = 0;
 		q->wptr = NULL;
-		if (k->dmalen) {
+		if (k->reth.dma_len) {
 			void *p;
-			int rc = sv__mr_acquire(q->qp, k->rkey, k->va, k->dmalen,
+			int rc = sv__mr_acquire(q->qp, k->reth.rkey, k->reth.va, k->reth.dma_len,
 						SV_ACCESS_REMOTE_WRITE, &q->wmr, &p);
 
 			if (rc < 0) {
 				q->wmr = NULL;
-				fatal(q, nak_of_mr(rc), k->psn, SV_WC_REM_ACCESS_ERR);
+				fatal(q, nak_of_mr(rc), k->bth.psn, SV_WC_REM_ACCESS_ERR);
 				return STOP;
 			}
 			q->wptr = p;
 		} else if (!(sv__qp_attr(q->qp)->qp_access_flags & SV_ACCESS_REMOTE_WRITE)) {
-			fatal(q, SYN_NAK_INV, k->psn, SV_WC_REM_INV_REQ_ERR);
+			fatal(q, SYN_NAK_INV, k->bth.psn, SV_WC_REM_INV_REQ_ERR);
 			return STOP;
 		}
 	}
-	if (q->wgot + k->paylen > q->wlen ||
-	    ((f & SV__OPF_LAST) && q->wgot + k->paylen != q->wlen)) {
-		fatal(q, SYN_NAK_INV, k->psn, SV_WC_REM_INV_REQ_ERR);
+	if (q->wgot + k->payload_len > q->wlen ||
+	    ((f & SV_IB_OPF_END) && q->wgot + k->payload_len != q->wlen)) {
+		fatal(q, SYN_NAK_INV, k->bth.psn, SV_WC_REM_INV_REQ_ERR);
 		return STOP;
 	}
-	if (k->paylen)
-		memcpy(q->wptr + q->wgot, k->payload, k->paylen);
-	q->wgot += k->paylen;
-	q->in_write = !(f & SV__OPF_LAST);
-	if (f & SV__OPF_LAST) {
+	if (k->payload_len)
+		memcpy(q->wptr + q->wgot, k->payload, k->payload_len);
+	q->wgot += k->payload_len;
+	q->in_write = !(f & SV_IB_OPF_END);
+	if (f & SV_IB_OPF_END) {
 		if (q->wmr)
 			sv__mr_release(q->wmr);
 		q->wmr = NULL;
 		q->msn = sv__psn_add(q->msn, 1);
-		if (f & SV__OPF_IMM) {
+		if (f & SV_IB_OPF_IMM) {
 			struct sv__recv_wqe *w = q->rwqe;
 
 			q->rwqe = NULL;
 			sv__rq_done(q->qp, w, SV_WC_SUCCESS, SV_WC_RECV_RDMA_WITH_IMM, q->wlen,
-				    k->imm, SV_WC_WITH_IMM, k->se);
+				    k->imm_be, SV_WC_WITH_IMM, k->bth.se);
 		}
 	}
 	return GO;
@@ -384,9 +392,9 @@ static struct sv__rres *res_new(struct sv__rqp *q)
 	return r;
 }
 
-static int do_read(struct sv__rqp *q, const struct sv__roce_pkt *k)
+static int do_read(struct sv__rqp *q, const struct sv_ib_pkt *k)
 {
-	uint32_t n = k->dmalen ? (k->dmalen + q->mtu - 1) / q->mtu : 1;
+	uint32_t n = k->reth.dma_len ? (k->reth.dma_len + q->mtu - 1) / q->mtu : 1;
 	struct sv__rrsp *e;
 	struct sv__rres *r;
 	void *p = NULL;
@@ -394,32 +402,32 @@ static int do_read(struct sv__rqp *q, const struct sv__roce_pkt *k)
 
 	/* IRD: more READ/atomics than our resources is an invalid request (IBA C9-
 	 * 9.7.5.1.x via rxe). */
-	if (q->nres == 0 || rd_queued(q) >= q->nres || k->dmalen > (1u << 31)) {
-		fatal(q, SYN_NAK_INV, k->psn, SV_WC_REM_INV_REQ_ERR);
+	if (q->nres == 0 || rd_queued(q) >= q->nres || k->reth.dma_len > (1u << 31)) {
+		fatal(q, SYN_NAK_INV, k->bth.psn, SV_WC_REM_INV_REQ_ERR);
 		return STOP;
 	}
-	if (k->dmalen) {
-		int rc = sv__mr_acquire(q->qp, k->rkey, k->va, k->dmalen, SV_ACCESS_REMOTE_READ,
+	if (k->reth.dma_len) {
+		int rc = sv__mr_acquire(q->qp, k->reth.rkey, k->reth.va, k->reth.dma_len, SV_ACCESS_REMOTE_READ,
 					&mr, &p);
 
 		if (rc < 0) {
-			fatal(q, nak_of_mr(rc), k->psn, SV_WC_REM_ACCESS_ERR);
+			fatal(q, nak_of_mr(rc), k->bth.psn, SV_WC_REM_ACCESS_ERR);
 			return STOP;
 		}
 	} else if (!(sv__qp_attr(q->qp)->qp_access_flags & SV_ACCESS_REMOTE_READ)) {
-		fatal(q, SYN_NAK_INV, k->psn, SV_WC_REM_INV_REQ_ERR);
+		fatal(q, SYN_NAK_INV, k->bth.psn, SV_WC_REM_INV_REQ_ERR);
 		return STOP;
 	}
 	r = res_new(q);
-	r->first_psn = k->psn;
+	r->first_psn = k->bth.psn;
 	r->npkts = n;
-	r->va = k->va;
-	r->rkey = k->rkey;
-	r->len = k->dmalen;
+	r->va = k->reth.va;
+	r->rkey = k->reth.rkey;
+	r->len = k->reth.dma_len;
 	q->msn = sv__psn_add(q->msn, 1);
 	e = rsp_new(q);			/* room: rd_queued < nres <= RSPQ / 2 */
-	e->psn = e->first_psn = e->res_psn = k->psn;
-	e->len = k->dmalen;
+	e->psn = e->first_psn = e->res_psn = k->bth.psn;
+	e->len = k->reth.dma_len;
 	e->ptr = p;
 	e->mr = mr;
 	e->msn = q->msn;
@@ -430,7 +438,7 @@ static int do_read(struct sv__rqp *q, const struct sv__roce_pkt *k)
 	return GO;
 }
 
-static int do_atomic(struct sv__rqp *q, const struct sv__roce_pkt *k)
+static int do_atomic(struct sv__rqp *q, const struct sv_ib_pkt *k)
 {
 	struct sv__rrsp *e;
 	struct sv__rres *r;
@@ -438,38 +446,38 @@ static int do_atomic(struct sv__rqp *q, const struct sv__roce_pkt *k)
 	uint64_t orig, *p;
 	int rc;
 
-	if (q->nres == 0 || rd_queued(q) >= q->nres || (k->va & 7)) {
-		fatal(q, SYN_NAK_INV, k->psn, SV_WC_REM_INV_REQ_ERR);
+	if (q->nres == 0 || rd_queued(q) >= q->nres || (k->atomic.va & 7)) {
+		fatal(q, SYN_NAK_INV, k->bth.psn, SV_WC_REM_INV_REQ_ERR);
 		return STOP;
 	}
-	rc = sv__mr_acquire(q->qp, k->rkey, k->va, 8, SV_ACCESS_REMOTE_ATOMIC, &mr,
+	rc = sv__mr_acquire(q->qp, k->atomic.rkey, k->atomic.va, 8, SV_ACCESS_REMOTE_ATOMIC, &mr,
 			    (void **)&p);
 	if (rc < 0) {
-		fatal(q, nak_of_mr(rc), k->psn, SV_WC_REM_ACCESS_ERR);
+		fatal(q, nak_of_mr(rc), k->bth.psn, SV_WC_REM_ACCESS_ERR);
 		return STOP;
 	}
 	/* Executed once, here; a duplicate gets the saved value (IBA o9-x, spec/roce.md 7).
 	 * Atomic against other atomics of this device (SV_ATOMIC_HCA). */
-	if (k->op == SV__OP_CMP_SWAP) {
-		orig = k->compare;
-		__atomic_compare_exchange_n(p, &orig, k->swap_add, false, __ATOMIC_SEQ_CST,
+	if (k->bth.opcode == SV_IB_OP_CMP_SWAP) {
+		orig = k->atomic.compare;
+		__atomic_compare_exchange_n(p, &orig, k->atomic.swap_add, false, __ATOMIC_SEQ_CST,
 					    __ATOMIC_SEQ_CST);
 	} else {
-		orig = __atomic_fetch_add(p, k->swap_add, __ATOMIC_SEQ_CST);
+		orig = __atomic_fetch_add(p, k->atomic.swap_add, __ATOMIC_SEQ_CST);
 	}
 	sv__mr_release(mr);
 	r = res_new(q);
 	r->atomic = true;
-	r->first_psn = k->psn;
+	r->first_psn = k->bth.psn;
 	r->npkts = 1;
-	r->va = k->va;
-	r->rkey = k->rkey;
+	r->va = k->atomic.va;
+	r->rkey = k->atomic.rkey;
 	r->len = 8;
 	r->orig = orig;
 	q->msn = sv__psn_add(q->msn, 1);
 	e = rsp_new(q);
 	e->atomic = true;
-	e->psn = e->first_psn = k->psn;
+	e->psn = e->first_psn = k->bth.psn;
 	e->orig = orig;
 	e->msn = q->msn;
 	q->rsp_put++;
@@ -477,34 +485,34 @@ static int do_atomic(struct sv__rqp *q, const struct sv__roce_pkt *k)
 	return GO;
 }
 
-static int execute(struct sv__rqp *q, const struct sv__roce_pkt *k)
+static int execute(struct sv__rqp *q, const struct sv_ib_pkt *k)
 {
 	unsigned f = k->flags;
-	bool send = f & SV__OPF_SEND, write = f & SV__OPF_WRITE;
+	bool send = f & SV_IB_OPF_SEND, write = f & SV_IB_OPF_WRITE;
 	int rc;
 
 	/* Opcode sequence (IBA 9.7.5.1.x): inside a SEND only SEND MIDDLE/LAST, inside a
 	 * WRITE only WRITE MIDDLE/LAST, and those never outside. */
-	if ((q->in_send && !(send && !(f & SV__OPF_FIRST))) ||
-	    (q->in_write && !(write && !(f & SV__OPF_FIRST))) ||
-	    (!q->in_send && send && !(f & SV__OPF_FIRST)) ||
-	    (!q->in_write && write && !(f & SV__OPF_FIRST))) {
-		fatal(q, SYN_NAK_INV, k->psn, SV_WC_REM_INV_REQ_ERR);
+	if ((q->in_send && !(send && !(f & SV_IB_OPF_START))) ||
+	    (q->in_write && !(write && !(f & SV_IB_OPF_START))) ||
+	    (!q->in_send && send && !(f & SV_IB_OPF_START)) ||
+	    (!q->in_write && write && !(f & SV_IB_OPF_START))) {
+		fatal(q, SYN_NAK_INV, k->bth.psn, SV_WC_REM_INV_REQ_ERR);
 		return STOP;
 	}
 	/* Length: FIRST and MIDDLE carry exactly the path MTU, the rest at most that. */
-	if ((send || write) && (k->paylen > q->mtu ||
-				(!(f & SV__OPF_LAST) && k->paylen != q->mtu))) {
-		fatal(q, SYN_NAK_INV, k->psn, SV_WC_REM_INV_REQ_ERR);
+	if ((send || write) && (k->payload_len > q->mtu ||
+				(!(f & SV_IB_OPF_END) && k->payload_len != q->mtu))) {
+		fatal(q, SYN_NAK_INV, k->bth.psn, SV_WC_REM_INV_REQ_ERR);
 		return STOP;
 	}
 	if (send)
 		rc = do_send(q, k);
 	else if (write)
 		rc = do_write(q, k);
-	else if (k->op == SV__OP_READ_REQ)
+	else if (k->bth.opcode == SV_IB_OP_READ_REQ)
 		rc = do_read(q, k);
-	else if (k->op == SV__OP_CMP_SWAP || k->op == SV__OP_FETCH_ADD)
+	else if (k->bth.opcode == SV_IB_OP_CMP_SWAP || k->bth.opcode == SV_IB_OP_FETCH_ADD)
 		rc = do_atomic(q, k);
 	else
 		return STOP;		/* not a request: ignore */
@@ -512,7 +520,7 @@ static int execute(struct sv__rqp *q, const struct sv__roce_pkt *k)
 		return STOP;
 	q->epsn = sv__psn_add(q->epsn, 1);
 	q->nak_sent = false;
-	if (k->ackreq && (send || write))
+	if (k->bth.ack_req && (send || write))
 		q->ack_pending = true;
 	return GO;
 }
@@ -541,11 +549,12 @@ static void cancel_streams(struct sv__rqp *q, const struct sv__rres *r)
 	}
 }
 
-static void duplicate(struct sv__rqp *q, const struct sv__roce_pkt *k)
+static void duplicate(struct sv__rqp *q, const struct sv_ib_pkt *k)
 {
 	q->st.dup_rx++;
-	if (k->op == SV__OP_READ_REQ || k->op == SV__OP_CMP_SWAP || k->op == SV__OP_FETCH_ADD) {
-		bool atomic = k->op != SV__OP_READ_REQ;
+	if (k->flags & (SV_IB_OPF_READ | SV_IB_OPF_ATOMIC)) {
+		bool atomic = k->flags & SV_IB_OPF_ATOMIC;
+		uint32_t rkey = atomic ? k->atomic.rkey : k->reth.rkey;
 
 		for (uint32_t i = 0; i < q->nres; i++) {
 			struct sv__rres *r = &q->res[i];
@@ -554,24 +563,25 @@ static void duplicate(struct sv__rqp *q, const struct sv__roce_pkt *k)
 			void *p = NULL;
 			uint32_t idx;
 
-			if (!r->valid || r->atomic != atomic || r->rkey != k->rkey)
+			if (!r->valid || r->atomic != atomic || r->rkey != rkey)
 				continue;
-			if (sv__psn_cmp(k->psn, r->first_psn) < 0 ||
-			    sv__psn_cmp(k->psn, sv__psn_add(r->first_psn, r->npkts)) >= 0)
+			if (sv__psn_cmp(k->bth.psn, r->first_psn) < 0 ||
+			    sv__psn_cmp(k->bth.psn, sv__psn_add(r->first_psn, r->npkts)) >= 0)
 				continue;
-			idx = sv__psn_diff(k->psn, r->first_psn);
+			idx = sv__psn_diff(k->bth.psn, r->first_psn);
 			/* A retried READ asks for a range of the original starting at its
 			 * PSN: whole packets, or up to the original's end. */
-			if (atomic ? idx != 0 : (k->va != r->va + (uint64_t)idx * q->mtu ||
-						 k->dmalen > r->len - idx * q->mtu ||
-						 (k->dmalen % q->mtu &&
-						  k->dmalen != r->len - idx * q->mtu)))
+			if (atomic ? idx != 0 : (k->reth.va != r->va + (uint64_t)idx * q->mtu ||
+						 k->reth.dma_len > r->len - idx * q->mtu ||
+						 (k->reth.dma_len % q->mtu &&
+						  k->reth.dma_len != r->len - idx * q->mtu)))
 				return;
 			if (!atomic) {
 				cancel_streams(q, r);
 				/* The memory is read again (spec/roce.md 7). */
-				if (k->dmalen && sv__mr_acquire(q->qp, k->rkey, k->va, k->dmalen,
-								SV_ACCESS_REMOTE_READ, &mr, &p) < 0)
+				if (k->reth.dma_len &&
+				    sv__mr_acquire(q->qp, rkey, k->reth.va, k->reth.dma_len,
+						   SV_ACCESS_REMOTE_READ, &mr, &p) < 0)
 					return;
 			}
 			if (!(e = rsp_new(q))) {
@@ -581,13 +591,13 @@ static void duplicate(struct sv__rqp *q, const struct sv__roce_pkt *k)
 			}
 			e->dup = true;
 			e->atomic = atomic;
-			e->psn = e->first_psn = k->psn;
+			e->psn = e->first_psn = k->bth.psn;
 			e->res_psn = r->first_psn;
 			e->msn = q->msn;
 			e->orig = r->orig;	/* atomics: replayed, never re-executed */
 			e->mr = mr;
 			e->ptr = p;
-			e->len = atomic ? 0 : k->dmalen;
+			e->len = atomic ? 0 : k->reth.dma_len;
 			q->rsp_put++;
 			return;
 		}
@@ -607,10 +617,10 @@ static void drain_ooo(struct sv__rqp *q)
 
 	while (o && !q->err) {
 		struct ooo_ent *e = &o[q->epsn & (SV__ROCE_OOO - 1)];
-		struct sv__roce_pkt k;
+		struct sv_ib_pkt k;
 		uint8_t *buf;
 
-		if (!e->buf || e->k.psn != q->epsn)
+		if (!e->buf || e->k.bth.psn != q->epsn)
 			return;
 		k = e->k;
 		buf = e->buf;
@@ -627,13 +637,10 @@ static void drain_ooo(struct sv__rqp *q)
 	}
 }
 
-void sv__roce_resp_rx(struct sv__rqp *q, const struct sv__roce_pkt *k, uint8_t *buf,
+void sv__roce_resp_rx(struct sv__rqp *q, const struct sv_ib_pkt *k, uint8_t *buf,
 		      size_t buflen, bool *kept)
 {
-	int32_t d = sv__psn_cmp(k->psn, q->epsn);
-
-
-
+	int32_t d = sv__psn_cmp(k->bth.psn, q->epsn);
 
 	(void)buflen;
 	if (d == 0) {
@@ -647,9 +654,9 @@ void sv__roce_resp_rx(struct sv__rqp *q, const struct sv__roce_pkt *k, uint8_t *
 	}
 	q->st.ooo_rx++;
 	if (q->sr && q->ooo) {
-		struct ooo_ent *e = &ooo_tab(q)[k->psn & (SV__ROCE_OOO - 1)];
+		struct ooo_ent *e = &ooo_tab(q)[k->bth.psn & (SV__ROCE_OOO - 1)];
 
-		if (sv__psn_diff(k->psn, q->epsn) >= SV__ROCE_OOO)
+		if (sv__psn_diff(k->bth.psn, q->epsn) >= SV__ROCE_OOO)
 			return;		/* beyond what we keep: the sender's timer repairs */
 		if (!e->buf) {
 			e->buf = buf;
@@ -660,7 +667,7 @@ void sv__roce_resp_rx(struct sv__rqp *q, const struct sv__roce_pkt *k, uint8_t *
 			memmove(q->srnak, q->srnak + 1, (SV__ROCE_SRNAKQ - 1) * sizeof(q->srnak[0]));
 			q->srnak_n--;
 		}
-		q->srnak[q->srnak_n++] = k->psn;
+		q->srnak[q->srnak_n++] = k->bth.psn;
 		return;
 	}
 	/* Go-back-N: one NAK per gap, then silence until ePSN arrives (spec/roce.md 7). */

@@ -37,7 +37,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "wire/roce_pkt.h"
+#include "wire/ib_hdr.h"
 #include "wire/roce_retx.h"
 
 static const uint32_t rnr_us_x100[32] = {
@@ -82,7 +82,7 @@ void sv__retx_init(struct sv__retx *r, bool sr, uint32_t psn, uint8_t timeout,
 {
 	memset(r, 0, sizeof(*r));
 	r->sr = sr;
-	r->una = r->nxt = r->snd = psn & SV__PSN_MASK;
+	r->una = r->nxt = r->snd = psn & SV_PSN_MASK;
 	/* 4.096 us * 2^timeout = 4096 ns << timeout; 5 bits, so at most ~2.4 hours. */
 	r->rto_ns = timeout ? 4096ull << (timeout & 31) : 0;
 	r->retry_cnt = r->retries_left = retry_cnt & 7;
@@ -203,7 +203,7 @@ int sv__retx_nak_seq(struct sv__retx *r, uint32_t psn, uint64_t now_ns)
 {
 	r->naks++;
 	if (sv__psn_cmp(psn, r->una) > 0)
-		sv__retx_ack(r, sv__psn_add(psn, SV__PSN_MASK), now_ns);	/* psn - 1 */
+		sv__retx_ack(r, sv__psn_add(psn, SV_PSN_MASK), now_ns);	/* psn - 1 */
 	if (sv__psn_cmp(psn, r->una) < 0 || sv__psn_cmp(psn, r->nxt) >= 0)
 		return 0;		/* stale: a later ACK already covered it */
 	if (r->retries_left == 0)
@@ -228,7 +228,7 @@ void sv__retx_sack(struct sv__retx *r, uint32_t cum, uint32_t trig, uint64_t now
 
 	r->naks++;
 	if (sv__psn_cmp(cum, r->una) > 0)
-		sv__retx_ack(r, sv__psn_add(cum, SV__PSN_MASK), now_ns);
+		sv__retx_ack(r, sv__psn_add(cum, SV_PSN_MASK), now_ns);
 	if (sv__psn_cmp(trig, r->una) <= 0 || sv__psn_cmp(trig, r->nxt) >= 0)
 		return;
 	sack_set(r, trig);
@@ -261,7 +261,7 @@ int sv__retx_rnr(struct sv__retx *r, uint32_t psn, uint64_t delay_ns, uint64_t n
 {
 	r->rnr_naks++;
 	if (sv__psn_cmp(psn, r->una) > 0)
-		sv__retx_ack(r, sv__psn_add(psn, SV__PSN_MASK), now_ns);
+		sv__retx_ack(r, sv__psn_add(psn, SV_PSN_MASK), now_ns);
 	if (sv__psn_cmp(psn, r->una) < 0 || sv__psn_cmp(psn, r->nxt) >= 0)
 		return 0;
 	if (r->rnr_retry != 7) {	/* 7 = retry forever (spec/roce.md 8) */

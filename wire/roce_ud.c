@@ -48,12 +48,12 @@ int sv__roce_dgram_send(struct sv__rctx *rc, const struct sockaddr_in *dst, uint
 		v[n].iov_base = trl;
 		v[n++].iov_len = pad;
 	}
-	sv__put_le32(trl + pad, sv__roce_icrc(&rc->local, dst, v, n));
+	sv__put_le32(trl + pad, sv__roce_tx_icrc(rc, (const struct sockaddr *)dst, v, n));
 	if (pad) {
-		v[n - 1].iov_len = pad + SV__ICRC_LEN;
+		v[n - 1].iov_len = pad + SV_ICRC_LEN;
 	} else {
 		v[n].iov_base = trl;
-		v[n++].iov_len = SV__ICRC_LEN;
+		v[n++].iov_len = SV_ICRC_LEN;
 	}
 	memset(&m, 0, sizeof(m));
 	m.msg_name = (void *)dst;
@@ -87,7 +87,7 @@ int sv__roce_ud_modify(struct sv__rqp *q, const struct sv_qp_attr *attr, int mas
 		q->err = false;
 		q->live = true;
 	} else if (next == SV_QPS_RTS && cur->qp_state == SV_QPS_RTR) {
-		q->ud_psn = attr->sq_psn & SV__PSN_MASK;
+		q->ud_psn = attr->sq_psn & SV_PSN_MASK;
 	}
 	return 0;
 }
@@ -96,11 +96,12 @@ int sv__roce_ud_modify(struct sv__rqp *q, const struct sv_qp_attr *attr, int mas
 static enum sv_wc_status send_one(struct sv__rqp *q, const struct sv__send_wqe *w)
 {
 	const struct sv_qp_attr *a = sv__qp_attr(q->qp);
-	uint8_t hdr[SV__BTH_LEN + SV__ROCE_DETH_LEN + SV__IMM_LEN];
+	uint8_t hdr[SV_BTH_LEN + SV_DETH_LEN + SV_IMMDT_LEN];
 	bool imm = w->opcode == SV_WR_SEND_WITH_IMM;
 	struct sockaddr_in dst = { .sin_family = AF_INET };
 	struct iovec iov[SV__MAX_SGE];
-	size_t hlen = SV__BTH_LEN + SV__ROCE_DETH_LEN;
+	size_t hlen = SV_BTH_LEN + SV_DETH_LEN;
+	struct sv_deth deth;
 	uint32_t qkey;
 	int n;
 
@@ -118,18 +119,16 @@ static enum sv_wc_status send_one(struct sv__rqp *q, const struct sv__send_wqe *
 	sv__roce_bth_put(hdr, imm ? SV__ROCE_OP_UD_SEND_ONLY_IMM : SV__ROCE_OP_UD_SEND_ONLY,
 			 w->flags & SV_SEND_SOLICITED, 0, w->remote_qpn, false, q->ud_psn);
 	q->ud_psn = sv__psn_add(q->ud_psn, 1);
-	sv__put_be32(hdr + SV__BTH_LEN, qkey);
-	hdr[SV__BTH_LEN + 4] = 0;
-	sv__put_be24(hdr + SV__BTH_LEN + 5, q->qp->qp_num);
-	if (imm) {
-		memcpy(hdr + hlen, &w->imm_data, SV__IMM_LEN);
-		hlen += SV__IMM_LEN;
-	}
+	deth.qkey = qkey;
+	deth.src_qp = q->qp->qp_num;
+	(void)sv__deth_encode(hdr + SV_BTH_LEN, SV_DETH_LEN, &deth);
+	if (imm)
+		hlen += (size_t)sv__immdt_encode(hdr + hlen, SV_IMMDT_LEN, w->imm_data);
 	if (sv__roce_dgram_send(q->rc, &dst, hdr, hlen, iov, n, w->length) < 0) {
 		q->ud_tx_drops++;
 	} else {
 		q->st.tx_packets++;
-		q->st.tx_bytes += hlen + w->length + ((-w->length) & 3) + SV__ICRC_LEN;
+		q->st.tx_bytes += hlen + w->length + ((-w->length) & 3) + SV_ICRC_LEN;
 	}
 	return SV_WC_SUCCESS;
 }
@@ -169,27 +168,21 @@ static void grh_ipv4(uint8_t grh[SV__ROCE_GRH_LEN], const struct sockaddr_in *sr
 void sv__roce_ud_rx(struct sv__rqp *q, const struct sockaddr_in *src,
 		    const struct sockaddr_in *dst, const uint8_t *p, size_t len)
 {
-	bool imm = p[0] == SV__ROCE_OP_UD_SEND_ONLY_IMM;
-	size_t hlen = SV__BTH_LEN + SV__ROCE_DETH_LEN + (imm ? SV__IMM_LEN : 0);
 	uint8_t grh[SV__ROCE_GRH_LEN];
 	struct iovec iov[SV__MAX_SGE];
 	struct sv__recv_wqe *wqe;
-	uint32_t qkey, src_qp, imm_be = 0, paylen;
-	unsigned pad = (p[1] >> 4) & 3;
+	struct sv_ib_pkt k;
+	bool imm;
 	int n;
 
-	if ((p[0] != SV__ROCE_OP_UD_SEND_ONLY && !imm) || len < hlen + pad ||
-	    (p[1] & 0x0f) != 0 || (sv__get_be16(p + 2) & 0x7fff) != 0x7fff)
+	/* The dispatcher routes UD opcodes here; the decoder knows only SEND_ONLY(_IMM). */
+	if (sv__ib_pkt_decode(&k, p, len) < 0 || !sv__ib_pkey_match(k.bth.pkey, SV_PKEY_DEFAULT))
 		return;
-	qkey = sv__get_be32(p + SV__BTH_LEN);
-	src_qp = sv__get_be24(p + SV__BTH_LEN + 5);
-	if (imm)
-		memcpy(&imm_be, p + SV__BTH_LEN + SV__ROCE_DETH_LEN, 4);
-	paylen = (uint32_t)(len - hlen - pad);
+	imm = k.flags & SV_IB_OPF_IMM;
 	sv__qp_lock(q->qp);
 	if (q->qp->qp_type != SV_QPT_UD || q->err || !q->live)
 		goto out;
-	if (qkey != sv__qp_attr(q->qp)->qkey) {
+	if (k.deth.qkey != sv__qp_attr(q->qp)->qkey) {
 		q->qkey_drops++;
 		goto out;
 	}
@@ -198,9 +191,9 @@ void sv__roce_ud_rx(struct sv__rqp *q, const struct sockaddr_in *src,
 		goto out;
 	}
 	q->st.rx_packets++;
-	q->st.rx_bytes += len + SV__ICRC_LEN;
-	sv__rq_set_src_qp(q->qp, wqe, src_qp);
-	if ((uint64_t)wqe->length < SV__ROCE_GRH_LEN + (uint64_t)paylen) {
+	q->st.rx_bytes += len;
+	sv__rq_set_src_qp(q->qp, wqe, k.deth.src_qp);
+	if ((uint64_t)wqe->length < SV__ROCE_GRH_LEN + (uint64_t)k.payload_len) {
 		sv__rq_done(q->qp, wqe, SV_WC_LOC_LEN_ERR, SV_WC_RECV, 0, 0, 0, false);
 		goto out;
 	}
@@ -208,11 +201,12 @@ void sv__roce_ud_rx(struct sv__rqp *q, const struct sockaddr_in *src,
 		sv__rq_done(q->qp, wqe, SV_WC_LOC_PROT_ERR, SV_WC_RECV, 0, 0, 0, false);
 		goto out;
 	}
-	grh_ipv4(grh, src, dst, len + SV__ICRC_LEN);
+	grh_ipv4(grh, src, dst, len);
 	sv__roce_iov_copy_in(iov, n, 0, grh, SV__ROCE_GRH_LEN);
-	sv__roce_iov_copy_in(iov, n, SV__ROCE_GRH_LEN, p + hlen, paylen);
-	sv__rq_done(q->qp, wqe, SV_WC_SUCCESS, SV_WC_RECV, SV__ROCE_GRH_LEN + paylen, imm_be,
-		    SV_WC_GRH | (imm ? SV_WC_WITH_IMM : 0), p[1] & 0x80);
+	sv__roce_iov_copy_in(iov, n, SV__ROCE_GRH_LEN, k.payload, (uint32_t)k.payload_len);
+	sv__rq_done(q->qp, wqe, SV_WC_SUCCESS, SV_WC_RECV,
+		    SV__ROCE_GRH_LEN + (uint32_t)k.payload_len, imm ? k.imm_be : 0,
+		    SV_WC_GRH | (imm ? SV_WC_WITH_IMM : 0), k.bth.se);
 out:
 	sv__qp_unlock(q->qp);
 }

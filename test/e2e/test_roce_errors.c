@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "roce_util.h"
-#include "wire/roce_pkt.h"
+#include "wire/roce.h"
 
 #define BUF (1u << 20)
 
@@ -181,15 +181,17 @@ Test(roce_errors, bad_icrc_dropped_and_counted, .fini = teardown, .timeout = 30)
 	struct rlink l = { .mtu = SV_MTU_4096, .timeout = 14, .retry_cnt = 7, .rnr_retry = 7,
 			   .min_rnr_timer = 1, .rd_atomic = 4 };
 	struct sockaddr_in dst = { .sin_family = AF_INET, .sin_port = htons(0) };
-	uint8_t pkt[SV__BTH_LEN + SV__RETH_LEN + 8 + SV__ICRC_LEN] = { 0 };
+	uint8_t pkt[SV_BTH_LEN + SV_RETH_LEN + 8 + SV_ICRC_LEN] = { 0 };
+	struct sv_reth reth;
 	struct sv_qp_stats st;
 	int fd;
 
 	pair(&l);
 	/* A WRITE ONLY for b's QP with a wrong ICRC, from a plain socket. */
-	sv__roce_bth_put(pkt, SV__OP_WRITE_ONLY, false, 0, b.qp->qp_num, true, b.psn);
-	sv__roce_reth_put(pkt + SV__BTH_LEN, (uintptr_t)b.buf, b.mr->rkey, 8);
-	memset(pkt + SV__BTH_LEN + SV__RETH_LEN, 0x77, 8);
+	sv__roce_bth_put(pkt, SV_IB_OP_WRITE_ONLY, false, 0, b.qp->qp_num, true, b.psn);
+	reth = (struct sv_reth){ .va = (uintptr_t)b.buf, .rkey = b.mr->rkey, .dma_len = 8 };
+	cr_assert_eq(sv__reth_encode(pkt + SV_BTH_LEN, SV_RETH_LEN, &reth), SV_RETH_LEN);
+	memset(pkt + SV_BTH_LEN + SV_RETH_LEN, 0x77, 8);
 	dst.sin_port = htons(b.port);
 	dst.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	fd = socket(AF_INET, SOCK_DGRAM, 0);

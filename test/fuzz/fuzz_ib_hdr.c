@@ -3,9 +3,13 @@
  * RoCEv2 packet (BTH and the extended headers its opcode implies), with pad and ICRC room.
  * A packet that decodes must re-encode to the same header bytes except the reserved bits
  * (BTH Resv6/Resv7, the DETH reserved byte), which are sent as zero; payload, pad and ICRC
- * must add up to the input; a failure must be one the input explains. The ICRC of the
- * input is also computed whole and split in two iovecs (at a point the input picks,
- * possibly inside the BTH's masked byte), which must agree.
+ * must add up to the input; a failure must be one the input explains. The receiver's
+ * checks after decoding answer consistently: the selective-repeat NAK is exactly an RC
+ * ACKNOWLEDGE with NAK PSN sequence error and 4 bytes of payload, the payload rule
+ * without a PMTU refuses exactly data on an opcode without any (that NAK excepted), and
+ * the P_Key match is symmetric. The ICRC of the input is also computed whole and split in
+ * two iovecs (at a point the input picks, possibly inside the BTH's masked byte), which
+ * must agree. This is the one packet decoder the UDP transport uses.
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -14,6 +18,7 @@
 #include <string.h>
 
 #include "crypto/icrc.h"
+#include "wire/byteorder.h"
 #include "wire/ib_hdr.h"
 
 static void check_icrc_split(const uint8_t *data, size_t size)
@@ -35,6 +40,25 @@ static void check_icrc_split(const uint8_t *data, size_t size)
 	two[0] = (struct iovec){ (void *)data, cut };
 	two[1] = (struct iovec){ (void *)(data + cut), size - cut };
 	if (sv__icrc_iov(pseudo, (size_t)n, &one, 1) != sv__icrc_iov(pseudo, (size_t)n, two, 2))
+		abort();
+}
+
+static void check_receiver(const struct sv_ib_pkt *pkt, const struct sv_ib_opinfo *oi,
+			   const uint8_t *data)
+{
+	bool sr_nak = data[0] == 0x11 && data[SV_BTH_LEN] == 0x60 &&
+		      pkt->payload_len == SV_IB_SR_NAK_LEN;
+	uint32_t trig = 0xffffffffu;
+	uint16_t pkey = sv__get_be16(data + 2);
+
+	if (sv__ib_sr_nak(pkt, &trig) != sr_nak ||
+	    (sr_nak && trig != sv__get_be24(data + SV_BTH_LEN + SV_AETH_LEN + 1)))
+		abort();
+	if ((sv__ib_pkt_payload_check(pkt, 0) == 0) !=
+	    (sr_nak || (oi->flags & SV_IB_OPF_PAYLOAD) || pkt->payload_len == 0))
+		abort();
+	if (sv__ib_pkey_match(pkey, SV_PKEY_DEFAULT) != sv__ib_pkey_match(SV_PKEY_DEFAULT, pkey) ||
+	    sv__ib_pkey_match(pkey, SV_PKEY_DEFAULT) != ((pkey & 0x7fff) == 0x7fff))
 		abort();
 }
 
@@ -85,8 +109,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	}
 	oi = sv__ib_opinfo(pkt.bth.opcode);
-	if (oi == NULL || rc != oi->hdr_len || pkt.hdr_len != oi->hdr_len || pkt.hdrs != oi->hdrs)
+	if (oi == NULL || rc != oi->hdr_len || pkt.hdr_len != oi->hdr_len ||
+	    pkt.hdrs != oi->hdrs || pkt.flags != oi->flags)
 		abort();
+	check_receiver(&pkt, oi, data);
 	if (pkt.payload != data + rc ||
 	    (size_t)rc + pkt.payload_len + pkt.bth.pad + SV_ICRC_LEN != size ||
 	    (pkt.payload_len + pkt.bth.pad) % 4 != 0)

@@ -589,3 +589,120 @@ Test(wire_ib_hdr, packet_bad_values)
 	pkt.bth.opcode = 0x15;
 	cr_assert_eq(sv__ib_hdrs_encode(p, sizeof(p), &pkt), -EPROTO);
 }
+
+/* ---- what a receiver checks after decoding ---- */
+
+/* Selective repeat's NAK (roce.md section 12): RC ACKNOWLEDGE, P_Key ffff, QPN 0x11,
+ * PSN 7 (the responder's expected PSN), AETH NAK PSN sequence error with MSN 3, then the
+ * PSN that arrived out of order, 0x00000a, as 4 bytes of payload; ICRC. */
+static const uint8_t p_sr_nak[] = {
+	0x11, 0x00, 0xff, 0xff, 0x00, 0x00, 0x00, 0x11, 0x00, 0x00, 0x00, 0x07,
+	0x60, 0x00, 0x00, 0x03,
+	0x00, 0x00, 0x00, 0x0a,
+	0x01, 0x02, 0x03, 0x04,
+};
+
+Test(wire_ib_hdr, packet_sr_nak)
+{
+	struct sv_ib_pkt pkt;
+	uint8_t p[sizeof(p_sr_nak)];
+	uint32_t trig = 0;
+
+	cr_assert_eq(sv__ib_pkt_decode(&pkt, p_sr_nak, sizeof(p_sr_nak)), 16);
+	cr_assert_eq(pkt.flags, SV_IB_OPF_ONLY | SV_IB_OPF_RESP);
+	cr_assert_eq(pkt.bth.psn, 7);
+	cr_assert_eq(pkt.aeth.syndrome, 0x60);
+	cr_assert_eq(pkt.payload_len, SV_IB_SR_NAK_LEN);
+	cr_assert(sv__ib_sr_nak(&pkt, &trig));
+	cr_assert_eq(trig, 0x0a);
+	cr_assert(sv__ib_sr_nak(&pkt, NULL));
+	/* Allowed whatever the MTU, though an ACK carries no data otherwise. */
+	cr_assert_eq(sv__ib_payload_check(sv__ib_opinfo(0x11), 4, 256), -EMSGSIZE);
+	for (uint32_t pmtu = 0; pmtu <= 4096; pmtu = pmtu ? pmtu * 2 : 256)
+		cr_assert_eq(sv__ib_pkt_payload_check(&pkt, pmtu), 0, "pmtu %u", pmtu);
+	check_reencode(p_sr_nak, sizeof(p_sr_nak), &pkt);
+
+	/* The triggering PSN is 24 bits; the high byte is not part of it. */
+	memcpy(p, p_sr_nak, sizeof(p));
+	p[16] = 0xff;
+	cr_assert_eq(sv__ib_pkt_decode(&pkt, p, sizeof(p)), 16);
+	cr_assert(sv__ib_sr_nak(&pkt, &trig));
+	cr_assert_eq(trig, 0x0a);
+	/* Another NAK code, an ACK, an RNR NAK: not an SR NAK, and then no payload. */
+	static const uint8_t others[] = { 0x61, 0x1f, 0x2e };
+	for (size_t i = 0; i < sizeof(others); i++) {
+		memcpy(p, p_sr_nak, sizeof(p));
+		p[SV_BTH_LEN] = others[i];
+		cr_assert_eq(sv__ib_pkt_decode(&pkt, p, sizeof(p)), 16);
+		cr_assert_not(sv__ib_sr_nak(&pkt, &trig), "syndrome 0x%02x", others[i]);
+		cr_assert_eq(sv__ib_pkt_payload_check(&pkt, 0), -EMSGSIZE);
+	}
+	/* Other payload lengths: 0 is a plain NAK, 8 nothing we know. */
+	cr_assert_eq(sv__ib_pkt_decode(&pkt, p_sr_nak, sizeof(p_sr_nak) - 4), 16);
+	cr_assert_not(sv__ib_sr_nak(&pkt, &trig));
+	cr_assert_eq(sv__ib_pkt_payload_check(&pkt, 0), 0);
+	memcpy(p, p_sr_nak, sizeof(p));
+	cr_assert_not(sv__ib_sr_nak(&(struct sv_ib_pkt){ .bth.opcode = 0x11,
+							   .aeth.syndrome = 0x60,
+							   .payload = p, .payload_len = 8 }, &trig));
+	/* The same bytes on a UC or UD opcode are no NAK. */
+	p[0] = 0x31;
+	cr_assert_eq(sv__ib_pkt_decode(&pkt, p, sizeof(p)), -EPROTO);
+}
+
+/* sv__ib_pkt_payload_check: pmtu 0 judges only opcodes without data; a real PMTU applies
+ * sv__ib_payload_check to every opcode. */
+Test(wire_ib_hdr, packet_payload_check)
+{
+	struct sv_ib_pkt pkt;
+	uint8_t p[sizeof(p_cmp_swap) + 4];
+
+	/* A COMPARE_SWAP carries no data: 4 stray bytes fail at any PMTU, 0 too. */
+	memcpy(p, p_cmp_swap, sizeof(p_cmp_swap) - 4);
+	memset(p + sizeof(p_cmp_swap) - 4, 0, 8);
+	cr_assert_eq(sv__ib_pkt_decode(&pkt, p, sizeof(p)), 40);
+	cr_assert_eq(pkt.payload_len, 4);
+	cr_assert_eq(sv__ib_pkt_payload_check(&pkt, 0), -EMSGSIZE);
+	cr_assert_eq(sv__ib_pkt_payload_check(&pkt, 4096), -EMSGSIZE);
+	cr_assert_eq(sv__ib_pkt_decode(&pkt, p_cmp_swap, sizeof(p_cmp_swap)), 40);
+	cr_assert_eq(sv__ib_pkt_payload_check(&pkt, 0), 0);
+	/* SEND_ONLY_WITH_INVALIDATE of 8 bytes: not judged without a PMTU; fits 256. */
+	cr_assert_eq(sv__ib_pkt_decode(&pkt, p_send_inv, sizeof(p_send_inv)), 16);
+	cr_assert_eq(pkt.flags, SV_IB_OPF_ONLY | SV_IB_OPF_PAYLOAD | SV_IB_OPF_RECV |
+		     SV_IB_OPF_REQ | SV_IB_OPF_SEND | SV_IB_OPF_INV);
+	cr_assert_eq(sv__ib_pkt_payload_check(&pkt, 0), 0);
+	cr_assert_eq(sv__ib_pkt_payload_check(&pkt, 256), 0);
+	/* A SEND_LAST_WITH_IMMEDIATE of 5 bytes on a 256-byte path: fine; a FIRST of 5 is
+	 * not (exactly one PMTU), though pmtu 0 lets it through to the responder. */
+	cr_assert_eq(sv__ib_pkt_decode(&pkt, p_send_imm, sizeof(p_send_imm)), 16);
+	cr_assert_eq(sv__ib_pkt_payload_check(&pkt, 256), 0);
+	pkt.bth.opcode = SV_IB_OP_SEND_FIRST;
+	cr_assert_eq(sv__ib_pkt_payload_check(&pkt, 256), -EMSGSIZE);
+	cr_assert_eq(sv__ib_pkt_payload_check(&pkt, 0), 0);
+	pkt.bth.opcode = 0x15;
+	cr_assert_eq(sv__ib_pkt_payload_check(&pkt, 0), -EMSGSIZE, "unknown opcode");
+}
+
+/* IBA 10.9.3 through roce.md section 2. */
+Test(wire_ib_hdr, pkey_match)
+{
+	static const struct {
+		uint16_t a, b;
+		bool match;
+	} v[] = {
+		{ 0xffff, 0xffff, true },	/* the default key, full members */
+		{ 0x7fff, 0xffff, true },	/* limited meets full */
+		{ 0xffff, 0x7fff, true },
+		{ 0x7fff, 0x7fff, false },	/* two limited members never talk */
+		{ 0x8001, 0x8001, true },
+		{ 0x8001, 0x0001, true },
+		{ 0x8001, 0x8002, false },	/* different partitions */
+		{ 0x8000, 0x8000, false },	/* low bits 0: the invalid P_Key */
+		{ 0x0000, 0xffff, false },
+		{ 0xffff, 0x0000, false },
+	};
+
+	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
+		cr_assert_eq(sv__ib_pkey_match(v[i].a, v[i].b), v[i].match, "0x%04x 0x%04x",
+			     v[i].a, v[i].b);
+}

@@ -1,15 +1,15 @@
 /*
  * test_roce_retx.c — the UDP transport's pure pieces on simulated time: the requester's
  * reliability state (roce_retx.c: window, ACKs, go-back-N NAKs, selective-repeat SACKs,
- * timer, RNR, counters, PSN wrap), the RNR timer table, the packet codec and the ICRC
- * against the published RoCEv2 vector (spec/roce.md 9).
+ * timer, RNR, counters, PSN wrap), the RNR timer table, and the shared packet codec and
+ * ICRC as the transport uses them (the published RoCEv2 vector, spec/roce.md 9).
  */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <string.h>
 
-#include "wire/roce_pkt.h"
+#include "wire/roce.h"
 #include "wire/roce_retx.h"
 
 #define MS 1000000ull
@@ -164,75 +164,117 @@ Test(roce_retx, rnr_table)
 	cr_assert_eq(sv__rnr_code_ns(31), 491520000);
 }
 
-/* spec/roce.md 9: the datenlord/open-rdma-driver vector. */
+/* spec/roce.md 9: the datenlord/open-rdma-driver vector through the ICRC the transport
+ * uses (crypto/icrc.h), and the pseudo header the transport assumes for its own socket. */
 Test(roce_pkt, icrc_vector)
 {
 	static const uint8_t bth[] = { 0x0a, 0x80, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02,
 				       0x80, 0x00, 0x00, 0x00 };
 	static const uint8_t reth[] = { 0x00, 0x00, 0x7f, 0x7e, 0x91, 0x00, 0x00, 0x00,
 					0x01, 0x70, 0x9a, 0x33, 0x00, 0x00, 0x00, 0x80 };
-	static const uint8_t ip[20] = { 0x45, 0x00, 0x00, 0xbc, 0x00, 0x01, 0x00, 0x00, 0x40,
-					0x11, 0xf8, 0xda, 0xc0, 0xa8, 0x00, 0x02, 0xc0, 0xa8,
-					0x00, 0x03 };
-	static const uint8_t udp[8] = { 0x12, 0xb7, 0x12, 0xb7, 0x00, 0xa8, 0x00, 0x00 };
-	uint8_t hdr[28], pay[128];
+	/* The vector's IPv4 and UDP headers with the masked fields (TOS, TTL, checksums)
+	 * already all ones; identification 1, no DF. */
+	static const uint8_t ip_udp[28] = { 0x45, 0xff, 0x00, 0xbc, 0x00, 0x01, 0x00, 0x00,
+					    0xff, 0x11, 0xff, 0xff, 0xc0, 0xa8, 0x00, 0x02,
+					    0xc0, 0xa8, 0x00, 0x03, 0x12, 0xb7, 0x12, 0xb7,
+					    0x00, 0xa8, 0xff, 0xff };
+	const struct sv_icrc_ipv4 v4_vector = { .id = 1, .df = false };
 	struct sockaddr_in src = { .sin_family = AF_INET, .sin_port = htons(4791) };
 	struct sockaddr_in dst = { .sin_family = AF_INET, .sin_port = htons(4791) };
-	uint8_t ipdf[20];
+	uint8_t hdr[28], pay[128], pseudo[SV_ICRC_PSEUDO_MAX], ipdf[28];
 	struct iovec v[2] = { { hdr, sizeof(hdr) }, { pay, sizeof(pay) } };
-	struct sv__roce_pkt k;
-	uint8_t whole[156];
+	const size_t udp_payload = sizeof(hdr) + sizeof(pay) + SV_ICRC_LEN;
 
 	memcpy(hdr, bth, 12);
 	memcpy(hdr + 12, reth, 16);
 	memset(pay, 0xff, sizeof(pay));
-	cr_assert_eq(sv__roce_icrc_ip4(ip, udp, v, 2), 0x982287c6);
-
-	/* What we send ourselves: identification 0 and DF instead of id 1 (the masked
-	 * fields do not matter); same addresses, ports and lengths. */
-	memcpy(ipdf, ip, sizeof(ipdf));
-	ipdf[4] = ipdf[5] = 0;
-	ipdf[6] = 0x40;
 	inet_pton(AF_INET, "192.168.0.2", &src.sin_addr);
 	inet_pton(AF_INET, "192.168.0.3", &dst.sin_addr);
-	cr_assert_eq(sv__roce_icrc(&src, &dst, v, 2), sv__roce_icrc_ip4(ipdf, udp, v, 2));
-	cr_assert_neq(sv__roce_icrc(&src, &dst, v, 2), 0x982287c6);
+	cr_assert_eq(sv__icrc_iov(ip_udp, sizeof(ip_udp), v, 2), 0x982287c6);
+	cr_assert_eq(sv__icrc_pseudo_hdr(pseudo, (struct sockaddr *)&src, (struct sockaddr *)&dst,
+					 udp_payload, &v4_vector), SV_ICRC_PSEUDO_V4_LEN);
+	cr_assert_arr_eq(pseudo, ip_udp, sizeof(ip_udp));
+	cr_assert_eq(sv__icrc_iov(pseudo, SV_ICRC_PSEUDO_V4_LEN, v, 2), 0x982287c6);
 
-	memcpy(whole, hdr, 28);
-	memcpy(whole + 28, pay, 128);
-	cr_assert_eq(sv__roce_decode(&k, whole, sizeof(whole)), -EPROTO,
-		     "P_Key 0 is invalid (IBA 10.9.1)");
-	whole[2] = whole[3] = 0xff;
-	cr_assert_eq(sv__roce_decode(&k, whole, sizeof(whole)), 0);
-	cr_assert_eq(k.op, SV__OP_WRITE_ONLY);
-	cr_assert(k.se);
-	cr_assert(k.ackreq);
-	cr_assert_eq(k.dqp, 2);
-	cr_assert_eq(k.psn, 0);
-	cr_assert_eq(k.va, 0x7f7e91000000ull);
-	cr_assert_eq(k.rkey, 0x01709a33);
-	cr_assert_eq(k.dmalen, 128);
-	cr_assert_eq(k.paylen, 128);
+	/* What the transport sends (no IPv4 fields given): identification 0 and DF, which an
+	 * unconnected IP_PMTUDISC_DO socket puts on the wire; same addresses, ports, lengths. */
+	memcpy(ipdf, ip_udp, sizeof(ipdf));
+	ipdf[4] = ipdf[5] = 0;
+	ipdf[6] = 0x40;
+	cr_assert_eq(sv__icrc_pseudo_hdr(pseudo, (struct sockaddr *)&src, (struct sockaddr *)&dst,
+					 udp_payload, NULL), SV_ICRC_PSEUDO_V4_LEN);
+	cr_assert_arr_eq(pseudo, ipdf, sizeof(ipdf));
+	cr_assert_neq(sv__icrc_iov(pseudo, SV_ICRC_PSEUDO_V4_LEN, v, 2), 0x982287c6);
 }
 
-Test(roce_pkt, decode_rejects)
+/* The receive checks the transport makes with the shared codec (wire/ib_hdr.h) on a whole
+ * datagram, ICRC trailer included: decode, P_Key, and no data on an opcode without any
+ * except the selective-repeat NAK's PSN. */
+Test(roce_pkt, receive_checks)
 {
 	uint8_t p[64] = { 0 };
-	struct sv__roce_pkt k;
+	struct sv_ib_pkt k;
+	uint32_t trig;
 
-	sv__roce_bth_put(p, SV__OP_READ_REQ, false, 0, 5, true, 9);
-	for (size_t n = 0; n < SV__BTH_LEN + SV__RETH_LEN; n++)
-		cr_assert_eq(sv__roce_decode(&k, p, n), -EBADMSG, "len %zu", n);
-	cr_assert_eq(sv__roce_decode(&k, p, SV__BTH_LEN + SV__RETH_LEN), 0);
-	cr_assert_eq(sv__roce_decode(&k, p, SV__BTH_LEN + SV__RETH_LEN + 4), -EBADMSG,
-		     "a READ request has no payload");
-	p[1] |= 0x01;			/* TVer 1 */
-	cr_assert_eq(sv__roce_decode(&k, p, SV__BTH_LEN + SV__RETH_LEN), -EPROTO);
-	p[1] = 0;
+	sv__roce_bth_put(p, SV_IB_OP_WRITE_ONLY, true, 0, 2, true, 0x123456);
+	sv__put_be64(p + SV_BTH_LEN, 0x7f7e91000000ull);
+	sv__put_be32(p + SV_BTH_LEN + 8, 0x01709a33);
+	sv__put_be32(p + SV_BTH_LEN + 12, 8);
+	cr_assert_eq(sv__ib_pkt_decode(&k, p, SV_BTH_LEN + SV_RETH_LEN + 8 + SV_ICRC_LEN),
+		     SV_BTH_LEN + SV_RETH_LEN);
+	cr_assert(sv__ib_pkey_match(k.bth.pkey, SV_PKEY_DEFAULT), "we send the default P_Key");
+	cr_assert(k.bth.se && k.bth.ack_req);
+	cr_assert_eq(k.bth.dest_qp, 2);
+	cr_assert_eq(k.bth.psn, 0x123456);
+	cr_assert_eq(k.reth.va, 0x7f7e91000000ull);
+	cr_assert_eq(k.reth.rkey, 0x01709a33);
+	cr_assert_eq(k.reth.dma_len, 8);
+	cr_assert_eq(k.payload_len, 8);
+	cr_assert(k.flags & SV_IB_OPF_WRITE && k.flags & SV_IB_OPF_START && k.flags & SV_IB_OPF_END);
+	cr_assert_eq(sv__ib_pkt_payload_check(&k, 0), 0);
+	p[2] = p[3] = 0;		/* P_Key 0 is invalid (IBA 10.9.1) */
+	cr_assert_eq(sv__ib_pkt_decode(&k, p, SV_BTH_LEN + SV_RETH_LEN + 8 + SV_ICRC_LEN),
+		     SV_BTH_LEN + SV_RETH_LEN);
+	cr_assert_not(sv__ib_pkey_match(k.bth.pkey, SV_PKEY_DEFAULT));
+
+	/* A READ request carries no data. */
+	sv__roce_bth_put(p, SV_IB_OP_READ_REQ, false, 0, 5, true, 9);
+	for (size_t n = 0; n < SV_BTH_LEN + SV_RETH_LEN + SV_ICRC_LEN; n++)
+		cr_assert_eq(sv__ib_pkt_decode(&k, p, n), -EBADMSG, "len %zu", n);
+	cr_assert_eq(sv__ib_pkt_decode(&k, p, SV_BTH_LEN + SV_RETH_LEN + SV_ICRC_LEN),
+		     SV_BTH_LEN + SV_RETH_LEN);
+	cr_assert_eq(sv__ib_pkt_payload_check(&k, 0), 0);
+	cr_assert_eq(sv__ib_pkt_decode(&k, p, SV_BTH_LEN + SV_RETH_LEN + 4 + SV_ICRC_LEN),
+		     SV_BTH_LEN + SV_RETH_LEN);
+	cr_assert_eq(sv__ib_pkt_payload_check(&k, 0), -EMSGSIZE, "a READ request has no payload");
+
+	/* The selective-repeat NAK: ACKNOWLEDGE, NAK PSN sequence error, ePSN 9, then the
+	 * triggering PSN 12 as 4 bytes of payload. A plain NAK has none. */
+	sv__roce_bth_put(p, SV_IB_OP_ACK, false, 0, 5, false, 9);
+	p[SV_BTH_LEN] = 0x60;
+	sv__put_be24(p + SV_BTH_LEN + 1, 3);
+	sv__put_be32(p + SV_BTH_LEN + SV_AETH_LEN, 12);
+	cr_assert_eq(sv__ib_pkt_decode(&k, p, SV_BTH_LEN + SV_AETH_LEN + 4 + SV_ICRC_LEN),
+		     SV_BTH_LEN + SV_AETH_LEN);
+	cr_assert(sv__ib_sr_nak(&k, &trig));
+	cr_assert_eq(trig, 12);
+	cr_assert_eq(sv__ib_pkt_payload_check(&k, 0), 0);
+	cr_assert_eq(sv__ib_pkt_decode(&k, p, SV_BTH_LEN + SV_AETH_LEN + SV_ICRC_LEN),
+		     SV_BTH_LEN + SV_AETH_LEN);
+	cr_assert_not(sv__ib_sr_nak(&k, &trig));
+
+	/* Pad beyond the payload; a pad that completes the word. */
+	sv__roce_bth_put(p, SV_IB_OP_SEND_ONLY, false, 3, 5, false, 9);
+	cr_assert_eq(sv__ib_pkt_decode(&k, p, SV_BTH_LEN + 2 + SV_ICRC_LEN), -EBADMSG);
+	cr_assert_eq(sv__ib_pkt_decode(&k, p, SV_BTH_LEN + 4 + SV_ICRC_LEN), SV_BTH_LEN);
+	cr_assert_eq(k.payload_len, 1);
+	/* A UC opcode decodes, but is not the RC transport's: the receiver checks. */
+	p[0] = SV_IB_UC | SV_IB_OP_SEND_ONLY;
+	cr_assert_eq(sv__ib_pkt_decode(&k, p, SV_BTH_LEN + 4 + SV_ICRC_LEN), SV_BTH_LEN);
+	cr_assert_neq(k.bth.opcode & SV_IB_TRANSPORT_MASK, SV_IB_RC);
 	p[0] = 0x15;			/* reserved opcode */
-	cr_assert_eq(sv__roce_decode(&k, p, SV__BTH_LEN + SV__RETH_LEN), -EPROTO);
-	sv__roce_bth_put(p, SV__OP_SEND_ONLY, false, 3, 5, false, 9);
-	cr_assert_eq(sv__roce_decode(&k, p, SV__BTH_LEN + 2), -EBADMSG, "pad beyond payload");
-	cr_assert_eq(sv__roce_decode(&k, p, SV__BTH_LEN + 4), 0);
-	cr_assert_eq(k.paylen, 1);
+	cr_assert_eq(sv__ib_pkt_decode(&k, p, SV_BTH_LEN + 4 + SV_ICRC_LEN), -EPROTO);
+	p[0] = SV_IB_OP_SEND_ONLY;
+	p[1] |= 0x01;			/* TVer 1 */
+	cr_assert_eq(sv__ib_pkt_decode(&k, p, SV_BTH_LEN + 4 + SV_ICRC_LEN), -EPROTO);
 }
