@@ -238,8 +238,9 @@ enum sv_mw_type {
 struct sv_mw {
 	struct sv_context *context;
 	struct sv_pd *pd;
-	uint32_t rkey;			/* the current key (type 1: updated by sv_bind_mw;
-					 * type 2: when the bind WR executes) */
+	uint32_t rkey;			/* the key the last bind posted asked for (set by
+					 * sv_bind_mw() and sv_post_send() of a BIND_MW); it
+					 * works once that bind has executed */
 	uint32_t handle;
 	enum sv_mw_type type;
 };

@@ -7,7 +7,7 @@
  * and WRITE/READ/atomic through it; access outside the window (REM_ACCESS_ERR, target QP
  * in ERR); type 1 bind through sv_bind_mw(), unbind by length 0; a type 2 window used
  * through another QP of the same PD (refused) next to a type 1 window (accepted);
- * LOCAL_INV and re-bind; Send with Invalidate (WITH_INV, invalidated_rkey, key dead
+ * LOCAL_INV and re-bind, LOCAL_INV behind a SEND (the local invalidate fence); Send with Invalidate (WITH_INV, invalidated_rkey, key dead
  * afterwards, a multi-packet message included); a peer invalidating an MR or a type 1
  * window (errors per transport); deregistration with a bound window (-EBUSY); bind
  * errors (window of another PD, MR without MW_BIND) and LOCAL_INV errors.
@@ -439,6 +439,43 @@ BOTH(local_inv_then_use)
 	cr_assert_eq(rdma(&t, SV_WR_RDMA_READ, 0, 16, (uint64_t)(uintptr_t)t.buf[1], mw->rkey),
 		     SV_WC_SUCCESS);
 	local_inv(&t, mw->rkey, SV_WC_SUCCESS);
+	read_refused(&t, (uint64_t)(uintptr_t)t.buf[1], mw->rkey, "read after LOCAL_INV");
+	cr_assert_eq(sv_dealloc_mw(mw), 0);
+	mt_close(&t);
+}
+
+/* IBA 10.6.5.1: a LOCAL_INV posted right behind a SEND waits for the SEND's completion
+ * (on UDP, its ACK), then runs; both complete in order and the key is dead after. */
+BOTH(local_inv_waits_for_earlier_wrs)
+{
+	struct mt t;
+	struct sv_mw *mw;
+	struct sv_sge sge;
+	struct sv_send_wr wr[2];
+	struct sv_send_wr *bad;
+	struct sv_wc wc;
+
+	mt_open(&t, udp, SV_ACCESS_LOCAL_WRITE | SV_ACCESS_MW_BIND);
+	cr_assert_eq(sv_alloc_mw(t.pd[1], SV_MW_TYPE_2, &mw), 0);
+	bind2(&t, mw, 0x29, t.mr[1], t.buf[1], 4096, SV_ACCESS_REMOTE_READ, SV_WC_SUCCESS);
+	e2e_post_recv(t.qp[0], 0x4ec, t.mr[0], t.buf[0], 4096);
+	sge = (struct sv_sge){ (uint64_t)(uintptr_t)t.buf[1] + 4096, 3000, t.mr[1]->lkey };
+	e2e_wr(&wr[0], 0x5e, SV_WR_SEND, &sge, 1, SV_SEND_SIGNALED);
+	memset(&wr[1], 0, sizeof(wr[1]));
+	wr[1].wr_id = 0x1ee;
+	wr[1].opcode = SV_WR_LOCAL_INV;
+	wr[1].send_flags = SV_SEND_SIGNALED;
+	wr[1].invalidate_rkey = mw->rkey;
+	wr[0].next = &wr[1];
+	cr_assert_eq(sv_post_send(t.qp[1], wr, &bad), 0);
+	wc = wc1(t.scq[1]);
+	e2e_assert_wc(&wc, 0x5e, SV_WC_SUCCESS, "the SEND first");
+	wc = wc1(t.scq[1]);
+	e2e_assert_wc(&wc, 0x1ee, SV_WC_SUCCESS, "then the LOCAL_INV");
+	cr_assert_eq(wc.opcode, SV_WC_LOCAL_INV);
+	wc = wc1(t.rcq[0]);
+	e2e_assert_wc(&wc, 0x4ec, SV_WC_SUCCESS, "the SEND arrived");
+	cr_assert_eq(wc.byte_len, 3000);
 	read_refused(&t, (uint64_t)(uintptr_t)t.buf[1], mw->rkey, "read after LOCAL_INV");
 	cr_assert_eq(sv_dealloc_mw(mw), 0);
 	mt_close(&t);
