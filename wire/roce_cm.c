@@ -20,8 +20,10 @@
  *
  * Handshake (IBA 12.6): REQ (QPN, starting PSN, responder resources / initiator depth,
  * path MTU, retry counts, private data) -> REP (the accepting QP's QPN and PSN) -> RTU.
- * The active QP goes to RTR and RTS on the REP; the passive QP to RTR when it sends the
- * REP and to RTS on the RTU; both through sv_modify_qp(), the path out-of-band setup
+ * The active QP goes to RTR and RTS on the REP; the passive QP to RTR and RTS when it
+ * sends the REP, as the kernel's rdma_cm moves it on accept (so sends posted right after
+ * accepting are not refused), while its ESTABLISHED waits for the RTU; both through
+ * sv_modify_qp(), the path out-of-band setup
  * uses, with local ACK timeout 14 (67 ms) and min RNR timer 12 (0.64 ms). Retry counts
  * follow IBA 12.7: the active side's sv_conn_param retry_count is its own QP's and goes
  * in the REQ for the passive QP; its rnr_retry_count goes in the REQ for the passive
@@ -31,15 +33,15 @@
  * rejects (consumer defined, with its private data). The first is reported as
  * UNREACHABLE (-ECONNREFUSED), as the TCP transport reports a refused TCP connect, so
  * "nobody listens there" reads the same on both transports (and rdma_cm's drop-in retries
- * it alike while the connect's deadline lasts); the second as REJECTED. DREQ/DREP close; both sides report
- * DISCONNECTED. A MAD that expects an answer (REQ, REP, DREQ) is sent again every
+ * it alike while the connect's deadline lasts); the second as REJECTED. DREQ/DREP
+ * close; both sides report DISCONNECTED. A MAD that expects an answer (REQ, REP, DREQ) is sent again every
  * CM_RETRY_MS up to CM_TRIES times; an unanswered REQ ends in UNREACHABLE, an unanswered
  * REP in UNREACHABLE at the passive side, an unanswered DREQ in DISCONNECTED. Repeated
  * messages get the answer again: a REQ our REP or REJ answered gets it again, a REP our
  * RTU answered the RTU, a DREQ always a DREP; a REQ repeated while the application has
  * not decided yet gets an MRA, which restarts the active side's count. Data arriving at
- * the passive QP before the RTU is received (the QP is in RTR) but does not stand in for
- * the RTU (no COMM_EST): a lost RTU is repaired by the REP's retransmission.
+ * the passive QP before the RTU is received but does not stand in for the RTU (no
+ * COMM_EST): a lost RTU is repaired by the REP's retransmission.
  *
  * UD port spaces (rdma_cm RDMA_PS_UDP / RDMA_PS_IPOIB; IBA 12.11 service ID resolution):
  * a listener of such a port space answers SIDR_REQ, not REQ, for service ID
@@ -518,7 +520,7 @@ static void rx_rtu(struct sv__rctx *rc, const struct sv_cm_msg *m)
 	if (!ep || ep->state != EP_REP_SENT || ep->remote_id != m->rtu.local_comm_id)
 		return;
 	ep->deadline_ns = 0;
-	if (!ep->qp || qp_to_rts(ep) < 0) {
+	if (!ep->qp) {
 		ep->state = EP_CLOSED;
 		report(ep, SV_CM_EVENT_CONNECT_ERROR, -EINVAL, NULL);
 		return;
@@ -1080,7 +1082,10 @@ int sv__roce_cm_accept(struct sv__tep *ep, struct sv_qp *qp, const struct sv__co
 	ep->ord = ep->ird;
 	ep->ird = param->ird;
 	ep->psn = rand24(ep->rc);
-	if ((r = qp_to_rtr(ep, ep->remote_qpn, peer_psn)) < 0) {
+	/* RTR and RTS before the REP goes out, as the kernel's rdma_cm does on IB
+	 * (cma_accept_ib): applications post sends right after accepting, before the RTU
+	 * (perftest -R does); ESTABLISHED still waits for the RTU. */
+	if ((r = qp_to_rtr(ep, ep->remote_qpn, peer_psn)) < 0 || (r = qp_to_rts(ep)) < 0) {
 		/* Undecided again: the application may reject, or accept with another QP. */
 		detach_qp(ep);
 		ep->psn = peer_psn;
