@@ -273,7 +273,12 @@ const char *apps_free_roce_addr(void)
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(4791) };
 	int n, fd;
 
-	for (n = 100; n < 250; n++) {
+	/* Tests run in parallel processes: each starts its search at its own place, so two
+	 * of them rarely find the same free address before either server binds it. */
+	int start = (int)(getpid() % 150);
+
+	for (int i = 0; i < 150; i++) {
+		n = 100 + (start + i) % 150;
 		snprintf(buf, sizeof(buf), "127.0.0.%d", n);
 		inet_pton(AF_INET, buf, &a.sin_addr);
 		fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
