@@ -21,7 +21,7 @@
 #include "roce_util.h"
 #include "softverbs.h"
 
-#define BUF 8192
+#define BUF 65536
 #define WAIT 8000
 
 /* Two connected endpoints on one transport, seen the same way whatever built them. */
@@ -515,12 +515,12 @@ static void send_inv_ok(bool udp, uint32_t len, unsigned flags)
 
 	mt_open(&t, udp, SV_ACCESS_LOCAL_WRITE | SV_ACCESS_MW_BIND);
 	cr_assert_eq(sv_alloc_mw(t.pd[1], SV_MW_TYPE_2, &mw), 0);
-	bind2(&t, mw, 0x44, t.mr[1], t.buf[1] + 4096, 1024, SV_ACCESS_REMOTE_READ,
+	bind2(&t, mw, 0x44, t.mr[1], t.buf[1] + 49152, 1024, SV_ACCESS_REMOTE_READ,
 	      SV_WC_SUCCESS);
 	key = mw->rkey;
-	cr_assert_eq(rdma(&t, SV_WR_RDMA_READ, 0, 64, (uint64_t)(uintptr_t)t.buf[1] + 4096, key),
+	cr_assert_eq(rdma(&t, SV_WR_RDMA_READ, 0, 64, (uint64_t)(uintptr_t)t.buf[1] + 49152, key),
 		     SV_WC_SUCCESS);
-	e2e_post_recv(t.qp[1], 0x4ec, t.mr[1], t.buf[1], 4096);
+	e2e_post_recv(t.qp[1], 0x4ec, t.mr[1], t.buf[1], 49152);
 	e2e_fill(t.buf[0], len, 33, 0);
 	post_send_inv(&t, len, key, flags);
 	wc = wc1(t.scq[0]);
@@ -536,7 +536,7 @@ static void send_inv_ok(bool udp, uint32_t len, unsigned flags)
 		     wc.invalidated_rkey, key);
 	e2e_assert_pat(t.buf[1], len, 33, 0, "SEND_WITH_INV payload");
 	/* The key is dead; the window is free for a new bind on the same QP... */
-	read_refused(&t, (uint64_t)(uintptr_t)t.buf[1] + 4096, key, "read after remote invalidate");
+	read_refused(&t, (uint64_t)(uintptr_t)t.buf[1] + 49152, key, "read after remote invalidate");
 	cr_assert_eq(sv_dealloc_mw(mw), 0);
 	mt_close(&t);
 }
@@ -546,11 +546,11 @@ BOTH(send_with_inv)
 	send_inv_ok(udp, 200, 0);
 }
 
-/* Several packets on UDP (path MTU 1024): FIRST, MIDDLE, LAST_WITH_INVALIDATE; on TCP
- * the Send with SE and Invalidate opcode. */
+/* Several packets (UDP, path MTU 1024: FIRST, MIDDLE..., LAST_WITH_INVALIDATE) or
+ * several DDP segments each naming the STag (TCP, Send with SE and Invalidate). */
 BOTH(send_with_inv_long_solicited)
 {
-	send_inv_ok(udp, 3000, SV_SEND_SOLICITED);
+	send_inv_ok(udp, 40000, SV_SEND_SOLICITED);
 }
 
 /* The peer names a key this side may not invalidate. UDP: NAK invalid request, the
