@@ -306,8 +306,8 @@ enum sv_wc_status sv__mw_run_local(struct sv_qp *qp, const struct sv__send_wqe *
 	rc = invalidate(qp, wqe->invalidate_rkey, false);
 	pthread_rwlock_unlock(&qp->context->mr_lock);
 	if (rc < 0)
-		sv__log(SV_LOG_WARN, "softverbs: QP %u: LOCAL_INV of key %#x failed: %s", qp->qp_num,
-			wqe->invalidate_rkey,
+		sv__log(SV_LOG_WARN, "softverbs: QP %u: LOCAL_INV of key %#x failed: %s",
+			qp->qp_num, wqe->invalidate_rkey,
 			rc == -ENOENT ? "no such key" : rc == -EPERM ? "a key of another PD" :
 			"only a bound type 2 window can be (not an MR, not type 1)");
 	if (rc == -EPERM)

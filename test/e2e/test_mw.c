@@ -7,10 +7,11 @@
  * and WRITE/READ/atomic through it; access outside the window (REM_ACCESS_ERR, target QP
  * in ERR); type 1 bind through sv_bind_mw(), unbind by length 0; a type 2 window used
  * through another QP of the same PD (refused) next to a type 1 window (accepted);
- * LOCAL_INV and re-bind, LOCAL_INV behind a SEND (the local invalidate fence); Send with Invalidate (WITH_INV, invalidated_rkey, key dead
- * afterwards, a multi-packet message included); a peer invalidating an MR or a type 1
- * window (errors per transport); deregistration with a bound window (-EBUSY); bind
- * errors (window of another PD, MR without MW_BIND) and LOCAL_INV errors.
+ * LOCAL_INV and re-bind, LOCAL_INV behind a SEND (the local invalidate fence); Send with
+ * Invalidate (WITH_INV, invalidated_rkey, key dead afterwards, a multi-packet message
+ * included); a peer invalidating an MR or a type 1 window (errors per transport);
+ * deregistration with a bound window (-EBUSY); bind errors (window of another PD, MR
+ * without MW_BIND, outside the MR, a bound type 2 window) and LOCAL_INV errors.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -536,7 +537,8 @@ static void send_inv_ok(bool udp, uint32_t len, unsigned flags)
 		     wc.invalidated_rkey, key);
 	e2e_assert_pat(t.buf[1], len, 33, 0, "SEND_WITH_INV payload");
 	/* The key is dead; the window is free for a new bind on the same QP... */
-	read_refused(&t, (uint64_t)(uintptr_t)t.buf[1] + 49152, key, "read after remote invalidate");
+	read_refused(&t, (uint64_t)(uintptr_t)t.buf[1] + 49152, key,
+		     "read after remote invalidate");
 	cr_assert_eq(sv_dealloc_mw(mw), 0);
 	mt_close(&t);
 }

@@ -259,9 +259,11 @@ Test(wire_inv, send_with_invalidate_on_udp, .timeout = 180)
 	send_inv(&a, 600, mw[1]->rkey, SV_SEND_SOLICITED);
 	for (int i = 0; i < 2; i++) {
 		wc = next_wc(&a);
-		cr_assert_eq(wc.status, SV_WC_SUCCESS, "send %d: %s", i, sv_wc_status_str(wc.status));
+		cr_assert_eq(wc.status, SV_WC_SUCCESS, "send %d: %s", i,
+			     sv_wc_status_str(wc.status));
 		wc = next_wc(&b);
-		cr_assert_eq(wc.status, SV_WC_SUCCESS, "recv %d: %s", i, sv_wc_status_str(wc.status));
+		cr_assert_eq(wc.status, SV_WC_SUCCESS, "recv %d: %s", i,
+			     sv_wc_status_str(wc.status));
 		cr_assert(wc.wc_flags & SV_WC_WITH_INV);
 		cr_assert_eq(wc.invalidated_rkey, mw[i]->rkey);
 	}
