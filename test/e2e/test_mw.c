@@ -43,13 +43,14 @@ static const struct rlink LINK = {
 	.min_rnr_timer = 1, .rd_atomic = 8,
 };
 
-static void mt_open(struct mt *t, bool udp, unsigned target_access)
+/* impair: the UDP transport's fault injection on both sides' transmit (NULL: none). */
+static void mt_open_impair(struct mt *t, bool udp, unsigned target_access, const char *impair)
 {
 	memset(t, 0, sizeof(*t));
 	t->udp = udp;
 	if (udp) {
-		ru_open(&t->r[0], SV_RETX_GBN, NULL, 4096, 64);
-		ru_open(&t->r[1], SV_RETX_GBN, NULL, 4096, 64);
+		ru_open(&t->r[0], SV_RETX_GBN, impair, 4096, 64);
+		ru_open(&t->r[1], SV_RETX_GBN, impair, 4096, 64);
 		ru_connect(&t->r[0], &t->r[1], &LINK);
 		for (int i = 0; i < 2; i++) {
 			t->ctx[i] = t->r[i].ctx;
@@ -76,6 +77,11 @@ static void mt_open(struct mt *t, bool udp, unsigned target_access)
 		cr_assert_eq(sv_reg_mr(t->pd[i], t->buf[i], BUF,
 				       i == 0 ? E2E_ACCESS_ALL : target_access, &t->mr[i]), 0);
 	}
+}
+
+static void mt_open(struct mt *t, bool udp, unsigned target_access)
+{
+	mt_open_impair(t, udp, target_access, NULL);
 }
 
 static void mt_close(struct mt *t)
@@ -733,5 +739,58 @@ BOTH(bind_outside_mr_and_bad_requests)
 	      SV_WC_MW_BIND_ERR);
 	e2e_wait_qp_state(t.qp[1], SV_QPS_ERR, WAIT);
 	cr_assert_eq(sv_dealloc_mw(mw), 0);
+	mt_close(&t);
+}
+
+/* UDP under loss and duplication: each SEND_WITH_INV invalidates exactly its window once,
+ * whatever was retransmitted (a duplicate is ACKed, never executed again, C9-105), and
+ * the receives report the keys in order. */
+Test(mw_udp, send_with_inv_under_loss, .timeout = 120)
+{
+	enum { N = 32, LEN = 1500 };
+	struct mt t;
+	struct sv_mw *mw[N];
+	struct sv_qp_stats st;
+	struct sv_wc wc;
+
+	mt_open_impair(&t, true, SV_ACCESS_LOCAL_WRITE | SV_ACCESS_MW_BIND,
+		       "loss=0.15,dup=0.05,seed=5");
+	for (int i = 0; i < N; i++) {
+		cr_assert_eq(sv_alloc_mw(t.pd[1], SV_MW_TYPE_2, &mw[i]), 0);
+		bind2(&t, mw[i], (uint8_t)(0x80 + i), t.mr[1], t.buf[1], 1024,
+		      SV_ACCESS_REMOTE_READ, SV_WC_SUCCESS);
+		e2e_post_recv(t.qp[1], (uint64_t)i, t.mr[1], t.buf[1] + i * 2048, 2048);
+	}
+	e2e_fill(t.buf[0], LEN, 77, 0);
+	for (int i = 0; i < N; i++) {
+		struct sv_sge sge = { (uint64_t)(uintptr_t)t.buf[0], LEN, t.mr[0]->lkey };
+		struct sv_send_wr wr;
+
+		e2e_wr(&wr, (uint64_t)i, SV_WR_SEND_WITH_INV, &sge, 1, SV_SEND_SIGNALED);
+		wr.invalidate_rkey = mw[i]->rkey;
+		e2e_post(t.qp[0], &wr);
+	}
+	/* One CQ per side on UDP: side 0 sees its sends, side 1 its receives. */
+	for (int i = 0; i < N; i++) {
+		wc = wc1(t.scq[0]);
+		e2e_assert_wc(&wc, (uint64_t)i, SV_WC_SUCCESS, "SEND_WITH_INV under loss");
+	}
+	for (int i = 0; i < N; i++) {
+		wc = wc1(t.rcq[1]);
+		e2e_assert_wc(&wc, (uint64_t)i, SV_WC_SUCCESS, "its receive");
+		cr_assert(wc.wc_flags & SV_WC_WITH_INV);
+		cr_assert_eq(wc.invalidated_rkey, mw[i]->rkey, "receive %d", i);
+		cr_assert_eq(wc.byte_len, LEN);
+		e2e_assert_pat(t.buf[1] + i * 2048, LEN, 77, 0, "payload under loss");
+	}
+	e2e_expect_no_wc(t.rcq[1], 50);
+	cr_assert_eq(sv_query_qp_stats(t.qp[0], &st), 0);
+	cr_assert_gt(st.retransmits, 0, "the impairment did nothing?");
+	/* Every window is free again: a bind with a new key succeeds on each. */
+	for (int i = 0; i < N; i++) {
+		bind2(&t, mw[i], (uint8_t)(0x20 + i), t.mr[1], t.buf[1], 1024,
+		      SV_ACCESS_REMOTE_READ, SV_WC_SUCCESS);
+		cr_assert_eq(sv_dealloc_mw(mw[i]), 0);
+	}
 	mt_close(&t);
 }
