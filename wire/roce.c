@@ -4,22 +4,30 @@
  *
  * Addressing. Each device context binds one UDP socket, the stand-in for a RoCE port:
  * bind_addr:port, port 4791 (the IANA RoCEv2 port) unless opts.port/SV_PORT says
- * otherwise. The GID is the IPv4-mapped IPv6 form of the bound address (::ffff:a.b.c.d),
- * as RoCEv2 GIDs of IPv4 interfaces are. Packets are demultiplexed by BTH DestQP through
- * the context's QPN table, never by source port (spec/roce.md 10).
+ * otherwise. The bind address is IPv4 or IPv6, and the device speaks that family only
+ * (the IPv6 socket is V6ONLY). The GID is the RoCEv2 form of the bound address: IPv4-
+ * mapped (::ffff:a.b.c.d) as GIDs of IPv4 interfaces are, or the IPv6 address itself.
+ * An AV's GID must be of the device's family. Packets are demultiplexed by BTH DestQP
+ * through the context's QPN table, never by source port (spec/roce.md 10).
  *
  * Two processes (or two contexts) on one host without configuration: when bind_addr is
  * unset ("" or "0.0.0.0") the context binds 127.0.0.1:4791, and if that is taken,
  * 127.0.0.2:4791, 127.0.0.3:4791 ... up to 127.0.0.32 (Linux routes all of 127/8 to the
  * loopback interface). Each context thus has its own GID; peers exchange GIDs and QPNs
- * out of band (sv_query_gid), as ibv_rc_pingpong does. Set SV_BIND_ADDR to an interface
- * address to talk across hosts.
+ * out of band (sv_query_gid), as ibv_rc_pingpong does. IPv6 loopback has the one address
+ * ::1, so on "::1" (or "::") the fallback moves the port instead: port + 1 ... port +
+ * 31; peers then also need each other's port (ah_attr.dport), except through the CM,
+ * which finds the listener at the configured port and answers the source of a REQ.
+ * Set SV_BIND_ADDR to an interface address to talk across hosts.
  *
  * ICRC. A datagram from an unconnected socket with IP_PMTUDISC_DO carries IPv4
- * identification 0 and DF (spec/roce.md 9), so with the socket bound to an explicit
- * address and port every field the ICRC covers is known: the sender computes the real
- * RoCEv2 ICRC, and the receiver recomputes it from recvmsg's source address and the
- * IP_PKTINFO destination. Packets with a bad ICRC are dropped and counted.
+ * identification 0 and DF (spec/roce.md 9), and IPv6 has no identification (with
+ * IPV6_PMTUDISC_DO no fragment header either), so with the socket bound to an explicit
+ * address and port every field the ICRC covers is known (crypto/icrc.h masks the rest:
+ * TOS, TTL and checksum, or traffic class, flow label and hop limit): the sender
+ * computes the real RoCEv2 ICRC, and the receiver recomputes it from recvmsg's source
+ * address and the IP_PKTINFO / IPV6_PKTINFO destination. Packets with a bad ICRC are
+ * dropped and counted.
  *
  * Data path copies. TX builds the headers in a small per-batch buffer and hands
  * sendmmsg iovecs that point straight into registered memory (no staging copy). RX

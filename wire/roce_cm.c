@@ -7,13 +7,18 @@
  * Addressing (the rdma_cm convention for IB/RoCE, kernel cma.c): the sockaddr IP:port an
  * application passes to sv_cm_listen/sv_cm_connect is split in two.
  *  - The IP names the device: the peer's CM (its QP1) is its UDP socket at IP:<this
- *    device's RoCE UDP port> (opts.port, 4791 by default), so both ends must use the same
- *    UDP port. Two contexts on one host use different loopback addresses (the 127.0.0.x
- *    fallback of roce.c does that by itself).
+ *    device's configured RoCE UDP port> (opts.port, 4791 by default), so both ends must
+ *    configure the same UDP port. Two contexts on one host use different loopback
+ *    addresses (the 127.0.0.x fallback of roce.c does that by itself); on ::1, the one
+ *    IPv6 loopback address, the later one falls back to another port, and reaches the
+ *    listener at the configured port all the same: the passive side answers, and
+ *    connects its QP to, wherever the REQ came from. IPv6 works like IPv4, with the
+ *    family of the device's address: sockaddr_in6, IPv6 GIDs in the REQ's path, and the
+ *    rdma_cm IP header with IP version 6 and 16-byte addresses.
  *  - The port is the service: service ID 0x0000000001060000 | port (RDMA_PS_TCP), in the
  *    REQ. A listener on port 0 gets a free service port (from 49152 up); the active side
  *    takes one too, which it sends in the REQ's private data as the rdma_cm IP header
- *    (36 bytes: CMA version 0, IP version 4, source port, source and destination
+ *    (36 bytes: CMA version 0, IP version 4 or 6, source port, source and destination
  *    addresses), so the application's REQ private data is at most 92 - 36 = 56 bytes.
  * Private data arrives at the fixed size of each message as on InfiniBand (REQ 56 after
  * the IP header, REP 196, REJ 148), zero-padded after what the peer sent.
