@@ -111,7 +111,6 @@ int sv_bind_mw(struct sv_qp *qp, struct sv_mw *mw, const struct sv_mw_bind *bind
 	struct sv_send_wr wr = { 0 };
 	struct sv_send_wr *bad;
 	uint32_t rkey;
-	int rc;
 
 	if (!qp || !mw || !bind)
 		return -EINVAL;
@@ -128,10 +127,7 @@ int sv_bind_mw(struct sv_qp *qp, struct sv_mw *mw, const struct sv_mw_bind *bind
 	wr.wr.bind_mw.mw = mw;
 	wr.wr.bind_mw.rkey = rkey;
 	wr.wr.bind_mw.bind_info = *bi;
-	if ((rc = sv_post_send(qp, &wr, &bad)) < 0)
-		return rc;
-	mw->rkey = rkey;
-	return 0;
+	return sv_post_send(qp, &wr, &bad);	/* which sets mw->rkey */
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -251,9 +247,9 @@ static enum sv_wc_status run_bind(struct sv_qp *qp, const struct sv__send_wqe *w
 			mw->qpn = qp->qp_num;
 		}
 	}
-	/* The new key: the window's index, the 8 bits the WR asked for. */
+	/* The new key: the window's index, the 8 bits the WR asked for (mw->pub.rkey got
+	 * it when the WR was posted, in the poster's thread). */
 	s->key = (uint8_t)w->bind.rkey;
-	mw->pub.rkey = mw->idx << 8 | s->key;
 	st = SV_WC_SUCCESS;
 out:
 	pthread_rwlock_unlock(&ctx->mr_lock);

@@ -245,8 +245,9 @@ enum sv_mw_type {
 struct sv_mw {
 	struct sv_context *context;
 	struct sv_pd *pd;
-	uint32_t rkey;			/* the current key (type 1: updated by sv_bind_mw;
-					 * type 2: when the bind WR executes) */
+	uint32_t rkey;			/* the key the last bind posted asked for (set by
+					 * sv_bind_mw() and sv_post_send() of a BIND_MW); it
+					 * works once that bind has executed */
 	uint32_t handle;
 	enum sv_mw_type type;
 };
@@ -774,12 +775,31 @@ struct sv_conn_param {
 	uint8_t rnr_retry_count;
 };
 
+/* rdma_cm port spaces; the number is what goes into the IB CM service ID. */
+enum sv_cm_port_space {
+	SV_CM_PS_TCP = 0x0106,		/* connections of RC QPs (the default) */
+	SV_CM_PS_UDP = 0x0111,		/* UD QPs: a service port resolves to a remote QP */
+	SV_CM_PS_IPOIB = 0x0002,	/* the same for the IPoIB port space */
+};
+
+/* What a UD port-space ESTABLISHED event tells the active side: the remote UD QP that
+ * serves the port, its Q_Key, and the address for sv_create_ah(). */
+struct sv_cm_ud_param {
+	uint32_t qp_num;
+	uint32_t qkey;
+	struct sv_ah_attr ah_attr;
+};
+
+/* The Q_Key rdma_cm gives UD QPs of its UDP and IPoIB port spaces (RDMA_UDP_QKEY). */
+#define SV_CM_UDP_QKEY 0x01234567u
+
 struct sv_cm_event {
 	struct sv_cm_id *id;		/* for CONNECT_REQUEST: a new id, owned by the app */
 	struct sv_cm_id *listen_id;	/* for CONNECT_REQUEST: the listener */
 	enum sv_cm_event_type event;
 	int status;			/* 0, or a negative errno for errors */
 	struct sv_conn_param param;	/* peer's private data and IRD/ORD where defined */
+	struct sv_cm_ud_param ud;	/* ESTABLISHED in a UD port space */
 };
 
 struct sv_cm_id {
@@ -796,6 +816,20 @@ int sv_cm_channel_fd(const struct sv_cm_channel *channel);
 
 int sv_cm_create_id(struct sv_cm_channel *channel, struct sv_context *ctx,
 		    void *user_context, struct sv_cm_id **id);
+/*
+ * An id in port space ps (sv_cm_create_id is SV_CM_PS_TCP). In the UD port spaces
+ * (SV_CM_PS_UDP, SV_CM_PS_IPOIB) nothing is connected: sv_cm_connect (qp may be NULL)
+ * asks the listener at dst which UD QP serves its port (IB CM SIDR on the UDP
+ * transport) and ESTABLISHED carries the answer in event->ud; the listener gets
+ * CONNECT_REQUEST, and sv_cm_accept names a UD QP the application made ready itself
+ * (it is not moved, and no ESTABLISHED follows on that side), sv_cm_reject refuses; a
+ * refused or unknown service arrives as UNREACHABLE (-ECONNREFUSED), no answer as
+ * UNREACHABLE (-ETIMEDOUT). sv_cm_disconnect does not apply (-EINVAL). Private data:
+ * 180 bytes in the request, 136 in the answer. -EOPNOTSUPP on a transport without UD
+ * QPs (TCP: an iWARP device has none).
+ */
+int sv_cm_create_id_ps(struct sv_cm_channel *channel, struct sv_context *ctx,
+		       void *user_context, enum sv_cm_port_space ps, struct sv_cm_id **id);
 /* Closes the id's connection if any (without a DISCONNECTED event; its QP goes to ERR)
  * and frees it. Fails with -EBUSY while events taken for the id are not acknowledged;
  * a CONNECT_REQUEST counts against the listener, so a new id may be rejected and
@@ -825,7 +859,8 @@ int sv_cm_peer_addr(const struct sv_cm_id *id, struct sockaddr_storage *addr);
 
 /*
  * Connects qp (in RESET or INIT) to a listener at dst. The outcome arrives as an event:
- * ESTABLISHED (QP in RTS), REJECTED (with the peer's private data), UNREACHABLE or
+ * ESTABLISHED (QP in RTS), REJECTED (with the peer's private data), UNREACHABLE
+ * (-ECONNREFUSED: nobody listens on that port; -ETIMEDOUT: no answer) or
  * CONNECT_ERROR.
  */
 int sv_cm_connect(struct sv_cm_id *id, struct sv_qp *qp, const struct sockaddr *dst,

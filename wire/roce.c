@@ -1138,4 +1138,6 @@ const struct sv__transport_ops sv__roce_udp_ops = {
 	.reject = sv__roce_cm_reject,
 	.rq_kick = NULL,
 	.sq_kick = sq_kick,
+	.ud_listen = sv__roce_cm_ud_listen,
+	.ud_resolve = sv__roce_cm_ud_resolve,
 };

@@ -320,6 +320,10 @@ int sv__roce_cm_listen(struct sv_context *ctx, void *cm, const struct sockaddr *
 		       int backlog, struct sv__tep **lep);
 int sv__roce_cm_connect(struct sv_qp *qp, void *cm, const struct sockaddr *dst,
 			const struct sv__conn_param *param, struct sv__tep **ep);
+int sv__roce_cm_ud_listen(struct sv_context *ctx, void *cm, const struct sockaddr *addr,
+			  uint16_t ps, struct sv__tep **lep);
+int sv__roce_cm_ud_resolve(struct sv_context *ctx, void *cm, const struct sockaddr *dst,
+			   uint16_t ps, const struct sv__conn_param *param, struct sv__tep **ep);
 int sv__roce_cm_accept(struct sv__tep *ep, struct sv_qp *qp,
 		       const struct sv__conn_param *param);
 int sv__roce_cm_reject(struct sv__tep *ep, const uint8_t *priv, uint16_t priv_len);
