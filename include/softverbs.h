@@ -49,11 +49,16 @@ enum sv_transport {
 struct sv_device_opts {
 	enum sv_transport transport;
 	char bind_addr[64];	/* local address used for connections; default "0.0.0.0".
-				 * UDP: unset or "0.0.0.0" binds 127.0.0.1, then 127.0.0.2,
-				 * ... 127.0.0.32 if that port is taken (several processes on
-				 * one host need no configuration); the GID follows. */
+				 * UDP: an IPv4 or IPv6 address ("::1"; the device then speaks
+				 * RoCEv2 over that family only). Unset or "0.0.0.0" binds
+				 * 127.0.0.1, then 127.0.0.2, ... 127.0.0.32 if that port is
+				 * taken; "::1" (or "::") binds ::1 on the port, then port + 1,
+				 * ... port + 31, since IPv6 loopback has one address. So
+				 * several processes on one host need no configuration; the
+				 * GID follows the address bound. */
 	uint16_t port;		/* default listen port when sv_cm_listen() gets port 0; 0 = any.
-				 * UDP: the device's port, 0 = 4791 (RoCEv2) */
+				 * UDP: the device's port, 0 = 4791 (RoCEv2), and the port
+				 * peers are assumed to use (AVs with dport 0, the CM) */
 	int crc;		/* 1 (default): ask for MPA CRC32c; 0: do not ask (the peer may) */
 	int markers;		/* 1: ask the peer to insert MPA markers towards us */
 	uint32_t mulpdu;	/* largest DDP segment payload we send per FPDU (bytes) */
@@ -160,9 +165,11 @@ struct sv_port_attr {
 int sv_query_port(struct sv_context *ctx, uint8_t port_num, struct sv_port_attr *attr);
 
 /*
- * The port's GID at index (one GID, index 0). On the UDP transport it is the IPv4-mapped
- * form of the bound address (::ffff:a.b.c.d): give it to the peer, which puts it in
- * ah_attr.dgid when moving its QP to RTR. -EOPNOTSUPP on the TCP transport.
+ * The port's GID at index (one GID, index 0). On the UDP transport it is the bound
+ * address as a RoCEv2 GID: IPv4-mapped (::ffff:a.b.c.d) for IPv4, the address itself for
+ * IPv6. Give it to the peer, which puts it in ah_attr.dgid when moving its QP to RTR (a
+ * GID of the other family is refused with -EAFNOSUPPORT). -EOPNOTSUPP on the TCP
+ * transport.
  */
 int sv_query_gid(struct sv_context *ctx, uint8_t port_num, int index, uint8_t gid[16]);
 
@@ -447,10 +454,12 @@ struct sv_ah_attr {
 };
 
 /*
- * Address handles (UD QPs, UDP transport only): where a UD SEND goes. dgid is the
- * IPv4-mapped GID of the destination device (sv_query_gid), dport its UDP port (0: the
- * local device's port). -EOPNOTSUPP on the TCP transport, -EAFNOSUPPORT for a GID that
- * is not IPv4-mapped. Destroying an AH that WRs still name is the application's error.
+ * Address handles (UD QPs, UDP transport only): where a UD SEND goes. dgid is the GID of
+ * the destination device (sv_query_gid), dport its UDP port (0: the local device's
+ * configured port). -EOPNOTSUPP on the TCP transport, -EAFNOSUPPORT for a GID of the
+ * other family than the device's (IPv4-mapped on an IPv4 device, IPv6 on an IPv6 one).
+ * A UD receive's 40-byte GRH area holds the IPv4 header in its last 20 bytes, or the
+ * whole IPv6 header. Destroying an AH that WRs still name is the application's error.
  */
 struct sv_ah {
 	struct sv_context *context;
@@ -831,11 +840,17 @@ int sv_cm_destroy_id(struct sv_cm_id *id);
  * Listens on addr (port 0 = the device's opts.port, or any free port if that is 0).
  * On the UDP transport the CM speaks IB CM MADs on QP1 of the device's UDP socket, and
  * an address IP:port means "the device at IP, service port" as in rdma_cm: IP must be
- * the device's own address (or INADDR_ANY) for a listener, and the peer device of a
- * connect is found at IP:<this device's UDP port>, so both ends use the same opts.port;
- * the port becomes the service ID 0x0000000001060000 | port. REQ private data is at most
- * 56 bytes there (36 go to the rdma_cm IP header); REP carries up to 196, REJ 148, and
- * private data arrives padded to those sizes as on InfiniBand.
+ * the device's own address (or the wildcard) for a listener, and the peer device of a
+ * connect is found at IP:<this device's configured opts.port>, so both ends configure
+ * the same opts.port; the port becomes the service ID 0x0000000001060000 | port. REQ
+ * private data is at most 56 bytes there (36 go to the rdma_cm IP header); REP carries
+ * up to 196, REJ 148, and private data arrives padded to those sizes as on InfiniBand.
+ * Addresses are of the device's family: sockaddr_in (or a v4-mapped sockaddr_in6) on a
+ * device bound to IPv4, sockaddr_in6 on one bound to IPv6; -EAFNOSUPPORT otherwise.
+ * Two processes (or contexts) on ::1: give both SV_BIND_ADDR=::1 and the same SV_PORT
+ * (or none: 4791). The listener's device must open first and gets the port; the other
+ * falls back to port + 1 (+ 2 ...), and its CM still reaches the listener at the
+ * configured port, while the listener answers wherever the REQ came from.
  */
 int sv_cm_listen(struct sv_cm_id *id, const struct sockaddr *addr, int backlog);
 /* The address an id is bound or connected to (after listen/connect), and its peer's. */
