@@ -214,6 +214,25 @@ BOTH(type2_zero_based)
 	mt_close(&t);
 }
 
+/* A zero-based window starting at an address that is not 8-byte aligned: offset 0 is
+ * aligned as an offset but not in memory, so an atomic there is misaligned (verbs.md 5:
+ * REM_INV_REQ_ERR on both transports), never an unaligned atomic on the host. */
+BOTH(atomic_misaligned_through_zero_based_window)
+{
+	struct mt t;
+	struct sv_mw *mw;
+
+	mt_open(&t, udp, SV_ACCESS_LOCAL_WRITE | SV_ACCESS_MW_BIND);
+	cr_assert_eq(sv_alloc_mw(t.pd[1], SV_MW_TYPE_2, &mw), 0);
+	bind2(&t, mw, 0x13, t.mr[1], t.buf[1] + 4, 64,
+	      SV_ACCESS_REMOTE_ATOMIC | SV_ACCESS_ZERO_BASED, SV_WC_SUCCESS);
+	cr_assert_eq(fetch_add(&t, 0, mw->rkey, 1), SV_WC_REM_INV_REQ_ERR);
+	e2e_wait_qp_state(t.qp[1], SV_QPS_ERR, WAIT);
+	e2e_assert_bytes(t.buf[1], 16, 0, "nothing was added");
+	cr_assert_eq(sv_dealloc_mw(mw), 0);
+	mt_close(&t);
+}
+
 BOTH(outside_window)
 {
 	struct mt t;
