@@ -233,6 +233,49 @@ BOTH(atomic_misaligned_through_zero_based_window)
 	mt_close(&t);
 }
 
+/* verbs.md 7: a bind is ordered with the WRs after it, so the key may travel in a SEND
+ * posted in the same chain; the peer uses it as soon as the SEND arrives. */
+BOTH(bind_then_send_the_key)
+{
+	struct mt t;
+	struct sv_mw *mw;
+	struct sv_send_wr wr[2], *bad;
+	struct sv_sge sge;
+	struct sv_wc wc;
+	uint32_t key;
+
+	mt_open(&t, udp, SV_ACCESS_LOCAL_WRITE | SV_ACCESS_MW_BIND);
+	cr_assert_eq(sv_alloc_mw(t.pd[1], SV_MW_TYPE_2, &mw), 0);
+	e2e_fill(t.buf[1] + 8192, 256, 61, 0);
+	e2e_post_recv(t.qp[0], 0x4ec, t.mr[0], t.buf[0] + 4096, 64);
+	memset(wr, 0, sizeof(wr));
+	wr[0].wr_id = 0xb1d;
+	wr[0].opcode = SV_WR_BIND_MW;
+	wr[0].wr.bind_mw.mw = mw;
+	wr[0].wr.bind_mw.rkey = 0x6b;
+	wr[0].wr.bind_mw.bind_info.mr = t.mr[1];
+	wr[0].wr.bind_mw.bind_info.addr = (uint64_t)(uintptr_t)t.buf[1] + 8192;
+	wr[0].wr.bind_mw.bind_info.length = 256;
+	wr[0].wr.bind_mw.bind_info.mw_access_flags = SV_ACCESS_REMOTE_READ | SV_ACCESS_ZERO_BASED;
+	wr[0].next = &wr[1];
+	key = (mw->rkey & ~0xffu) | 0x6b;
+	memcpy(t.buf[1], &key, 4);
+	sge = (struct sv_sge){ (uint64_t)(uintptr_t)t.buf[1], 4, t.mr[1]->lkey };
+	e2e_wr(&wr[1], 0x5e, SV_WR_SEND, &sge, 1, SV_SEND_SIGNALED);
+	cr_assert_eq(sv_post_send(t.qp[1], wr, &bad), 0);
+	cr_assert_eq(mw->rkey, key, "the posted bind's key is the window's");
+	wc = wc1(t.rcq[0]);
+	e2e_assert_wc(&wc, 0x4ec, SV_WC_SUCCESS, "the key arrived");
+	memcpy(&key, t.buf[0] + 4096, 4);
+	cr_assert_eq(rdma(&t, SV_WR_RDMA_READ, 0, 256, 0, key), SV_WC_SUCCESS,
+		     "the window works once its key arrived");
+	e2e_assert_pat(t.buf[0], 256, 61, 0, "read through the new window");
+	wc = wc1(t.scq[1]);
+	e2e_assert_wc(&wc, 0x5e, SV_WC_SUCCESS, "the unsignaled bind, then the SEND");
+	cr_assert_eq(sv_dealloc_mw(mw), 0);
+	mt_close(&t);
+}
+
 BOTH(outside_window)
 {
 	struct mt t;
