@@ -232,7 +232,14 @@ int sv_dereg_mr(struct sv_mr *mr);
  * bound it; freed again by SV_WR_LOCAL_INV or by the peer's SV_WR_SEND_WITH_INV. The
  * MR must have SV_ACCESS_MW_BIND, must not be ZERO_BASED, must contain the window, and
  * needs SV_ACCESS_LOCAL_WRITE for a window granting REMOTE_WRITE or REMOTE_ATOMIC. A
- * failed bind completes with SV_WC_MW_BIND_ERR (and the QP goes to ERR).
+ * failed bind completes with SV_WC_MW_BIND_ERR, a LOCAL_INV of anything but a bound type
+ * 2 window with SV_WC_LOC_QP_OP_ERR (SV_WC_LOC_PROT_ERR for a key of another PD); either
+ * moves the QP to ERR. MRs are never invalidated (there are no fast-register MRs).
+ * A receiver that may not invalidate the key of a SEND_WITH_INV fails the receive with
+ * SV_WC_REM_INV_REQ_ERR and goes to ERR; the sender's WR fails with REM_INV_REQ_ERR on the
+ * UDP transport (NAK invalid request), while on TCP it completed when handed to TCP and
+ * the sender's QP fails on the Terminate (SV_EVENT_QP_ACCESS_ERR, RDMAP remote protection,
+ * code 0x09 "STag cannot be invalidated").
  */
 
 struct sv_qp;
@@ -268,7 +275,7 @@ struct sv_mw_bind {
 
 /* -EINVAL for a type other than 1 or 2, -ENOMEM when the key table is full. */
 int sv_alloc_mw(struct sv_pd *pd, enum sv_mw_type type, struct sv_mw **mw);
-/* Unbinds the window if bound (its rkey stops working) and frees it. */
+/* Unbinds the window if bound (its rkey stops working) and frees it. -EINVAL for NULL. */
 int sv_dealloc_mw(struct sv_mw *mw);
 /*
  * Binds a type 1 window (libibverbs' ibv_bind_mw): posts an SV_WR_BIND_MW on qp's send
