@@ -239,7 +239,8 @@ int sv_dereg_mr(struct sv_mr *mr);
  * SV_WC_REM_INV_REQ_ERR and goes to ERR; the sender's WR fails with REM_INV_REQ_ERR on the
  * UDP transport (NAK invalid request), while on TCP it completed when handed to TCP and
  * the sender's QP fails on the Terminate (SV_EVENT_QP_ACCESS_ERR, RDMAP remote protection,
- * code 0x09 "STag cannot be invalidated").
+ * code 0x09 "STag cannot be invalidated", 0x00 for an unknown key, 0x03 for a window of
+ * another PD or QP).
  */
 
 struct sv_qp;
