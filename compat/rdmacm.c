@@ -14,6 +14,12 @@
  * channel, and the calls that start something wait for its outcome there; events for
  * other ids met while waiting are kept, in order, for rdma_get_cm_event.
  *
+ * UD port spaces (RDMA_PS_UDP, RDMA_PS_IPOIB, as udaddy uses): the id is a softverbs UD
+ * port-space id, rdma_create_qp takes the UD QP to RTS with rdma_cm's Q_Key at once (as
+ * librdmacm does), rdma_connect resolves the service to the remote QP, and ESTABLISHED
+ * carries param.ud (ah_attr, qp_num, qkey). The TCP transport has no UD QPs (neither
+ * has an iWARP device): rdma_create_id fails there with EOPNOTSUPP.
+ *
  * Errors follow librdmacm: -1 with errno set.
  */
 #include <errno.h>
@@ -57,7 +63,9 @@ struct svc_id {
 	bool own_pd, own_cqs;
 	bool has_qp_attr;		/* passive ep: QP made for each request */
 	struct ibv_qp_init_attr qp_attr;
-	struct svc_event *request;	/* rdma_get_request's event, acked when settled */
+	/* The event cm_id->event shows: rdma_get_request's, acked when settled, or a
+	 * synchronous UD rdma_connect's ESTABLISHED (its param.ud), acked at destroy. */
+	struct svc_event *request;
 	long retry_until_ms;		/* a refused connect is retried until then */
 	struct sv_conn_param conn;	/* rdma_connect's parameters, for the retry */
 	uint8_t conn_priv[SV_CM_MAX_PRIVATE_DATA];
@@ -72,6 +80,11 @@ static struct ibv_context *shared_verbs;
 static struct svc_id *to_id(struct rdma_cm_id *id)
 {
 	return container_of(id, struct svc_id, id);
+}
+
+static bool ps_is_ud(enum rdma_port_space ps)
+{
+	return ps == RDMA_PS_UDP || ps == RDMA_PS_IPOIB;
 }
 
 static struct svc_channel *to_ch(struct rdma_event_channel *ch)
@@ -285,6 +298,27 @@ static struct svc_event *translate(struct sv_cm_event *s)
 	e->ev.id = &id->id;
 	e->ev.event = ev_map[s->event];
 	e->ev.status = s->status;
+	if (ps_is_ud(id->id.ps)) {
+		/* param is a union: a UD id's events are read as param.ud. */
+		e->ev.param.ud.private_data = s->param.private_data;
+		e->ev.param.ud.private_data_len = s->param.private_data_len;
+		if (s->event == SV_CM_EVENT_ESTABLISHED) {
+			const struct sv_ah_attr *a = &s->ud.ah_attr;
+			struct ibv_ah_attr *ah = &e->ev.param.ud.ah_attr;
+
+			ah->is_global = 1;
+			memcpy(ah->grh.dgid.raw, a->dgid, 16);
+			ah->grh.sgid_index = a->sgid_index;
+			ah->grh.hop_limit = a->hop_limit;
+			ah->grh.traffic_class = a->traffic_class;
+			ah->grh.flow_label = a->flow_label;
+			ah->port_num = a->port_num;
+			e->ev.param.ud.qp_num = s->ud.qp_num;
+			e->ev.param.ud.qkey = s->ud.qkey;
+			fill_route(id);
+		}
+		return e;
+	}
 	e->ev.param.conn.private_data = s->param.private_data;
 	e->ev.param.conn.private_data_len = s->param.private_data_len;
 	e->ev.param.conn.responder_resources = s->param.responder_resources;
@@ -343,8 +377,9 @@ static bool retry_refused(struct svc_channel *ch, struct sv_cm_event *s)
 	struct ibv_qp_attr reset = { .qp_state = IBV_QPS_RESET };
 	struct timespec gap = { 0, CONNECT_RETRY_GAP_MS * 1000000L };
 
+	/* A UD id's QP is not the connection's: nothing to reset, and the refusal stands. */
 	if (s->event != SV_CM_EVENT_UNREACHABLE || s->status != -ECONNREFUSED ||
-	    !id->id.qp || now_ms() >= id->retry_until_ms || svc_qp_recv_posted(id->id.qp))
+	    ps_is_ud(id->id.ps) || !id->id.qp || now_ms() >= id->retry_until_ms || svc_qp_recv_posted(id->id.qp))
 		return false;
 	if (sv_cm_create_id(ch->sv, svc_sv_context(id->id.verbs), id, &fresh) < 0)
 		return false;
@@ -520,14 +555,17 @@ SVC_EXPORT int rdma_create_id(struct rdma_event_channel *channel, struct rdma_cm
 		id->sync = true;
 	}
 	id->ch = to_ch(channel);
-	if ((rc = sv_cm_create_id(id->ch->sv, svc_sv_context(verbs), id, &id->sv)) < 0) {
+	if ((rc = sv_cm_create_id_ps(id->ch->sv, svc_sv_context(verbs), id,
+				     ps == RDMA_PS_UDP ? SV_CM_PS_UDP :
+				     ps == RDMA_PS_IPOIB ? SV_CM_PS_IPOIB : SV_CM_PS_TCP,
+				     &id->sv)) < 0) {
 		errno = -rc;
 		goto err_channel;
 	}
 	id->id.channel = channel;
 	id->id.context = context;
 	id->id.ps = ps;
-	id->id.qp_type = ps == RDMA_PS_UDP || ps == RDMA_PS_IPOIB ? IBV_QPT_UD : IBV_QPT_RC;
+	id->id.qp_type = ps_is_ud(ps) ? IBV_QPT_UD : IBV_QPT_RC;
 	*out = &id->id;
 	return 0;
 err_channel:
@@ -695,10 +733,43 @@ static int create_cqs(struct rdma_cm_id *cm_id, struct ibv_qp_init_attr_ex *a)
 	return 0;
 }
 
+/* librdmacm moves a new connected QP to INIT, so receives can be posted before
+ * connecting. */
+static int rc_qp_to_init(struct ibv_qp *qp)
+{
+	struct ibv_qp_attr qa;
+
+	memset(&qa, 0, sizeof(qa));
+	qa.qp_state = IBV_QPS_INIT;
+	qa.port_num = 1;
+	qa.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+			     IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+	return ibv_modify_qp(qp, &qa, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+			     IBV_QP_ACCESS_FLAGS);
+}
+
+/* A UD QP needs no peer: librdmacm takes it to RTS at once, through the attributes
+ * rdma_init_qp_attr gives (the port space's Q_Key in INIT). */
+static int ud_qp_to_rts(struct rdma_cm_id *cm_id, struct ibv_qp *qp)
+{
+	static const enum ibv_qp_state steps[] = { IBV_QPS_INIT, IBV_QPS_RTR, IBV_QPS_RTS };
+	struct ibv_qp_attr qa;
+	int mask, rc;
+
+	for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+		memset(&qa, 0, sizeof(qa));
+		qa.qp_state = steps[i];
+		if (rdma_init_qp_attr(cm_id, &qa, &mask))
+			return errno;
+		if ((rc = ibv_modify_qp(qp, &qa, mask)))
+			return rc;
+	}
+	return 0;
+}
+
 SVC_EXPORT int rdma_create_qp_ex(struct rdma_cm_id *cm_id, struct ibv_qp_init_attr_ex *attr)
 {
 	struct svc_id *id;
-	struct ibv_qp_attr qa;
 	struct ibv_qp *qp;
 	int rc;
 
@@ -723,14 +794,7 @@ SVC_EXPORT int rdma_create_qp_ex(struct rdma_cm_id *cm_id, struct ibv_qp_init_at
 	}
 	if (!(qp = ibv_create_qp_ex(cm_id->verbs, attr)))
 		goto err_cqs;
-	/* librdmacm moves a new QP to INIT, so receives can be posted before connecting. */
-	memset(&qa, 0, sizeof(qa));
-	qa.qp_state = IBV_QPS_INIT;
-	qa.port_num = 1;
-	qa.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-			     IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
-	if ((rc = ibv_modify_qp(qp, &qa, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-				IBV_QP_ACCESS_FLAGS))) {
+	if ((rc = attr->qp_type == IBV_QPT_UD ? ud_qp_to_rts(cm_id, qp) : rc_qp_to_init(qp))) {
 		ibv_destroy_qp(qp);
 		errno = rc;
 		goto err_cqs;
@@ -825,7 +889,7 @@ SVC_EXPORT int rdma_connect(struct rdma_cm_id *cm_id, struct rdma_conn_param *pa
 	if (!cm_id)
 		return fail(EINVAL);
 	id = to_id(cm_id);
-	if (!cm_id->qp)
+	if (!cm_id->qp && !ps_is_ud(cm_id->ps))
 		return fail(EINVAL);	/* iWARP connects a QP: the MPA exchange needs one */
 	if (param) {
 		param_to_sv(param, &p);
@@ -846,6 +910,19 @@ SVC_EXPORT int rdma_connect(struct rdma_cm_id *cm_id, struct rdma_conn_param *pa
 	rc = sv_cm_connect(id->sv, svc_sv_qp(cm_id->qp), &cm_id->route.addr.dst_addr, &id->conn);
 	if (rc < 0)
 		return fail(rc);
+	if (id->sync && ps_is_ud(cm_id->ps)) {
+		struct svc_event *e;
+
+		/* The answer is in the event (param.ud): it stays readable as
+		 * cm_id->event, as librdmacm leaves it. */
+		if ((rc = wait_for(id, RDMA_CM_EVENT_ESTABLISHED, &e)) < 0)
+			return fail(rc);
+		if (id->request)
+			event_free(id->request);
+		id->request = e;
+		cm_id->event = &e->ev;
+		return 0;
+	}
 	if (id->sync && (rc = wait_and_ack(id, RDMA_CM_EVENT_ESTABLISHED)) < 0)
 		return fail(rc);
 	return 0;
@@ -871,7 +948,9 @@ SVC_EXPORT int rdma_accept(struct rdma_cm_id *cm_id, struct rdma_conn_param *par
 		id->request = NULL;
 		cm_id->event = NULL;
 	}
-	if (id->sync && (rc = wait_and_ack(id, RDMA_CM_EVENT_ESTABLISHED)) < 0)
+	/* A UD answer establishes nothing on this side: no event follows. */
+	if (id->sync && !ps_is_ud(cm_id->ps) &&
+	    (rc = wait_and_ack(id, RDMA_CM_EVENT_ESTABLISHED)) < 0)
 		return fail(rc);
 	return 0;
 }
@@ -907,13 +986,35 @@ SVC_EXPORT int rdma_disconnect(struct rdma_cm_id *cm_id)
 	return 0;
 }
 
-/* The QP of an iWARP connection is driven to RTS by the MPA exchange itself, so the
- * attributes for RTR and RTS carry only the state; INIT carries what rdma_cm sets. */
+/* The QP of a connection is driven to RTS by the CM exchange itself, so the attributes
+ * for RTR and RTS carry only the state; INIT carries what rdma_cm sets. A UD QP gets
+ * the port space's Q_Key in INIT and starts its send PSNs at 0 in RTS (kernel cma.c,
+ * librdmacm ucma_init_ud_qp). */
 SVC_EXPORT int rdma_init_qp_attr(struct rdma_cm_id *cm_id, struct ibv_qp_attr *qp_attr,
 				 int *qp_attr_mask)
 {
 	if (!cm_id || !qp_attr || !qp_attr_mask)
 		return fail(EINVAL);
+	if (ps_is_ud(cm_id->ps)) {
+		switch (qp_attr->qp_state) {
+		case IBV_QPS_INIT:
+			qp_attr->pkey_index = 0;
+			qp_attr->port_num = 1;
+			qp_attr->qkey = SV_CM_UDP_QKEY;
+			*qp_attr_mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+					IBV_QP_QKEY;
+			return 0;
+		case IBV_QPS_RTR:
+			*qp_attr_mask = IBV_QP_STATE;
+			return 0;
+		case IBV_QPS_RTS:
+			qp_attr->sq_psn = 0;
+			*qp_attr_mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
+			return 0;
+		default:
+			return fail(EINVAL);
+		}
+	}
 	switch (qp_attr->qp_state) {
 	case IBV_QPS_INIT:
 		qp_attr->pkey_index = 0;

@@ -76,6 +76,11 @@ struct svc_mr {
 	struct sv_mr *sv;
 };
 
+struct svc_mw {
+	struct ibv_mw mw;
+	struct sv_mw *sv;
+};
+
 struct svc_srq {
 	struct ibv_srq srq;
 	struct sv_srq *sv;
@@ -328,12 +333,15 @@ static void fill_device_attr(struct svc_context *c, struct ibv_device_attr *out)
 	out->hw_ver = a.hw_ver;
 	out->max_qp = (int)a.max_qp;
 	out->max_qp_wr = (int)a.max_qp_wr;
-	out->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT;
+	/* Windows: type 1 and type 2B (core/mw.c); not 2A. */
+	out->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT |
+				IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B;
 	out->max_sge = (int)a.max_sge;
 	out->max_sge_rd = (int)a.max_sge_rd;
 	out->max_cq = (int)a.max_cq;
 	out->max_cqe = (int)a.max_cqe;
 	out->max_mr = (int)a.max_mr;
+	out->max_mw = (int)a.max_mw;
 	out->max_pd = (int)a.max_pd;
 	out->max_qp_rd_atom = (int)a.max_qp_rd_atom;
 	out->max_res_rd_atom = (int)(a.max_qp_rd_atom * a.max_qp);
@@ -413,9 +421,9 @@ SVC_EXPORT int ibv_query_port(struct ibv_context *ctx, uint8_t port,
 	return svc_query_port_ex(ctx, port, (struct ibv_port_attr *)attr, OLD_PORT_ATTR_LEN);
 }
 
-/* GID 0. On sv_udp0 it is the context's own (the IPv4-mapped address its UDP socket is
- * bound to, which peers put in ah_attr.grh.dgid). For iWARP the GID only names the port:
- * the bind address in the same form, loopback when unspecified. */
+/* GID 0. On sv_udp0 it is the context's own (the address its UDP socket is bound to,
+ * IPv4-mapped or IPv6: a RoCE v2 GID, which peers put in ah_attr.grh.dgid). For iWARP the
+ * GID only names the port: the bind address in the same form, loopback when unspecified. */
 static int make_gid(struct svc_context *c, unsigned index, union ibv_gid *gid)
 {
 	const char *bind = getenv("SV_BIND_ADDR");
@@ -702,11 +710,11 @@ SVC_EXPORT int ibv_dealloc_pd(struct ibv_pd *pd)
 static int access_from_ibv(int access, unsigned *out)
 {
 	const int known = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-			  IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+			  IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND;
 	int required = access & ~IBV_ACCESS_OPTIONAL_RANGE;
 
 	if (required & ~(known | IBV_ACCESS_HUGETLB))
-		return EOPNOTSUPP;	/* MW_BIND, ZERO_BASED via iova, ON_DEMAND, ... */
+		return EOPNOTSUPP;	/* ZERO_BASED via iova, ON_DEMAND, ... */
 	*out = (unsigned)(required & known);
 	return 0;
 }
@@ -771,22 +779,99 @@ SVC_EXPORT int ibv_dereg_mr(struct ibv_mr *ibmr)
 }
 
 /* ---------------------------------------------------------------------------------------
+ * Memory windows: the context ops behind the inline ibv_alloc_mw, ibv_bind_mw and
+ * ibv_dealloc_mw. Access flags share their values with the sv_ ones.
+ */
+
+static struct sv_mr *mr_sv(struct ibv_mr *mr)
+{
+	return mr ? container_of(mr, struct svc_mr, mr)->sv : NULL;
+}
+
+static struct sv_mw *mw_sv(struct ibv_mw *mw)
+{
+	return mw ? container_of(mw, struct svc_mw, mw)->sv : NULL;
+}
+
+static struct ibv_mw *svc_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
+{
+	struct svc_mw *mw;
+	int rc;
+
+	if (!(mw = calloc(1, sizeof(*mw)))) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	if ((rc = sv_alloc_mw(to_pd(pd)->sv, (enum sv_mw_type)type, &mw->sv)) < 0) {
+		free(mw);
+		errno = svc_errno(rc);
+		return NULL;
+	}
+	mw->mw.context = pd->context;
+	mw->mw.pd = pd;
+	mw->mw.rkey = mw->sv->rkey;
+	mw->mw.handle = mw->sv->handle;
+	mw->mw.type = type;
+	return &mw->mw;
+}
+
+static int svc_dealloc_mw(struct ibv_mw *ibmw)
+{
+	int rc;
+
+	if ((rc = sv_dealloc_mw(mw_sv(ibmw))) < 0)
+		return svc_errno(rc);
+	free(container_of(ibmw, struct svc_mw, mw));
+	return 0;
+}
+
+/* ibv_bind_mw() (type 1): the new key is the window's key from now on (ibv_bind_mw(3)). */
+static int svc_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *bind)
+{
+	struct sv_mw_bind b = {
+		.wr_id = bind->wr_id,
+		.send_flags = bind->send_flags & (IBV_SEND_FENCE | IBV_SEND_SIGNALED),
+		.bind_info = {
+			.mr = mr_sv(bind->bind_info.mr),
+			.addr = bind->bind_info.addr,
+			.length = bind->bind_info.length,
+			.mw_access_flags = bind->bind_info.mw_access_flags,
+		},
+	};
+	int rc;
+
+	if ((rc = sv_bind_mw(to_qp(qp)->sv, mw_sv(mw), &b)) < 0)
+		return svc_errno(rc);
+	mw->rkey = mw_sv(mw)->rkey;
+	return 0;
+}
+
+/* ---------------------------------------------------------------------------------------
  * Posting: one sv WR per ibv WR, so *bad_wr names exactly the refused one.
  */
 
 static int send_wr_from_ibv(const struct ibv_send_wr *in, bool ud, struct sv_send_wr *out)
 {
-	if ((unsigned)in->opcode > IBV_WR_ATOMIC_FETCH_AND_ADD)
-		return EINVAL;		/* LOCAL_INV, BIND_MW, SEND_WITH_INV, TSO: not ours */
+	if ((unsigned)in->opcode > IBV_WR_SEND_WITH_INV)
+		return EINVAL;		/* TSO, driver opcodes, ATOMIC_WRITE: not ours */
 	memset(out, 0, sizeof(*out));
 	out->wr_id = in->wr_id;
 	out->sg_list = (struct sv_sge *)in->sg_list;
 	out->num_sge = in->num_sge;
-	out->opcode = (enum sv_wr_opcode)in->opcode;	/* same numbering for the seven */
+	out->opcode = (enum sv_wr_opcode)in->opcode;	/* same numbering for the ten */
 	out->send_flags = in->send_flags & (IBV_SEND_FENCE | IBV_SEND_SIGNALED |
 					    IBV_SEND_SOLICITED | IBV_SEND_INLINE);
-	out->imm_data = in->imm_data;
-	if (ud) {
+	out->imm_data = in->imm_data;	/* or invalidate_rkey: the same union */
+	if (in->opcode == IBV_WR_BIND_MW) {
+		const struct ibv_mw_bind_info *bi = &in->bind_mw.bind_info;
+
+		out->wr.bind_mw.mw = mw_sv(in->bind_mw.mw);
+		out->wr.bind_mw.rkey = in->bind_mw.rkey;
+		out->wr.bind_mw.bind_info.mr = mr_sv(bi->mr);
+		out->wr.bind_mw.bind_info.addr = bi->addr;
+		out->wr.bind_mw.bind_info.length = bi->length;
+		out->wr.bind_mw.bind_info.mw_access_flags = bi->mw_access_flags;
+	} else if (ud) {
 		out->wr.ud.ah = in->wr.ud.ah ? container_of(in->wr.ud.ah, struct svc_ah, ah)->sv :
 			       NULL;
 		out->wr.ud.remote_qpn = in->wr.ud.remote_qpn;
@@ -820,6 +905,8 @@ static int svc_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_s
 				*bad = wr;
 			return rc;
 		}
+		if (wr->opcode == IBV_WR_BIND_MW)
+			wr->bind_mw.mw->rkey = s.wr.bind_mw.mw->rkey;	/* the posted key */
 	}
 	return 0;
 }
@@ -1015,6 +1102,37 @@ static void wr_fetch_add(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t addr, ui
 	}
 }
 
+static void wr_send_inv(struct ibv_qp_ex *qpx, uint32_t invalidate_rkey)
+{
+	struct svc_pending *p = pend_new(qpx, SV_WR_SEND_WITH_INV);
+
+	if (p)
+		p->wr.invalidate_rkey = invalidate_rkey;
+}
+
+static void wr_local_inv(struct ibv_qp_ex *qpx, uint32_t invalidate_rkey)
+{
+	struct svc_pending *p = pend_new(qpx, SV_WR_LOCAL_INV);
+
+	if (p)
+		p->wr.invalidate_rkey = invalidate_rkey;
+}
+
+static void wr_bind_mw(struct ibv_qp_ex *qpx, struct ibv_mw *mw, uint32_t rkey,
+		       const struct ibv_mw_bind_info *bi)
+{
+	struct svc_pending *p = pend_new(qpx, SV_WR_BIND_MW);
+
+	if (p) {
+		p->wr.wr.bind_mw.mw = mw_sv(mw);
+		p->wr.wr.bind_mw.rkey = rkey;
+		p->wr.wr.bind_mw.bind_info.mr = mr_sv(bi->mr);
+		p->wr.wr.bind_mw.bind_info.addr = bi->addr;
+		p->wr.wr.bind_mw.bind_info.length = bi->length;
+		p->wr.wr.bind_mw.bind_info.mw_access_flags = bi->mw_access_flags;
+	}
+}
+
 static void wr_set_sge(struct ibv_qp_ex *qpx, uint32_t lkey, uint64_t addr, uint32_t len)
 {
 	struct svc_pending *p = pend_last(qpx);
@@ -1087,6 +1205,9 @@ static void qpx_init(struct svc_qp *q)
 	x->wr_send_imm = wr_send_imm;
 	x->wr_atomic_cmp_swp = wr_cmp_swp;
 	x->wr_atomic_fetch_add = wr_fetch_add;
+	x->wr_send_inv = wr_send_inv;
+	x->wr_local_inv = wr_local_inv;
+	x->wr_bind_mw = wr_bind_mw;
 	x->wr_set_sge = wr_set_sge;
 	x->wr_set_sge_list = wr_set_sge_list;
 	x->wr_set_inline_data = wr_set_inline_data;
@@ -1166,7 +1287,8 @@ static struct ibv_qp *svc_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_in
 	const uint64_t ops = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
 			     IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |
 			     IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
-			     IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
+			     IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_LOCAL_INV |
+			     IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_SEND_WITH_INV;
 	const uint32_t known = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
 	struct ibv_qp_init_attr a;
 	struct ibv_qp *qp;
@@ -1458,8 +1580,9 @@ SVC_EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *a
 	return &ah->ah;
 }
 
-/* RoCE v2 over IPv4: the 40-byte GRH slot holds the IPv4 header in its last 20 bytes,
- * so the sender's address sits at offset 20 + 12 (spec: softverbs.h, sv_post_send). */
+/* RoCE v2: over IPv4 the 40-byte GRH slot holds the IPv4 header in its last 20 bytes,
+ * so the sender's address sits at offset 20 + 12; over IPv6 it holds the IPv6 header,
+ * whose source address (the sender's GID) is at offset 8 (softverbs.h, sv_ah). */
 SVC_EXPORT int ibv_init_ah_from_wc(struct ibv_context *ctx, uint8_t port, struct ibv_wc *wc,
 				   struct ibv_grh *grh, struct ibv_ah_attr *ah)
 {
@@ -1471,6 +1594,10 @@ SVC_EXPORT int ibv_init_ah_from_wc(struct ibv_context *ctx, uint8_t port, struct
 	ah->is_global = 1;
 	ah->port_num = port;
 	ah->grh.hop_limit = 64;
+	if (g[0] >> 4 == 6) {
+		memcpy(ah->grh.dgid.raw, g + 8, 16);
+		return 0;
+	}
 	ah->grh.dgid.raw[10] = 0xff;
 	ah->grh.dgid.raw[11] = 0xff;
 	memcpy(&ah->grh.dgid.raw[12], g + 20 + 12, 4);
@@ -1622,6 +1749,9 @@ SVC_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 	ctx->ops.post_srq_recv = svc_post_srq_recv;
 	ctx->ops.post_send = svc_post_send;
 	ctx->ops.post_recv = svc_post_recv;
+	ctx->ops.alloc_mw = svc_alloc_mw;
+	ctx->ops.bind_mw = svc_bind_mw;
+	ctx->ops.dealloc_mw = svc_dealloc_mw;
 	ctx->cmd_fd = -1;			/* no kernel behind us */
 	ctx->async_fd = sv_async_fd(c->sv);
 	ctx->num_comp_vectors = 1;

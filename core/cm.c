@@ -9,6 +9,10 @@
  * sv__qp_established()); DISCONNECTED arrives with the QP already in ERR (flushed; a
  * graceful close raises no async event) and is followed by TIMEWAIT_EXIT.
  *
+ * The UD port spaces (SV_CM_PS_UDP, SV_CM_PS_IPOIB) connect nothing: connect resolves a
+ * service port to the remote UD QP (the transport's ud_resolve) and accept answers with
+ * the application's UD QP, so no QP is attached to such an id, moved or flushed by it.
+ *
  * Event accounting follows librdmacm: an event taken by sv_cm_get_event() counts
  * against its id until sv_cm_ack_event(), and a CONNECT_REQUEST counts against the
  * listener, so the new id may be rejected and destroyed before the request is acked.
@@ -34,8 +38,14 @@ struct sv__cm_id {
 	struct sv__tep *ep;
 	bool listening;
 	bool connecting;		/* connect or accept handed to the transport */
+	uint16_t ps;			/* enum sv_cm_port_space */
 	atomic_uint ev_unacked;
 };
+
+static bool is_ud(const struct sv__cm_id *id)
+{
+	return id->ps != SV_CM_PS_TCP;
+}
 
 struct cm_event {
 	struct sv_cm_event pub;
@@ -121,6 +131,8 @@ static struct cm_event *event_new(struct sv__cm_id *id, enum sv_cm_event_type ty
 		e->pub.param.private_data_len = (uint8_t)len;
 		e->pub.param.responder_resources = param->ird > 255 ? 255 : (uint8_t)param->ird;
 		e->pub.param.initiator_depth = param->ord > 255 ? 255 : (uint8_t)param->ord;
+		if (param->ud)
+			e->pub.ud = *param->ud;
 	}
 	return e;
 }
@@ -196,12 +208,13 @@ int sv_cm_ack_event(struct sv_cm_event *event)
  */
 
 static struct sv__cm_id *id_new(struct sv_cm_channel *ch, struct sv_context *ctx,
-				void *user_context)
+				void *user_context, uint16_t ps)
 {
 	struct sv__cm_id *id = calloc(1, sizeof(*id));
 
 	if (!id)
 		return NULL;
+	id->ps = ps;
 	id->pub.context = ctx;
 	id->pub.channel = ch;
 	id->pub.user_context = user_context;
@@ -228,17 +241,31 @@ static void id_free(struct sv__cm_id *id)
 	free(id);
 }
 
-int sv_cm_create_id(struct sv_cm_channel *ch, struct sv_context *ctx, void *user_context,
-		    struct sv_cm_id **out)
+int sv_cm_create_id_ps(struct sv_cm_channel *ch, struct sv_context *ctx, void *user_context,
+		       enum sv_cm_port_space ps, struct sv_cm_id **out)
 {
 	struct sv__cm_id *id;
 
 	if (!ch || !ctx || !out)
 		return -EINVAL;
-	if (!(id = id_new(ch, ctx, user_context)))
+	if (ps != SV_CM_PS_TCP && ps != SV_CM_PS_UDP && ps != SV_CM_PS_IPOIB)
+		return -EPROTONOSUPPORT;
+	if (ps != SV_CM_PS_TCP && !ctx->ops->ud_resolve) {
+		sv__log(SV_LOG_ERROR, "softverbs: the %s transport has no UD QPs, so no rdma_cm "
+			"UDP/IPoIB port space (as on an iWARP device); use the udp transport",
+			ctx->ops->name);
+		return -EOPNOTSUPP;
+	}
+	if (!(id = id_new(ch, ctx, user_context, (uint16_t)ps)))
 		return -ENOMEM;
 	*out = &id->pub;
 	return 0;
+}
+
+int sv_cm_create_id(struct sv_cm_channel *ch, struct sv_context *ctx, void *user_context,
+		    struct sv_cm_id **out)
+{
+	return sv_cm_create_id_ps(ch, ctx, user_context, SV_CM_PS_TCP, out);
 }
 
 /* [loop] */
@@ -372,8 +399,12 @@ static int listen_on_loop(void *arg)
 
 	if (op->id->ep || op->id->connecting)
 		return -EISCONN;
-	rc = ctx->ops->listen(ctx, op->id, (struct sockaddr *)&op->addr, op->backlog,
-			      &op->id->ep);
+	if (is_ud(op->id))
+		rc = ctx->ops->ud_listen(ctx, op->id, (struct sockaddr *)&op->addr, op->id->ps,
+					 &op->id->ep);
+	else
+		rc = ctx->ops->listen(ctx, op->id, (struct sockaddr *)&op->addr, op->backlog,
+				      &op->id->ep);
 	if (rc == 0)
 		op->id->listening = true;
 	return rc;
@@ -407,6 +438,13 @@ static int connect_on_loop(void *arg)
 
 	if (op->id->ep || op->id->connecting)
 		return -EISCONN;
+	if (is_ud(op->id)) {
+		rc = ctx->ops->ud_resolve(ctx, op->id, (struct sockaddr *)&op->addr, op->id->ps,
+					  &op->param, &op->id->ep);
+		if (rc == 0)
+			op->id->connecting = true;
+		return rc;
+	}
 	if (op->qp->cm)
 		return -EBUSY;		/* the QP belongs to another id */
 	if ((rc = sv__qp_cm_init(op->qp)) < 0)
@@ -430,13 +468,15 @@ int sv_cm_connect(struct sv_cm_id *pub, struct sv_qp *qp, const struct sockaddr 
 	struct op op;
 	size_t len;
 
-	if (!pub || !qp || !dst || !(len = addr_len(dst)) || qp->context != pub->context)
+	/* A UD port-space id resolves a service and needs no QP of its own. */
+	if (!pub || (!qp && !is_ud(to_id(pub))) || !dst || !(len = addr_len(dst)) ||
+	    (qp && qp->context != pub->context))
 		return -EINVAL;
 	if (param && param->private_data_len > SV_CM_MAX_PRIVATE_DATA)
 		return -EINVAL;
 	memset(&op, 0, sizeof(op));
 	op.id = to_id(pub);
-	op.qp = to_qp(qp);
+	op.qp = qp ? to_qp(qp) : NULL;
 	memcpy(&op.addr, dst, len);
 	conn_param(pub->context, param, &op.param);
 	return sv__ctx_run_sync(pub->context, connect_on_loop, &op);
@@ -452,6 +492,14 @@ static int accept_on_loop(void *arg)
 		return -EINVAL;		/* only an id from a CONNECT_REQUEST can accept */
 	if (op->id->connecting)
 		return -EISCONN;
+	if (is_ud(op->id)) {
+		/* The answer names the application's UD QP; the QP stays as it is. */
+		if (op->qp->pub.qp_type != SV_QPT_UD)
+			return -EINVAL;
+		if ((rc = ctx->ops->accept(op->id->ep, &op->qp->pub, &op->param)) == 0)
+			op->id->connecting = true;
+		return rc;
+	}
 	if (op->qp->cm)
 		return -EBUSY;
 	if ((rc = sv__qp_cm_init(op->qp)) < 0)
@@ -510,6 +558,8 @@ static int disconnect_on_loop(void *arg)
 	struct op *op = arg;
 	struct sv__cm_id *id = op->id;
 
+	if (is_ud(id))
+		return -EINVAL;		/* nothing is connected in a UD port space */
 	if (!id->ep || id->listening)
 		return -ENOTCONN;
 	if (id->pub.qp) {
@@ -595,7 +645,7 @@ void *sv__cm_incoming(void *listen_cm, struct sv__tep *ep, const struct sv__conn
 	struct sv__cm_id *id;
 	struct cm_event *e;
 
-	if (!(id = id_new(l->pub.channel, l->pub.context, l->pub.user_context)))
+	if (!(id = id_new(l->pub.channel, l->pub.context, l->pub.user_context, l->ps)))
 		return NULL;
 	if (!(e = event_new(l, SV_CM_EVENT_CONNECT_REQUEST, 0, param))) {
 		id_free(id);

@@ -423,8 +423,10 @@ struct sv__send_wqe *sv__sq_peek(struct sv_qp *pub)
 		if (!is_local(w->opcode))
 			return w;
 		/* IBA 10.6.5.1 (verbs.md 2): a local invalidate waits until every earlier
-		 * WR has completed, so none of them still uses the memory. */
-		if (w->opcode == SV_WR_LOCAL_INV && qp->sq_get != qp->sq_start)
+		 * WR has completed, so none of them still uses the memory. A fenced bind
+		 * waits the same way: more than the READ/atomic fence asks, never less. */
+		if ((w->opcode == SV_WR_LOCAL_INV || (w->flags & SV_SEND_FENCE)) &&
+		    qp->sq_get != qp->sq_start)
 			return NULL;
 		sv__sq_take(pub);
 		sv__sq_done(pub, w, sv__mw_run_local(pub, w), 0, 0);
@@ -1055,6 +1057,9 @@ static int post_one_send(struct sv__qp *qp, const struct sv_send_wr *wr)
 		w->bind.mw_handle = wr->wr.bind_mw.mw->handle;
 		w->bind.mw_index = wr->wr.bind_mw.mw->rkey >> 8;
 		w->bind.rkey = wr->wr.bind_mw.rkey;
+		/* The window's key from now on (ibv_bind_mw(3) semantics), set here in the
+		 * poster's thread; the key table changes when the bind executes. */
+		wr->wr.bind_mw.mw->rkey = (w->bind.mw_index << 8) | (wr->wr.bind_mw.rkey & 0xff);
 		/* The MR by key: it may be deregistered before the bind runs. */
 		w->bind.mr_lkey = bi->mr ? bi->mr->lkey : 0;
 		w->bind.addr = bi->addr;

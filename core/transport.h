@@ -99,6 +99,8 @@ struct sv__conn_param {
 	 * the transport's default. Not set in reports to core. */
 	uint8_t retry_count;
 	uint8_t rnr_retry_count;
+	/* In reports of ESTABLISHED for a UD port-space id (ud_resolve): the answer. */
+	const struct sv_cm_ud_param *ud;
 };
 
 struct sv__transport_ops {
@@ -162,6 +164,16 @@ struct sv__transport_ops {
 	/* The CM id is gone: stop reporting to cm, close and free the endpoint (a listener
 	 * or an unaccepted incoming connection included). */
 	void (*ep_destroy)(struct sv__tep *ep);
+	/* Optional (NULL: the UD port spaces are -EOPNOTSUPP). [loop] rdma_cm's UD port
+	 * spaces (SV_CM_PS_UDP/IPOIB): no connection, only service ID resolution (IB CM
+	 * SIDR, IBA 12.11). ud_listen listens in port space ps; ud_resolve asks the
+	 * listener at dst for the UD QP behind its port and reports ESTABLISHED (param->ud
+	 * set) or UNREACHABLE. accept (with the application's UD QP, left as it is),
+	 * reject, ep_destroy and ep_addr take these endpoints too; disconnect does not. */
+	int (*ud_listen)(struct sv_context *ctx, void *cm, const struct sockaddr *addr,
+			 uint16_t ps, struct sv__tep **lep);
+	int (*ud_resolve)(struct sv_context *ctx, void *cm, const struct sockaddr *dst,
+			  uint16_t ps, const struct sv__conn_param *param, struct sv__tep **ep);
 	/* Addresses of an endpoint; either pointer may be NULL. */
 	int (*ep_addr)(struct sv__tep *ep, struct sockaddr_storage *local,
 		       struct sockaddr_storage *peer);
@@ -252,12 +264,17 @@ int sv__sge_map(struct sv_qp *qp, const struct sv_sge *sge, uint32_t num_sge,
 /*
  * Remote access by a peer: checks rkey/STag against the QP's PD, [va, va+len) against the
  * region (ZERO_BASED: offsets), the region's access right (SV_ACCESS_REMOTE_WRITE, _READ
- * or _ATOMIC in need), and that the QP's qp_access_flags enable the operation. On success
- * *mr holds a reference (sv_dereg_mr waits for it) and *ptr is the host address of va.
+ * or _ATOMIC in need), and that the QP's qp_access_flags enable the operation. The key
+ * may name a memory window: then the window's range and rights count (a ZERO_BASED
+ * window: offsets from its start) and a type 2 window must be bound through this QP;
+ * the reference is on the window's MR. On success *mr holds a reference (sv_dereg_mr
+ * waits for it) and *ptr is the host address of va.
  * Errors, most specific first, so the transport can pick the Terminate/NAK code:
  *   -EOPNOTSUPP  the QP does not enable this kind of remote access
- *   -ENOENT      no such key (never registered, deregistered, stale 8-bit key)
- *   -EPERM       key of another PD (not associated with this stream)
+ *   -ENOENT      no such key (never registered, deregistered, stale 8-bit key, a window
+ *                unbound or invalidated)
+ *   -EPERM       key of another PD, or a type 2 window of another QP (not associated
+ *                with this stream)
  *   -EOVERFLOW   va + len wraps
  *   -ERANGE      outside the region
  *   -EACCES      the region does not grant the access

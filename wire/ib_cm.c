@@ -1,6 +1,7 @@
 /*
- * ib_cm.c — IB CM MAD codec (IBA vol. 1 13.4.2 MAD header, 12.6 CM messages; offsets as
- * in the kernel's include/rdma/ibta_vol1_c12.h tables 106-113). Offsets below are from the
+ * ib_cm.c — IB CM MAD codec (IBA vol. 1 13.4.2 MAD header, 12.6 CM messages, 12.11 service
+ * ID resolution; offsets as in the kernel's include/rdma/ibta_vol1_c12.h tables 106-113 and
+ * 119-120). Offsets below are from the
  * start of the CM message, i.e. after the 24-byte MAD header; "bits 7:3" counts from the
  * least significant bit of the byte.
  */
@@ -243,6 +244,51 @@ static void dreq_encode(uint8_t *p, const struct sv_cm_dreq *r)
 	memcpy(p + 12, r->private_data, SV_CM_DREQ_PRIVATE_LEN);
 }
 
+/* Table 119: RequestID | P_Key:16 rsvd:16 | ServiceID | private data (216). */
+static void sidr_req_decode(struct sv_cm_sidr_req *r, const uint8_t *p)
+{
+	r->request_id = sv__get_be32(p);
+	r->pkey = sv__get_be16(p + 4);
+	r->service_id = sv__get_be64(p + 8);
+	memcpy(r->private_data, p + 16, SV_CM_SIDR_REQ_PRIVATE_LEN);
+}
+
+static void sidr_req_encode(uint8_t *p, const struct sv_cm_sidr_req *r)
+{
+	sv__put_be32(p, r->request_id);
+	sv__put_be16(p + 4, r->pkey);
+	sv__put_be64(p + 8, r->service_id);
+	memcpy(p + 16, r->private_data, SV_CM_SIDR_REQ_PRIVATE_LEN);
+}
+
+/* Table 120: RequestID | Status | AdditionalInformationLength | rsvd:16 | QPN:24 rsvd:8 |
+ * ServiceID | Q_Key | AdditionalInformation (72) | private data (136). The reserved
+ * 16 bits at 6 and 8 bits at 11 carry a vendor ID in the kernel's ECE extension; we
+ * neither send nor read one. */
+static void sidr_rep_decode(struct sv_cm_sidr_rep *r, const uint8_t *p)
+{
+	r->request_id = sv__get_be32(p);
+	r->status = p[4];
+	r->info_len = p[5];
+	r->qpn = sv__get_be24(p + 8);
+	r->service_id = sv__get_be64(p + 12);
+	r->qkey = sv__get_be32(p + 20);
+	memcpy(r->info, p + 24, SV_CM_SIDR_REP_INFO_LEN);
+	memcpy(r->private_data, p + 96, SV_CM_SIDR_REP_PRIVATE_LEN);
+}
+
+static void sidr_rep_encode(uint8_t *p, const struct sv_cm_sidr_rep *r)
+{
+	sv__put_be32(p, r->request_id);
+	p[4] = r->status;
+	p[5] = r->info_len;
+	sv__put_be24(p + 8, r->qpn);
+	sv__put_be64(p + 12, r->service_id);
+	sv__put_be32(p + 20, r->qkey);
+	memcpy(p + 24, r->info, SV_CM_SIDR_REP_INFO_LEN);
+	memcpy(p + 96, r->private_data, SV_CM_SIDR_REP_PRIVATE_LEN);
+}
+
 int sv__cm_decode(struct sv_cm_msg *m, const uint8_t *p, size_t len)
 {
 	const uint8_t *b = p + SV_MAD_HDR_LEN;
@@ -275,6 +321,12 @@ int sv__cm_decode(struct sv_cm_msg *m, const uint8_t *p, size_t len)
 		break;
 	case SV_CM_ATTR_DREP:
 		rtu_decode(&m->drep, b);
+		break;
+	case SV_CM_ATTR_SIDR_REQ:
+		sidr_req_decode(&m->sidr_req, b);
+		break;
+	case SV_CM_ATTR_SIDR_REP:
+		sidr_rep_decode(&m->sidr_rep, b);
 		break;
 	default:
 		return -EPROTO;
@@ -312,6 +364,12 @@ int sv__cm_encode(uint8_t *p, size_t cap, const struct sv_cm_msg *m)
 	case SV_CM_ATTR_DREP:
 		rtu_encode(b, &m->drep);
 		break;
+	case SV_CM_ATTR_SIDR_REQ:
+		sidr_req_encode(b, &m->sidr_req);
+		break;
+	case SV_CM_ATTR_SIDR_REP:
+		sidr_rep_encode(b, &m->sidr_rep);
+		break;
 	default:
 		return -EPROTO;
 	}
@@ -333,10 +391,10 @@ void sv__cm_mad_init(struct sv_cm_msg *m, enum sv_cm_attr attr, uint64_t tid)
 const char *sv__cm_attr_name(uint16_t attr_id)
 {
 	static const char *const names[] = {
-		"REQ", "MRA", "REJ", "REP", "RTU", "DREQ", "DREP",
+		"REQ", "MRA", "REJ", "REP", "RTU", "DREQ", "DREP", "SIDR_REQ", "SIDR_REP",
 	};
 
-	if (attr_id < SV_CM_ATTR_REQ || attr_id > SV_CM_ATTR_DREP)
+	if (attr_id < SV_CM_ATTR_REQ || attr_id > SV_CM_ATTR_SIDR_REP)
 		return "?";
 	return names[attr_id - SV_CM_ATTR_REQ];
 }

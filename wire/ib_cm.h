@@ -4,7 +4,8 @@
  * payload of a UD SEND_ONLY to QP1 (DETH Q_Key 0x80010000, source QP 1).
  *
  * Layout: the 24-byte MAD common header, then 232 bytes of CM message at the byte and
- * bit offsets of the IBA tables (as the Linux kernel's include/rdma/ibta_vol1_c12.h and
+ * bit offsets of the IBA tables (tables 106-113 for connections, 119-120 for service ID
+ * resolution, IBA 12.11; as the Linux kernel's include/rdma/ibta_vol1_c12.h and
  * Wireshark's packet-infiniband.c lay them out), so that analysers decode our MADs as CM.
  * Private data is fixed-size per message, as on InfiniBand; the first 36 bytes of a REQ's
  * private data may carry the RDMA CM IP header (sv__cm_ip_hdr_*), as librdmacm does.
@@ -40,6 +41,8 @@ enum sv_cm_attr {
 	SV_CM_ATTR_RTU = 0x0014,
 	SV_CM_ATTR_DREQ = 0x0015,
 	SV_CM_ATTR_DREP = 0x0016,
+	SV_CM_ATTR_SIDR_REQ = 0x0017,
+	SV_CM_ATTR_SIDR_REP = 0x0018,
 };
 
 /* Private data sizes, fixed per message (IBA tables 106-113). */
@@ -51,6 +54,9 @@ enum sv_cm_attr {
 #define SV_CM_DREQ_PRIVATE_LEN 220
 #define SV_CM_DREP_PRIVATE_LEN 224
 #define SV_CM_REJ_ARI_LEN 72
+#define SV_CM_SIDR_REQ_PRIVATE_LEN 216
+#define SV_CM_SIDR_REP_PRIVATE_LEN 136
+#define SV_CM_SIDR_REP_INFO_LEN 72
 
 /* REQ transport service type (2 bits). */
 enum sv_cm_transport {
@@ -78,6 +84,16 @@ enum sv_cm_rej_reason {
 	SV_CM_REJ_STALE_CONN = 10,
 	SV_CM_REJ_INVALID_MTU = 26,
 	SV_CM_REJ_CONSUMER_DEFINED = 28,
+};
+
+/* SIDR_REP status (IBA table 121, kernel ib_cm_sidr_status). */
+enum sv_cm_sidr_status {
+	SV_CM_SIDR_SUCCESS = 0,
+	SV_CM_SIDR_UNSUPPORTED = 1,	/* no service at that service ID */
+	SV_CM_SIDR_REJECT = 2,		/* the consumer refused */
+	SV_CM_SIDR_NO_QP = 3,
+	SV_CM_SIDR_REDIRECT = 4,
+	SV_CM_SIDR_UNSUPPORTED_VERSION = 5,
 };
 
 /* MAD common header (IBA 13.4.2), host order. */
@@ -192,6 +208,26 @@ struct sv_cm_dreq {
 	uint8_t private_data[SV_CM_DREQ_PRIVATE_LEN];
 };
 
+/* SIDR_REQ (IBA table 119): which UD QP serves service_id? */
+struct sv_cm_sidr_req {
+	uint32_t request_id;
+	uint16_t pkey;
+	uint64_t service_id;
+	uint8_t private_data[SV_CM_SIDR_REQ_PRIVATE_LEN];
+};
+
+/* SIDR_REP (IBA table 120): the answer, echoing request_id and service_id. */
+struct sv_cm_sidr_rep {
+	uint32_t request_id;
+	uint8_t status;			/* enum sv_cm_sidr_status */
+	uint8_t info_len;		/* valid bytes of info */
+	uint32_t qpn;			/* 24 bits */
+	uint64_t service_id;
+	uint32_t qkey;
+	uint8_t info[SV_CM_SIDR_REP_INFO_LEN];
+	uint8_t private_data[SV_CM_SIDR_REP_PRIVATE_LEN];
+};
+
 /* One CM MAD. mad.attr_id selects the union member. */
 struct sv_cm_msg {
 	struct sv_mad_hdr mad;
@@ -203,6 +239,8 @@ struct sv_cm_msg {
 		struct sv_cm_rtu rtu;
 		struct sv_cm_dreq dreq;
 		struct sv_cm_rtu drep;
+		struct sv_cm_sidr_req sidr_req;
+		struct sv_cm_sidr_rep sidr_rep;
 	};
 };
 
@@ -213,7 +251,8 @@ int sv__mad_hdr_encode(uint8_t *p, size_t cap, const struct sv_mad_hdr *h);
  * Decodes one CM MAD p[0..len) (len >= 256; bytes past 256 are ignored, so a UD payload
  * can be passed whole). Returns SV_MAD_LEN, -EBADMSG when short, -EPROTO when the header
  * is not base version 1 / class CM / class version 2 / method Send or the attribute is not
- * one of REQ MRA REJ REP RTU DREQ DREP (m->mad is filled in either case, for logging).
+ * one of REQ MRA REJ REP RTU DREQ DREP SIDR_REQ SIDR_REP (m->mad is filled in either case,
+ * for logging).
  */
 int sv__cm_decode(struct sv_cm_msg *m, const uint8_t *p, size_t len);
 
@@ -227,27 +266,37 @@ int sv__cm_encode(uint8_t *p, size_t cap, const struct sv_cm_msg *m);
 /* Zeroes m and sets the MAD header for a CM Send of attribute attr with transaction tid. */
 void sv__cm_mad_init(struct sv_cm_msg *m, enum sv_cm_attr attr, uint64_t tid);
 
-/* "REQ", "REP", ... or "?" (logs and tests). */
+/* "REQ", "REP", ..., "SIDR_REP" or "?" (logs and tests). */
 const char *sv__cm_attr_name(uint16_t attr_id);
 
 /* ---- RDMA CM IP addressing (librdmacm / kernel cma.c conventions) ---- */
 
-/* Service ID of an RDMA CM port-space listener: 0x0000000001 | port space (TCP 0x0106)
- * | 16-bit port. */
+/* Service ID of an RDMA CM port-space listener (kernel cma_get_service_id()): the
+ * 16-bit port space above the 16-bit port, e.g. 0x0000000001060000 | port for TCP. */
+#define SV_CMA_PS_TCP 0x0106		/* RDMA_PS_TCP: RC connections (REQ) */
+#define SV_CMA_PS_UDP 0x0111		/* RDMA_PS_UDP: UD service resolution (SIDR) */
+#define SV_CMA_PS_IPOIB 0x0002		/* RDMA_PS_IPOIB: UD as well */
 #define SV_CM_SID_PS_TCP 0x0000000001060000ull
 static inline uint64_t sv__cm_service_id(uint16_t port)
 {
 	return SV_CM_SID_PS_TCP | port;
 }
 
+static inline uint64_t sv__cm_service_id_ps(uint16_t ps, uint16_t port)
+{
+	return (uint64_t)ps << 16 | port;
+}
+
 /*
  * The RDMA CM IP header at the start of a REQ's private data (36 bytes): CMA version 0,
  * IP version in the high nibble of byte 1 (4 or 6), source port, then source and
  * destination addresses as 16 bytes each (IPv4 in the last 4 bytes, rest zero). The
- * application's private data follows, at most 92 - 36 = 56 bytes.
+ * application's private data follows, at most 92 - 36 = 56 bytes in a REQ and
+ * 216 - 36 = 180 bytes in a SIDR_REQ.
  */
 #define SV_CM_IP_HDR_LEN 36
 #define SV_CM_IP_PRIVATE_MAX (SV_CM_REQ_PRIVATE_LEN - SV_CM_IP_HDR_LEN)
+#define SV_CM_SIDR_IP_PRIVATE_MAX (SV_CM_SIDR_REQ_PRIVATE_LEN - SV_CM_IP_HDR_LEN)
 
 struct sv_cm_ip_hdr {
 	uint8_t ip_version;		/* 4 or 6 */

@@ -227,6 +227,28 @@ static void qp_error(struct sv_qp *qp)
 		sv__qp_kick(qp);
 }
 
+/*
+ * An iWARP QP reaches RTS only through its connection (the MPA exchange the CM runs,
+ * which moves it with sv__qp_established()); the verbs have no address for the LLP.
+ * A modify_qp to RTR or RTS of a QP no connection was started for would leave it
+ * "ready" with no stream under it, and its sends would wait forever; iWARP devices
+ * refuse it (siw: no LLP handle), and so do we, naming the way that works. Programs
+ * that connect out of band (perftest without -R, ibv_rc_pingpong) thus fail at once.
+ */
+static int qp_modify(struct sv_qp *qp, const struct sv_qp_attr *attr, int mask)
+{
+	enum sv_qp_state cur = sv__qp_state(qp);
+
+	if (!(mask & SV_QP_STATE) || sv__iw_qp(qp)->ep ||
+	    (attr->qp_state != SV_QPS_RTR && attr->qp_state != SV_QPS_RTS) ||
+	    (cur != SV_QPS_RESET && cur != SV_QPS_INIT))
+		return 0;
+	sv__log(SV_LOG_ERROR, "softverbs tcp: an iWARP QP is connected by the connection "
+		"manager (rdma_cm, perftest -R), not by modify_qp to %s",
+		attr->qp_state == SV_QPS_RTR ? "RTR" : "RTS");
+	return -EINVAL;
+}
+
 const struct sv__transport_ops sv__iwarp_tcp_ops = {
 	.name = "tcp",
 	.accept = sv__iw_accept,
@@ -242,7 +264,7 @@ const struct sv__transport_ops sv__iwarp_tcp_ops = {
 	.qp_create = qp_create,
 	.qp_destroy = qp_destroy,
 	.qp_error = qp_error,
-	.qp_modify = NULL,
+	.qp_modify = qp_modify,
 	.qp_stats = qp_stats,
 	.reject = sv__iw_reject,
 	.rq_kick = NULL,

@@ -269,6 +269,8 @@ void sv__iw_term_received(struct sv__iwqp *iq, const struct sv_rdmap_term *t);
 void sv__iw_conn_lost(struct sv__iwqp *iq);
 /* sv__mr_acquire() errno to the Terminate codes of RDMAP (Read/atomic) or DDP (Write). */
 void sv__iw_err_from_mr(struct sv__iw_err *e, int rc, bool rdmap);
+/* The error for a Send with Invalidate whose STag sv__key_invalidate() refused (rc). */
+void sv__iw_err_from_inv(struct sv__iw_err *e, int rc);
 void sv__iw_err_set(struct sv__iw_err *e, uint8_t layer, uint8_t etype, uint8_t ecode);
 
 /* iwarp_cm.c — [loop]: the CM ops of the table */

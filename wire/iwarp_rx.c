@@ -622,20 +622,12 @@ static void commit_recv(struct sv__iwqp *iq)
 	}
 	if (inv) {
 		/* RFC 5040 4.4 (iwarp.md 4.4): invalidate once the message is placed; the
-		 * receive reports the STag. Failing that, a Terminate "STag cannot be
-		 * invalidated" (RDMAP remote protection, as siw) and the receive fails. No
-		 * D or R: the copied untagged header under EType 1 is one Wireshark
-		 * misreads (wire/rdmap.h). */
+		 * receive reports the STag. Failing that, a Terminate (iwarp_term.c) that
+		 * fails the receive too. */
 		int rc = sv__key_invalidate(iq->qp, m->ddp.ulp_word);
 
 		if (rc < 0) {
-			uint8_t ec = rc == -ENOENT ? SV_TERM_RDMAP_INV_STAG :
-				     rc == -EPERM ? SV_TERM_RDMAP_STAG_NOT_ASSOC :
-				     SV_TERM_RDMAP_CANT_INVALIDATE;
-
-			sv__iw_err_set(&rx->err, SV_TERM_LAYER_RDMAP, SV_TERM_RDMAP_REMOTE_PROT, ec);
-			rx->err.event = SV_EVENT_QP_ACCESS_ERR;
-			rx->err.rq_status = SV_WC_REM_INV_REQ_ERR;	/* rxe's status */
+			sv__iw_err_from_inv(&rx->err, rc);
 			return;
 		}
 		imm_data = m->ddp.ulp_word;

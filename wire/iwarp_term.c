@@ -9,6 +9,11 @@
  * follows siw (iwarp.md 4.5): remote protection errors on a Read Request carry M, D and R;
  * other DDP and RDMAP errors carry M and D; LLP and version errors carry none.
  *
+ * A Send with Invalidate naming an STag we may not invalidate (an MR, a type 1 window, a
+ * window of another PD or QP, or no such STag) is an RDMAP remote protection error too
+ * (iwarp.md 4.6; siw uses "STag cannot be invalidated" the same way); the receive it
+ * consumed fails with REM_INV_REQ_ERR, rxe's status for a bad invalidate.
+ *
  * The requester that receives a Terminate completes the WQE it concerns with a status
  * derived from the triple (verbs.md section 3) and vendor_err = layer<<16|etype<<8|ecode.
  * A connection that dies under an established QP without a Terminate (reset, or FIN in
@@ -64,6 +69,18 @@ void sv__iw_err_from_mr(struct sv__iw_err *e, int rc, bool rdmap)
 	}
 	e->with_ddp = true;
 	e->event = SV_EVENT_QP_ACCESS_ERR;
+}
+
+void sv__iw_err_from_inv(struct sv__iw_err *e, int rc)
+{
+	uint8_t ecode = rc == -ENOENT ? SV_TERM_RDMAP_INV_STAG :
+			rc == -EPERM ? SV_TERM_RDMAP_STAG_NOT_ASSOC : SV_TERM_RDMAP_CANT_INVALIDATE;
+
+	sv__iw_err_set(e, SV_TERM_LAYER_RDMAP, SV_TERM_RDMAP_REMOTE_PROT, ecode);
+	/* No D or R: the copied header would be untagged under EType 1, which Wireshark
+	 * sizes as tagged (wire/rdmap.h), and the RDMAP header field fits Read Requests. */
+	e->event = SV_EVENT_QP_ACCESS_ERR;
+	e->rq_status = SV_WC_REM_INV_REQ_ERR;
 }
 
 void sv__iw_term_queue(struct sv__iwqp *iq, const struct sv__iw_err *e,

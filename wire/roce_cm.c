@@ -7,13 +7,18 @@
  * Addressing (the rdma_cm convention for IB/RoCE, kernel cma.c): the sockaddr IP:port an
  * application passes to sv_cm_listen/sv_cm_connect is split in two.
  *  - The IP names the device: the peer's CM (its QP1) is its UDP socket at IP:<this
- *    device's RoCE UDP port> (opts.port, 4791 by default), so both ends must use the same
- *    UDP port. Two contexts on one host use different loopback addresses (the 127.0.0.x
- *    fallback of roce.c does that by itself).
+ *    device's configured RoCE UDP port> (opts.port, 4791 by default), so both ends must
+ *    configure the same UDP port. Two contexts on one host use different loopback
+ *    addresses (the 127.0.0.x fallback of roce.c does that by itself); on ::1, the one
+ *    IPv6 loopback address, the later one falls back to another port, and reaches the
+ *    listener at the configured port all the same: the passive side answers, and
+ *    connects its QP to, wherever the REQ came from. IPv6 works like IPv4, with the
+ *    family of the device's address: sockaddr_in6, IPv6 GIDs in the REQ's path, and the
+ *    rdma_cm IP header with IP version 6 and 16-byte addresses.
  *  - The port is the service: service ID 0x0000000001060000 | port (RDMA_PS_TCP), in the
  *    REQ. A listener on port 0 gets a free service port (from 49152 up); the active side
  *    takes one too, which it sends in the REQ's private data as the rdma_cm IP header
- *    (36 bytes: CMA version 0, IP version 4, source port, source and destination
+ *    (36 bytes: CMA version 0, IP version 4 or 6, source port, source and destination
  *    addresses), so the application's REQ private data is at most 92 - 36 = 56 bytes.
  * Private data arrives at the fixed size of each message as on InfiniBand (REQ 56 after
  * the IP header, REP 196, REJ 148), zero-padded after what the peer sent.
@@ -28,7 +33,10 @@
  * QP, and the passive side's (sv_cm_accept) in the REP for the active QP. 0 (or no
  * sv_conn_param) means 7, the most (RNR: infinite); larger values are capped at 7.
  * REJ answers a REQ nobody listens for (invalid service ID) or that the application
- * rejects (consumer defined, with its private data). DREQ/DREP close; both sides report
+ * rejects (consumer defined, with its private data). The first is reported as
+ * UNREACHABLE (-ECONNREFUSED), as the TCP transport reports a refused TCP connect, so
+ * "nobody listens there" reads the same on both transports (and rdma_cm's drop-in retries
+ * it alike while the connect's deadline lasts); the second as REJECTED. DREQ/DREP close; both sides report
  * DISCONNECTED. A MAD that expects an answer (REQ, REP, DREQ) is sent again every
  * CM_RETRY_MS up to CM_TRIES times; an unanswered REQ ends in UNREACHABLE, an unanswered
  * REP in UNREACHABLE at the passive side, an unanswered DREQ in DISCONNECTED. Repeated
@@ -37,6 +45,17 @@
  * not decided yet gets an MRA, which restarts the active side's count. Data arriving at
  * the passive QP before the RTU is received (the QP is in RTR) but does not stand in for
  * the RTU (no COMM_EST): a lost RTU is repaired by the REP's retransmission.
+ *
+ * UD port spaces (rdma_cm RDMA_PS_UDP / RDMA_PS_IPOIB; IBA 12.11 service ID resolution):
+ * a listener of such a port space answers SIDR_REQ, not REQ, for service ID
+ * ps << 16 | port (0x0000000001110000 | port for UDP). The SIDR_REQ's private data starts
+ * with the same rdma_cm IP header as a REQ's (180 bytes left for the application). The
+ * SIDR_REP names the UD QP the application accepted with and its Q_Key, or refuses
+ * (status REJECT from the application, UNSUPPORTED when nobody listens); the requester
+ * learns the peer device's address from the SIDR_REP's source, which becomes the AH the
+ * ESTABLISHED event carries. Nothing is connected, so there is no RTU or DREQ: a
+ * SIDR_REQ is repeated every CM_RETRY_MS up to CM_TRIES times (then UNREACHABLE), and a
+ * repeated SIDR_REQ gets the same SIDR_REP again once the application has decided.
  *
  * Loss recovery mode (go-back-N or selective repeat, opts.retx): the IB CM REQ has no
  * field for it, so it rides in the rdma_cm IP header at the start of the REQ's private
@@ -78,6 +97,8 @@ enum ep_state {
 	EP_ESTABLISHED,
 	EP_DREQ_SENT,
 	EP_CLOSED,
+	EP_SIDR_SENT,		/* UD requester: waiting for SIDR_REP */
+	EP_SIDR_DONE,		/* UD: answered (msg holds our SIDR_REP) or resolved */
 };
 
 struct sv__tep {
@@ -86,9 +107,12 @@ struct sv__tep {
 	void *cm;			/* core's cookie */
 	enum ep_state state;
 	struct sv_qp *qp;
-	struct sockaddr_in local;	/* device IP : service port */
-	struct sockaddr_in peer;	/* peer IP : its service port */
-	struct sockaddr_in gsi;		/* the peer device's UDP socket */
+	uint16_t ps;			/* rdma_cm port space (SV_CMA_PS_*) */
+	bool sidr;			/* a UD port-space endpoint: SIDR, not REQ/REP */
+	uint64_t service_id;		/* SIDR responder: the one asked for, echoed */
+	union sv__roce_addr local;	/* device IP : service port */
+	union sv__roce_addr peer;	/* peer IP : its service port */
+	union sv__roce_addr gsi;	/* the peer device's UDP socket */
 	uint32_t local_id, remote_id;
 	uint32_t remote_qpn;
 	uint32_t psn;			/* our starting PSN */
@@ -133,18 +157,28 @@ static uint32_t rand24(struct sv__rctx *rc)
 	return rnd(rc) & SV_PSN_MASK;
 }
 
-static void v4mapped(uint8_t gid[16], const struct in_addr *a)
+/* The device's address with a service port. */
+static void local_addr(const struct sv__rctx *rc, uint16_t port, union sv__roce_addr *a)
 {
-	memset(gid, 0, 16);
-	gid[10] = gid[11] = 0xff;
-	memcpy(gid + 12, a, 4);
+	*a = rc->local;
+	sv__roce_addr_set_port(a, port);
+}
+
+/* The rdma_cm IP header's form of an address: 16 bytes, IPv4 in the last four. */
+static void ip_hdr_addr(uint8_t out[16], const union sv__roce_addr *a)
+{
+	memset(out, 0, 16);
+	if (a->sa.sa_family == AF_INET6)
+		memcpy(out, a->v6.sin6_addr.s6_addr, 16);
+	else
+		memcpy(out + 12, &a->v4.sin_addr, 4);
 }
 
 /* ---------------------------------------------------------------------------------------
  * Sending MADs.
  */
 
-static int mad_send(struct sv__rctx *rc, const struct sockaddr_in *dst, const uint8_t *mad)
+static int mad_send(struct sv__rctx *rc, const union sv__roce_addr *dst, const uint8_t *mad)
 {
 	uint8_t hdr[SV_BTH_LEN + SV_DETH_LEN];
 	struct iovec v = { (void *)mad, SV_MAD_LEN };
@@ -192,7 +226,7 @@ static int ep_send(struct sv__tep *ep, const struct sv_cm_msg *m, bool retransmi
 	return r;
 }
 
-static void send_rej(struct sv__rctx *rc, const struct sockaddr_in *dst, uint64_t tid,
+static void send_rej(struct sv__rctx *rc, const union sv__roce_addr *dst, uint64_t tid,
 		     uint32_t local_id, uint32_t remote_id, uint8_t msg, uint16_t reason,
 		     const uint8_t *priv, size_t priv_len)
 {
@@ -244,23 +278,23 @@ static void ep_unlink(struct sv__tep *ep)
 /* Only a listener owns its service port: connections accepted on it keep the port as
  * their local address but are found by communication ID, so an application may close
  * the listener and listen on the same port again while they live (perftest -R does). */
-static bool port_used(const struct sv__rctx *rc, uint16_t port)
+static bool port_used(const struct sv__rctx *rc, uint16_t ps, uint16_t port)
 {
 	for (const struct sv__tep *e = rc->cm_eps; e; e = e->next)
-		if (e->state == EP_LISTEN && e->local.sin_port == htons(port))
+		if (e->state == EP_LISTEN && e->ps == ps && sv__roce_addr_port(&e->local) == port)
 			return true;
 	return false;
 }
 
-/* A free service port for an active connection or a port-0 listener. */
-static uint16_t ephemeral(struct sv__rctx *rc)
+/* A free service port of port space ps for an active endpoint or a port-0 listener. */
+static uint16_t ephemeral(struct sv__rctx *rc, uint16_t ps)
 {
 	for (unsigned n = 0; n < 65536 - CM_EPHEMERAL; n++) {
 		if (rc->cm_next_port < CM_EPHEMERAL)
 			rc->cm_next_port = CM_EPHEMERAL;
 		uint16_t p = rc->cm_next_port++;
 
-		if (!port_used(rc, p))
+		if (!port_used(rc, ps, p))
 			return p;
 	}
 	return 0;
@@ -282,7 +316,17 @@ static void detach_qp(struct sv__tep *ep)
 static struct sv__tep *find_by_local(struct sv__rctx *rc, uint32_t id)
 {
 	for (struct sv__tep *e = rc->cm_eps; e; e = e->next)
-		if (e->state != EP_LISTEN && e->local_id == id)
+		if (e->state != EP_LISTEN && !e->sidr && e->local_id == id)
+			return e;
+	return NULL;
+}
+
+/* The listener of port space ps whose service ID is sid. */
+static struct sv__tep *find_listener(struct sv__rctx *rc, uint16_t ps, uint64_t sid)
+{
+	for (struct sv__tep *e = rc->cm_eps; e; e = e->next)
+		if (e->state == EP_LISTEN && e->ps == ps &&
+		    sv__cm_service_id_ps(ps, sv__roce_addr_port(&e->local)) == sid)
 			return e;
 	return NULL;
 }
@@ -306,8 +350,8 @@ static int qp_to_rtr(struct sv__tep *ep, uint32_t dqpn, uint32_t rq_psn)
 
 	memset(&a, 0, sizeof(a));
 	a.qp_state = SV_QPS_RTR;
-	v4mapped(a.ah_attr.dgid, &ep->gsi.sin_addr);
-	a.ah_attr.dport = ntohs(ep->gsi.sin_port);
+	sv__roce_addr_gid(&ep->gsi, a.ah_attr.dgid);
+	a.ah_attr.dport = sv__roce_addr_port(&ep->gsi);
 	a.ah_attr.hop_limit = 64;
 	a.ah_attr.port_num = 1;
 	a.path_mtu = ep->mtu;
@@ -352,7 +396,8 @@ static int qp_to_rts(struct sv__tep *ep)
  * Receiving MADs.
  */
 
-static void rx_req(struct sv__rctx *rc, const struct sockaddr_in *src, const struct sv_cm_msg *m)
+static void rx_req(struct sv__rctx *rc, const union sv__roce_addr *src,
+		   const struct sv_cm_msg *m)
 {
 	const struct sv_cm_req *req = &m->req;
 	struct sv__conn_param p = { 0 };
@@ -361,10 +406,9 @@ static void rx_req(struct sv__rctx *rc, const struct sockaddr_in *src, const str
 	uint16_t sport = 0;
 
 	for (struct sv__tep *e = rc->cm_eps; e; e = e->next) {
-		if (e->state == EP_LISTEN)
+		if (e->state == EP_LISTEN || e->sidr)
 			continue;
-		if (e->remote_id == req->local_comm_id && e->gsi.sin_addr.s_addr ==
-		    src->sin_addr.s_addr && e->gsi.sin_port == src->sin_port) {
+		if (e->remote_id == req->local_comm_id && sv__roce_addr_eq(&e->gsi, src)) {
 			/* A repeated REQ (IBA 12.9.5): still deciding -> MRA; REP lost -> the
 			 * REP again; otherwise it is stale. */
 			if (e->state == EP_REQ_RCVD) {
@@ -384,14 +428,7 @@ static void rx_req(struct sv__rctx *rc, const struct sockaddr_in *src, const str
 			return;
 		}
 	}
-	for (struct sv__tep *e = rc->cm_eps; e; e = e->next) {
-		if (e->state == EP_LISTEN && sv__cm_service_id(ntohs(e->local.sin_port)) ==
-		    req->service_id) {
-			l = e;
-			break;
-		}
-	}
-	if (!l) {
+	if (!(l = find_listener(rc, SV_CMA_PS_TCP, req->service_id))) {
 		send_rej(rc, src, m->mad.tid, 0, req->local_comm_id, SV_CM_MSG_REQ,
 			 SV_CM_REJ_INVALID_SERVICE_ID, NULL, 0);
 		return;
@@ -412,8 +449,7 @@ static void rx_req(struct sv__rctx *rc, const struct sockaddr_in *src, const str
 	ep->remote_qpn = req->local_qpn;
 	ep->req_tid = m->mad.tid;
 	ep->gsi = *src;
-	ep->local = l->local;
-	ep->local.sin_addr = rc->local.sin_addr;
+	local_addr(rc, sv__roce_addr_port(&l->local), &ep->local);
 	ep->mtu = req->path_mtu;
 	ep->sr_set = false;
 	ep->retry_cnt = req->retry_count;
@@ -421,10 +457,9 @@ static void rx_req(struct sv__rctx *rc, const struct sockaddr_in *src, const str
 	ep->ird = req->responder_resources;	/* the peer's, until accept */
 	ep->ord = req->initiator_depth;
 	ep->psn = req->starting_psn;		/* the peer's, until accept */
-	/* An rdma_cm peer puts its IP header first; anyone else's private data is all
-	 * the application's. */
-	if (sv__cm_ip_hdr_decode(&ip, req->private_data, SV_CM_REQ_PRIVATE_LEN) > 0 &&
-	    ip.ip_version == 4) {
+	/* An rdma_cm peer puts its IP header first (IP version 4 or 6); anyone else's
+	 * private data is all the application's. */
+	if (sv__cm_ip_hdr_decode(&ip, req->private_data, SV_CM_REQ_PRIVATE_LEN) > 0) {
 		sport = ip.src_port;
 		ep->sr_set = true;
 		ep->sr = req->private_data[1] & SV__CM_HDR_SR;
@@ -434,9 +469,8 @@ static void rx_req(struct sv__rctx *rc, const struct sockaddr_in *src, const str
 		p.priv = req->private_data;
 		p.priv_len = SV_CM_REQ_PRIVATE_LEN;
 	}
-	ep->peer.sin_family = AF_INET;
-	ep->peer.sin_addr = src->sin_addr;
-	ep->peer.sin_port = htons(sport);
+	ep->peer = *src;
+	sv__roce_addr_set_port(&ep->peer, sport);
 	p.ird = req->responder_resources;
 	p.ord = req->initiator_depth;
 	if (!(ep->cm = sv__cm_incoming(l->cm, ep, &p))) {
@@ -447,7 +481,8 @@ static void rx_req(struct sv__rctx *rc, const struct sockaddr_in *src, const str
 	}
 }
 
-static void rx_rep(struct sv__rctx *rc, const struct sockaddr_in *src, const struct sv_cm_msg *m)
+static void rx_rep(struct sv__rctx *rc, const union sv__roce_addr *src,
+		   const struct sv_cm_msg *m)
 {
 	const struct sv_cm_rep *rep = &m->rep;
 	struct sv__tep *ep = find_by_local(rc, rep->remote_comm_id);
@@ -521,7 +556,8 @@ static void rx_rej(struct sv__rctx *rc, const struct sv_cm_msg *m)
 	p.priv = m->rej.private_data;
 	p.priv_len = SV_CM_REJ_PRIVATE_LEN;
 	sv__log(SV_LOG_DEBUG, "softverbs udp: CM REJ, reason %u", m->rej.reason);
-	report(ep, SV_CM_EVENT_REJECTED, -ECONNREFUSED, &p);
+	report(ep, m->rej.reason == SV_CM_REJ_INVALID_SERVICE_ID ? SV_CM_EVENT_UNREACHABLE :
+	       SV_CM_EVENT_REJECTED, -ECONNREFUSED, &p);
 }
 
 static void rx_mra(struct sv__rctx *rc, const struct sv_cm_msg *m)
@@ -538,7 +574,7 @@ static void rx_mra(struct sv__rctx *rc, const struct sv_cm_msg *m)
 	ep->deadline_ns = sv__now_ns() + wait_ns + ms_ns(CM_RETRY_MS);
 }
 
-static void rx_dreq(struct sv__rctx *rc, const struct sockaddr_in *src,
+static void rx_dreq(struct sv__rctx *rc, const union sv__roce_addr *src,
 		    const struct sv_cm_msg *m)
 {
 	struct sv__tep *ep = find_by_local(rc, m->dreq.remote_comm_id);
@@ -561,6 +597,108 @@ static void rx_dreq(struct sv__rctx *rc, const struct sockaddr_in *src,
 	}
 }
 
+/* SIDR_REP for a request we keep no endpoint for (nobody listens, out of memory). */
+static void send_sidr_status(struct sv__rctx *rc, const union sv__roce_addr *dst,
+			     const struct sv_cm_msg *req, uint8_t status)
+{
+	uint8_t buf[SV_MAD_LEN];
+	struct sv_cm_msg a;
+
+	sv__cm_mad_init(&a, SV_CM_ATTR_SIDR_REP, req->mad.tid);
+	a.sidr_rep.request_id = req->sidr_req.request_id;
+	a.sidr_rep.status = status;
+	a.sidr_rep.service_id = req->sidr_req.service_id;
+	if (sv__cm_encode(buf, sizeof(buf), &a) == SV_MAD_LEN)
+		(void)mad_send(rc, dst, buf);
+}
+
+static void rx_sidr_req(struct sv__rctx *rc, const union sv__roce_addr *src,
+			const struct sv_cm_msg *m)
+{
+	const struct sv_cm_sidr_req *req = &m->sidr_req;
+	struct sv__conn_param p = { 0 };
+	struct sv_cm_ip_hdr ip;
+	struct sv__tep *l = NULL, *ep;
+	uint16_t ps = (uint16_t)(req->service_id >> 16);
+
+	for (struct sv__tep *e = rc->cm_eps; e; e = e->next) {
+		if (!e->sidr || e->state == EP_LISTEN || e->remote_id != req->request_id ||
+		    !sv__roce_addr_eq(&e->gsi, src))
+			continue;
+		/* A repeated SIDR_REQ (IBA 12.11.2): our SIDR_REP again once there is one;
+		 * while the application decides, the requester keeps waiting. */
+		if (e->state == EP_SIDR_DONE)
+			(void)mad_send(rc, src, e->msg);
+		return;
+	}
+	if ((ps == SV_CMA_PS_UDP || ps == SV_CMA_PS_IPOIB) && (req->service_id >> 32) == 0)
+		l = find_listener(rc, ps, req->service_id);
+	if (!l) {
+		send_sidr_status(rc, src, m, SV_CM_SIDR_UNSUPPORTED);
+		return;
+	}
+	if (!(ep = ep_new(rc, EP_REQ_RCVD))) {
+		send_sidr_status(rc, src, m, SV_CM_SIDR_REJECT);
+		return;
+	}
+	ep->sidr = true;
+	ep->ps = ps;
+	ep->service_id = req->service_id;
+	ep->remote_id = req->request_id;
+	ep->req_tid = m->mad.tid;
+	ep->gsi = *src;
+	local_addr(rc, sv__roce_addr_port(&l->local), &ep->local);
+	ep->peer = *src;
+	sv__roce_addr_set_port(&ep->peer, 0);
+	/* An rdma_cm requester puts its IP header first (its service port in it). */
+	if (sv__cm_ip_hdr_decode(&ip, req->private_data, SV_CM_SIDR_REQ_PRIVATE_LEN) > 0) {
+		sv__roce_addr_set_port(&ep->peer, ip.src_port);
+		p.priv = req->private_data + SV_CM_IP_HDR_LEN;
+		p.priv_len = SV_CM_SIDR_IP_PRIVATE_MAX;
+	} else {
+		p.priv = req->private_data;
+		p.priv_len = SV_CM_SIDR_REQ_PRIVATE_LEN;
+	}
+	if (!(ep->cm = sv__cm_incoming(l->cm, ep, &p))) {
+		send_sidr_status(rc, src, m, SV_CM_SIDR_REJECT);
+		ep_unlink(ep);
+		free(ep);
+	}
+}
+
+static void rx_sidr_rep(struct sv__rctx *rc, const union sv__roce_addr *src,
+			const struct sv_cm_msg *m)
+{
+	const struct sv_cm_sidr_rep *rep = &m->sidr_rep;
+	struct sv__conn_param p = { 0 };
+	struct sv_cm_ud_param ud = { 0 };
+	struct sv__tep *ep = NULL;
+
+	for (struct sv__tep *e = rc->cm_eps; e; e = e->next)
+		if (e->sidr && e->state == EP_SIDR_SENT && e->local_id == rep->request_id)
+			ep = e;
+	if (!ep)
+		return;		/* a repeated answer, or for an endpoint gone */
+	ep->state = EP_SIDR_DONE;
+	ep->deadline_ns = 0;
+	p.priv = rep->private_data;
+	p.priv_len = SV_CM_SIDR_REP_PRIVATE_LEN;
+	if (rep->status != SV_CM_SIDR_SUCCESS) {
+		sv__log(SV_LOG_DEBUG, "softverbs udp: CM SIDR_REP, status %u", rep->status);
+		report(ep, SV_CM_EVENT_UNREACHABLE, -ECONNREFUSED, &p);
+		return;
+	}
+	/* The address of the device that answered: where UD sends to its QP go. */
+	ud.qp_num = rep->qpn;
+	ud.qkey = rep->qkey;
+	sv__roce_addr_gid(src, ud.ah_attr.dgid);
+	ud.ah_attr.dport = sv__roce_addr_port(src);
+	ud.ah_attr.hop_limit = 64;
+	ud.ah_attr.port_num = 1;
+	p.ud = &ud;
+	report(ep, SV_CM_EVENT_ESTABLISHED, 0, &p);
+}
+
 static void rx_drep(struct sv__rctx *rc, const struct sv_cm_msg *m)
 {
 	struct sv__tep *ep = find_by_local(rc, m->drep.remote_comm_id);
@@ -572,7 +710,7 @@ static void rx_drep(struct sv__rctx *rc, const struct sv_cm_msg *m)
 	report(ep, SV_CM_EVENT_DISCONNECTED, 0, NULL);
 }
 
-void sv__roce_cm_rx(struct sv__rctx *rc, const struct sockaddr_in *src, const uint8_t *p,
+void sv__roce_cm_rx(struct sv__rctx *rc, const union sv__roce_addr *src, const uint8_t *p,
 		    size_t len)
 {
 	size_t hlen = SV_BTH_LEN + SV_DETH_LEN;
@@ -608,6 +746,12 @@ void sv__roce_cm_rx(struct sv__rctx *rc, const struct sockaddr_in *src, const ui
 	case SV_CM_ATTR_DREP:
 		rx_drep(rc, m);
 		break;
+	case SV_CM_ATTR_SIDR_REQ:
+		rx_sidr_req(rc, src, m);
+		break;
+	case SV_CM_ATTR_SIDR_REP:
+		rx_sidr_rep(rc, src, m);
+		break;
 	default:
 		break;
 	}
@@ -626,7 +770,7 @@ static void give_up(struct sv__tep *ep)
 
 	ep->state = EP_CLOSED;
 	ep->deadline_ns = 0;
-	if (st == EP_REQ_SENT || st == EP_REP_SENT)
+	if (st == EP_REQ_SENT || st == EP_REP_SENT || st == EP_SIDR_SENT)
 		report(ep, SV_CM_EVENT_UNREACHABLE, -ETIMEDOUT, NULL);
 	else if (st == EP_DREQ_SENT)
 		report(ep, SV_CM_EVENT_DISCONNECTED, 0, NULL);
@@ -674,70 +818,194 @@ void sv__roce_cm_qp_gone(struct sv__rqp *q)
  * Operations (core/transport.h), on the loop.
  */
 
-/* The device's own IPv4 address, or INADDR_ANY, is the only one we can listen on. */
-static int check_local(const struct sv__rctx *rc, const struct sockaddr *addr)
+/*
+ * An application's sockaddr as an address of the device's family: IPv4 for an IPv4
+ * device (a v4-mapped sockaddr_in6 too, as dual-stack applications pass), IPv6 for an
+ * IPv6 device. The port is kept.
+ */
+static int cm_addr(const struct sv__rctx *rc, const struct sockaddr *sa, union sv__roce_addr *out)
 {
-	const struct sockaddr_in *a = (const struct sockaddr_in *)addr;
+	const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
+	int fam = rc->local.sa.sa_family;
 
-	if (addr->sa_family != AF_INET) {
-		sv__log(SV_LOG_ERROR, "softverbs udp: the CM addresses IPv4 only");
-		return -EAFNOSUPPORT;
+	memset(out, 0, sizeof(*out));
+	if (sa->sa_family == AF_INET && fam == AF_INET) {
+		memcpy(&out->v4, sa, sizeof(out->v4));
+		return 0;
 	}
-	if (a->sin_addr.s_addr != htonl(INADDR_ANY) &&
-	    a->sin_addr.s_addr != rc->local.sin_addr.s_addr) {
-		char want[INET_ADDRSTRLEN], have[INET_ADDRSTRLEN];
+	if (sa->sa_family == AF_INET6 && IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr) &&
+	    fam == AF_INET) {
+		out->v4.sin_family = AF_INET;
+		out->v4.sin_port = s6->sin6_port;
+		memcpy(&out->v4.sin_addr, s6->sin6_addr.s6_addr + 12, 4);
+		return 0;
+	}
+	if (sa->sa_family == AF_INET6 && !IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr) &&
+	    fam == AF_INET6) {
+		memcpy(&out->v6, sa, sizeof(out->v6));
+		return 0;
+	}
+	sv__log(SV_LOG_ERROR, "softverbs udp: the CM addresses %s here: the device is bound to "
+		"an %s address", fam == AF_INET6 ? "IPv6" : "IPv4", fam == AF_INET6 ? "IPv6" :
+		"IPv4");
+	return -EAFNOSUPPORT;
+}
 
-		inet_ntop(AF_INET, &a->sin_addr, want, sizeof(want));
-		inet_ntop(AF_INET, &rc->local.sin_addr, have, sizeof(have));
-		sv__log(SV_LOG_ERROR, "softverbs udp: cannot listen on %s: the device is %s",
-			want, have);
-		return -EADDRNOTAVAIL;
-	}
+/* The device's own address, or the wildcard of its family, is the only one we can
+ * listen on. */
+static int check_local(const struct sv__rctx *rc, const union sv__roce_addr *a)
+{
+	char want[INET6_ADDRSTRLEN + 8], have[INET6_ADDRSTRLEN + 8];
+	bool any = a->sa.sa_family == AF_INET6 ? IN6_IS_ADDR_UNSPECIFIED(&a->v6.sin6_addr) :
+		   a->v4.sin_addr.s_addr == htonl(INADDR_ANY);
+
+	if (any || sv__roce_addr_same_ip(a, &rc->local))
+		return 0;
+	sv__log(SV_LOG_ERROR, "softverbs udp: cannot listen on %s: the device is %s",
+		sv__roce_addr_str(a, want, sizeof(want)),
+		sv__roce_addr_str(&rc->local, have, sizeof(have)));
+	return -EADDRNOTAVAIL;
+}
+
+static int listen_ps(struct sv_context *ctx, void *cm, const struct sockaddr *addr,
+		     uint16_t ps, struct sv__tep **lep)
+{
+	struct sv__rctx *rc = sv__ctx_tctx(ctx);
+	union sv__roce_addr a;
+	uint16_t port;
+	struct sv__tep *ep;
+	int r;
+
+	if ((r = cm_addr(rc, addr, &a)) < 0 || (r = check_local(rc, &a)) < 0)
+		return r;
+	port = sv__roce_addr_port(&a);
+	if (port && port_used(rc, ps, port))
+		return -EADDRINUSE;
+	if (!port && !(port = ephemeral(rc, ps)))
+		return -EADDRINUSE;
+	if (!(ep = ep_new(rc, EP_LISTEN)))
+		return -ENOMEM;
+	ep->cm = cm;
+	ep->ps = ps;
+	ep->sidr = ps != SV_CMA_PS_TCP;
+	local_addr(rc, port, &ep->local);
+	*lep = ep;
 	return 0;
 }
 
 int sv__roce_cm_listen(struct sv_context *ctx, void *cm, const struct sockaddr *addr,
 		       int backlog, struct sv__tep **lep)
 {
+	(void)backlog;			/* REQs are queued as CONNECT_REQUEST events */
+	return listen_ps(ctx, cm, addr, SV_CMA_PS_TCP, lep);
+}
+
+int sv__roce_cm_ud_listen(struct sv_context *ctx, void *cm, const struct sockaddr *addr,
+			  uint16_t ps, struct sv__tep **lep)
+{
+	return listen_ps(ctx, cm, addr, ps, lep);
+}
+
+/* SIDR_REQ (IBA 12.11.1) for the UD QP behind dst's service port in port space ps. */
+int sv__roce_cm_ud_resolve(struct sv_context *ctx, void *cm, const struct sockaddr *dst,
+			   uint16_t ps, const struct sv__conn_param *param, struct sv__tep **out)
+{
 	struct sv__rctx *rc = sv__ctx_tctx(ctx);
-	const struct sockaddr_in *a = (const struct sockaddr_in *)addr;
-	uint16_t port;
+	struct sv_cm_ip_hdr ip = { .ip_version = 4 };
+	union sv__roce_addr d;
+	struct sv_cm_msg *m;
 	struct sv__tep *ep;
+	uint16_t port;
 	int r;
 
-	(void)backlog;			/* REQs are queued as CONNECT_REQUEST events */
-	if ((r = check_local(rc, addr)) < 0)
+	if ((r = cm_addr(rc, dst, &d)) < 0)
 		return r;
-	port = ntohs(a->sin_port);
-	if (port && port_used(rc, port))
+	if (param->priv_len > SV_CM_SIDR_IP_PRIVATE_MAX) {
+		sv__log(SV_LOG_ERROR, "softverbs udp: SIDR_REQ private data is at most %d bytes",
+			SV_CM_SIDR_IP_PRIVATE_MAX);
+		return -EINVAL;
+	}
+	if (!(port = ephemeral(rc, ps)))
 		return -EADDRINUSE;
-	if (!port && !(port = ephemeral(rc)))
-		return -EADDRINUSE;
-	if (!(ep = ep_new(rc, EP_LISTEN)))
+	if (!(m = calloc(1, sizeof(*m))))
 		return -ENOMEM;
+	if (!(ep = ep_new(rc, EP_SIDR_SENT))) {
+		free(m);
+		return -ENOMEM;
+	}
 	ep->cm = cm;
-	ep->local.sin_family = AF_INET;
-	ep->local.sin_addr = rc->local.sin_addr;
-	ep->local.sin_port = htons(port);
-	*lep = ep;
+	ep->ps = ps;
+	ep->sidr = true;
+	local_addr(rc, port, &ep->local);
+	ep->peer = d;
+	ep->gsi = d;
+	sv__roce_addr_set_port(&ep->gsi, rc->dport_default);
+	sv__cm_mad_init(m, SV_CM_ATTR_SIDR_REQ, (uint64_t)ep->local_id << 32 | rnd(rc));
+	m->sidr_req.request_id = ep->local_id;
+	m->sidr_req.pkey = SV_PKEY_DEFAULT;
+	m->sidr_req.service_id = sv__cm_service_id_ps(ps, sv__roce_addr_port(&d));
+	if (d.sa.sa_family == AF_INET6)
+		ip.ip_version = 6;
+	ip.src_port = port;
+	ip_hdr_addr(ip.src_addr, &rc->local);
+	ip_hdr_addr(ip.dst_addr, &d);
+	if ((r = sv__cm_ip_hdr_encode(m->sidr_req.private_data, SV_CM_SIDR_REQ_PRIVATE_LEN,
+				      &ip)) < 0)
+		goto err;
+	if (param->priv_len)
+		memcpy(m->sidr_req.private_data + SV_CM_IP_HDR_LEN, param->priv, param->priv_len);
+	if ((r = ep_send(ep, m, true)) < 0)
+		goto err;
+	free(m);
+	*out = ep;
 	return 0;
+err:
+	ep_unlink(ep);
+	free(ep);
+	free(m);
+	return r;
+}
+
+/* The SIDR_REP that settles a UD request: kept in ep->msg for repeated SIDR_REQs. */
+static int sidr_answer(struct sv__tep *ep, uint8_t status, uint32_t qpn, uint32_t qkey,
+		       const uint8_t *priv, uint16_t priv_len)
+{
+	struct sv_cm_msg *m;
+	int r;
+
+	if (ep->state != EP_REQ_RCVD)
+		return -EINVAL;
+	if (priv_len > SV_CM_SIDR_REP_PRIVATE_LEN)
+		return -EINVAL;
+	if (!(m = calloc(1, sizeof(*m))))
+		return -ENOMEM;
+	sv__cm_mad_init(m, SV_CM_ATTR_SIDR_REP, ep->req_tid);
+	m->sidr_rep.request_id = ep->remote_id;
+	m->sidr_rep.status = status;
+	m->sidr_rep.qpn = qpn;
+	m->sidr_rep.qkey = qkey;
+	m->sidr_rep.service_id = ep->service_id;
+	if (priv_len)
+		memcpy(m->sidr_rep.private_data, priv, priv_len);
+	if ((r = ep_send(ep, m, false)) == 0)
+		ep->state = EP_SIDR_DONE;
+	free(m);
+	return r;
 }
 
 int sv__roce_cm_connect(struct sv_qp *qp, void *cm, const struct sockaddr *dst,
 			const struct sv__conn_param *param, struct sv__tep **out)
 {
 	struct sv__rctx *rc = sv__ctx_tctx(qp->context);
-	const struct sockaddr_in *d = (const struct sockaddr_in *)dst;
 	struct sv_cm_ip_hdr ip = { .ip_version = 4 };
+	union sv__roce_addr d;
 	struct sv_cm_msg *m;
 	struct sv__tep *ep;
 	uint16_t port;
 	int r;
 
-	if (dst->sa_family != AF_INET) {
-		sv__log(SV_LOG_ERROR, "softverbs udp: the CM addresses IPv4 only");
-		return -EAFNOSUPPORT;
-	}
+	if ((r = cm_addr(rc, dst, &d)) < 0)
+		return r;
 	if (qp->qp_type != SV_QPT_RC)
 		return -EINVAL;
 	if (param->priv_len > SV_CM_IP_PRIVATE_MAX) {
@@ -745,7 +1013,7 @@ int sv__roce_cm_connect(struct sv_qp *qp, void *cm, const struct sockaddr *dst,
 			SV_CM_IP_PRIVATE_MAX);
 		return -EINVAL;
 	}
-	if (!(port = ephemeral(rc)))
+	if (!(port = ephemeral(rc, SV_CMA_PS_TCP)))
 		return -EADDRINUSE;
 	if (!(m = calloc(1, sizeof(*m))))
 		return -ENOMEM;
@@ -754,13 +1022,11 @@ int sv__roce_cm_connect(struct sv_qp *qp, void *cm, const struct sockaddr *dst,
 		return -ENOMEM;
 	}
 	ep->cm = cm;
-	ep->local.sin_family = AF_INET;
-	ep->local.sin_addr = rc->local.sin_addr;
-	ep->local.sin_port = htons(port);
-	ep->peer = *d;
-	ep->gsi.sin_family = AF_INET;
-	ep->gsi.sin_addr = d->sin_addr;
-	ep->gsi.sin_port = htons(rc->dport_default);
+	local_addr(rc, port, &ep->local);
+	ep->peer = d;
+	/* The peer device's QP1 is its socket at the address, on our configured port. */
+	ep->gsi = d;
+	sv__roce_addr_set_port(&ep->gsi, rc->dport_default);
 	ep->psn = rand24(rc);
 	ep->ird = param->ird;
 	ep->ord = param->ord;
@@ -770,7 +1036,7 @@ int sv__roce_cm_connect(struct sv_qp *qp, void *cm, const struct sockaddr *dst,
 
 	sv__cm_mad_init(m, SV_CM_ATTR_REQ, (uint64_t)ep->local_id << 32 | rnd(rc));
 	m->req.local_comm_id = ep->local_id;
-	m->req.service_id = sv__cm_service_id(ntohs(d->sin_port));
+	m->req.service_id = sv__cm_service_id(sv__roce_addr_port(&d));
 	memcpy(&m->req.local_ca_guid, rc->gid + 8, 8);
 	m->req.local_qpn = qp->qp_num;
 	m->req.responder_resources = (uint8_t)ep->ird;
@@ -787,13 +1053,15 @@ int sv__roce_cm_connect(struct sv_qp *qp, void *cm, const struct sockaddr *dst,
 	m->req.primary.local_lid = 0xffff;
 	m->req.primary.remote_lid = 0xffff;
 	memcpy(m->req.primary.local_gid, rc->gid, 16);
-	v4mapped(m->req.primary.remote_gid, &d->sin_addr);
+	sv__roce_addr_gid(&d, m->req.primary.remote_gid);
 	m->req.primary.hop_limit = 64;
 	m->req.primary.subnet_local = true;
 	m->req.primary.local_ack_timeout = CM_ACK_TIMEOUT;
+	if (d.sa.sa_family == AF_INET6)
+		ip.ip_version = 6;
 	ip.src_port = port;
-	memcpy(ip.src_addr + 12, &rc->local.sin_addr, 4);
-	memcpy(ip.dst_addr + 12, &d->sin_addr, 4);
+	ip_hdr_addr(ip.src_addr, &rc->local);
+	ip_hdr_addr(ip.dst_addr, &d);
 	if ((r = sv__cm_ip_hdr_encode(m->req.private_data, SV_CM_REQ_PRIVATE_LEN, &ip)) < 0)
 		goto err;
 	if (rc->sr)
@@ -820,6 +1088,12 @@ int sv__roce_cm_accept(struct sv__tep *ep, struct sv_qp *qp, const struct sv__co
 	struct sv_cm_msg *m;
 	int r;
 
+	if (ep->sidr) {
+		if (qp->qp_type != SV_QPT_UD)
+			return -EINVAL;
+		return sidr_answer(ep, SV_CM_SIDR_SUCCESS, qp->qp_num, sv__qp_attr(qp)->qkey,
+				   param->priv, param->priv_len);
+	}
 	if (ep->state != EP_REQ_RCVD)
 		return -EINVAL;
 	if (qp->qp_type != SV_QPT_RC)
@@ -865,6 +1139,8 @@ out:
 
 int sv__roce_cm_reject(struct sv__tep *ep, const uint8_t *priv, uint16_t priv_len)
 {
+	if (ep->sidr)
+		return sidr_answer(ep, SV_CM_SIDR_REJECT, 0, 0, priv, priv_len);
 	if (ep->state != EP_REQ_RCVD)
 		return -EINVAL;
 	struct sv_cm_msg *m;
@@ -925,7 +1201,9 @@ void sv__roce_cm_ep_destroy(struct sv__tep *ep)
 	struct sv__rctx *rc = ep->rc;
 
 	/* The peer hears of it as a normal close (or a reject), never by a silent end. */
-	if (ep->state == EP_ESTABLISHED || ep->state == EP_REP_SENT)
+	if (ep->sidr && ep->state == EP_REQ_RCVD)
+		(void)sidr_answer(ep, SV_CM_SIDR_REJECT, 0, 0, NULL, 0);
+	else if (ep->state == EP_ESTABLISHED || ep->state == EP_REP_SENT)
 		(void)send_dreq(ep, false);
 	else if (ep->state == EP_REQ_RCVD)
 		send_rej(rc, &ep->gsi, ep->req_tid, ep->local_id, ep->remote_id,
@@ -941,13 +1219,13 @@ int sv__roce_cm_ep_addr(struct sv__tep *ep, struct sockaddr_storage *local,
 {
 	if (local) {
 		memset(local, 0, sizeof(*local));
-		memcpy(local, &ep->local, sizeof(ep->local));
+		memcpy(local, &ep->local, sv__roce_addr_len(&ep->local));
 	}
 	if (peer) {
 		if (ep->state == EP_LISTEN)
 			return -ENOTCONN;
 		memset(peer, 0, sizeof(*peer));
-		memcpy(peer, &ep->peer, sizeof(ep->peer));
+		memcpy(peer, &ep->peer, sv__roce_addr_len(&ep->peer));
 	}
 	return 0;
 }

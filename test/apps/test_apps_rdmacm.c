@@ -1,7 +1,8 @@
 /*
- * test_apps_rdmacm.c — the packaged rdmacm-utils programs on the drop-ins (sv_tcp0):
- * server and client on 127.0.0.1, both must exit 0, and what they verify is checked in
- * their output.
+ * test_apps_rdmacm.c — the packaged rdmacm-utils programs on the drop-ins (sv_tcp0 and
+ * sv_udp0): server and client on 127.0.0.1, both must exit 0, and what they verify is
+ * checked in their output. udaddy (UD QPs, the rdma_cm UDP port space) runs on sv_udp0
+ * only: an iWARP device has no UD QPs, and on sv_tcp0 it must fail at once, saying so.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -168,6 +169,71 @@ Test(apps_rdmacm, udp_rdma_server_client, .timeout = 120)
 	apps_pair_env(a, srv, cli, 0, 60000, &so, &co);
 	cr_expect(strstr(so, "rdma_server: end 0"), "%s", so);
 	cr_expect(strstr(co, "rdma_client: end 0"), "%s", co);
+	free(so);
+	free(co);
+}
+
+/* udaddy: the client resolves the server's UD QP through the rdma_cm UDP port space
+ * (SIDR), sends -C messages to it, and the server answers each connection's messages
+ * with as many of its own, addressed from the first receive's GRH. Both count their
+ * completions before "data transfers complete"; four connections at once. */
+Test(apps_rdmacm, udp_udaddy, .timeout = 120)
+{
+	char a[32], *so, *co;
+	const char *srv[] = { "--transport", "udp", "udaddy", "-c", "4", "-C", "50", "-S", "1024",
+			      NULL };
+	const char *cli[] = { "--transport", "udp", "udaddy", "-s", a, "-c", "4", "-C", "50",
+			      "-S", "1024", NULL };
+
+	apps_require(progs);
+	snprintf(a, sizeof(a), "%s", apps_free_roce_addr());
+	apps_pair_env(a, srv, cli, 0, 60000, &so, &co);
+	cr_expect(strstr(so, "data transfers complete"), "%s", so);
+	cr_expect(strstr(co, "data transfers complete"), "%s", co);
+	cr_expect(strstr(so, "return status 0"), "%s", so);
+	cr_expect(strstr(co, "return status 0"), "%s", co);
+	free(so);
+	free(co);
+}
+
+/* The IPoIB port space (-P ipoib) is a UD port space as well. */
+Test(apps_rdmacm, udp_udaddy_ipoib_port_space, .timeout = 120)
+{
+	char a[32], *so, *co;
+	const char *srv[] = { "--transport", "udp", "udaddy", "-P", "ipoib", NULL };
+	const char *cli[] = { "--transport", "udp", "udaddy", "-P", "ipoib", "-s", a, NULL };
+
+	apps_require(progs);
+	snprintf(a, sizeof(a), "%s", apps_free_roce_addr());
+	apps_pair_env(a, srv, cli, 0, 60000, &so, &co);
+	cr_expect(strstr(so, "data transfers complete"), "%s", so);
+	cr_expect(strstr(co, "data transfers complete"), "%s", co);
+	free(so);
+	free(co);
+}
+
+/* sv_tcp0 is an iWARP device, which has no UD QPs: udaddy's rdma_create_id in the UDP
+ * port space fails (EOPNOTSUPP) with our explanation, and both sides exit non-zero at
+ * once instead of waiting for a peer. */
+Test(apps_rdmacm, tcp_udaddy_fails_cleanly, .timeout = 60)
+{
+	const char *srv[] = { "--transport", "tcp", "udaddy", NULL };
+	const char *cli[] = { "--transport", "tcp", "udaddy", "-s", "127.0.0.1", NULL };
+	struct apps_proc s, c;
+	int rs, rc;
+	char *so, *co;
+
+	apps_require(progs);
+	apps_start(&s, srv);
+	apps_start(&c, cli);
+	rs = apps_wait(&s, 20000);
+	rc = apps_wait(&c, 20000);
+	so = apps_output(&s);
+	co = apps_output(&c);
+	cr_expect(rs > 0, "server exit %d (-1: hung until killed)\n%s", rs, so);
+	cr_expect(rc > 0, "client exit %d (-1: hung until killed)\n%s", rc, co);
+	cr_expect(strstr(so, "no UD QPs") && strstr(so, "Operation not supported"), "%s", so);
+	cr_expect(strstr(co, "no UD QPs"), "%s", co);
 	free(so);
 	free(co);
 }

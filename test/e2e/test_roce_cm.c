@@ -1,7 +1,7 @@
 /*
  * test_roce_cm.c — the connection manager on the UDP transport (IB CM MADs on QP1):
  * connect/accept with private data both ways, reject with private data, a service nobody
- * listens on (REJECTED), an address nobody answers (UNREACHABLE), disconnect from either
+ * listens on (UNREACHABLE, -ECONNREFUSED, as a refused TCP connect), an address nobody answers (UNREACHABLE), disconnect from either
  * side (both DISCONNECTED, receives flushed), a slow accept covered by MRAs, every RC
  * opcode over the QPs the CM connected, a selective-repeat requester with a
  * go-back-N-configured passive device under loss, and the whole handshake and close on
@@ -355,14 +355,14 @@ Test(roce_cm, reject_with_private_data)
 	cr_assert_neq(at.qp_state, SV_QPS_RTS);
 }
 
-Test(roce_cm, no_listener_on_the_service_is_rejected)
+Test(roce_cm, no_listener_on_the_service_is_refused)
 {
 	struct sockaddr_in dst = { .sin_family = AF_INET, .sin_addr = b.ip,
 				   .sin_port = htons(4242) };
 	struct sv_cm_event *ev;
 
 	connect_a(&dst, "x");
-	ev = next_event(&a, SV_CM_EVENT_REJECTED, WAIT_MS);
+	ev = next_event(&a, SV_CM_EVENT_UNREACHABLE, WAIT_MS);
 	cr_assert_eq(ev->status, -ECONNREFUSED);
 	cr_assert_eq(sv_cm_ack_event(ev), 0);
 }

@@ -1,6 +1,7 @@
 /*
  * fuzz_ib_cm.c — libFuzzer target for sv__cm_decode(), the IB CM MAD decoder (REQ MRA REJ
- * REP RTU DREQ DREP), and for the RDMA CM IP header in a REQ's private data. A MAD that
+ * REP RTU DREQ DREP SIDR_REQ SIDR_REP), and for the RDMA CM IP header at the start of a
+ * REQ's or a SIDR_REQ's private data. A MAD that
  * decodes must re-encode to the input's first 256 bytes with its reserved bits cleared. The
  * reserved bits are found by the codec itself: an all-ones message of the same attribute,
  * decoded and re-encoded, keeps exactly the bits that carry fields.
@@ -59,16 +60,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (size_t i = 0; i < SV_MAD_LEN; i++)
 		if (out[i] != (data[i] & mask[i]))
 			abort();
-	if (m.mad.attr_id == SV_CM_ATTR_REQ) {
+	if (m.mad.attr_id == SV_CM_ATTR_REQ || m.mad.attr_id == SV_CM_ATTR_SIDR_REQ) {
+		const uint8_t *pd = m.mad.attr_id == SV_CM_ATTR_REQ ? m.req.private_data :
+				    m.sidr_req.private_data;
 		uint8_t o[SV_CM_IP_HDR_LEN];
 
-		rc = sv__cm_ip_hdr_decode(&ip, m.req.private_data, sizeof(m.req.private_data));
+		rc = sv__cm_ip_hdr_decode(&ip, pd, SV_CM_IP_HDR_LEN);
 		if (rc == SV_CM_IP_HDR_LEN) {
 			/* Byte 1's low nibble is reserved. */
-			if (sv__cm_ip_hdr_encode(o, sizeof(o), &ip) != rc ||
-			    o[0] != m.req.private_data[0] ||
-			    o[1] != (m.req.private_data[1] & 0xf0) ||
-			    memcmp(o + 2, m.req.private_data + 2, sizeof(o) - 2) != 0)
+			if (sv__cm_ip_hdr_encode(o, sizeof(o), &ip) != rc || o[0] != pd[0] ||
+			    o[1] != (pd[1] & 0xf0) || memcmp(o + 2, pd + 2, sizeof(o) - 2) != 0)
 				abort();
 		} else if (rc != -EPROTO) {
 			abort();

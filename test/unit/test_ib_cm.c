@@ -1,7 +1,7 @@
 /*
  * test_ib_cm.c — IB CM MADs (wire/ib_cm.h) against MADs laid out by hand at the byte and bit
- * offsets of IBA vol. 1 tables 106-113 (as the kernel's include/rdma/ibta_vol1_c12.h lists
- * them): every message decodes to the values placed, re-encodes to the same bytes, fails on
+ * offsets of IBA vol. 1 tables 106-113 and 119-120 (as the kernel's
+ * include/rdma/ibta_vol1_c12.h lists them): every message decodes to the values placed, re-encodes to the same bytes, fails on
  * every truncation, and bad MAD headers or attributes are -EPROTO.
  */
 #include <criterion/criterion.h>
@@ -278,6 +278,90 @@ Test(wire_ib_cm, rtu_dreq_drep)
 	cr_assert_eq(m.drep.private_data[0], 0x30);
 }
 
+/* SIDR_REQ (table 119) as librdmacm sends it for RDMA_PS_UDP port 7174: the rdma_cm IP
+ * header first in the private data. */
+Test(wire_ib_cm, sidr_req)
+{
+	struct sv_cm_msg m;
+	const struct sv_cm_sidr_req *r = &m.sidr_req;
+
+	lay_header(0x0017);
+	sv__put_be32(cm + 0, 0x5eed0001);		/* request ID */
+	cm[4] = 0xff, cm[5] = 0xff;			/* P_Key */
+	sv__put_be64(cm + 8, 0x0000000001111c06ull);	/* service ID: RDMA CM UDP port 7174 */
+	pattern(cm + 16, SV_CM_SIDR_REQ_PRIVATE_LEN, 0x11);
+	cm[16] = 0x00, cm[17] = 0x40;			/* CMA version 0, IPv4 */
+	roundtrip(&m, SV_CM_ATTR_SIDR_REQ);
+
+	cr_assert_eq(r->request_id, 0x5eed0001);
+	cr_assert_eq(r->pkey, 0xffff);
+	cr_assert_eq(r->service_id, sv__cm_service_id_ps(SV_CMA_PS_UDP, 7174));
+	cr_assert_eq(r->private_data[1], 0x40);
+	cr_assert_eq(r->private_data[215], (uint8_t)(0x11 + 215));
+	cr_assert_eq(SV_CM_SIDR_IP_PRIVATE_MAX, 180);
+}
+
+/* SIDR_REP (table 120): success with QPN and Q_Key, and a refusal with status only. */
+Test(wire_ib_cm, sidr_rep)
+{
+	struct sv_cm_msg m;
+	const struct sv_cm_sidr_rep *r = &m.sidr_rep;
+
+	lay_header(0x0018);
+	sv__put_be32(cm + 0, 0x5eed0001);		/* request ID, echoed */
+	cm[4] = 0;					/* status: success */
+	cm[5] = 3;					/* additional information length */
+	cm[8] = 0x00, cm[9] = 0x01, cm[10] = 0x23;	/* QPN 0x123 */
+	sv__put_be64(cm + 12, 0x0000000001111c06ull);	/* service ID, echoed */
+	sv__put_be32(cm + 20, 0x01234567);		/* Q_Key: RDMA_UDP_QKEY */
+	pattern(cm + 24, SV_CM_SIDR_REP_INFO_LEN, 0x21);
+	pattern(cm + 96, SV_CM_SIDR_REP_PRIVATE_LEN, 0x31);
+	roundtrip(&m, SV_CM_ATTR_SIDR_REP);
+
+	cr_assert_eq(r->request_id, 0x5eed0001);
+	cr_assert_eq(r->status, SV_CM_SIDR_SUCCESS);
+	cr_assert_eq(r->info_len, 3);
+	cr_assert_eq(r->qpn, 0x123);
+	cr_assert_eq(r->service_id, sv__cm_service_id_ps(SV_CMA_PS_UDP, 7174));
+	cr_assert_eq(r->qkey, 0x01234567);
+	cr_assert_eq(r->info[71], (uint8_t)(0x21 + 71));
+	cr_assert_eq(r->private_data[0], 0x31);
+	cr_assert_eq(r->private_data[135], (uint8_t)(0x31 + 135));
+
+	lay_header(0x0018);
+	sv__put_be32(cm + 0, 7);
+	cm[4] = 2;					/* status: rejected */
+	roundtrip(&m, SV_CM_ATTR_SIDR_REP);
+	cr_assert_eq(r->status, SV_CM_SIDR_REJECT);
+	cr_assert_eq(r->qpn, 0);
+}
+
+/* The reserved bytes of a SIDR_REP (vendor ID in ECE-aware kernels) and the top byte of
+ * the QPN word are read as nothing and written as zero. */
+Test(wire_ib_cm, sidr_rep_reserved_bits)
+{
+	struct sv_cm_msg m;
+	uint8_t out[SV_MAD_LEN];
+
+	lay_header(0x0017);
+	cm[6] = 0xdd, cm[7] = 0xee;			/* SIDR_REQ reserved after P_Key */
+	cr_assert_eq(sv__cm_decode(&m, mad, sizeof(mad)), SV_MAD_LEN);
+	cr_assert_eq(sv__cm_encode(out, sizeof(out), &m), SV_MAD_LEN);
+	cr_assert_eq(out[SV_MAD_HDR_LEN + 6], 0);
+	cr_assert_eq(out[SV_MAD_HDR_LEN + 7], 0);
+
+	lay_header(0x0018);
+	cm[6] = 0xaa, cm[7] = 0xbb, cm[11] = 0xcc;
+	cm[8] = 0x12, cm[9] = 0x34, cm[10] = 0x56;
+	cr_assert_eq(sv__cm_decode(&m, mad, sizeof(mad)), SV_MAD_LEN);
+	cr_assert_eq(m.sidr_rep.qpn, 0x123456);
+	cr_assert_eq(sv__cm_encode(out, sizeof(out), &m), SV_MAD_LEN);
+	cr_assert_eq(out[SV_MAD_HDR_LEN + 6], 0);
+	cr_assert_eq(out[SV_MAD_HDR_LEN + 7], 0);
+	cr_assert_eq(out[SV_MAD_HDR_LEN + 11], 0);
+	cr_assert_eq(out[SV_MAD_HDR_LEN + 8], 0x12);
+}
+
 Test(wire_ib_cm, bad_headers_and_attributes)
 {
 	static const struct {
@@ -290,7 +374,8 @@ Test(wire_ib_cm, bad_headers_and_attributes)
 		{ 2, 0x01 },		/* class version */
 		{ 3, 0x01 },		/* method Get */
 		{ 3, 0x83 },		/* response bit set */
-		{ 17, 0x17 },		/* attribute LAP */
+		{ 17, 0x19 },		/* attribute LAP */
+		{ 17, 0x1a },		/* attribute APR */
 		{ 17, 0x01 },		/* attribute ClassPortInfo */
 		{ 16, 0x01 },		/* attribute 0x0110 */
 	};
@@ -312,7 +397,7 @@ Test(wire_ib_cm, bad_headers_and_attributes)
 		cr_assert_eq(sv__cm_decode(&m, big, sizeof(big)), SV_MAD_LEN);
 	}
 	sv__cm_mad_init(&m, SV_CM_ATTR_RTU, 1);
-	m.mad.attr_id = 0x0017;
+	m.mad.attr_id = 0x0019;
 	cr_assert_eq(sv__cm_encode(out, sizeof(out), &m), -EPROTO);
 }
 
@@ -338,7 +423,9 @@ Test(wire_ib_cm, mad_init_and_names)
 	cr_assert_str_eq(sv__cm_attr_name(SV_CM_ATTR_RTU), "RTU");
 	cr_assert_str_eq(sv__cm_attr_name(SV_CM_ATTR_DREQ), "DREQ");
 	cr_assert_str_eq(sv__cm_attr_name(SV_CM_ATTR_DREP), "DREP");
-	cr_assert_str_eq(sv__cm_attr_name(0x0017), "?");
+	cr_assert_str_eq(sv__cm_attr_name(SV_CM_ATTR_SIDR_REQ), "SIDR_REQ");
+	cr_assert_str_eq(sv__cm_attr_name(SV_CM_ATTR_SIDR_REP), "SIDR_REP");
+	cr_assert_str_eq(sv__cm_attr_name(0x0019), "?");
 	cr_assert_str_eq(sv__cm_attr_name(0x000f), "?");
 }
 

@@ -736,7 +736,7 @@ static uint16_t run_cm_session(struct cmside *a, struct cmside *b)
 
 	dst.sin_port = htons(4242);
 	cr_assert_eq(sv_cm_connect(a->id2, a->qp2, (struct sockaddr *)&dst, &rq), 0);
-	cm_event(a, SV_CM_EVENT_REJECTED);
+	cm_event(a, SV_CM_EVENT_UNREACHABLE);	/* nobody listens: refused */
 
 	dst.sin_port = 0;
 	cr_assert_eq(sv_cm_listen(b->id, (struct sockaddr *)&dst, 4), 0);

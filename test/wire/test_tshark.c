@@ -4,7 +4,8 @@
  *
  * dumpcap captures the loopback port of one session that uses every opcode (SEND, SEND
  * with SE, SEND_WITH_IMM, RDMA WRITE, WRITE_WITH_IMM, RDMA READ small and large, both
- * atomics) and ends with a refused READ (a Terminate) and a disconnect. tshark then
+ * atomics, Send with Invalidate and Send with SE and Invalidate of two type 2 memory
+ * windows) and ends with a refused READ (a Terminate) and a disconnect. tshark then
  * decodes the capture and the test requires:
  *  - every TCP segment with payload decodes as MPA (iwarp_mpa), or is part of a PDU
  *    tshark reassembled into one;
@@ -12,7 +13,8 @@
  *  - every FPDU's CRC checks good (tshark's "Good CRC32"), none bad;
  *  - no malformed frame, no expert info of severity error;
  *  - the RDMAP opcodes seen cover Write, Read Request/Response, Send, Send with SE,
- *    Terminate, Atomic Request/Response.
+ *    Send with (SE and) Invalidate, Terminate, Atomic Request/Response;
+ *  - the Invalidate STag tshark reads from each Send with Invalidate is the window's key.
  * The two heuristic sub-dissectors of DDP payloads (RPC-over-RDMA, SMB Direct) are
  * disabled: they would try to parse our test patterns as their own protocols.
  *
@@ -116,7 +118,8 @@ static void end_open(struct end *e)
 	memset(e->buf, 0, 2 * MiB);
 	cr_assert_eq(sv_reg_mr(e->pd, e->buf, 2 * MiB,
 			       SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_WRITE |
-				       SV_ACCESS_REMOTE_READ | SV_ACCESS_REMOTE_ATOMIC,
+				       SV_ACCESS_REMOTE_READ | SV_ACCESS_REMOTE_ATOMIC |
+				       SV_ACCESS_MW_BIND,
 			       &e->mr),
 		     0);
 }
@@ -208,9 +211,34 @@ static enum sv_wc_status poll_n(struct end *e, int n)
 	return wc.status;
 }
 
-/* Connects client to a listener on 127.0.0.1:port, then runs every opcode. */
-static void run_session(uint16_t port)
+/* A type 2 window over [off, off+len) of e's buffer, bound on e's QP with key8. */
+static struct sv_mw *bind_window(struct end *e, uint32_t off, uint32_t len, uint8_t key8)
 {
+	struct sv_send_wr wr, *bad;
+	struct sv_mw *mw;
+
+	cr_assert_eq(sv_alloc_mw(e->pd, SV_MW_TYPE_2, &mw), 0);
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = 50 + key8;
+	wr.opcode = SV_WR_BIND_MW;
+	wr.send_flags = SV_SEND_SIGNALED;
+	wr.wr.bind_mw.mw = mw;
+	wr.wr.bind_mw.rkey = key8;
+	wr.wr.bind_mw.bind_info.mr = e->mr;
+	wr.wr.bind_mw.bind_info.addr = (uintptr_t)e->buf + off;
+	wr.wr.bind_mw.bind_info.length = len;
+	wr.wr.bind_mw.bind_info.mw_access_flags = SV_ACCESS_REMOTE_READ;
+	cr_assert_eq(sv_post_send(e->qp, &wr, &bad), 0);
+	return mw;
+}
+
+/* Connects client to a listener on 127.0.0.1:port, then runs every opcode. inv gets the
+ * keys the two Sends with Invalidate name. */
+static void run_session(uint16_t port, uint32_t inv[2])
+{
+	struct sv_mw *mw[2];
+	struct sv_send_wr wr, *bad;
+	struct sv_sge sge;
 	struct end cli, srv;
 	struct sv_cm_id *lid;
 	struct sv_cm_event *ev;
@@ -257,6 +285,28 @@ static void run_session(uint16_t port)
 	post(&cli, 11, SV_WR_SEND, 0, 60000, SV_SEND_FENCE, NULL, 0);
 	cr_assert_eq(poll_n(&cli, 11), SV_WC_SUCCESS, "session WRs");
 	cr_assert_eq(poll_n(&srv, 5), SV_WC_SUCCESS, "session receives");
+
+	/* Memory windows on the server, invalidated by the client's Sends. */
+	mw[0] = bind_window(&srv, 3 * 65536, 4096, 0xa1);
+	mw[1] = bind_window(&srv, 4 * 65536, 4096, 0xa2);
+	cr_assert_eq(poll_n(&srv, 2), SV_WC_SUCCESS, "binds");
+	for (int i = 0; i < 2; i++) {
+		inv[i] = mw[i]->rkey;
+		sge = (struct sv_sge){ .addr = (uintptr_t)cli.buf, .length = 100 + i,
+				       .lkey = cli.mr->lkey };
+		memset(&wr, 0, sizeof(wr));
+		wr.wr_id = 20 + (uint64_t)i;
+		wr.opcode = SV_WR_SEND_WITH_INV;
+		wr.sg_list = &sge;
+		wr.num_sge = 1;
+		wr.send_flags = SV_SEND_SIGNALED | (i ? SV_SEND_SOLICITED : 0);
+		wr.invalidate_rkey = inv[i];
+		cr_assert_eq(sv_post_send(cli.qp, &wr, &bad), 0);
+	}
+	cr_assert_eq(poll_n(&cli, 2), SV_WC_SUCCESS, "Sends with Invalidate");
+	cr_assert_eq(poll_n(&srv, 2), SV_WC_SUCCESS, "their receives");
+	for (int i = 0; i < 2; i++)
+		cr_assert_eq(sv_dealloc_mw(mw[i]), 0);
 	/* a READ with a key that does not exist: the server answers with a Terminate */
 	post_key(&cli, 12, SV_WR_RDMA_READ, 0, 64, 0, &srv, 0, 0x55);
 	cr_assert_eq(poll_n(&cli, 1), SV_WC_REM_ACCESS_ERR, "READ with a bad key");
@@ -278,7 +328,8 @@ Test(wire, tshark_decodes_every_frame, .timeout = 240)
 	uint16_t port;
 	unsigned long stream;
 	bool seen[16] = { false };
-	static const unsigned need[] = { 0x0, 0x1, 0x2, 0x3, 0x5, 0x7, 0xa, 0xb };
+	static const unsigned need[] = { 0x0, 0x1, 0x2, 0x3, 0x4, 0x5, 0x6, 0x7, 0xa, 0xb };
+	uint32_t inv[2];
 	size_t fpdus, good, bad;
 	const char *path = cap.path;
 
@@ -287,7 +338,7 @@ Test(wire, tshark_decodes_every_frame, .timeout = 240)
 	port = cap_free_port(SOCK_STREAM);
 	snprintf(filter, sizeof(filter), "tcp port %u", port);
 	cap_start(&cap, filter);
-	run_session(port);
+	run_session(port, inv);
 	cap_stop(&cap);
 
 	/* 0. the session's connection: the one SYN to the listener's port */
@@ -357,6 +408,23 @@ Test(wire, tshark_decodes_every_frame, .timeout = 240)
 	for (size_t i = 0; i < sizeof(need) / sizeof(need[0]); i++)
 		cr_assert(seen[need[i]], "RDMAP opcode 0x%x never seen in the capture", need[i]);
 	cr_assert(seen[0x8] || seen[0x9], "no RFC 7306 Immediate Data message for the *_WITH_IMM WRs");
+
+	/* 6. RFC 5040 Send with Invalidate (0x4) and with SE (0x6): the STag is the key */
+	snprintf(args, sizeof(args),
+		 "-r %s -Y '%s && (iwarp_rdma.opcode == 4 || iwarp_rdma.opcode == 6)' -T fields "
+		 "-e iwarp_rdma.opcode -e iwarp_rdma.inval_stag",
+		 path, flt);
+	out = cap_tshark(args);
+	{
+		char want[64];
+
+		cr_assert_eq(cap_count(out, "\n"), 2, "two Sends with Invalidate:\n%s", out);
+		snprintf(want, sizeof(want), "0x04\t%u\n", inv[0]);
+		cr_assert_eq(cap_count(out, want), 1, "want %s in:\n%s", want, out);
+		snprintf(want, sizeof(want), "0x06\t%u\n", inv[1]);
+		cr_assert_eq(cap_count(out, want), 1, "want %s in:\n%s", want, out);
+	}
+	free(out);
 
 	cap_cleanup(&cap);
 }

@@ -1,0 +1,491 @@
+/*
+ * test_inv_wire.c — SEND with Invalidate on the UDP transport's wire (IBA 9.4.1 IETH,
+ * opcodes 0x16 SEND_LAST_WITH_INVALIDATE and 0x17 SEND_ONLY_WITH_INVALIDATE), judged by
+ * code that did not produce the packets; and, on the TCP transport, the Terminate that
+ * refuses an RDMAP Send with Invalidate (test_tshark.c covers the successful ones).
+ *
+ * dumpcap captures one loopback session between two UDP-transport contexts (path MTU
+ * 256): the target binds two type 2 memory windows; the initiator invalidates the first
+ * with a one-packet SEND (SEND_ONLY_WITH_INVALIDATE) and the second with a 600-byte
+ * solicited one (SEND_FIRST, SEND_MIDDLE, SEND_LAST_WITH_INVALIDATE with SE), then names
+ * the target's MR, which cannot be invalidated, and draws a NAK invalid request. Then:
+ *  - the shared codec (wire/ib_hdr.h) decodes every datagram; the IETH of each
+ *    *_WITH_INVALIDATE packet carries the key the WR named, the 600-byte message is
+ *    FIRST/MIDDLE/LAST with SE on the last, and an ACK with syndrome 0x61 is there;
+ *  - tshark, told the ports carry InfiniBand, decodes the session with no malformed frame
+ *    and no expert error, and reads the same IETH R_Keys.
+ * On TCP the receiver of a Send with Invalidate naming its MR answers with a Terminate:
+ * tshark must decode it (no malformed frame: it carries no copied headers) as RDMAP,
+ * remote protection, "STag cannot be invalidated", after the Send with Invalidate whose
+ * Invalidate STag is the MR's key.
+ *
+ * Skipped only when tshark/dumpcap are not installed. Capturing on lo needs root or
+ * dumpcap's capabilities.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "capture_util.h"
+#include "softverbs.h"
+#include "wire/byteorder.h"
+#include "wire/ib_hdr.h"
+
+#define BUF_LEN 16384
+#define WAIT_MS 8000
+
+struct side {
+	struct sv_context *ctx;
+	struct sv_pd *pd;
+	struct sv_cq *cq;
+	struct sv_qp *qp;
+	struct sv_mr *mr;
+	uint8_t *buf;
+	uint8_t gid[16];
+	uint16_t port;
+	uint32_t psn;
+};
+
+static void side_open(struct side *s, uint32_t psn)
+{
+	struct sv_device_opts o;
+	struct sv_qp_init_attr ia = { 0 };
+	int rc = -1;
+
+	memset(s, 0, sizeof(*s));
+	sv_device_opts_init(&o);
+	o.transport = SV_TRANSPORT_UDP;
+	strcpy(o.bind_addr, "127.0.0.1");
+	for (int i = 0; i < 5 && rc < 0; i++) {
+		o.port = cap_free_port(SOCK_DGRAM);
+		rc = sv_open_device(&o, &s->ctx);
+	}
+	cr_assert_eq(rc, 0, "open: %s", sv_strerror(rc));
+	s->port = o.port;
+	s->psn = psn;
+	cr_assert_eq(sv_query_gid(s->ctx, 1, 0, s->gid), 0);
+	cr_assert_eq(sv_alloc_pd(s->ctx, &s->pd), 0);
+	cr_assert_eq(sv_create_cq(s->ctx, 64, NULL, NULL, 0, &s->cq), 0);
+	ia.send_cq = ia.recv_cq = s->cq;
+	ia.qp_type = SV_QPT_RC;
+	ia.cap.max_send_wr = 16;
+	ia.cap.max_recv_wr = 16;
+	ia.cap.max_send_sge = 1;
+	ia.cap.max_recv_sge = 1;
+	cr_assert_eq(sv_create_qp(s->pd, &ia, &s->qp), 0);
+	s->buf = aligned_alloc(4096, BUF_LEN);
+	cr_assert_not_null(s->buf);
+	memset(s->buf, 0x5c, BUF_LEN);
+	cr_assert_eq(sv_reg_mr(s->pd, s->buf, BUF_LEN, SV_ACCESS_LOCAL_WRITE |
+			       SV_ACCESS_REMOTE_READ | SV_ACCESS_MW_BIND, &s->mr), 0);
+}
+
+static void to_rts(struct side *s, const struct side *peer)
+{
+	struct sv_qp_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = SV_QPS_INIT;
+	a.qp_access_flags = SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_READ;
+	a.port_num = 1;
+	cr_assert_eq(sv_modify_qp(s->qp, &a, SV_QP_STATE | SV_QP_PKEY_INDEX | SV_QP_PORT |
+				  SV_QP_ACCESS_FLAGS), 0);
+	memset(&a, 0, sizeof(a));
+	a.qp_state = SV_QPS_RTR;
+	memcpy(a.ah_attr.dgid, peer->gid, 16);
+	a.ah_attr.dport = peer->port;
+	a.ah_attr.port_num = 1;
+	a.path_mtu = SV_MTU_256;
+	a.dest_qp_num = peer->qp->qp_num;
+	a.rq_psn = peer->psn;
+	a.max_dest_rd_atomic = 4;
+	a.min_rnr_timer = 1;
+	cr_assert_eq(sv_modify_qp(s->qp, &a, SV_QP_STATE | SV_QP_AV | SV_QP_PATH_MTU |
+				  SV_QP_DEST_QPN | SV_QP_RQ_PSN | SV_QP_MAX_DEST_RD_ATOMIC |
+				  SV_QP_MIN_RNR_TIMER), 0);
+	memset(&a, 0, sizeof(a));
+	a.qp_state = SV_QPS_RTS;
+	a.sq_psn = s->psn;
+	a.timeout = 14;
+	a.retry_cnt = 7;
+	a.rnr_retry = 7;
+	a.max_rd_atomic = 4;
+	cr_assert_eq(sv_modify_qp(s->qp, &a, SV_QP_STATE | SV_QP_SQ_PSN | SV_QP_TIMEOUT |
+				  SV_QP_RETRY_CNT | SV_QP_RNR_RETRY | SV_QP_MAX_QP_RD_ATOMIC), 0);
+}
+
+static void side_close(struct side *s)
+{
+	cr_assert_eq(sv_destroy_qp(s->qp), 0);
+	cr_assert_eq(sv_dereg_mr(s->mr), 0);
+	cr_assert_eq(sv_destroy_cq(s->cq), 0);
+	cr_assert_eq(sv_dealloc_pd(s->pd), 0);
+	cr_assert_eq(sv_close_device(s->ctx), 0);
+	free(s->buf);
+}
+
+static struct sv_wc next_wc(struct sv_cq *cq)
+{
+	uint64_t deadline = cap_now_ms() + WAIT_MS;
+	struct sv_wc wc;
+	int n;
+
+	while ((n = sv_poll_cq(cq, 1, &wc)) == 0) {
+		cr_assert_lt(cap_now_ms(), deadline, "no completion");
+		usleep(100);
+	}
+	cr_assert_eq(n, 1);
+	return wc;
+}
+
+static struct sv_mw *bind_window(struct side *s, uint32_t off, uint8_t key8)
+{
+	struct sv_send_wr wr = { 0 }, *bad;
+	struct sv_mw *mw;
+	struct sv_wc wc;
+
+	cr_assert_eq(sv_alloc_mw(s->pd, SV_MW_TYPE_2, &mw), 0);
+	wr.opcode = SV_WR_BIND_MW;
+	wr.send_flags = SV_SEND_SIGNALED;
+	wr.wr.bind_mw.mw = mw;
+	wr.wr.bind_mw.rkey = key8;
+	wr.wr.bind_mw.bind_info.mr = s->mr;
+	wr.wr.bind_mw.bind_info.addr = (uintptr_t)s->buf + off;
+	wr.wr.bind_mw.bind_info.length = 1024;
+	wr.wr.bind_mw.bind_info.mw_access_flags = SV_ACCESS_REMOTE_READ;
+	cr_assert_eq(sv_post_send(s->qp, &wr, &bad), 0);
+	wc = next_wc(s->cq);
+	cr_assert_eq(wc.status, SV_WC_SUCCESS, "bind: %s", sv_wc_status_str(wc.status));
+	cr_assert_eq(wc.opcode, SV_WC_BIND_MW);
+	return mw;
+}
+
+static void send_inv(struct side *a, uint32_t len, uint32_t key, unsigned flags)
+{
+	struct sv_sge sge = { (uintptr_t)a->buf, len, a->mr->lkey };
+	struct sv_send_wr wr = { 0 }, *bad;
+
+	wr.wr_id = key;
+	wr.opcode = SV_WR_SEND_WITH_INV;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.send_flags = SV_SEND_SIGNALED | flags;
+	wr.invalidate_rkey = key;
+	cr_assert_eq(sv_post_send(a->qp, &wr, &bad), 0);
+}
+
+static void post_recv(struct side *b, uint32_t off)
+{
+	struct sv_sge sge = { (uintptr_t)b->buf + off, 1024, b->mr->lkey };
+	struct sv_recv_wr wr = { .wr_id = off, .sg_list = &sge, .num_sge = 1 }, *bad;
+
+	cr_assert_eq(sv_post_recv(b->qp, &wr, &bad), 0);
+}
+
+/* What the capture holds, as the shared codec reads it. */
+struct seen {
+	uint16_t p1, p2;
+	unsigned n;
+	unsigned count[256];
+	uint32_t ieth[8];		/* IETH R_Keys in capture order */
+	uint8_t ieth_op[8];
+	bool ieth_se[8];
+	unsigned n_ieth;
+	unsigned nak_inv;		/* ACKs with syndrome 0x61 */
+};
+
+static void read_capture(const char *path, struct seen *s)
+{
+	struct pcap_reader r;
+	const uint8_t *ip;
+	size_t len;
+
+	pcap_open(&r, path);
+	while (pcap_next_ipv4(&r, &ip, &len)) {
+		size_t ihl = (size_t)(ip[0] & 0x0f) * 4;
+		const uint8_t *udp = ip + ihl;
+		uint16_t sp, dp;
+		struct sv_ib_pkt k;
+		int rc;
+
+		if (ip[9] != IPPROTO_UDP || len < ihl + 8)
+			continue;
+		sp = sv__get_be16(udp);
+		dp = sv__get_be16(udp + 2);
+		if ((sp != s->p1 && sp != s->p2) || (dp != s->p1 && dp != s->p2))
+			continue;	/* the capture's sentinels */
+		rc = sv__ib_pkt_decode(&k, udp + 8, sv__get_be16(udp + 4) - 8u);
+		cr_assert_geq(rc, 0, "datagram %u does not decode: %d", s->n, rc);
+		s->count[k.bth.opcode]++;
+		if (k.hdrs & SV_IB_HDR_IETH) {
+			cr_assert_lt(s->n_ieth, 8);
+			s->ieth[s->n_ieth] = k.ieth_rkey;
+			s->ieth_op[s->n_ieth] = k.bth.opcode;
+			s->ieth_se[s->n_ieth] = k.bth.se;
+			s->n_ieth++;
+		}
+		if (k.bth.opcode == 0x11 && k.aeth.syndrome == 0x61)
+			s->nak_inv++;
+		s->n++;
+	}
+	pcap_close(&r);
+}
+
+Test(wire_inv, send_with_invalidate_on_udp, .timeout = 180)
+{
+	struct capture cap;
+	char filter[64], dec[128], args[512], want[64];
+	struct side a, b;
+	struct sv_mw *mw[2];
+	struct sv_wc wc;
+	struct seen s = { 0 };
+	char *out;
+
+	if (!cap_have_tools())
+		cr_skip_test("tshark/dumpcap not installed (apt-get install tshark)");
+	side_open(&a, 0x10);
+	side_open(&b, 0x200);
+	to_rts(&a, &b);
+	to_rts(&b, &a);
+	snprintf(filter, sizeof(filter), "udp port %u or udp port %u", a.port, b.port);
+	cap_start(&cap, filter);
+
+	mw[0] = bind_window(&b, 0, 0xc1);
+	mw[1] = bind_window(&b, 4096, 0xc2);
+	for (uint32_t i = 0; i < 3; i++)
+		post_recv(&b, 8192 + i * 1024);
+	send_inv(&a, 100, mw[0]->rkey, 0);
+	send_inv(&a, 600, mw[1]->rkey, SV_SEND_SOLICITED);
+	for (int i = 0; i < 2; i++) {
+		wc = next_wc(a.cq);
+		cr_assert_eq(wc.status, SV_WC_SUCCESS, "send %d: %s", i,
+			     sv_wc_status_str(wc.status));
+		wc = next_wc(b.cq);
+		cr_assert_eq(wc.status, SV_WC_SUCCESS, "recv %d: %s", i,
+			     sv_wc_status_str(wc.status));
+		cr_assert(wc.wc_flags & SV_WC_WITH_INV);
+		cr_assert_eq(wc.invalidated_rkey, mw[i]->rkey);
+	}
+	/* An MR cannot be invalidated: NAK invalid request, both WRs fail. */
+	send_inv(&a, 50, b.mr->rkey, 0);
+	wc = next_wc(a.cq);
+	cr_assert_eq(wc.status, SV_WC_REM_INV_REQ_ERR, "%s", sv_wc_status_str(wc.status));
+	wc = next_wc(b.cq);
+	cr_assert_eq(wc.status, SV_WC_REM_INV_REQ_ERR, "%s", sv_wc_status_str(wc.status));
+	cap_stop(&cap);
+
+	s.p1 = a.port;
+	s.p2 = b.port;
+	read_capture(cap.path, &s);
+	cr_assert_eq(s.n_ieth, 3, "%u packets with an IETH", s.n_ieth);
+	cr_assert_eq(s.ieth_op[0], 0x17, "one-packet message: SEND_ONLY_WITH_INVALIDATE");
+	cr_assert_eq(s.ieth[0], mw[0]->rkey);
+	cr_assert_eq(s.ieth_op[1], 0x16, "600 bytes at PMTU 256 end with SEND_LAST_WITH_INV");
+	cr_assert_eq(s.ieth[1], mw[1]->rkey);
+	cr_assert(s.ieth_se[1], "solicited: SE on the last packet");
+	cr_assert_not(s.ieth_se[0]);
+	cr_assert_eq(s.ieth_op[2], 0x17);
+	cr_assert_eq(s.ieth[2], b.mr->rkey);
+	cr_assert_eq(s.count[0x00], 1, "SEND_FIRST");
+	cr_assert_eq(s.count[0x01], 1, "SEND_MIDDLE");
+	cr_assert_geq(s.nak_inv, 1, "a NAK invalid request (0x61)");
+
+	snprintf(dec, sizeof(dec), "-d udp.port==%u,infiniband -d udp.port==%u,infiniband",
+		 s.p1, s.p2);
+	snprintf(args, sizeof(args), "-r %s %s -Y '(udp.port == %u || udp.port == %u) && "
+		 "(_ws.malformed || _ws.expert.severity >= \"Error\")' -T fields "
+		 "-e frame.number -e _ws.malformed -e _ws.expert.message",
+		 cap.path, dec, s.p1, s.p2);
+	out = cap_tshark(args);
+	cr_assert_str_empty(out, "frames with errors (frame, malformed, message):\n%s", out);
+	free(out);
+	snprintf(args, sizeof(args), "-r %s %s -Y 'infiniband.ieth' -T fields -E occurrence=f "
+		 "-e infiniband.bth.opcode -e infiniband.ieth", cap.path, dec);
+	out = cap_tshark(args);
+	cr_assert_eq(cap_count(out, "\n"), 3, "tshark's IETH packets:\n%s", out);
+	for (unsigned i = 0; i < 3; i++) {
+		/* tshark shows the R_Key as 4 raw bytes in hex */
+		snprintf(want, sizeof(want), "%u\t%08x\n", s.ieth_op[i], s.ieth[i]);
+		cr_assert_geq(cap_count(out, want), 1, "want \"%s\" in:\n%s", want, out);
+	}
+	free(out);
+
+	for (int i = 0; i < 2; i++)
+		cr_assert_eq(sv_dealloc_mw(mw[i]), 0);
+	side_close(&a);
+	side_close(&b);
+	cap_cleanup(&cap);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * TCP: a refused Send with Invalidate.
+ */
+
+struct tend {
+	struct sv_context *ctx;
+	struct sv_pd *pd;
+	struct sv_cq *cq;
+	struct sv_qp *qp;
+	struct sv_cm_channel *ch;
+	struct sv_cm_id *id;
+	struct sv_mr *mr;
+	uint8_t *buf;
+};
+
+static struct sv_cm_event *tcm_wait(struct tend *e, enum sv_cm_event_type type)
+{
+	uint64_t deadline = cap_now_ms() + WAIT_MS;
+	struct sv_cm_event *ev = NULL;
+	struct pollfd p = { .fd = sv_cm_channel_fd(e->ch), .events = POLLIN };
+	int rc;
+
+	while ((rc = sv_cm_get_event(e->ch, &ev)) == -EAGAIN) {
+		cr_assert_lt(cap_now_ms(), deadline, "no CM event %s", sv_cm_event_str(type));
+		poll(&p, 1, 100);
+	}
+	cr_assert_eq(rc, 0);
+	cr_assert_eq(ev->event, type, "CM event %s", sv_cm_event_str(ev->event));
+	return ev;
+}
+
+static void tend_open(struct tend *e)
+{
+	struct sv_device_opts d;
+	struct sv_qp_init_attr ia = { 0 };
+
+	memset(e, 0, sizeof(*e));
+	sv_device_opts_init(&d);
+	d.transport = SV_TRANSPORT_TCP;
+	cr_assert_eq(sv_open_device(&d, &e->ctx), 0);
+	cr_assert_eq(sv_alloc_pd(e->ctx, &e->pd), 0);
+	cr_assert_eq(sv_create_cq(e->ctx, 64, NULL, NULL, 0, &e->cq), 0);
+	ia.send_cq = ia.recv_cq = e->cq;
+	ia.qp_type = SV_QPT_RC;
+	ia.cap.max_send_wr = ia.cap.max_recv_wr = 8;
+	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+	cr_assert_eq(sv_create_qp(e->pd, &ia, &e->qp), 0);
+	cr_assert_eq(sv_cm_create_channel(&e->ch), 0);
+	fcntl(sv_cm_channel_fd(e->ch), F_SETFL, fcntl(sv_cm_channel_fd(e->ch), F_GETFL) |
+	      O_NONBLOCK);
+	e->buf = aligned_alloc(4096, BUF_LEN);
+	cr_assert_not_null(e->buf);
+	memset(e->buf, 0x6d, BUF_LEN);
+	cr_assert_eq(sv_reg_mr(e->pd, e->buf, BUF_LEN, SV_ACCESS_LOCAL_WRITE |
+			       SV_ACCESS_REMOTE_READ, &e->mr), 0);
+}
+
+static void tend_close(struct tend *e)
+{
+	struct sv_async_event ev;
+	struct sv_cm_event *cev;
+
+	fcntl(sv_async_fd(e->ctx), F_SETFL, fcntl(sv_async_fd(e->ctx), F_GETFL) | O_NONBLOCK);
+	while (sv_get_async_event(e->ctx, &ev) == 0)
+		sv_ack_async_event(&ev);
+	while (sv_cm_get_event(e->ch, &cev) == 0)
+		sv_cm_ack_event(cev);
+	if (e->id)
+		cr_assert_eq(sv_cm_destroy_id(e->id), 0);
+	cr_assert_eq(sv_destroy_qp(e->qp), 0);
+	cr_assert_eq(sv_cm_destroy_channel(e->ch), 0);
+	cr_assert_eq(sv_dereg_mr(e->mr), 0);
+	cr_assert_eq(sv_destroy_cq(e->cq), 0);
+	cr_assert_eq(sv_dealloc_pd(e->pd), 0);
+	cr_assert_eq(sv_close_device(e->ctx), 0);
+	free(e->buf);
+}
+
+Test(wire_inv, refused_send_with_invalidate_on_tcp, .timeout = 180)
+{
+	struct capture cap;
+	struct tend cli, srv;
+	struct sv_cm_id *lid;
+	struct sv_cm_event *ev;
+	struct sv_conn_param cp = { .responder_resources = 4, .initiator_depth = 4 };
+	struct sockaddr_in addr = { .sin_family = AF_INET };
+	struct sv_sge sge, rsge;
+	struct sv_send_wr wr = { 0 }, *bad;
+	struct sv_recv_wr rwr = { 0 }, *rbad;
+	struct sv_wc wc;
+	char filter[64], args[512], want[64];
+	uint32_t mr_key;
+	uint16_t port;
+	char *out;
+
+	if (!cap_have_tools())
+		cr_skip_test("tshark/dumpcap not installed (apt-get install tshark)");
+	port = cap_free_port(SOCK_STREAM);
+	snprintf(filter, sizeof(filter), "tcp port %u", port);
+	cap_start(&cap, filter);
+
+	tend_open(&cli);
+	tend_open(&srv);
+	cr_assert_eq(sv_cm_create_id(srv.ch, srv.ctx, NULL, &lid), 0);
+	addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	addr.sin_port = htons(port);
+	cr_assert_eq(sv_cm_listen(lid, (struct sockaddr *)&addr, 4), 0);
+	cr_assert_eq(sv_cm_create_id(cli.ch, cli.ctx, NULL, &cli.id), 0);
+	cr_assert_eq(sv_cm_connect(cli.id, cli.qp, (struct sockaddr *)&addr, &cp), 0);
+	ev = tcm_wait(&srv, SV_CM_EVENT_CONNECT_REQUEST);
+	srv.id = ev->id;
+	sv_cm_ack_event(ev);
+	rsge = (struct sv_sge){ (uintptr_t)srv.buf, 1024, srv.mr->lkey };
+	rwr.sg_list = &rsge;
+	rwr.num_sge = 1;
+	cr_assert_eq(sv_cm_accept(srv.id, srv.qp, &cp), 0);
+	sv_cm_ack_event(tcm_wait(&cli, SV_CM_EVENT_ESTABLISHED));
+	sv_cm_ack_event(tcm_wait(&srv, SV_CM_EVENT_ESTABLISHED));
+	cr_assert_eq(sv_post_recv(srv.qp, &rwr, &rbad), 0);
+
+	sge = (struct sv_sge){ (uintptr_t)cli.buf, 64, cli.mr->lkey };
+	wr.opcode = SV_WR_SEND_WITH_INV;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.send_flags = SV_SEND_SIGNALED;
+	wr.invalidate_rkey = srv.mr->rkey;	/* an MR: never invalidated */
+	cr_assert_eq(sv_post_send(cli.qp, &wr, &bad), 0);
+	wc = next_wc(srv.cq);
+	cr_assert_eq(wc.status, SV_WC_REM_INV_REQ_ERR, "%s", sv_wc_status_str(wc.status));
+	wc = next_wc(cli.cq);
+	cr_assert_eq(wc.status, SV_WC_SUCCESS, "handed to TCP before the Terminate");
+	/* The Terminate reached the client once its QP is in ERR. */
+	for (uint64_t end = cap_now_ms() + WAIT_MS;; usleep(1000)) {
+		struct sv_qp_attr qa;
+
+		cr_assert_eq(sv_query_qp(cli.qp, &qa, 0, NULL), 0);
+		if (qa.qp_state == SV_QPS_ERR)
+			break;
+		cr_assert_lt(cap_now_ms(), end, "the client never saw the Terminate");
+	}
+	mr_key = srv.mr->rkey;
+	tend_close(&cli);
+	cr_assert_eq(sv_cm_destroy_id(lid), 0);
+	tend_close(&srv);
+	cap_stop(&cap);
+
+	snprintf(args, sizeof(args), "-r %s -Y 'tcp.port == %u && (_ws.malformed || "
+		 "_ws.expert.severity >= \"Error\")' -T fields -e frame.number "
+		 "-e _ws.expert.message", cap.path, port);
+	out = cap_tshark(args);
+	cr_assert_str_empty(out, "frames with errors (frame, message):\n%s", out);
+	free(out);
+	snprintf(args, sizeof(args), "-r %s -Y 'tcp.port == %u && iwarp_rdma' -T fields "
+		 "-e iwarp_rdma.opcode -e iwarp_rdma.inval_stag -e iwarp_rdma.term_layer "
+		 "-e iwarp_rdma.term_etype_rdma -e iwarp_rdma.term_errcode_rdma", cap.path, port);
+	out = cap_tshark(args);
+	snprintf(want, sizeof(want), "0x04\t%u\t", mr_key);
+	cr_assert_eq(cap_count(out, want), 1, "the Send with Invalidate (%s) in:\n%s", want, out);
+	cr_assert_eq(cap_count(out, "0x07\t\t0x00\t0x01\t0x09\n"), 1,
+		     "one Terminate RDMAP / remote protection / cannot invalidate in:\n%s", out);
+	free(out);
+	cap_cleanup(&cap);
+}

@@ -1,0 +1,367 @@
+/*
+ * test_sidr_wire.c — the CM's UD port space on the wire: a capture of two devices on lo
+ * resolving a service port (IB CM SIDR, IBA 12.11), once to nobody and once to a
+ * listener, then one UD SEND to the QP the answer named. Every datagram of the session
+ * is checked three ways:
+ *  - our codecs: a UD SEND_ONLY from QP1 to QP1 with the GSI Q_Key and a good ICRC,
+ *    carrying a 256-byte CM MAD that wire/ib_cm.h decodes; the SIDR_REQ asks for
+ *    service ID 0x0000000001110000 | port with the rdma_cm IP header and our private
+ *    data, the SIDR_REP answers with the transaction ID, request ID and service ID
+ *    echoed, the listener's QPN and RDMA_UDP_QKEY (or status UNSUPPORTED);
+ *  - tshark, told the port carries InfiniBand: no malformed frame or expert error, the
+ *    same MAD attribute (ServiceIDResReq / ServiceIDResReqResp), class, method,
+ *    transaction ID and 232 bytes of MAD data, datagram by datagram. Wireshark 4.0 names
+ *    the SIDR messages but has no dissector for their fields ("Dissector Not
+ *    Implemented"), so the fields themselves are checked by our codec only;
+ *  - the UD SEND goes to the QPN and Q_Key of the SIDR_REP.
+ */
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "capture_util.h"
+#include "crypto/icrc.h"
+#include "softverbs.h"
+#include "wire/byteorder.h"
+#include "wire/ib_cm.h"
+#include "wire/ib_hdr.h"
+
+#define WAIT_MS 10000
+#define MAX_DG 64
+
+struct side {
+	struct sv_context *ctx;
+	struct sv_pd *pd;
+	struct sv_cq *cq;
+	struct sv_qp *qp;		/* UD, RTS, RDMA_UDP_QKEY */
+	struct sv_mr *mr;
+	uint8_t buf[4096];
+	struct sv_cm_channel *ch;
+	struct sv_cm_id *id, *id2, *req;
+	struct in_addr ip;
+};
+
+struct dg {
+	struct sv_ib_pkt pkt;		/* its pointers go stale with the next record */
+	bool mad;
+	struct sv_cm_msg cm;
+	uint8_t raw[SV_MAD_LEN];	/* the MAD as captured */
+};
+
+static struct side a, b;
+static struct dg dgs[MAX_DG];
+static unsigned ndg;
+
+static void side_open(struct side *s, uint16_t port)
+{
+	struct sv_device_opts o;
+	struct sv_qp_init_attr ia = { 0 };
+	struct sv_qp_attr at = { 0 };
+	uint8_t gid[16];
+
+	memset(s, 0, sizeof(*s));
+	sv_device_opts_init(&o);
+	o.transport = SV_TRANSPORT_UDP;
+	o.bind_addr[0] = '\0';
+	o.port = port;
+	cr_assert_eq(sv_open_device(&o, &s->ctx), 0);
+	cr_assert_eq(sv_query_gid(s->ctx, 1, 0, gid), 0);
+	memcpy(&s->ip, gid + 12, 4);
+	cr_assert_eq(sv_alloc_pd(s->ctx, &s->pd), 0);
+	cr_assert_eq(sv_create_cq(s->ctx, 16, NULL, NULL, 0, &s->cq), 0);
+	ia.send_cq = ia.recv_cq = s->cq;
+	ia.qp_type = SV_QPT_UD;
+	ia.cap.max_send_wr = ia.cap.max_recv_wr = 4;
+	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+	cr_assert_eq(sv_create_qp(s->pd, &ia, &s->qp), 0);
+	at.qp_state = SV_QPS_INIT;
+	at.port_num = 1;
+	at.qkey = SV_CM_UDP_QKEY;
+	cr_assert_eq(sv_modify_qp(s->qp, &at, SV_QP_STATE | SV_QP_PKEY_INDEX | SV_QP_PORT |
+				  SV_QP_QKEY), 0);
+	at.qp_state = SV_QPS_RTR;
+	cr_assert_eq(sv_modify_qp(s->qp, &at, SV_QP_STATE), 0);
+	at.qp_state = SV_QPS_RTS;
+	cr_assert_eq(sv_modify_qp(s->qp, &at, SV_QP_STATE | SV_QP_SQ_PSN), 0);
+	cr_assert_eq(sv_reg_mr(s->pd, s->buf, sizeof(s->buf), SV_ACCESS_LOCAL_WRITE, &s->mr), 0);
+	cr_assert_eq(sv_cm_create_channel(&s->ch), 0);
+	cr_assert_eq(sv_cm_create_id_ps(s->ch, s->ctx, s, SV_CM_PS_UDP, &s->id), 0);
+	cr_assert_eq(sv_cm_create_id_ps(s->ch, s->ctx, s, SV_CM_PS_UDP, &s->id2), 0);
+}
+
+static void side_close(struct side *s)
+{
+	if (s->req)
+		cr_assert_eq(sv_cm_destroy_id(s->req), 0);
+	cr_assert_eq(sv_cm_destroy_id(s->id2), 0);
+	cr_assert_eq(sv_cm_destroy_id(s->id), 0);
+	cr_assert_eq(sv_cm_destroy_channel(s->ch), 0);
+	cr_assert_eq(sv_destroy_qp(s->qp), 0);
+	cr_assert_eq(sv_dereg_mr(s->mr), 0);
+	cr_assert_eq(sv_destroy_cq(s->cq), 0);
+	cr_assert_eq(sv_dealloc_pd(s->pd), 0);
+	cr_assert_eq(sv_close_device(s->ctx), 0);
+}
+
+/* The next CM event of s, which must be want; the caller acks it. */
+static struct sv_cm_event *cm_event(struct side *s, enum sv_cm_event_type want)
+{
+	struct pollfd p = { .fd = sv_cm_channel_fd(s->ch), .events = POLLIN };
+	struct sv_cm_event *ev;
+
+	cr_assert_eq(poll(&p, 1, WAIT_MS), 1, "no CM event (wanted %s)", sv_cm_event_str(want));
+	cr_assert_eq(sv_cm_get_event(s->ch, &ev), 0);
+	cr_assert_eq(ev->event, want, "got %s, wanted %s", sv_cm_event_str(ev->event),
+		     sv_cm_event_str(want));
+	return ev;
+}
+
+static void wait_cq(struct sv_cq *cq)
+{
+	uint64_t end = cap_now_ms() + WAIT_MS;
+	struct sv_wc wc;
+	int r;
+
+	while ((r = sv_poll_cq(cq, 1, &wc)) == 0) {
+		cr_assert_lt(cap_now_ms(), end, "no completion");
+		usleep(100);
+	}
+	cr_assert_eq(r, 1);
+	cr_assert_eq(wc.status, SV_WC_SUCCESS, "%s", sv_wc_status_str(wc.status));
+}
+
+/* Refused (nobody listens on 4242 in the UDP port space), then resolved, then one UD
+ * SEND to the answer. Returns the listener's service port. */
+static uint16_t run_session(void)
+{
+	struct sockaddr_in dst = { .sin_family = AF_INET, .sin_addr = b.ip };
+	struct sv_conn_param rq = { .private_data = "sidr-req-from-a", .private_data_len = 15 };
+	struct sv_conn_param rp = { .private_data = "sidr-rep-from-b", .private_data_len = 15 };
+	struct sockaddr_storage ss;
+	struct sv_cm_event *ev;
+	struct sv_ah *ah;
+	struct sv_sge rs = { (uintptr_t)b.buf, 40 + 10, b.mr->lkey };
+	struct sv_recv_wr rw = { .wr_id = 1, .sg_list = &rs, .num_sge = 1 }, *rbad;
+	struct sv_sge sg = { (uintptr_t)a.buf, 10, a.mr->lkey };
+	struct sv_send_wr sw = { .wr_id = 2, .sg_list = &sg, .num_sge = 1, .opcode = SV_WR_SEND,
+				 .send_flags = SV_SEND_SIGNALED }, *sbad;
+	uint16_t service;
+
+	dst.sin_port = htons(4242);
+	cr_assert_eq(sv_cm_connect(a.id2, NULL, (struct sockaddr *)&dst, &rq), 0);
+	ev = cm_event(&a, SV_CM_EVENT_UNREACHABLE);
+	cr_assert_eq(ev->status, -ECONNREFUSED);
+	cr_assert_eq(sv_cm_ack_event(ev), 0);
+
+	dst.sin_port = 0;
+	cr_assert_eq(sv_cm_listen(b.id, (struct sockaddr *)&dst, 4), 0);
+	cr_assert_eq(sv_cm_local_addr(b.id, &ss), 0);
+	service = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+	dst.sin_port = htons(service);
+	cr_assert_eq(sv_cm_connect(a.id, NULL, (struct sockaddr *)&dst, &rq), 0);
+	ev = cm_event(&b, SV_CM_EVENT_CONNECT_REQUEST);
+	b.req = ev->id;
+	cr_assert_eq(sv_cm_ack_event(ev), 0);
+	cr_assert_eq(sv_post_recv(b.qp, &rw, &rbad), 0);
+	cr_assert_eq(sv_cm_accept(b.req, b.qp, &rp), 0);
+	ev = cm_event(&a, SV_CM_EVENT_ESTABLISHED);
+	cr_assert_eq(sv_create_ah(a.pd, &ev->ud.ah_attr, &ah), 0);
+	sw.wr.ud.ah = ah;
+	sw.wr.ud.remote_qpn = ev->ud.qp_num;
+	sw.wr.ud.remote_qkey = ev->ud.qkey;
+	cr_assert_eq(sv_cm_ack_event(ev), 0);
+	memcpy(a.buf, "ud-payload", 10);
+	cr_assert_eq(sv_post_send(a.qp, &sw, &sbad), 0);
+	wait_cq(a.cq);
+	wait_cq(b.cq);
+	cr_assert_eq(memcmp(b.buf + 40, "ud-payload", 10), 0);
+	cr_assert_eq(sv_destroy_ah(ah), 0);
+	return service;
+}
+
+/* Our own reading of one captured datagram of the session (port p on both ends). */
+static void read_datagram(const uint8_t *ip, size_t len, uint16_t p)
+{
+	struct sockaddr_in src = { .sin_family = AF_INET }, dst = { .sin_family = AF_INET };
+	struct sv_icrc_ipv4 v4;
+	const uint8_t *udp = ip + 20, *ib = ip + 28;
+	struct dg *d;
+
+	cr_assert_geq(len, 28);
+	if (ip[9] != 17 || sv__get_be16(udp) != p || sv__get_be16(udp + 2) != p)
+		return;			/* the sentinel */
+	cr_assert_lt(ndg, MAX_DG);
+	d = &dgs[ndg];
+	cr_assert_geq(sv__ib_pkt_decode(&d->pkt, ib, len - 28), 0, "datagram %u", ndg);
+	memcpy(&src.sin_addr, ip + 12, 4);
+	memcpy(&dst.sin_addr, ip + 16, 4);
+	src.sin_port = dst.sin_port = htons(p);
+	v4.id = sv__get_be16(ip + 4);
+	v4.df = ip[6] & 0x40;
+	cr_assert_eq(sv__icrc_verify((struct sockaddr *)&src, (struct sockaddr *)&dst, &v4, ib,
+				     len - 28), 0, "datagram %u: ICRC", ndg);
+	d->mad = d->pkt.bth.dest_qp == SV_GSI_QPN;
+	if (d->mad) {
+		/* IBA 13.5: GSI traffic is UD from QP1 with the well-known Q_Key. */
+		cr_assert_eq(d->pkt.bth.opcode, SV_IB_UD | SV_IB_OP_SEND_ONLY);
+		cr_assert_eq(d->pkt.deth.src_qp, SV_GSI_QPN);
+		cr_assert_eq(d->pkt.deth.qkey, SV_QP1_QKEY);
+		cr_assert_eq(d->pkt.payload_len, SV_MAD_LEN);
+		cr_assert_eq(sv__cm_decode(&d->cm, d->pkt.payload, d->pkt.payload_len),
+			     SV_MAD_LEN, "datagram %u", ndg);
+		memcpy(d->raw, d->pkt.payload, SV_MAD_LEN);
+	}
+	ndg++;
+}
+
+static const struct dg *find(uint16_t attr, unsigned nth)
+{
+	for (unsigned k = 0; k < ndg; k++)
+		if (dgs[k].mad && dgs[k].cm.mad.attr_id == attr && nth-- == 0)
+			return &dgs[k];
+	return NULL;
+}
+
+static unsigned count_attr(uint16_t attr)
+{
+	unsigned n = 0;
+
+	for (unsigned k = 0; k < ndg; k++)
+		n += dgs[k].mad && dgs[k].cm.mad.attr_id == attr;
+	return n;
+}
+
+/* tshark: nothing malformed, and per datagram the attribute, class, method and TID. */
+static void tshark_agrees(const char *path, uint16_t p)
+{
+	char args[768], *out, *line, *next;
+	unsigned k = 0;
+
+	snprintf(args, sizeof(args), "-r %s -d udp.port==%u,infiniband -Y 'udp.port == %u && "
+		 "(_ws.malformed || _ws.expert.severity >= \"Error\")' -T fields "
+		 "-e frame.number -e _ws.expert.message", path, p, p);
+	out = cap_tshark(args);
+	cr_assert_str_empty(out, "frames with errors:\n%s", out);
+	free(out);
+
+	snprintf(args, sizeof(args), "-r %s -d udp.port==%u,infiniband -Y 'udp.port == %u' "
+		 "-T fields -E separator=, -e infiniband.bth.destqp -e infiniband.mad.mgmtclass "
+		 "-e infiniband.mad.method -e infiniband.mad.attributeid "
+		 "-e infiniband.mad.transactionid -e infiniband.mad.data", path, p, p);
+	out = cap_tshark(args);
+	for (line = out; *line; line = next, k++) {
+		unsigned long qp, cls = 0, meth = 0, attr = 0;
+		unsigned long long tid = 0;
+		char hex[2 * SV_CM_MSG_LEN + 1], *data;
+		int n;
+
+		next = strchr(line, '\n');
+		cr_assert_not_null(next);
+		*next++ = '\0';
+		cr_assert_lt(k, ndg, "tshark shows more datagrams than we read");
+		n = sscanf(line, "%lx,%lx,%lx,%lx,%llx", &qp, &cls, &meth, &attr, &tid);
+		cr_assert_eq(qp, dgs[k].pkt.bth.dest_qp, "datagram %u: '%s'", k, line);
+		if (!dgs[k].mad) {
+			cr_assert_eq(n, 1, "datagram %u: not a MAD, tshark '%s'", k, line);
+			continue;
+		}
+		cr_assert_eq(n, 5, "datagram %u: tshark '%s'", k, line);
+		cr_assert_eq(cls, SV_MAD_CLASS_CM);
+		cr_assert_eq(meth, SV_MAD_METHOD_SEND);
+		cr_assert_eq(attr, dgs[k].cm.mad.attr_id, "datagram %u", k);
+		cr_assert_eq(tid, dgs[k].cm.mad.tid, "datagram %u", k);
+		data = strrchr(line, ',');
+		cr_assert_not_null(data);
+		for (unsigned i = 0; i < SV_CM_MSG_LEN; i++)
+			snprintf(hex + 2 * i, 3, "%02x", dgs[k].raw[SV_MAD_HDR_LEN + i]);
+		cr_assert_str_eq(data + 1, hex, "datagram %u: MAD data, tshark %s, ours %s", k,
+				 data + 1, hex);
+	}
+	cr_assert_eq(k, ndg, "tshark decoded %u datagrams as InfiniBand, we read %u", k, ndg);
+	free(out);
+
+	/* And by name, as a person reading the capture sees them. */
+	snprintf(args, sizeof(args), "-r %s -d udp.port==%u,infiniband -Y 'udp.port == %u' -V",
+		 path, p, p);
+	out = cap_tshark(args);
+	cr_assert_eq(cap_count(out, "CM ServiceIDResReq ("), 2, "%s", out);
+	cr_assert_eq(cap_count(out, "CM ServiceIDResReqResp ("), 2, "%s", out);
+	free(out);
+}
+
+Test(wire_sidr, resolve_refuse_and_send, .timeout = 180)
+{
+	struct capture cap;
+	struct pcap_reader r;
+	const uint8_t *ip;
+	size_t len;
+	char filter[64];
+	const struct dg *req, *rep, *req0, *rep0, *ud = NULL;
+	struct sv_cm_ip_hdr h;
+	uint16_t port, service;
+
+	if (!cap_have_tools())
+		cr_skip_test("tshark/dumpcap not installed (apt-get install tshark)");
+	port = cap_free_port(SOCK_DGRAM);
+	side_open(&a, port);
+	side_open(&b, port);
+	cr_assert_neq(a.ip.s_addr, b.ip.s_addr);
+	snprintf(filter, sizeof(filter), "udp port %u", port);
+	cap_start(&cap, filter);
+	service = run_session();
+	cap_stop(&cap);
+
+	pcap_open(&r, cap.path);
+	while (pcap_next_ipv4(&r, &ip, &len))
+		read_datagram(ip, len, port);
+	pcap_close(&r);
+	/* No loss on lo: one request and one answer each, and the SEND. */
+	cr_assert_eq(count_attr(SV_CM_ATTR_SIDR_REQ), 2);
+	cr_assert_eq(count_attr(SV_CM_ATTR_SIDR_REP), 2);
+
+	req0 = find(SV_CM_ATTR_SIDR_REQ, 0);
+	rep0 = find(SV_CM_ATTR_SIDR_REP, 0);
+	cr_assert_eq(req0->cm.sidr_req.service_id, sv__cm_service_id_ps(SV_CMA_PS_UDP, 4242));
+	cr_assert_eq(rep0->cm.sidr_rep.status, SV_CM_SIDR_UNSUPPORTED);
+	cr_assert_eq(rep0->cm.sidr_rep.request_id, req0->cm.sidr_req.request_id);
+	cr_assert_eq(rep0->cm.mad.tid, req0->cm.mad.tid);
+
+	req = find(SV_CM_ATTR_SIDR_REQ, 1);
+	rep = find(SV_CM_ATTR_SIDR_REP, 1);
+	cr_assert_eq(req->cm.sidr_req.service_id, 0x0000000001110000ull | service);
+	cr_assert_eq(req->cm.sidr_req.pkey, SV_PKEY_DEFAULT);
+	cr_assert_eq(sv__cm_ip_hdr_decode(&h, req->cm.sidr_req.private_data,
+					  SV_CM_SIDR_REQ_PRIVATE_LEN), SV_CM_IP_HDR_LEN);
+	cr_assert_eq(h.ip_version, 4);
+	cr_assert_arr_eq(h.src_addr + 12, &a.ip, 4);
+	cr_assert_arr_eq(h.dst_addr + 12, &b.ip, 4);
+	cr_assert_arr_eq(req->cm.sidr_req.private_data + SV_CM_IP_HDR_LEN, "sidr-req-from-a",
+			 15);
+	cr_assert_eq(rep->cm.mad.tid, req->cm.mad.tid);
+	cr_assert_eq(rep->cm.sidr_rep.request_id, req->cm.sidr_req.request_id);
+	cr_assert_eq(rep->cm.sidr_rep.service_id, req->cm.sidr_req.service_id);
+	cr_assert_eq(rep->cm.sidr_rep.status, SV_CM_SIDR_SUCCESS);
+	cr_assert_eq(rep->cm.sidr_rep.qpn, b.qp->qp_num);
+	cr_assert_eq(rep->cm.sidr_rep.qkey, SV_CM_UDP_QKEY);
+	cr_assert_arr_eq(rep->cm.sidr_rep.private_data, "sidr-rep-from-b", 15);
+
+	for (unsigned k = 0; k < ndg; k++)
+		if (!dgs[k].mad)
+			ud = &dgs[k];
+	cr_assert_not_null(ud, "no UD SEND");
+	cr_assert_eq(ud->pkt.bth.dest_qp, rep->cm.sidr_rep.qpn);
+	cr_assert_eq(ud->pkt.deth.qkey, rep->cm.sidr_rep.qkey);
+	cr_assert_eq(ud->pkt.deth.src_qp, a.qp->qp_num);
+
+	tshark_agrees(cap.path, port);
+	side_close(&a);
+	side_close(&b);
+	cap_cleanup(&cap);
+}
