@@ -554,6 +554,14 @@ struct sv_qp_stats {
 	 * icrc_errors counts FPDUs with a bad MPA CRC; Terminate messages sent and received. */
 	uint64_t terminates_tx;
 	uint64_t terminates_rx;
+	/* Who received (appended; TCP QPs). rx_polled: packets read by an application
+	 * thread inside sv_poll_cq() (the progress thread read the rest). rx_parks: times
+	 * the progress thread stopped watching the socket because the application was
+	 * polling and receiving itself; rx_park_stalls: times it took the socket back and
+	 * found bytes that had waited for it (the application had stopped polling). */
+	uint64_t rx_polled;
+	uint64_t rx_parks;
+	uint64_t rx_park_stalls;
 };
 
 int sv_query_qp_stats(struct sv_qp *qp, struct sv_qp_stats *stats);
