@@ -495,7 +495,7 @@ static struct sv__rqp *dispatch(struct sv__rctx *rc, uint8_t *buf, size_t len,
 		if (self)
 			*defer = true;
 		else if (sv__get_be24(buf + 5) == SV_GSI_QPN)
-			sv__roce_cm_rx(rc, src, buf, len - SV_ICRC_LEN);
+			sv__roce_cm_rx(rc, src, buf, len);
 		else if (q)
 			sv__roce_ud_rx(q, src, dst, buf, len);
 		return NULL;

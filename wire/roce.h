@@ -311,7 +311,7 @@ void sv__roce_ud_rx(struct sv__rqp *q, const union sv__roce_addr *src,
 /* roce_cm.c — [loop] */
 /* ctx_init: the CM's timer (ctx_fini closes it with the context's other handles). */
 void sv__roce_cm_init(struct sv__rctx *rc);
-/* A MAD datagram for QP1 (ICRC checked and stripped) from src. */
+/* A MAD datagram for QP1 from src, whole (its ICRC checked, not stripped). */
 void sv__roce_cm_rx(struct sv__rctx *rc, const union sv__roce_addr *src, const uint8_t *p,
 		    size_t len);
 /* qp_destroy: the connection forgets the QP. */

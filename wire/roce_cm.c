@@ -180,15 +180,14 @@ static void ip_hdr_addr(uint8_t out[16], const union sv__roce_addr *a)
 
 static int mad_send(struct sv__rctx *rc, const union sv__roce_addr *dst, const uint8_t *mad)
 {
+	const struct sv_deth deth = { .qkey = SV_QP1_QKEY, .src_qp = SV_GSI_QPN };
 	uint8_t hdr[SV_BTH_LEN + SV_DETH_LEN];
 	struct iovec v = { (void *)mad, SV_MAD_LEN };
 
 	sv__roce_bth_put(hdr, SV__ROCE_OP_UD_SEND_ONLY, false, 0, SV_GSI_QPN, false,
 			 rc->gsi_psn);
 	rc->gsi_psn = sv__psn_add(rc->gsi_psn, 1);
-	sv__put_be32(hdr + SV_BTH_LEN, SV_QP1_QKEY);
-	hdr[SV_BTH_LEN + 4] = 0;
-	sv__put_be24(hdr + SV_BTH_LEN + 5, SV_GSI_QPN);
+	(void)sv__deth_encode(hdr + SV_BTH_LEN, SV_DETH_LEN, &deth);
 	return sv__roce_dgram_send(rc, dst, hdr, sizeof(hdr), &v, 1, SV_MAD_LEN);
 }
 
@@ -713,16 +712,18 @@ static void rx_drep(struct sv__rctx *rc, const struct sv_cm_msg *m)
 void sv__roce_cm_rx(struct sv__rctx *rc, const union sv__roce_addr *src, const uint8_t *p,
 		    size_t len)
 {
-	size_t hlen = SV_BTH_LEN + SV_DETH_LEN;
+	struct sv_ib_pkt k;
 	struct sv_cm_msg *m;
 
-	/* A GSI MAD: UD SEND_ONLY with the GSI Q_Key, 256 bytes, no pad (IBA 13.5.3). */
-	if (p[0] != SV__ROCE_OP_UD_SEND_ONLY || len < hlen + SV_MAD_LEN ||
-	    (p[1] & 0x3f) != 0 || sv__get_be32(p + SV_BTH_LEN) != SV_QP1_QKEY)
+	/* A GSI MAD: UD SEND_ONLY with the GSI Q_Key and our P_Key, 256 bytes (IBA 13.5.3);
+	 * p is the whole datagram, ICRC included, as the shared decoder takes it. */
+	if (sv__ib_pkt_decode(&k, p, len) < 0 || k.bth.opcode != SV__ROCE_OP_UD_SEND_ONLY ||
+	    !sv__ib_pkey_match(k.bth.pkey, SV_PKEY_DEFAULT) || k.deth.qkey != SV_QP1_QKEY ||
+	    k.payload_len != SV_MAD_LEN)
 		return;
 	if (!(m = malloc(sizeof(*m))))
 		return;
-	if (sv__cm_decode(m, p + hlen, len - hlen) != SV_MAD_LEN)
+	if (sv__cm_decode(m, k.payload, k.payload_len) != SV_MAD_LEN)
 		goto out;
 	switch (m->mad.attr_id) {
 	case SV_CM_ATTR_REQ:
