@@ -421,9 +421,9 @@ SVC_EXPORT int ibv_query_port(struct ibv_context *ctx, uint8_t port,
 	return svc_query_port_ex(ctx, port, (struct ibv_port_attr *)attr, OLD_PORT_ATTR_LEN);
 }
 
-/* GID 0. On sv_udp0 it is the context's own (the IPv4-mapped address its UDP socket is
- * bound to, which peers put in ah_attr.grh.dgid). For iWARP the GID only names the port:
- * the bind address in the same form, loopback when unspecified. */
+/* GID 0. On sv_udp0 it is the context's own (the address its UDP socket is bound to,
+ * IPv4-mapped or IPv6: a RoCE v2 GID, which peers put in ah_attr.grh.dgid). For iWARP the
+ * GID only names the port: the bind address in the same form, loopback when unspecified. */
 static int make_gid(struct svc_context *c, unsigned index, union ibv_gid *gid)
 {
 	const char *bind = getenv("SV_BIND_ADDR");
@@ -1580,8 +1580,9 @@ SVC_EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *a
 	return &ah->ah;
 }
 
-/* RoCE v2 over IPv4: the 40-byte GRH slot holds the IPv4 header in its last 20 bytes,
- * so the sender's address sits at offset 20 + 12 (spec: softverbs.h, sv_post_send). */
+/* RoCE v2: over IPv4 the 40-byte GRH slot holds the IPv4 header in its last 20 bytes,
+ * so the sender's address sits at offset 20 + 12; over IPv6 it holds the IPv6 header,
+ * whose source address (the sender's GID) is at offset 8 (softverbs.h, sv_ah). */
 SVC_EXPORT int ibv_init_ah_from_wc(struct ibv_context *ctx, uint8_t port, struct ibv_wc *wc,
 				   struct ibv_grh *grh, struct ibv_ah_attr *ah)
 {
@@ -1593,6 +1594,10 @@ SVC_EXPORT int ibv_init_ah_from_wc(struct ibv_context *ctx, uint8_t port, struct
 	ah->is_global = 1;
 	ah->port_num = port;
 	ah->grh.hop_limit = 64;
+	if (g[0] >> 4 == 6) {
+		memcpy(ah->grh.dgid.raw, g + 8, 16);
+		return 0;
+	}
 	ah->grh.dgid.raw[10] = 0xff;
 	ah->grh.dgid.raw[11] = 0xff;
 	memcpy(&ah->grh.dgid.raw[12], g + 20 + 12, 4);

@@ -1,8 +1,9 @@
 /*
  * ah.c — address handles for UD QPs (verbs.md; IBA 10.2.2.1). An AH is the destination
- * of a UD SEND: the remote device's GID and UDP port. The UDP transport addresses IPv4
- * only, so the GID must be IPv4-mapped (::ffff:a.b.c.d, what sv_query_gid returns); the
- * check is made here so that a bad address fails at creation, not at every post.
+ * of a UD SEND: the remote device's GID and UDP port. The UDP transport addresses peers of
+ * its own family, so the GID must be IPv4-mapped (::ffff:a.b.c.d) on a device bound to
+ * IPv4 and a plain IPv6 address on one bound to IPv6, as sv_query_gid returns; the check
+ * is made here so that a bad address fails at creation, not at every post.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -13,6 +14,8 @@
 int sv_create_ah(struct sv_pd *pd, const struct sv_ah_attr *attr, struct sv_ah **out)
 {
 	static const uint8_t v4mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+	uint8_t own[16];
+	bool v4;
 	struct sv__ah *ah;
 
 	if (!pd || !attr || !out)
@@ -21,8 +24,12 @@ int sv_create_ah(struct sv_pd *pd, const struct sv_ah_attr *attr, struct sv_ah *
 		sv__log(SV_LOG_ERROR, "softverbs: address handles need the UDP transport");
 		return -EOPNOTSUPP;
 	}
-	if (memcmp(attr->dgid, v4mapped, sizeof(v4mapped)) != 0) {
-		sv__log(SV_LOG_ERROR, "softverbs udp: AH dgid must be IPv4-mapped (::ffff:a.b.c.d)");
+	if (sv_query_gid(pd->context, 1, 0, own) < 0)
+		return -EINVAL;
+	v4 = memcmp(own, v4mapped, sizeof(v4mapped)) == 0;
+	if ((memcmp(attr->dgid, v4mapped, sizeof(v4mapped)) == 0) != v4) {
+		sv__log(SV_LOG_ERROR, "softverbs udp: AH dgid must be %s, as the device is",
+			v4 ? "IPv4-mapped (::ffff:a.b.c.d)" : "an IPv6 address");
 		return -EAFNOSUPPORT;
 	}
 	if (!(ah = calloc(1, sizeof(*ah))))

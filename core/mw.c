@@ -179,41 +179,41 @@ int sv__mw_acquire(struct sv_qp *qp, struct sv__mw *mw, uint64_t va, uint64_t le
 	return 0;
 }
 
-/* Under mr_lock (write). The bind checks of the file comment, in rxe's order. */
-static int check_bind(struct sv_qp *qp, const struct sv__send_wqe *w, struct sv__mw *mw,
-		      struct sv__mr *mr)
+/* Under mr_lock (write). The bind checks of the file comment, in rxe's order: NULL when
+ * the bind may go ahead, else why not (for the log: a user can act on it). */
+static const char *check_bind(struct sv_qp *qp, const struct sv__send_wqe *w,
+			      struct sv__mw *mw, struct sv__mr *mr)
 {
 	unsigned acc = w->bind.access;
 
 	if (acc & ~MW_ACCESS_KNOWN)
-		return -EINVAL;
+		return "unknown access flags";
 	if (mw->pub.pd != qp->pd)
-		return -EPERM;		/* C10-72 */
+		return "the window's PD is not the QP's (C10-72)";
 	if (mw->pub.type == SV_MW_TYPE_1) {
 		if (acc & SV_ACCESS_ZERO_BASED)
-			return -EINVAL;	/* o10-36.2.2 */
+			return "a type 1 window cannot be zero based (o10-36.2.2)";
 	} else {
 		if (mw->mr)
-			return -EBUSY;	/* o10-37.2.30: bound, invalidate it first */
+			return "the type 2 window is bound: invalidate it first (o10-37.2.30)";
 		if (!mr || w->bind.length == 0)
-			return -EINVAL;	/* o10-37.2.40 */
+			return "a type 2 window needs an MR and a length (o10-37.2.40)";
 	}
 	if (!mr)
-		return 0;		/* type 1 unbind */
+		return NULL;		/* type 1 unbind */
 	if (mr->pub.pd != mw->pub.pd)
-		return -EPERM;
+		return "the MR's PD is not the window's (C10-72)";
 	if (mr->pub.access & SV_ACCESS_ZERO_BASED)
-		return -EINVAL;
+		return "the MR is zero based";
 	if (!(mr->pub.access & SV_ACCESS_MW_BIND))
-		return -EACCES;		/* C10-73 */
+		return "the MR was registered without SV_ACCESS_MW_BIND (C10-73)";
 	if ((acc & (SV_ACCESS_REMOTE_WRITE | SV_ACCESS_REMOTE_ATOMIC)) &&
 	    !(mr->pub.access & SV_ACCESS_LOCAL_WRITE))
-		return -EACCES;		/* C10-74 */
-	/* C10-75: the window lies inside the MR. */
+		return "remote write/atomic through a window needs LOCAL_WRITE on the MR (C10-74)";
 	if (w->bind.addr < mr->iova || w->bind.addr + w->bind.length < w->bind.addr ||
 	    w->bind.addr + w->bind.length > mr->iova + mr->pub.length)
-		return -ERANGE;
-	return 0;
+		return "the window does not lie inside the MR (C10-75)";
+	return NULL;
 }
 
 static enum sv_wc_status run_bind(struct sv_qp *qp, const struct sv__send_wqe *w)
@@ -223,6 +223,7 @@ static enum sv_wc_status run_bind(struct sv_qp *qp, const struct sv__send_wqe *w
 	struct sv__mw *mw;
 	struct sv__mr *mr = NULL;
 	enum sv_wc_status st = SV_WC_MW_BIND_ERR;
+	const char *why;
 
 	pthread_rwlock_wrlock(&ctx->mr_lock);
 	/* The window and MR are found again by index/handle and key: either may have been
@@ -230,10 +231,12 @@ static enum sv_wc_status run_bind(struct sv_qp *qp, const struct sv__send_wqe *w
 	s = w->bind.mw_index < ctx->mr_cap ? &ctx->mr_slots[w->bind.mw_index] : NULL;
 	mw = s ? s->mw : NULL;
 	if (!mw || mw->pub.handle != w->bind.mw_handle)
-		goto out;
-	if (w->bind.length && !(mr = sv__mr_lookup(ctx, w->bind.mr_lkey)))
-		goto out;
-	if (check_bind(qp, w, mw, mr) < 0)
+		why = "the window was deallocated";
+	else if (w->bind.length && !(mr = sv__mr_lookup(ctx, w->bind.mr_lkey)))
+		why = "the MR was deregistered";
+	else
+		why = check_bind(qp, w, mw, mr);
+	if (why)
 		goto out;
 	unbind(mw);
 	if (mr && w->bind.length) {
@@ -253,6 +256,9 @@ static enum sv_wc_status run_bind(struct sv_qp *qp, const struct sv__send_wqe *w
 	st = SV_WC_SUCCESS;
 out:
 	pthread_rwlock_unlock(&ctx->mr_lock);
+	if (st != SV_WC_SUCCESS)
+		sv__log(SV_LOG_WARN, "softverbs: QP %u: memory window bind failed: %s",
+			qp->qp_num, why);
 	return st;
 }
 
@@ -299,6 +305,11 @@ enum sv_wc_status sv__mw_run_local(struct sv_qp *qp, const struct sv__send_wqe *
 	pthread_rwlock_wrlock(&qp->context->mr_lock);
 	rc = invalidate(qp, wqe->invalidate_rkey, false);
 	pthread_rwlock_unlock(&qp->context->mr_lock);
+	if (rc < 0)
+		sv__log(SV_LOG_WARN, "softverbs: QP %u: LOCAL_INV of key %#x failed: %s",
+			qp->qp_num, wqe->invalidate_rkey,
+			rc == -ENOENT ? "no such key" : rc == -EPERM ? "a key of another PD" :
+			"only a bound type 2 window can be (not an MR, not type 1)");
 	if (rc == -EPERM)
 		return SV_WC_LOC_PROT_ERR;	/* a key of another PD */
 	return rc < 0 ? SV_WC_LOC_QP_OP_ERR : SV_WC_SUCCESS;

@@ -143,9 +143,46 @@ void *sv__qp_tqp(struct sv_qp *qp)
 	return to_qp(qp)->tqp;
 }
 
+/*
+ * The QP lock is held for a few microseconds at a time (one recv or writev), by the loop
+ * and by application threads in post_send and poll_cq. Sleeping on it is dear: the wake
+ * of the sleeper is a cross-core wake-up (~20 us here, DESIGN.md "thread hops"), and the
+ * unlocking thread pays a futex call. An application spinning on memory for a WRITE
+ * posts its answer the instant the loop has placed the data, while the loop still holds
+ * the lock, so contention is the common case, not the exception. Spin on trylock for a
+ * bounded time first; only a holder that was preempted makes the waiter sleep.
+ */
+#define QP_LOCK_SPIN_NS 20000
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
+}
+
 void sv__qp_lock(struct sv_qp *qp)
 {
-	pthread_mutex_lock(&to_qp(qp)->lock);
+	pthread_mutex_t *m = &to_qp(qp)->lock;
+	uint64_t until = 0;
+
+	for (unsigned i = 0;; i++) {
+		if (pthread_mutex_trylock(m) == 0)
+			return;
+		/* The clock is read every 16 rounds only: a pause is tens of ns. */
+		if ((i & 15) == 15) {
+			uint64_t now = sv__now_ns();
+
+			if (!until)
+				until = now + QP_LOCK_SPIN_NS;
+			else if (now >= until)
+				break;
+		}
+		cpu_relax();
+	}
+	pthread_mutex_lock(m);
 }
 
 bool sv__qp_trylock(struct sv_qp *qp)

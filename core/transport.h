@@ -264,12 +264,17 @@ int sv__sge_map(struct sv_qp *qp, const struct sv_sge *sge, uint32_t num_sge,
 /*
  * Remote access by a peer: checks rkey/STag against the QP's PD, [va, va+len) against the
  * region (ZERO_BASED: offsets), the region's access right (SV_ACCESS_REMOTE_WRITE, _READ
- * or _ATOMIC in need), and that the QP's qp_access_flags enable the operation. On success
- * *mr holds a reference (sv_dereg_mr waits for it) and *ptr is the host address of va.
+ * or _ATOMIC in need), and that the QP's qp_access_flags enable the operation. The key
+ * may name a memory window: then the window's range and rights count (a ZERO_BASED
+ * window: offsets from its start) and a type 2 window must be bound through this QP;
+ * the reference is on the window's MR. On success *mr holds a reference (sv_dereg_mr
+ * waits for it) and *ptr is the host address of va.
  * Errors, most specific first, so the transport can pick the Terminate/NAK code:
  *   -EOPNOTSUPP  the QP does not enable this kind of remote access
- *   -ENOENT      no such key (never registered, deregistered, stale 8-bit key)
- *   -EPERM       key of another PD (not associated with this stream)
+ *   -ENOENT      no such key (never registered, deregistered, stale 8-bit key, a window
+ *                unbound or invalidated)
+ *   -EPERM       key of another PD, or a type 2 window of another QP (not associated
+ *                with this stream)
  *   -EOVERFLOW   va + len wraps
  *   -ERANGE      outside the region
  *   -EACCES      the region does not grant the access

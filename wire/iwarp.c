@@ -138,11 +138,13 @@ static void qp_destroy(struct sv_qp *qp, void *tqp)
 	if (iq->ep)
 		sv__iw_ep_detach_qp(iq->ep);
 	sv__log(SV_LOG_DEBUG, "iwarp qp %u: fpdus tx %llu rx %llu, bytes tx %llu rx %llu, "
-		"crc errors %llu, terminates sent %llu received %llu", qp->qp_num,
+		"crc errors %llu, terminates sent %llu received %llu, fpdus read by pollers %llu, "
+		"loop parked %llu times, %llu stalls", qp->qp_num,
 		(unsigned long long)iq->cnt.tx_fpdus, (unsigned long long)iq->cnt.rx_fpdus,
 		(unsigned long long)iq->cnt.tx_bytes, (unsigned long long)iq->cnt.rx_bytes,
 		(unsigned long long)iq->cnt.crc_errors, (unsigned long long)iq->cnt.term_sent,
-		(unsigned long long)iq->cnt.term_rcvd);
+		(unsigned long long)iq->cnt.term_rcvd, (unsigned long long)iq->cnt.polled_fpdus,
+		(unsigned long long)iq->cnt.parks, (unsigned long long)iq->cnt.park_stalls);
 	iq_free(iq);
 }
 
@@ -165,7 +167,7 @@ static void sq_kick(struct sv_qp *qp)
 static int poll_qp(struct sv_qp *qp)
 {
 	struct sv__iwqp *iq = sv__iw_qp(qp);
-	uint64_t now;
+	uint64_t now, before;
 	int rc;
 
 	/* The responder's first FPDU is the loop's (it reports ESTABLISHED). */
@@ -174,7 +176,12 @@ static int poll_qp(struct sv_qp *qp)
 	now = sv__now_ns();
 	iq->poll_streak = now - iq->poll_ns < SV__IW_SPIN_GAP_NS ? iq->poll_streak + 1 : 1;
 	iq->poll_ns = now;
+	before = iq->cnt.rx_fpdus;
 	rc = sv__iw_rx_progress(iq, 16);
+	if (iq->cnt.rx_fpdus != before) {
+		iq->cnt.polled_fpdus += iq->cnt.rx_fpdus - before;
+		iq->poll_rx_ns = now;
+	}
 	if (!sv__iw_tx_idle(iq) && !iq->want_write && iq->tx_ok)
 		rc |= sv__iw_tx_progress(iq);
 	return rc;
@@ -193,6 +200,9 @@ static int qp_stats(struct sv_qp *qp, struct sv_qp_stats *st)
 	st->icrc_errors = c->crc_errors;
 	st->terminates_tx = c->term_sent;
 	st->terminates_rx = c->term_rcvd;
+	st->rx_polled = c->polled_fpdus;
+	st->rx_parks = c->parks;
+	st->rx_park_stalls = c->park_stalls;
 	return 0;
 }
 

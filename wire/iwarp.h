@@ -30,8 +30,9 @@
 #define SV__IW_HS_TIMEOUT_MS 10000	/* MPA Request/Reply exchange must finish by then */
 #define SV__IW_CLOSE_TIMEOUT_MS 2000	/* after our FIN, wait this long for the peer's */
 /* Parking the loop's RX (iwarp_cm.c data_io()): an application whose poll() calls come
- * less than SPIN_GAP apart, SPIN_STREAK times in a row, is spinning and reads the socket
- * itself; the loop re-checks every PARK_MS and resumes once polls stopped for IDLE. */
+ * less than SPIN_GAP apart, SPIN_STREAK times in a row, and whose polls found FPDUs within
+ * IDLE, is spinning and reads the socket itself; the loop re-checks every PARK_MS and
+ * resumes once polls stopped for IDLE. */
 #define SV__IW_SPIN_GAP_NS 20000
 #define SV__IW_SPIN_STREAK 8
 #define SV__IW_PARK_MS 1
@@ -59,6 +60,8 @@ struct sv__iw_counters {
 	uint64_t tx_bytes, rx_bytes;	/* stream bytes, framing included */
 	uint64_t crc_errors;
 	uint64_t term_sent, term_rcvd;
+	uint64_t polled_fpdus;		/* read by poll() in an application thread */
+	uint64_t parks, park_stalls;	/* iwarp_cm.c data_io() / timer_cb() */
 };
 
 /* A message being cut into FPDUs: the header template and the payload's source. */
@@ -167,6 +170,10 @@ struct sv__iw_rx {
 	/* RDMA Write with Immediate: the Write just before an Immediate Data message. */
 	uint32_t wr_len;
 	bool wr_open, wr_last;
+	/* A read of this pass came back short: the socket held no more, so the pass ends
+	 * without another recv() that would only say EAGAIN (whoever runs the next pass,
+	 * the loop on readability or a poller, reads again). */
+	bool dry;
 };
 
 /* Per-QP transport state (the qp's tqp). */
@@ -193,6 +200,7 @@ struct sv__iwqp {
 	bool shut_done;
 	uint64_t poll_ns;		/* last time poll() ran the RX engine (app thread) */
 	unsigned poll_streak;		/* polls in a row, each within SPIN_GAP of the last */
+	uint64_t poll_rx_ns;		/* last time such a poll read an FPDU */
 	bool rx_again;			/* an RX pass ran out of budget: the loop owes another */
 	/* TX */
 	uint64_t tx_off;		/* stream offset (markers) */

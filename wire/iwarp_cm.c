@@ -30,10 +30,14 @@
  * owed, is an LLP error (iwarp_term.c).
  *
  * Data phase: the loop watches the socket and runs the RX/TX engines under the QP lock,
- * except while the application spins on the QP (sv_poll_cq calling poll() back to back):
- * then the loop stops watching readability, since the spinning thread reads the socket
- * itself and a loop wake-up per FPDU would cost a cross-core switch (DESIGN.md, thread
- * hops). A timer takes RX back at most SV__IW_PARK_MS after the spinning stops.
+ * except while the application spins on the QP (sv_poll_cq calling poll() back to back,
+ * and those polls finding FPDUs): then the loop stops watching readability, since the
+ * spinning thread reads the socket itself and a loop wake-up per FPDU would cost a
+ * cross-core switch (DESIGN.md, thread hops). A timer takes RX back at most
+ * SV__IW_PARK_MS after the spinning stops; bytes that arrived in between are counted as
+ * a park stall (sv_qp_stats.rx_park_stalls). An application that waits on memory rather
+ * than on its CQ (an RDMA WRITE's last byte) polls without finding FPDUs, so it never
+ * parks the loop.
  *
  * Everything here runs on the loop; QP state is touched under the QP lock. CM events are
  * reported outside the QP lock.
@@ -42,6 +46,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -800,6 +805,22 @@ int sv__iw_listen(struct sv_context *ctx, void *cm, const struct sockaddr *addr,
  * The data phase seen from the loop, and teardown.
  */
 
+/*
+ * [qp-locked] Does the application read this socket itself? Its sv_poll_cq() calls on an
+ * empty CQ (which run poll(), iwarp.c) come back to back, the last one just now, and they
+ * have been finding FPDUs. An application that polls but never finds anything is waiting
+ * on something else, typically the bytes of an incoming WRITE in its memory (perftest's
+ * ib_write_lat): polls that only collect its own send completions must not make the loop
+ * leave that WRITE lying in the socket.
+ */
+static bool spinning(const struct sv__iwqp *iq)
+{
+	uint64_t now = sv__now_ns();
+
+	return iq->poll_streak >= SV__IW_SPIN_STREAK && now - iq->poll_ns < SV__IW_SPIN_GAP_NS &&
+	       now - iq->poll_rx_ns < SV__IW_IDLE_NS;
+}
+
 /* Socket events of a connection that has a QP in its data phase. */
 static void data_io(struct sv__tep *ep, int events)
 {
@@ -810,12 +831,11 @@ static void data_io(struct sv__tep *ep, int events)
 	sv__qp_lock(qp);
 	if (events & UV_WRITABLE)
 		sv__iw_tx_progress(iq);
-	if ((events & UV_READABLE) && ep->state == EP_UP && !iq->err &&
-	    iq->poll_streak >= SV__IW_SPIN_STREAK &&
-	    sv__now_ns() - iq->poll_ns < SV__IW_SPIN_GAP_NS) {
+	if ((events & UV_READABLE) && ep->state == EP_UP && !iq->err && spinning(iq)) {
 		/* DESIGN.md "thread hops": the application is spinning on this QP and will
 		 * find these bytes itself; waking the loop for each FPDU costs a cross-core
 		 * switch. Stop watching readability; timer_cb() checks back every PARK_MS. */
+		iq->cnt.parks++;
 		sv__qp_unlock(qp);
 		ep->parked = true;
 		ep_timer(ep, SV__IW_PARK_MS);
@@ -986,6 +1006,14 @@ static void poll_cb(uv_poll_t *h, int status, int events)
 	}
 }
 
+/* Bytes wait in the socket (the parked loop's check when it takes RX back). */
+static bool readable_now(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+
+	return fd >= 0 && poll(&p, 1, 0) == 1;
+}
+
 static void timer_cb(uv_timer_t *t)
 {
 	struct sv__tep *ep = t->data;
@@ -1019,12 +1047,14 @@ static void timer_cb(uv_timer_t *t)
 		/* Parked: still spinning? Then look again later; else the loop takes RX back
 		 * (an application that just went to sleep waits at most PARK_MS more). */
 		if (ep->parked && ep->qp) {
-			uint64_t last;
+			bool idle;
 
 			sv__qp_lock(ep->qp);
-			last = ep->iq->poll_ns;
+			idle = sv__now_ns() - ep->iq->poll_ns >= SV__IW_IDLE_NS;
+			if (idle && readable_now(ep->fd))
+				ep->iq->cnt.park_stalls++;
 			sv__qp_unlock(ep->qp);
-			if (sv__now_ns() - last < SV__IW_IDLE_NS) {
+			if (!idle) {
 				ep_timer(ep, SV__IW_PARK_MS);
 				break;
 			}

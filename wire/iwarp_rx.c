@@ -110,10 +110,13 @@ static int refill(struct sv__iwqp *iq)
 	struct sv__iw_rx *rx = iq->rx;
 	ssize_t n;
 
+	if (rx->dry)
+		return -EAGAIN;
 	do
 		n = recv(iq->fd, rx->stage_buf, sizeof(rx->stage_buf), MSG_DONTWAIT);
 	while (n < 0 && errno == EINTR);
 	if (n > 0) {
+		rx->dry = (size_t)n < sizeof(rx->stage_buf);
 		rx->sb_off = 0;
 		rx->sb_len = (size_t)n;
 		iq->cnt.rx_bytes += (uint64_t)n;
@@ -208,6 +211,10 @@ static ssize_t rx_pull(struct sv__iwqp *iq, const struct iovec *dst, int ndst, s
 			int k = iov_slice(dst, ndst, got, chunk, v, SV__MAX_SGE);
 			ssize_t n;
 
+			if (rx->dry) {
+				rc = -EAGAIN;
+				break;
+			}
 			v[k].iov_base = rx->stage_buf;
 			v[k].iov_len = sizeof(rx->stage_buf);
 			do
@@ -220,6 +227,8 @@ static ssize_t rx_pull(struct sv__iwqp *iq, const struct iovec *dst, int ndst, s
 			}
 			iq->cnt.rx_bytes += (uint64_t)n;
 			size_t direct = min_sz((size_t)n, chunk);
+
+			rx->dry = (size_t)n < chunk + sizeof(rx->stage_buf);
 
 			if (crc && iq->crc)
 				crc_iov(iq, v, k, direct);
@@ -880,6 +889,7 @@ int sv__iw_rx_progress(struct sv__iwqp *iq, int budget)
 	unsigned orq_before = iq->orq_get, irq_before = iq->irq_put;
 
 	iq->rx_again = false;
+	iq->rx->dry = false;
 	if (!iq->up || iq->err || iq->fd < 0 || iq->ev_eof || iq->ev_lost)
 		return 0;
 	while (frames < budget) {
@@ -917,9 +927,10 @@ int sv__iw_rx_drain(struct sv__iwqp *iq)
 	struct sv__iw_rx *rx = iq->rx;
 
 	for (;;) {
-		int rc = refill(iq);
+		int rc;
 
-		if (rc < 0)
+		rx->dry = false;		/* read until EAGAIN: a FIN must be seen */
+		if ((rc = refill(iq)) < 0)
 			return rc == -EAGAIN ? 0 : -ENODATA;
 		rx->sb_off = rx->sb_len;
 	}

@@ -4,22 +4,30 @@
  *
  * Addressing. Each device context binds one UDP socket, the stand-in for a RoCE port:
  * bind_addr:port, port 4791 (the IANA RoCEv2 port) unless opts.port/SV_PORT says
- * otherwise. The GID is the IPv4-mapped IPv6 form of the bound address (::ffff:a.b.c.d),
- * as RoCEv2 GIDs of IPv4 interfaces are. Packets are demultiplexed by BTH DestQP through
- * the context's QPN table, never by source port (spec/roce.md 10).
+ * otherwise. The bind address is IPv4 or IPv6, and the device speaks that family only
+ * (the IPv6 socket is V6ONLY). The GID is the RoCEv2 form of the bound address: IPv4-
+ * mapped (::ffff:a.b.c.d) as GIDs of IPv4 interfaces are, or the IPv6 address itself.
+ * An AV's GID must be of the device's family. Packets are demultiplexed by BTH DestQP
+ * through the context's QPN table, never by source port (spec/roce.md 10).
  *
  * Two processes (or two contexts) on one host without configuration: when bind_addr is
  * unset ("" or "0.0.0.0") the context binds 127.0.0.1:4791, and if that is taken,
  * 127.0.0.2:4791, 127.0.0.3:4791 ... up to 127.0.0.32 (Linux routes all of 127/8 to the
  * loopback interface). Each context thus has its own GID; peers exchange GIDs and QPNs
- * out of band (sv_query_gid), as ibv_rc_pingpong does. Set SV_BIND_ADDR to an interface
- * address to talk across hosts.
+ * out of band (sv_query_gid), as ibv_rc_pingpong does. IPv6 loopback has the one address
+ * ::1, so on "::1" (or "::") the fallback moves the port instead: port + 1 ... port +
+ * 31; peers then also need each other's port (ah_attr.dport), except through the CM,
+ * which finds the listener at the configured port and answers the source of a REQ.
+ * Set SV_BIND_ADDR to an interface address to talk across hosts.
  *
  * ICRC. A datagram from an unconnected socket with IP_PMTUDISC_DO carries IPv4
- * identification 0 and DF (spec/roce.md 9), so with the socket bound to an explicit
- * address and port every field the ICRC covers is known: the sender computes the real
- * RoCEv2 ICRC, and the receiver recomputes it from recvmsg's source address and the
- * IP_PKTINFO destination. Packets with a bad ICRC are dropped and counted.
+ * identification 0 and DF (spec/roce.md 9), and IPv6 has no identification (with
+ * IPV6_PMTUDISC_DO no fragment header either), so with the socket bound to an explicit
+ * address and port every field the ICRC covers is known (crypto/icrc.h masks the rest:
+ * TOS, TTL and checksum, or traffic class, flow label and hop limit): the sender
+ * computes the real RoCEv2 ICRC, and the receiver recomputes it from recvmsg's source
+ * address and the IP_PKTINFO / IPV6_PKTINFO destination. Packets with a bad ICRC are
+ * dropped and counted.
  *
  * Data path copies. TX builds the headers in a small per-batch buffer and hands
  * sendmmsg iovecs that point straight into registered memory (no staging copy). RX
@@ -29,7 +37,9 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <netdb.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -89,6 +99,92 @@ void sv__roce_iov_copy_in(const struct iovec *iov, int niov, uint32_t off, const
 }
 
 /* ---------------------------------------------------------------------------------------
+ * Addresses: IPv4 or IPv6, as the device is bound.
+ */
+
+static const uint8_t v4mapped_prefix[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+
+socklen_t sv__roce_addr_len(const union sv__roce_addr *a)
+{
+	return a->sa.sa_family == AF_INET6 ? sizeof(a->v6) : sizeof(a->v4);
+}
+
+uint16_t sv__roce_addr_port(const union sv__roce_addr *a)
+{
+	return ntohs(a->sa.sa_family == AF_INET6 ? a->v6.sin6_port : a->v4.sin_port);
+}
+
+void sv__roce_addr_set_port(union sv__roce_addr *a, uint16_t port)
+{
+	if (a->sa.sa_family == AF_INET6)
+		a->v6.sin6_port = htons(port);
+	else
+		a->v4.sin_port = htons(port);
+}
+
+bool sv__roce_addr_same_ip(const union sv__roce_addr *a, const union sv__roce_addr *b)
+{
+	if (a->sa.sa_family != b->sa.sa_family)
+		return false;
+	if (a->sa.sa_family == AF_INET6)
+		return IN6_ARE_ADDR_EQUAL(&a->v6.sin6_addr, &b->v6.sin6_addr);
+	return a->v4.sin_addr.s_addr == b->v4.sin_addr.s_addr;
+}
+
+bool sv__roce_addr_eq(const union sv__roce_addr *a, const union sv__roce_addr *b)
+{
+	return sv__roce_addr_same_ip(a, b) && sv__roce_addr_port(a) == sv__roce_addr_port(b);
+}
+
+void sv__roce_addr_gid(const union sv__roce_addr *a, uint8_t gid[16])
+{
+	if (a->sa.sa_family == AF_INET6) {
+		memcpy(gid, a->v6.sin6_addr.s6_addr, 16);
+		return;
+	}
+	memcpy(gid, v4mapped_prefix, sizeof(v4mapped_prefix));
+	memcpy(gid + 12, &a->v4.sin_addr, 4);
+}
+
+int sv__roce_addr_from_gid(const struct sv__rctx *rc, const uint8_t gid[16], uint16_t port,
+			   union sv__roce_addr *out)
+{
+	bool mapped = memcmp(gid, v4mapped_prefix, sizeof(v4mapped_prefix)) == 0;
+
+	memset(out, 0, sizeof(*out));
+	if (rc->local.sa.sa_family == AF_INET) {
+		if (!mapped)
+			return -EAFNOSUPPORT;
+		out->v4.sin_family = AF_INET;
+		memcpy(&out->v4.sin_addr, gid + 12, 4);
+	} else {
+		if (mapped)
+			return -EAFNOSUPPORT;
+		out->v6.sin6_family = AF_INET6;
+		memcpy(out->v6.sin6_addr.s6_addr, gid, 16);
+		/* A link-local peer is on the device's link. */
+		if (IN6_IS_ADDR_LINKLOCAL(&out->v6.sin6_addr))
+			out->v6.sin6_scope_id = rc->local.v6.sin6_scope_id;
+	}
+	sv__roce_addr_set_port(out, port ? port : rc->dport_default);
+	return 0;
+}
+
+const char *sv__roce_addr_str(const union sv__roce_addr *a, char *buf, size_t cap)
+{
+	char ip[INET6_ADDRSTRLEN];
+
+	if (a->sa.sa_family == AF_INET6) {
+		inet_ntop(AF_INET6, &a->v6.sin6_addr, ip, sizeof(ip));
+		snprintf(buf, cap, "[%s]:%u", ip, sv__roce_addr_port(a));
+	} else {
+		inet_ntop(AF_INET, &a->v4.sin_addr, ip, sizeof(ip));
+		snprintf(buf, cap, "%s:%u", ip, sv__roce_addr_port(a));
+	}
+	return buf;
+}
+
+/* ---------------------------------------------------------------------------------------
  * ICRC (spec/roce.md 9).
  */
 
@@ -104,7 +200,7 @@ uint32_t sv__roce_tx_icrc(const struct sv__rctx *rc, const struct sockaddr *dst,
 	/* Identification 0 and DF: what our unconnected IP_PMTUDISC_DO socket sends. The
 	 * lengths fit (a datagram is at most one path MTU of payload) and both ends are of
 	 * the device's address family, so the pseudo header cannot fail. */
-	n = sv__icrc_pseudo_hdr(pseudo, (const struct sockaddr *)&rc->local, dst, len, NULL);
+	n = sv__icrc_pseudo_hdr(pseudo, &rc->local.sa, dst, len, NULL);
 	return sv__icrc_iov(pseudo, n < 0 ? 0 : (size_t)n, iov, (size_t)niov);
 }
 
@@ -181,8 +277,7 @@ int sv__roce_txq(struct sv__rqp *q, const uint8_t *hdr, size_t hlen, const struc
 		v[n].iov_base = b->trl[i];
 		v[n++].iov_len = pad;
 	}
-	sv__put_le32(b->trl[i] + pad, sv__roce_tx_icrc(q->rc, (const struct sockaddr *)&q->peer,
-						       v, n));
+	sv__put_le32(b->trl[i] + pad, sv__roce_tx_icrc(q->rc, &q->peer.sa, v, n));
 	if (pad) {
 		v[n - 1].iov_len = pad + SV_ICRC_LEN;
 	} else {
@@ -192,7 +287,7 @@ int sv__roce_txq(struct sv__rqp *q, const uint8_t *hdr, size_t hlen, const struc
 	m = &b->msgs[i].msg_hdr;
 	memset(m, 0, sizeof(*m));
 	m->msg_name = &q->peer;
-	m->msg_namelen = sizeof(q->peer);
+	m->msg_namelen = sv__roce_addr_len(&q->peer);
 	m->msg_iov = v;
 	m->msg_iovlen = (size_t)n;
 	b->n++;
@@ -339,14 +434,25 @@ static void tbl_del(struct sv__rctx *rc, struct sv__rqp *q)
  * Receive path (loop).
  */
 
-static bool pktinfo_dst(struct msghdr *m, struct in_addr *dst)
+/* The datagram's destination address (IP_PKTINFO / IPV6_PKTINFO) into dst, whose family
+ * and port are the socket's. */
+static bool pktinfo_dst(struct msghdr *m, union sv__roce_addr *dst)
 {
 	for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c; c = CMSG_NXTHDR(m, c)) {
-		if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO) {
+		if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO &&
+		    dst->sa.sa_family == AF_INET) {
 			struct in_pktinfo pi;
 
 			memcpy(&pi, CMSG_DATA(c), sizeof(pi));
-			*dst = pi.ipi_addr;
+			dst->v4.sin_addr = pi.ipi_addr;
+			return true;
+		}
+		if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_PKTINFO &&
+		    dst->sa.sa_family == AF_INET6) {
+			struct in6_pktinfo pi;
+
+			memcpy(&pi, CMSG_DATA(c), sizeof(pi));
+			dst->v6.sin6_addr = pi.ipi6_addr;
 			return true;
 		}
 	}
@@ -360,7 +466,7 @@ static bool pktinfo_dst(struct msghdr *m, struct in_addr *dst)
  * CM datagram); the caller hands it to the loop.
  */
 static struct sv__rqp *dispatch(struct sv__rctx *rc, uint8_t *buf, size_t len,
-				const struct sockaddr_in *src, const struct sockaddr_in *dst,
+				const union sv__roce_addr *src, const union sv__roce_addr *dst,
 				struct sv__rqp *self, bool *kept, bool *defer)
 {
 	struct sv_ib_pkt k;
@@ -373,8 +479,7 @@ static struct sv__rqp *dispatch(struct sv__rctx *rc, uint8_t *buf, size_t len,
 		*defer = true;
 		return NULL;
 	}
-	if (sv__icrc_verify((const struct sockaddr *)src, (const struct sockaddr *)dst, NULL,
-			    buf, len) < 0) {
+	if (sv__icrc_verify(&src->sa, &dst->sa, NULL, buf, len) < 0) {
 		/* IBA 9.8.2.x: a packet failing its ICRC is silently dropped. */
 		if (q) {
 			sv__qp_lock(q->qp);
@@ -390,7 +495,7 @@ static struct sv__rqp *dispatch(struct sv__rctx *rc, uint8_t *buf, size_t len,
 		if (self)
 			*defer = true;
 		else if (sv__get_be24(buf + 5) == SV_GSI_QPN)
-			sv__roce_cm_rx(rc, src, buf, len - SV_ICRC_LEN);
+			sv__roce_cm_rx(rc, src, buf, len);
 		else if (q)
 			sv__roce_ud_rx(q, src, dst, buf, len);
 		return NULL;
@@ -405,8 +510,7 @@ static struct sv__rqp *dispatch(struct sv__rctx *rc, uint8_t *buf, size_t len,
 		return NULL;
 	sv__qp_lock(q->qp);
 	/* Only the peer of a connected QP may talk to it (the AV it was given). */
-	if (q->qp->qp_type != SV_QPT_RC || q->err || !q->live ||
-	    src->sin_addr.s_addr != q->peer.sin_addr.s_addr || src->sin_port != q->peer.sin_port) {
+	if (q->qp->qp_type != SV_QPT_RC || q->err || !q->live || !sv__roce_addr_eq(src, &q->peer)) {
 		sv__qp_unlock(q->qp);
 		return NULL;
 	}
@@ -446,7 +550,7 @@ static void finish_round(struct sv__rqp **touched, unsigned nt)
 	}
 }
 
-static void defer_push(struct sv__rctx *rc, unsigned i, const struct sockaddr_in *dst)
+static void defer_push(struct sv__rctx *rc, unsigned i, const union sv__roce_addr *dst)
 {
 	struct sv__roce_deferred *d = malloc(sizeof(*d));
 
@@ -492,12 +596,14 @@ static int rx_round(struct sv__rctx *rc, struct sv__rqp *self)
 	}
 	n = recvmmsg(rc->fd, rc->rx_msgs, SV__ROCE_RX_BATCH, MSG_DONTWAIT, NULL);
 	for (int i = 0; i < n; i++) {
-		struct sockaddr_in dst = rc->local;
+		union sv__roce_addr dst = rc->local;
 		bool kept = false, defer = false;
 		struct sv__rqp *q;
 
+		/* A source of another family cannot occur: the IPv6 socket is V6ONLY. */
 		if ((rc->rx_msgs[i].msg_hdr.msg_flags & MSG_TRUNC) ||
-		    !pktinfo_dst(&rc->rx_msgs[i].msg_hdr, &dst.sin_addr))
+		    rc->rx_src[i].sa.sa_family != rc->local.sa.sa_family ||
+		    !pktinfo_dst(&rc->rx_msgs[i].msg_hdr, &dst))
 			continue;
 		q = dispatch(rc, rc->rx_buf[i], rc->rx_msgs[i].msg_len, &rc->rx_src[i], &dst, self,
 			     &kept, &defer);
@@ -587,26 +693,74 @@ static int poll_qp(struct sv_qp *qp)
  * Context.
  */
 
-static int open_socket(struct sv__rctx *rc, const struct sv_device_opts *o)
+/* The bind address of opts: an IPv4 or IPv6 literal (a link-local IPv6 one may name its
+ * interface, "fe80::1%eth0"). *loopback_auto: unset, "0.0.0.0" or "::", which mean the
+ * loopback address of that family with the fallbacks of open_socket(). */
+static int parse_bind(const char *s, union sv__roce_addr *a, bool *loopback_auto)
 {
-	static const int one = 1, pmtu = IP_PMTUDISC_DO, sb = SV__ROCE_SOCKBUF;
-	uint16_t port = o->port ? o->port : SV_ROCE_UDP_PORT;
-	bool autoaddr = !o->bind_addr[0] || !strcmp(o->bind_addr, "0.0.0.0");
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
-	socklen_t al = sizeof(a);
-	int fd, rc_out = -EADDRINUSE;
+	struct addrinfo hints = { .ai_flags = AI_NUMERICHOST, .ai_socktype = SOCK_DGRAM };
+	struct addrinfo *ai;
 
-	if (!autoaddr && inet_pton(AF_INET, o->bind_addr, &a.sin_addr) != 1) {
-		sv__log(SV_LOG_ERROR, "softverbs udp: bind address %s is not IPv4", o->bind_addr);
+	memset(a, 0, sizeof(*a));
+	*loopback_auto = !s[0] || !strcmp(s, "0.0.0.0") || !strcmp(s, "::");
+	if (!s[0] || !strcmp(s, "0.0.0.0")) {
+		a->v4.sin_family = AF_INET;
+		a->v4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		return 0;
+	}
+	if (getaddrinfo(s, NULL, &hints, &ai) != 0 || ai->ai_addrlen > sizeof(*a)) {
+		sv__log(SV_LOG_ERROR, "softverbs udp: bind address %s is not an IPv4 or IPv6 "
+			"address", s);
 		return -EAFNOSUPPORT;
 	}
-	fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	memcpy(a, ai->ai_addr, ai->ai_addrlen);
+	freeaddrinfo(ai);
+	if (a->sa.sa_family == AF_INET6 && IN6_IS_ADDR_V4MAPPED(&a->v6.sin6_addr)) {
+		sv__log(SV_LOG_ERROR, "softverbs udp: bind address %s: give the IPv4 form", s);
+		return -EAFNOSUPPORT;
+	}
+	if (a->sa.sa_family == AF_INET6 && *loopback_auto)
+		a->v6.sin6_addr = in6addr_loopback;
+	return 0;
+}
+
+/*
+ * Opens and binds the context's UDP socket (see the top of this file): IPv4 or IPv6 as
+ * the bind address is. Several contexts on one host find room by themselves on loopback:
+ * IPv4 moves through 127.0.0.1 ... 127.0.0.32 on the same port, IPv6, whose loopback has
+ * one address only, through ::1 port, port + 1 ... port + 31. The device's default peer
+ * port (dport_default) stays the configured one either way, which is where the CM looks
+ * for a peer and where an AV with dport 0 sends.
+ */
+static int open_socket(struct sv__rctx *rc, const struct sv_device_opts *o)
+{
+	static const int one = 1, pmtu4 = IP_PMTUDISC_DO, pmtu6 = IPV6_PMTUDISC_DO;
+	static const int sb = SV__ROCE_SOCKBUF;
+	uint16_t port = o->port ? o->port : SV_ROCE_UDP_PORT;
+	union sv__roce_addr a;
+	socklen_t al = sizeof(a);
+	bool lo_auto, v6;
+	unsigned tries = 1;
+	int fd, rc_out = -EADDRINUSE;
+	char str[INET6_ADDRSTRLEN + 8];
+
+	if ((rc_out = parse_bind(o->bind_addr, &a, &lo_auto)) < 0)
+		return rc_out;
+	v6 = a.sa.sa_family == AF_INET6;
+	if (lo_auto || (v6 && IN6_IS_ADDR_LOOPBACK(&a.v6.sin6_addr)))
+		tries = SV__ROCE_FALLBACK_ADDRS;
+	fd = socket(a.sa.sa_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
 	/* DF and no fragmentation: a datagram is one IB packet, and ID 0 makes the ICRC
-	 * computable (see the top of this file). */
-	if (setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu)) < 0 ||
-	    setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &one, sizeof(one)) < 0) {
+	 * computable (see the top of this file; IPv6 has no identification, and a fragment
+	 * header would sit between the IP and UDP headers). The IPv6 socket takes IPv6
+	 * only, so every peer has the device's family. */
+	if ((!v6 && (setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu4, sizeof(pmtu4)) < 0 ||
+		     setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &one, sizeof(one)) < 0)) ||
+	    (v6 && (setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one)) < 0 ||
+		    setsockopt(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, &pmtu6, sizeof(pmtu6)) < 0 ||
+		    setsockopt(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, &one, sizeof(one)) < 0))) {
 		rc_out = -errno;
 		goto err_close;
 	}
@@ -614,10 +768,16 @@ static int open_socket(struct sv__rctx *rc, const struct sv_device_opts *o)
 	 * kernel caps them at rmem_max/wmem_max; less just means more loss to repair. */
 	(void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sb, sizeof(sb));
 	(void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sb, sizeof(sb));
-	for (unsigned i = 1; i <= (autoaddr ? SV__ROCE_FALLBACK_ADDRS : 1); i++) {
-		if (autoaddr)
-			a.sin_addr.s_addr = htonl(0x7f000000u | i);
-		if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0) {
+	for (unsigned i = 0; i < tries; i++) {
+		if (v6 && port + i > 0xffff)
+			break;
+		if (v6)
+			a.v6.sin6_port = htons((uint16_t)(port + i));
+		else
+			a.v4.sin_port = htons(port);
+		if (!v6 && lo_auto)
+			a.v4.sin_addr.s_addr = htonl(INADDR_LOOPBACK + i);
+		if (bind(fd, &a.sa, sv__roce_addr_len(&a)) == 0) {
 			rc_out = 0;
 			break;
 		}
@@ -626,21 +786,19 @@ static int open_socket(struct sv__rctx *rc, const struct sv_device_opts *o)
 			break;
 	}
 	if (rc_out < 0) {
-		sv__log(SV_LOG_ERROR, "softverbs udp: cannot bind %s:%u: %s", autoaddr ?
-			"127.0.0.x" : o->bind_addr, port, strerror(-rc_out));
+		sv__log(SV_LOG_ERROR, "softverbs udp: cannot bind %s%s: %s",
+			sv__roce_addr_str(&a, str, sizeof(str)), tries > 1 ? " (and the "
+			"loopback fallbacks)" : "", strerror(-rc_out));
 		goto err_close;
 	}
-	if (getsockname(fd, (struct sockaddr *)&a, &al) < 0) {
+	if (getsockname(fd, &a.sa, &al) < 0) {
 		rc_out = -errno;
 		goto err_close;
 	}
 	rc->fd = fd;
 	rc->local = a;
 	rc->dport_default = port;
-	/* IPv4-mapped GID: ::ffff:a.b.c.d */
-	memset(rc->gid, 0, sizeof(rc->gid));
-	rc->gid[10] = rc->gid[11] = 0xff;
-	memcpy(rc->gid + 12, &a.sin_addr, 4);
+	sv__roce_addr_gid(&a, rc->gid);
 	return 0;
 err_close:
 	close(fd);
@@ -681,6 +839,7 @@ static void handle_closed(uv_handle_t *h)
 static int ctx_init(struct sv_context *ctx, void **tctx)
 {
 	const struct sv_device_opts *o = sv__ctx_opts(ctx);
+	char str[INET6_ADDRSTRLEN + 8];
 	struct sv__impair_cfg icfg;
 	struct sv__rctx *rc;
 	int r;
@@ -735,8 +894,9 @@ static int ctx_init(struct sv_context *ctx, void **tctx)
 	sv__roce_cm_init(rc);
 	rc->handles_open++;
 	uv_poll_start(&rc->poll, UV_READABLE, rx_cb);
-	sv__log(SV_LOG_INFO, "softverbs udp: bound %s:%u (%s)", inet_ntoa(rc->local.sin_addr),
-		ntohs(rc->local.sin_port), rc->sr ? "selective repeat" : "go-back-N");
+	sv__log(SV_LOG_INFO, "softverbs udp: bound %s (%s)",
+		sv__roce_addr_str(&rc->local, str, sizeof(str)),
+		rc->sr ? "selective repeat" : "go-back-N");
 	*tctx = rc;
 	return 0;
 err_free:
@@ -849,7 +1009,6 @@ static int qp_modify(struct sv_qp *qp, const struct sv_qp_attr *attr, int mask)
 	struct sv__rqp *q = sv__rqp(qp);
 	const struct sv_qp_attr *cur = sv__qp_attr(qp);
 	enum sv_qp_state next = (mask & SV_QP_STATE) ? attr->qp_state : cur->qp_state;
-	static const uint8_t v4mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
 
 	if (qp->qp_type == SV_QPT_UD)
 		return sv__roce_ud_modify(q, attr, mask);
@@ -858,14 +1017,12 @@ static int qp_modify(struct sv_qp *qp, const struct sv_qp_attr *attr, int mask)
 	if (next == SV_QPS_RTR && cur->qp_state == SV_QPS_INIT) {
 		const struct sv_ah_attr *ah = &attr->ah_attr;
 
-		if (memcmp(ah->dgid, v4mapped, sizeof(v4mapped)) != 0) {
-			sv__log(SV_LOG_ERROR, "softverbs udp: dgid must be IPv4-mapped (::ffff:a.b.c.d)");
+		if (sv__roce_addr_from_gid(q->rc, ah->dgid, ah->dport, &q->peer) < 0) {
+			sv__log(SV_LOG_ERROR, "softverbs udp: dgid must be %s, as the device is",
+				q->rc->local.sa.sa_family == AF_INET6 ? "an IPv6 address" :
+				"IPv4-mapped (::ffff:a.b.c.d)");
 			return -EAFNOSUPPORT;
 		}
-		memset(&q->peer, 0, sizeof(q->peer));
-		q->peer.sin_family = AF_INET;
-		memcpy(&q->peer.sin_addr, ah->dgid + 12, 4);
-		q->peer.sin_port = htons(ah->dport ? ah->dport : q->rc->dport_default);
 		q->mtu = 128u << attr->path_mtu;	/* SV_MTU_256 = 1 */
 		q->dqpn = attr->dest_qp_num;
 		/* The loss recovery mode: the device's, unless the CM agreed on one. */

@@ -53,6 +53,35 @@
 #define SV__ROCE_FALLBACK_ADDRS 32	/* 127.0.0.1 .. 127.0.0.32 when 4791 is taken */
 
 struct sv__rqp;
+struct sv__rctx;
+
+/* A UDP endpoint: the device's socket is IPv4 or IPv6 (its bind address decides), and
+ * every address the transport handles (peers, CM endpoints, received sources) has that
+ * family. IPv6 covers what the device-bound address can be; a v4-mapped IPv6 address is
+ * never used as such (IPv4 devices keep sockaddr_in). */
+union sv__roce_addr {
+	struct sockaddr sa;
+	struct sockaddr_in v4;
+	struct sockaddr_in6 v6;
+};
+
+/* roce.c: address helpers. */
+socklen_t sv__roce_addr_len(const union sv__roce_addr *a);
+uint16_t sv__roce_addr_port(const union sv__roce_addr *a);	/* host order */
+void sv__roce_addr_set_port(union sv__roce_addr *a, uint16_t port);
+/* Same family, address and port. */
+bool sv__roce_addr_eq(const union sv__roce_addr *a, const union sv__roce_addr *b);
+/* Same family and address, ports aside. */
+bool sv__roce_addr_same_ip(const union sv__roce_addr *a, const union sv__roce_addr *b);
+/* The RoCEv2 GID of an address: ::ffff:a.b.c.d for IPv4, the address itself for IPv6. */
+void sv__roce_addr_gid(const union sv__roce_addr *a, uint8_t gid[16]);
+/* The endpoint a GID and UDP port (0: the device's default port) name for this device:
+ * an IPv4 device takes IPv4-mapped GIDs only, an IPv6 device IPv6 GIDs that are not
+ * IPv4-mapped (a link-local one gets the device's scope). -EAFNOSUPPORT otherwise. */
+int sv__roce_addr_from_gid(const struct sv__rctx *rc, const uint8_t gid[16], uint16_t port,
+			   union sv__roce_addr *out);
+/* "a.b.c.d:port" or "[v6]:port", for logs. */
+const char *sv__roce_addr_str(const union sv__roce_addr *a, char *buf, size_t cap);
 
 /* The packet codec is the shared one (wire/ib_hdr.h, ICRC in crypto/icrc.h); an RC
  * opcode is an SV_IB_OP_* value itself (transport bits 000). Every packet we send
@@ -71,7 +100,7 @@ static inline void sv__roce_bth_put(uint8_t *p, uint8_t op, bool se, unsigned pa
 /* A received datagram handed from a poller to the loop. */
 struct sv__roce_deferred {
 	struct sv__roce_deferred *next;
-	struct sockaddr_in src, dst;
+	union sv__roce_addr src, dst;
 	size_t len;
 	uint8_t *buf;			/* SV__ROCE_RX_BUF bytes, malloc'd */
 };
@@ -81,7 +110,7 @@ struct sv__rctx {
 	struct sv_context *ctx;
 	pthread_t loop_thread;
 	int fd;
-	struct sockaddr_in local;	/* bound address and port */
+	union sv__roce_addr local;	/* bound address and port (IPv4 or IPv6) */
 	uint16_t dport_default;		/* peer port when an AV says 0 */
 	uint8_t gid[16];
 	bool sr;			/* selective repeat (device option, both ends) */
@@ -107,7 +136,7 @@ struct sv__rctx {
 	/* RX ring. */
 	struct mmsghdr rx_msgs[SV__ROCE_RX_BATCH];
 	struct iovec rx_iov[SV__ROCE_RX_BATCH];
-	struct sockaddr_in rx_src[SV__ROCE_RX_BATCH];
+	union sv__roce_addr rx_src[SV__ROCE_RX_BATCH];
 	uint8_t rx_cmsg[SV__ROCE_RX_BATCH][64];
 	uint8_t *rx_buf[SV__ROCE_RX_BATCH];
 	uint64_t icrc_errors_unknown;	/* bad ICRC for no known QP */
@@ -187,7 +216,7 @@ struct sv__rqp {
 	bool live;			/* reached RTR: may receive */
 	bool sr;
 	uint32_t mtu;
-	struct sockaddr_in peer;
+	union sv__roce_addr peer;
 	uint32_t dqpn;
 	uint64_t now_ns;		/* cached per processing round */
 	/* Requester. */
@@ -269,21 +298,21 @@ static inline bool sv__roce_op_is_ud(uint8_t op)
 }
 /* Sends one datagram to dst now: hdr (BTH first; its pad bits are set here), payload,
  * pad, ICRC. Any thread (a datagram send is atomic). Returns 0 or a negative errno. */
-int sv__roce_dgram_send(struct sv__rctx *rc, const struct sockaddr_in *dst, uint8_t *hdr,
+int sv__roce_dgram_send(struct sv__rctx *rc, const union sv__roce_addr *dst, uint8_t *hdr,
 			size_t hlen, const struct iovec *pay, int npay, uint32_t paylen);
 /* [qp-locked] modify_qp of a UD QP. */
 int sv__roce_ud_modify(struct sv__rqp *q, const struct sv_qp_attr *attr, int mask);
 /* [qp-locked] Sends every queued WR (completed on hand-off). */
 void sv__roce_ud_send(struct sv__rqp *q);
 /* [loop] A UD datagram for QP q, from src to dst, whole (its ICRC checked, not stripped). */
-void sv__roce_ud_rx(struct sv__rqp *q, const struct sockaddr_in *src,
-		    const struct sockaddr_in *dst, const uint8_t *p, size_t len);
+void sv__roce_ud_rx(struct sv__rqp *q, const union sv__roce_addr *src,
+		    const union sv__roce_addr *dst, const uint8_t *p, size_t len);
 
 /* roce_cm.c — [loop] */
 /* ctx_init: the CM's timer (ctx_fini closes it with the context's other handles). */
 void sv__roce_cm_init(struct sv__rctx *rc);
-/* A MAD datagram for QP1 (ICRC checked and stripped) from src. */
-void sv__roce_cm_rx(struct sv__rctx *rc, const struct sockaddr_in *src, const uint8_t *p,
+/* A MAD datagram for QP1 from src, whole (its ICRC checked, not stripped). */
+void sv__roce_cm_rx(struct sv__rctx *rc, const union sv__roce_addr *src, const uint8_t *p,
 		    size_t len);
 /* qp_destroy: the connection forgets the QP. */
 void sv__roce_cm_qp_gone(struct sv__rqp *q);

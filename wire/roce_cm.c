@@ -7,13 +7,18 @@
  * Addressing (the rdma_cm convention for IB/RoCE, kernel cma.c): the sockaddr IP:port an
  * application passes to sv_cm_listen/sv_cm_connect is split in two.
  *  - The IP names the device: the peer's CM (its QP1) is its UDP socket at IP:<this
- *    device's RoCE UDP port> (opts.port, 4791 by default), so both ends must use the same
- *    UDP port. Two contexts on one host use different loopback addresses (the 127.0.0.x
- *    fallback of roce.c does that by itself).
+ *    device's configured RoCE UDP port> (opts.port, 4791 by default), so both ends must
+ *    configure the same UDP port. Two contexts on one host use different loopback
+ *    addresses (the 127.0.0.x fallback of roce.c does that by itself); on ::1, the one
+ *    IPv6 loopback address, the later one falls back to another port, and reaches the
+ *    listener at the configured port all the same: the passive side answers, and
+ *    connects its QP to, wherever the REQ came from. IPv6 works like IPv4, with the
+ *    family of the device's address: sockaddr_in6, IPv6 GIDs in the REQ's path, and the
+ *    rdma_cm IP header with IP version 6 and 16-byte addresses.
  *  - The port is the service: service ID 0x0000000001060000 | port (RDMA_PS_TCP), in the
  *    REQ. A listener on port 0 gets a free service port (from 49152 up); the active side
  *    takes one too, which it sends in the REQ's private data as the rdma_cm IP header
- *    (36 bytes: CMA version 0, IP version 4, source port, source and destination
+ *    (36 bytes: CMA version 0, IP version 4 or 6, source port, source and destination
  *    addresses), so the application's REQ private data is at most 92 - 36 = 56 bytes.
  * Private data arrives at the fixed size of each message as on InfiniBand (REQ 56 after
  * the IP header, REP 196, REJ 148), zero-padded after what the peer sent.
@@ -107,9 +112,9 @@ struct sv__tep {
 	uint16_t ps;			/* rdma_cm port space (SV_CMA_PS_*) */
 	bool sidr;			/* a UD port-space endpoint: SIDR, not REQ/REP */
 	uint64_t service_id;		/* SIDR responder: the one asked for, echoed */
-	struct sockaddr_in local;	/* device IP : service port */
-	struct sockaddr_in peer;	/* peer IP : its service port */
-	struct sockaddr_in gsi;		/* the peer device's UDP socket */
+	union sv__roce_addr local;	/* device IP : service port */
+	union sv__roce_addr peer;	/* peer IP : its service port */
+	union sv__roce_addr gsi;	/* the peer device's UDP socket */
 	uint32_t local_id, remote_id;
 	uint32_t remote_qpn;
 	uint32_t psn;			/* our starting PSN */
@@ -154,28 +159,37 @@ static uint32_t rand24(struct sv__rctx *rc)
 	return rnd(rc) & SV_PSN_MASK;
 }
 
-static void v4mapped(uint8_t gid[16], const struct in_addr *a)
+/* The device's address with a service port. */
+static void local_addr(const struct sv__rctx *rc, uint16_t port, union sv__roce_addr *a)
 {
-	memset(gid, 0, 16);
-	gid[10] = gid[11] = 0xff;
-	memcpy(gid + 12, a, 4);
+	*a = rc->local;
+	sv__roce_addr_set_port(a, port);
+}
+
+/* The rdma_cm IP header's form of an address: 16 bytes, IPv4 in the last four. */
+static void ip_hdr_addr(uint8_t out[16], const union sv__roce_addr *a)
+{
+	memset(out, 0, 16);
+	if (a->sa.sa_family == AF_INET6)
+		memcpy(out, a->v6.sin6_addr.s6_addr, 16);
+	else
+		memcpy(out + 12, &a->v4.sin_addr, 4);
 }
 
 /* ---------------------------------------------------------------------------------------
  * Sending MADs.
  */
 
-static int mad_send(struct sv__rctx *rc, const struct sockaddr_in *dst, const uint8_t *mad)
+static int mad_send(struct sv__rctx *rc, const union sv__roce_addr *dst, const uint8_t *mad)
 {
+	const struct sv_deth deth = { .qkey = SV_QP1_QKEY, .src_qp = SV_GSI_QPN };
 	uint8_t hdr[SV_BTH_LEN + SV_DETH_LEN];
 	struct iovec v = { (void *)mad, SV_MAD_LEN };
 
 	sv__roce_bth_put(hdr, SV__ROCE_OP_UD_SEND_ONLY, false, 0, SV_GSI_QPN, false,
 			 rc->gsi_psn);
 	rc->gsi_psn = sv__psn_add(rc->gsi_psn, 1);
-	sv__put_be32(hdr + SV_BTH_LEN, SV_QP1_QKEY);
-	hdr[SV_BTH_LEN + 4] = 0;
-	sv__put_be24(hdr + SV_BTH_LEN + 5, SV_GSI_QPN);
+	(void)sv__deth_encode(hdr + SV_BTH_LEN, SV_DETH_LEN, &deth);
 	return sv__roce_dgram_send(rc, dst, hdr, sizeof(hdr), &v, 1, SV_MAD_LEN);
 }
 
@@ -213,7 +227,7 @@ static int ep_send(struct sv__tep *ep, const struct sv_cm_msg *m, bool retransmi
 	return r;
 }
 
-static void send_rej(struct sv__rctx *rc, const struct sockaddr_in *dst, uint64_t tid,
+static void send_rej(struct sv__rctx *rc, const union sv__roce_addr *dst, uint64_t tid,
 		     uint32_t local_id, uint32_t remote_id, uint8_t msg, uint16_t reason,
 		     const uint8_t *priv, size_t priv_len)
 {
@@ -268,7 +282,7 @@ static void ep_unlink(struct sv__tep *ep)
 static bool port_used(const struct sv__rctx *rc, uint16_t ps, uint16_t port)
 {
 	for (const struct sv__tep *e = rc->cm_eps; e; e = e->next)
-		if (e->state == EP_LISTEN && e->ps == ps && e->local.sin_port == htons(port))
+		if (e->state == EP_LISTEN && e->ps == ps && sv__roce_addr_port(&e->local) == port)
 			return true;
 	return false;
 }
@@ -313,7 +327,7 @@ static struct sv__tep *find_listener(struct sv__rctx *rc, uint16_t ps, uint64_t 
 {
 	for (struct sv__tep *e = rc->cm_eps; e; e = e->next)
 		if (e->state == EP_LISTEN && e->ps == ps &&
-		    sv__cm_service_id_ps(ps, ntohs(e->local.sin_port)) == sid)
+		    sv__cm_service_id_ps(ps, sv__roce_addr_port(&e->local)) == sid)
 			return e;
 	return NULL;
 }
@@ -337,8 +351,8 @@ static int qp_to_rtr(struct sv__tep *ep, uint32_t dqpn, uint32_t rq_psn)
 
 	memset(&a, 0, sizeof(a));
 	a.qp_state = SV_QPS_RTR;
-	v4mapped(a.ah_attr.dgid, &ep->gsi.sin_addr);
-	a.ah_attr.dport = ntohs(ep->gsi.sin_port);
+	sv__roce_addr_gid(&ep->gsi, a.ah_attr.dgid);
+	a.ah_attr.dport = sv__roce_addr_port(&ep->gsi);
 	a.ah_attr.hop_limit = 64;
 	a.ah_attr.port_num = 1;
 	a.path_mtu = ep->mtu;
@@ -383,7 +397,8 @@ static int qp_to_rts(struct sv__tep *ep)
  * Receiving MADs.
  */
 
-static void rx_req(struct sv__rctx *rc, const struct sockaddr_in *src, const struct sv_cm_msg *m)
+static void rx_req(struct sv__rctx *rc, const union sv__roce_addr *src,
+		   const struct sv_cm_msg *m)
 {
 	const struct sv_cm_req *req = &m->req;
 	struct sv__conn_param p = { 0 };
@@ -394,8 +409,7 @@ static void rx_req(struct sv__rctx *rc, const struct sockaddr_in *src, const str
 	for (struct sv__tep *e = rc->cm_eps; e; e = e->next) {
 		if (e->state == EP_LISTEN || e->sidr)
 			continue;
-		if (e->remote_id == req->local_comm_id && e->gsi.sin_addr.s_addr ==
-		    src->sin_addr.s_addr && e->gsi.sin_port == src->sin_port) {
+		if (e->remote_id == req->local_comm_id && sv__roce_addr_eq(&e->gsi, src)) {
 			/* A repeated REQ (IBA 12.9.5): still deciding -> MRA; REP lost -> the
 			 * REP again; otherwise it is stale. */
 			if (e->state == EP_REQ_RCVD) {
@@ -436,8 +450,7 @@ static void rx_req(struct sv__rctx *rc, const struct sockaddr_in *src, const str
 	ep->remote_qpn = req->local_qpn;
 	ep->req_tid = m->mad.tid;
 	ep->gsi = *src;
-	ep->local = l->local;
-	ep->local.sin_addr = rc->local.sin_addr;
+	local_addr(rc, sv__roce_addr_port(&l->local), &ep->local);
 	ep->mtu = req->path_mtu;
 	ep->sr_set = false;
 	ep->retry_cnt = req->retry_count;
@@ -445,10 +458,9 @@ static void rx_req(struct sv__rctx *rc, const struct sockaddr_in *src, const str
 	ep->ird = req->responder_resources;	/* the peer's, until accept */
 	ep->ord = req->initiator_depth;
 	ep->psn = req->starting_psn;		/* the peer's, until accept */
-	/* An rdma_cm peer puts its IP header first; anyone else's private data is all
-	 * the application's. */
-	if (sv__cm_ip_hdr_decode(&ip, req->private_data, SV_CM_REQ_PRIVATE_LEN) > 0 &&
-	    ip.ip_version == 4) {
+	/* An rdma_cm peer puts its IP header first (IP version 4 or 6); anyone else's
+	 * private data is all the application's. */
+	if (sv__cm_ip_hdr_decode(&ip, req->private_data, SV_CM_REQ_PRIVATE_LEN) > 0) {
 		sport = ip.src_port;
 		ep->sr_set = true;
 		ep->sr = req->private_data[1] & SV__CM_HDR_SR;
@@ -458,9 +470,8 @@ static void rx_req(struct sv__rctx *rc, const struct sockaddr_in *src, const str
 		p.priv = req->private_data;
 		p.priv_len = SV_CM_REQ_PRIVATE_LEN;
 	}
-	ep->peer.sin_family = AF_INET;
-	ep->peer.sin_addr = src->sin_addr;
-	ep->peer.sin_port = htons(sport);
+	ep->peer = *src;
+	sv__roce_addr_set_port(&ep->peer, sport);
 	p.ird = req->responder_resources;
 	p.ord = req->initiator_depth;
 	if (!(ep->cm = sv__cm_incoming(l->cm, ep, &p))) {
@@ -471,7 +482,8 @@ static void rx_req(struct sv__rctx *rc, const struct sockaddr_in *src, const str
 	}
 }
 
-static void rx_rep(struct sv__rctx *rc, const struct sockaddr_in *src, const struct sv_cm_msg *m)
+static void rx_rep(struct sv__rctx *rc, const union sv__roce_addr *src,
+		   const struct sv_cm_msg *m)
 {
 	const struct sv_cm_rep *rep = &m->rep;
 	struct sv__tep *ep = find_by_local(rc, rep->remote_comm_id);
@@ -563,7 +575,7 @@ static void rx_mra(struct sv__rctx *rc, const struct sv_cm_msg *m)
 	ep->deadline_ns = sv__now_ns() + wait_ns + ms_ns(CM_RETRY_MS);
 }
 
-static void rx_dreq(struct sv__rctx *rc, const struct sockaddr_in *src,
+static void rx_dreq(struct sv__rctx *rc, const union sv__roce_addr *src,
 		    const struct sv_cm_msg *m)
 {
 	struct sv__tep *ep = find_by_local(rc, m->dreq.remote_comm_id);
@@ -587,7 +599,7 @@ static void rx_dreq(struct sv__rctx *rc, const struct sockaddr_in *src,
 }
 
 /* SIDR_REP for a request we keep no endpoint for (nobody listens, out of memory). */
-static void send_sidr_status(struct sv__rctx *rc, const struct sockaddr_in *dst,
+static void send_sidr_status(struct sv__rctx *rc, const union sv__roce_addr *dst,
 			     const struct sv_cm_msg *req, uint8_t status)
 {
 	uint8_t buf[SV_MAD_LEN];
@@ -601,7 +613,7 @@ static void send_sidr_status(struct sv__rctx *rc, const struct sockaddr_in *dst,
 		(void)mad_send(rc, dst, buf);
 }
 
-static void rx_sidr_req(struct sv__rctx *rc, const struct sockaddr_in *src,
+static void rx_sidr_req(struct sv__rctx *rc, const union sv__roce_addr *src,
 			const struct sv_cm_msg *m)
 {
 	const struct sv_cm_sidr_req *req = &m->sidr_req;
@@ -612,8 +624,7 @@ static void rx_sidr_req(struct sv__rctx *rc, const struct sockaddr_in *src,
 
 	for (struct sv__tep *e = rc->cm_eps; e; e = e->next) {
 		if (!e->sidr || e->state == EP_LISTEN || e->remote_id != req->request_id ||
-		    e->gsi.sin_addr.s_addr != src->sin_addr.s_addr ||
-		    e->gsi.sin_port != src->sin_port)
+		    !sv__roce_addr_eq(&e->gsi, src))
 			continue;
 		/* A repeated SIDR_REQ (IBA 12.11.2): our SIDR_REP again once there is one;
 		 * while the application decides, the requester keeps waiting. */
@@ -637,14 +648,12 @@ static void rx_sidr_req(struct sv__rctx *rc, const struct sockaddr_in *src,
 	ep->remote_id = req->request_id;
 	ep->req_tid = m->mad.tid;
 	ep->gsi = *src;
-	ep->local = l->local;
-	ep->local.sin_addr = rc->local.sin_addr;
-	ep->peer.sin_family = AF_INET;
-	ep->peer.sin_addr = src->sin_addr;
+	local_addr(rc, sv__roce_addr_port(&l->local), &ep->local);
+	ep->peer = *src;
+	sv__roce_addr_set_port(&ep->peer, 0);
 	/* An rdma_cm requester puts its IP header first (its service port in it). */
-	if (sv__cm_ip_hdr_decode(&ip, req->private_data, SV_CM_SIDR_REQ_PRIVATE_LEN) > 0 &&
-	    ip.ip_version == 4) {
-		ep->peer.sin_port = htons(ip.src_port);
+	if (sv__cm_ip_hdr_decode(&ip, req->private_data, SV_CM_SIDR_REQ_PRIVATE_LEN) > 0) {
+		sv__roce_addr_set_port(&ep->peer, ip.src_port);
 		p.priv = req->private_data + SV_CM_IP_HDR_LEN;
 		p.priv_len = SV_CM_SIDR_IP_PRIVATE_MAX;
 	} else {
@@ -658,7 +667,7 @@ static void rx_sidr_req(struct sv__rctx *rc, const struct sockaddr_in *src,
 	}
 }
 
-static void rx_sidr_rep(struct sv__rctx *rc, const struct sockaddr_in *src,
+static void rx_sidr_rep(struct sv__rctx *rc, const union sv__roce_addr *src,
 			const struct sv_cm_msg *m)
 {
 	const struct sv_cm_sidr_rep *rep = &m->sidr_rep;
@@ -683,8 +692,8 @@ static void rx_sidr_rep(struct sv__rctx *rc, const struct sockaddr_in *src,
 	/* The address of the device that answered: where UD sends to its QP go. */
 	ud.qp_num = rep->qpn;
 	ud.qkey = rep->qkey;
-	v4mapped(ud.ah_attr.dgid, &src->sin_addr);
-	ud.ah_attr.dport = ntohs(src->sin_port);
+	sv__roce_addr_gid(src, ud.ah_attr.dgid);
+	ud.ah_attr.dport = sv__roce_addr_port(src);
 	ud.ah_attr.hop_limit = 64;
 	ud.ah_attr.port_num = 1;
 	p.ud = &ud;
@@ -702,19 +711,21 @@ static void rx_drep(struct sv__rctx *rc, const struct sv_cm_msg *m)
 	report(ep, SV_CM_EVENT_DISCONNECTED, 0, NULL);
 }
 
-void sv__roce_cm_rx(struct sv__rctx *rc, const struct sockaddr_in *src, const uint8_t *p,
+void sv__roce_cm_rx(struct sv__rctx *rc, const union sv__roce_addr *src, const uint8_t *p,
 		    size_t len)
 {
-	size_t hlen = SV_BTH_LEN + SV_DETH_LEN;
+	struct sv_ib_pkt k;
 	struct sv_cm_msg *m;
 
-	/* A GSI MAD: UD SEND_ONLY with the GSI Q_Key, 256 bytes, no pad (IBA 13.5.3). */
-	if (p[0] != SV__ROCE_OP_UD_SEND_ONLY || len < hlen + SV_MAD_LEN ||
-	    (p[1] & 0x3f) != 0 || sv__get_be32(p + SV_BTH_LEN) != SV_QP1_QKEY)
+	/* A GSI MAD: UD SEND_ONLY with the GSI Q_Key and our P_Key, 256 bytes (IBA 13.5.3);
+	 * p is the whole datagram, ICRC included, as the shared decoder takes it. */
+	if (sv__ib_pkt_decode(&k, p, len) < 0 || k.bth.opcode != SV__ROCE_OP_UD_SEND_ONLY ||
+	    !sv__ib_pkey_match(k.bth.pkey, SV_PKEY_DEFAULT) || k.deth.qkey != SV_QP1_QKEY ||
+	    k.payload_len != SV_MAD_LEN)
 		return;
 	if (!(m = malloc(sizeof(*m))))
 		return;
-	if (sv__cm_decode(m, p + hlen, len - hlen) != SV_MAD_LEN)
+	if (sv__cm_decode(m, k.payload, k.payload_len) != SV_MAD_LEN)
 		goto out;
 	switch (m->mad.attr_id) {
 	case SV_CM_ATTR_REQ:
@@ -810,40 +821,67 @@ void sv__roce_cm_qp_gone(struct sv__rqp *q)
  * Operations (core/transport.h), on the loop.
  */
 
-/* The device's own IPv4 address, or INADDR_ANY, is the only one we can listen on. */
-static int check_local(const struct sv__rctx *rc, const struct sockaddr *addr)
+/*
+ * An application's sockaddr as an address of the device's family: IPv4 for an IPv4
+ * device (a v4-mapped sockaddr_in6 too, as dual-stack applications pass), IPv6 for an
+ * IPv6 device. The port is kept.
+ */
+static int cm_addr(const struct sv__rctx *rc, const struct sockaddr *sa, union sv__roce_addr *out)
 {
-	const struct sockaddr_in *a = (const struct sockaddr_in *)addr;
+	const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
+	int fam = rc->local.sa.sa_family;
 
-	if (addr->sa_family != AF_INET) {
-		sv__log(SV_LOG_ERROR, "softverbs udp: the CM addresses IPv4 only");
-		return -EAFNOSUPPORT;
+	memset(out, 0, sizeof(*out));
+	if (sa->sa_family == AF_INET && fam == AF_INET) {
+		memcpy(&out->v4, sa, sizeof(out->v4));
+		return 0;
 	}
-	if (a->sin_addr.s_addr != htonl(INADDR_ANY) &&
-	    a->sin_addr.s_addr != rc->local.sin_addr.s_addr) {
-		char want[INET_ADDRSTRLEN], have[INET_ADDRSTRLEN];
+	if (sa->sa_family == AF_INET6 && IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr) &&
+	    fam == AF_INET) {
+		out->v4.sin_family = AF_INET;
+		out->v4.sin_port = s6->sin6_port;
+		memcpy(&out->v4.sin_addr, s6->sin6_addr.s6_addr + 12, 4);
+		return 0;
+	}
+	if (sa->sa_family == AF_INET6 && !IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr) &&
+	    fam == AF_INET6) {
+		memcpy(&out->v6, sa, sizeof(out->v6));
+		return 0;
+	}
+	sv__log(SV_LOG_ERROR, "softverbs udp: the CM addresses %s here: the device is bound to "
+		"an %s address", fam == AF_INET6 ? "IPv6" : "IPv4", fam == AF_INET6 ? "IPv6" :
+		"IPv4");
+	return -EAFNOSUPPORT;
+}
 
-		inet_ntop(AF_INET, &a->sin_addr, want, sizeof(want));
-		inet_ntop(AF_INET, &rc->local.sin_addr, have, sizeof(have));
-		sv__log(SV_LOG_ERROR, "softverbs udp: cannot listen on %s: the device is %s",
-			want, have);
-		return -EADDRNOTAVAIL;
-	}
-	return 0;
+/* The device's own address, or the wildcard of its family, is the only one we can
+ * listen on. */
+static int check_local(const struct sv__rctx *rc, const union sv__roce_addr *a)
+{
+	char want[INET6_ADDRSTRLEN + 8], have[INET6_ADDRSTRLEN + 8];
+	bool any = a->sa.sa_family == AF_INET6 ? IN6_IS_ADDR_UNSPECIFIED(&a->v6.sin6_addr) :
+		   a->v4.sin_addr.s_addr == htonl(INADDR_ANY);
+
+	if (any || sv__roce_addr_same_ip(a, &rc->local))
+		return 0;
+	sv__log(SV_LOG_ERROR, "softverbs udp: cannot listen on %s: the device is %s",
+		sv__roce_addr_str(a, want, sizeof(want)),
+		sv__roce_addr_str(&rc->local, have, sizeof(have)));
+	return -EADDRNOTAVAIL;
 }
 
 static int listen_ps(struct sv_context *ctx, void *cm, const struct sockaddr *addr,
 		     uint16_t ps, struct sv__tep **lep)
 {
 	struct sv__rctx *rc = sv__ctx_tctx(ctx);
-	const struct sockaddr_in *a = (const struct sockaddr_in *)addr;
+	union sv__roce_addr a;
 	uint16_t port;
 	struct sv__tep *ep;
 	int r;
 
-	if ((r = check_local(rc, addr)) < 0)
+	if ((r = cm_addr(rc, addr, &a)) < 0 || (r = check_local(rc, &a)) < 0)
 		return r;
-	port = ntohs(a->sin_port);
+	port = sv__roce_addr_port(&a);
 	if (port && port_used(rc, ps, port))
 		return -EADDRINUSE;
 	if (!port && !(port = ephemeral(rc, ps)))
@@ -853,9 +891,7 @@ static int listen_ps(struct sv_context *ctx, void *cm, const struct sockaddr *ad
 	ep->cm = cm;
 	ep->ps = ps;
 	ep->sidr = ps != SV_CMA_PS_TCP;
-	ep->local.sin_family = AF_INET;
-	ep->local.sin_addr = rc->local.sin_addr;
-	ep->local.sin_port = htons(port);
+	local_addr(rc, port, &ep->local);
 	*lep = ep;
 	return 0;
 }
@@ -878,17 +914,15 @@ int sv__roce_cm_ud_resolve(struct sv_context *ctx, void *cm, const struct sockad
 			   uint16_t ps, const struct sv__conn_param *param, struct sv__tep **out)
 {
 	struct sv__rctx *rc = sv__ctx_tctx(ctx);
-	const struct sockaddr_in *d = (const struct sockaddr_in *)dst;
 	struct sv_cm_ip_hdr ip = { .ip_version = 4 };
+	union sv__roce_addr d;
 	struct sv_cm_msg *m;
 	struct sv__tep *ep;
 	uint16_t port;
 	int r;
 
-	if (dst->sa_family != AF_INET) {
-		sv__log(SV_LOG_ERROR, "softverbs udp: the CM addresses IPv4 only");
-		return -EAFNOSUPPORT;
-	}
+	if ((r = cm_addr(rc, dst, &d)) < 0)
+		return r;
 	if (param->priv_len > SV_CM_SIDR_IP_PRIVATE_MAX) {
 		sv__log(SV_LOG_ERROR, "softverbs udp: SIDR_REQ private data is at most %d bytes",
 			SV_CM_SIDR_IP_PRIVATE_MAX);
@@ -905,20 +939,19 @@ int sv__roce_cm_ud_resolve(struct sv_context *ctx, void *cm, const struct sockad
 	ep->cm = cm;
 	ep->ps = ps;
 	ep->sidr = true;
-	ep->local.sin_family = AF_INET;
-	ep->local.sin_addr = rc->local.sin_addr;
-	ep->local.sin_port = htons(port);
-	ep->peer = *d;
-	ep->gsi.sin_family = AF_INET;
-	ep->gsi.sin_addr = d->sin_addr;
-	ep->gsi.sin_port = htons(rc->dport_default);
+	local_addr(rc, port, &ep->local);
+	ep->peer = d;
+	ep->gsi = d;
+	sv__roce_addr_set_port(&ep->gsi, rc->dport_default);
 	sv__cm_mad_init(m, SV_CM_ATTR_SIDR_REQ, (uint64_t)ep->local_id << 32 | rnd(rc));
 	m->sidr_req.request_id = ep->local_id;
 	m->sidr_req.pkey = SV_PKEY_DEFAULT;
-	m->sidr_req.service_id = sv__cm_service_id_ps(ps, ntohs(d->sin_port));
+	m->sidr_req.service_id = sv__cm_service_id_ps(ps, sv__roce_addr_port(&d));
+	if (d.sa.sa_family == AF_INET6)
+		ip.ip_version = 6;
 	ip.src_port = port;
-	memcpy(ip.src_addr + 12, &rc->local.sin_addr, 4);
-	memcpy(ip.dst_addr + 12, &d->sin_addr, 4);
+	ip_hdr_addr(ip.src_addr, &rc->local);
+	ip_hdr_addr(ip.dst_addr, &d);
 	if ((r = sv__cm_ip_hdr_encode(m->sidr_req.private_data, SV_CM_SIDR_REQ_PRIVATE_LEN,
 				      &ip)) < 0)
 		goto err;
@@ -967,17 +1000,15 @@ int sv__roce_cm_connect(struct sv_qp *qp, void *cm, const struct sockaddr *dst,
 			const struct sv__conn_param *param, struct sv__tep **out)
 {
 	struct sv__rctx *rc = sv__ctx_tctx(qp->context);
-	const struct sockaddr_in *d = (const struct sockaddr_in *)dst;
 	struct sv_cm_ip_hdr ip = { .ip_version = 4 };
+	union sv__roce_addr d;
 	struct sv_cm_msg *m;
 	struct sv__tep *ep;
 	uint16_t port;
 	int r;
 
-	if (dst->sa_family != AF_INET) {
-		sv__log(SV_LOG_ERROR, "softverbs udp: the CM addresses IPv4 only");
-		return -EAFNOSUPPORT;
-	}
+	if ((r = cm_addr(rc, dst, &d)) < 0)
+		return r;
 	if (qp->qp_type != SV_QPT_RC)
 		return -EINVAL;
 	if (param->priv_len > SV_CM_IP_PRIVATE_MAX) {
@@ -994,13 +1025,11 @@ int sv__roce_cm_connect(struct sv_qp *qp, void *cm, const struct sockaddr *dst,
 		return -ENOMEM;
 	}
 	ep->cm = cm;
-	ep->local.sin_family = AF_INET;
-	ep->local.sin_addr = rc->local.sin_addr;
-	ep->local.sin_port = htons(port);
-	ep->peer = *d;
-	ep->gsi.sin_family = AF_INET;
-	ep->gsi.sin_addr = d->sin_addr;
-	ep->gsi.sin_port = htons(rc->dport_default);
+	local_addr(rc, port, &ep->local);
+	ep->peer = d;
+	/* The peer device's QP1 is its socket at the address, on our configured port. */
+	ep->gsi = d;
+	sv__roce_addr_set_port(&ep->gsi, rc->dport_default);
 	ep->psn = rand24(rc);
 	ep->ird = param->ird;
 	ep->ord = param->ord;
@@ -1010,7 +1039,7 @@ int sv__roce_cm_connect(struct sv_qp *qp, void *cm, const struct sockaddr *dst,
 
 	sv__cm_mad_init(m, SV_CM_ATTR_REQ, (uint64_t)ep->local_id << 32 | rnd(rc));
 	m->req.local_comm_id = ep->local_id;
-	m->req.service_id = sv__cm_service_id(ntohs(d->sin_port));
+	m->req.service_id = sv__cm_service_id(sv__roce_addr_port(&d));
 	memcpy(&m->req.local_ca_guid, rc->gid + 8, 8);
 	m->req.local_qpn = qp->qp_num;
 	m->req.responder_resources = (uint8_t)ep->ird;
@@ -1027,13 +1056,15 @@ int sv__roce_cm_connect(struct sv_qp *qp, void *cm, const struct sockaddr *dst,
 	m->req.primary.local_lid = 0xffff;
 	m->req.primary.remote_lid = 0xffff;
 	memcpy(m->req.primary.local_gid, rc->gid, 16);
-	v4mapped(m->req.primary.remote_gid, &d->sin_addr);
+	sv__roce_addr_gid(&d, m->req.primary.remote_gid);
 	m->req.primary.hop_limit = 64;
 	m->req.primary.subnet_local = true;
 	m->req.primary.local_ack_timeout = CM_ACK_TIMEOUT;
+	if (d.sa.sa_family == AF_INET6)
+		ip.ip_version = 6;
 	ip.src_port = port;
-	memcpy(ip.src_addr + 12, &rc->local.sin_addr, 4);
-	memcpy(ip.dst_addr + 12, &d->sin_addr, 4);
+	ip_hdr_addr(ip.src_addr, &rc->local);
+	ip_hdr_addr(ip.dst_addr, &d);
 	if ((r = sv__cm_ip_hdr_encode(m->req.private_data, SV_CM_REQ_PRIVATE_LEN, &ip)) < 0)
 		goto err;
 	if (rc->sr)
@@ -1194,13 +1225,13 @@ int sv__roce_cm_ep_addr(struct sv__tep *ep, struct sockaddr_storage *local,
 {
 	if (local) {
 		memset(local, 0, sizeof(*local));
-		memcpy(local, &ep->local, sizeof(ep->local));
+		memcpy(local, &ep->local, sv__roce_addr_len(&ep->local));
 	}
 	if (peer) {
 		if (ep->state == EP_LISTEN)
 			return -ENOTCONN;
 		memset(peer, 0, sizeof(*peer));
-		memcpy(peer, &ep->peer, sizeof(ep->peer));
+		memcpy(peer, &ep->peer, sv__roce_addr_len(&ep->peer));
 	}
 	return 0;
 }

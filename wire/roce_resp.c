@@ -456,6 +456,13 @@ static int do_atomic(struct sv__rqp *q, const struct sv_ib_pkt *k)
 		fatal(q, nak_of_mr(rc), k->bth.psn, SV_WC_REM_ACCESS_ERR);
 		return STOP;
 	}
+	/* An aligned offset into a zero-based MR or window that starts unaligned is still
+	 * an unaligned word in memory: misaligned too (verbs.md 5). */
+	if ((uintptr_t)p & 7) {
+		sv__mr_release(mr);
+		fatal(q, SYN_NAK_INV, k->bth.psn, SV_WC_REM_INV_REQ_ERR);
+		return STOP;
+	}
 	/* Executed once, here; a duplicate gets the saved value (IBA o9-x, spec/roce.md 7).
 	 * Atomic against other atomics of this device (SV_ATOMIC_HCA). */
 	if (k->bth.opcode == SV_IB_OP_CMP_SWAP) {

@@ -13,9 +13,9 @@
  * writes 40 bytes of GRH before the payload (IBA 11.4.1.1; the receive buffer must have
  * room for both, else the WQE completes with LOC_LEN_ERR). On RoCEv2 over IPv4 the
  * "GRH" is the IPv4 header in the last 20 bytes of the 40 with the first 20 zero, as the
- * mlx5 and rxe drivers deliver it; the kernel does not give us the header it received,
- * so we rebuild it from what it must have been: version 4, IHL 5, total length, ID 0,
- * DF, TTL 64, protocol UDP, a valid header checksum, the two addresses.
+ * mlx5 and rxe drivers deliver it; over IPv6 it is the 40-byte IPv6 header, which has
+ * the GRH's layout. The kernel does not give us the header it received, so we rebuild it
+ * from what it must have been (grh_of()).
  *
  * Fault injection (SV_IMPAIR) applies here as on the RC path: UD datagrams and CM MADs
  * are lost, duplicated, reordered and delayed alike, which is what exercises the CM's
@@ -27,7 +27,7 @@
 
 #include "wire/roce.h"
 
-int sv__roce_dgram_send(struct sv__rctx *rc, const struct sockaddr_in *dst, uint8_t *hdr,
+int sv__roce_dgram_send(struct sv__rctx *rc, const union sv__roce_addr *dst, uint8_t *hdr,
 			size_t hlen, const struct iovec *pay, int npay, uint32_t paylen)
 {
 	struct iovec v[SV__MAX_SGE + 3];
@@ -48,7 +48,7 @@ int sv__roce_dgram_send(struct sv__rctx *rc, const struct sockaddr_in *dst, uint
 		v[n].iov_base = trl;
 		v[n++].iov_len = pad;
 	}
-	sv__put_le32(trl + pad, sv__roce_tx_icrc(rc, (const struct sockaddr *)dst, v, n));
+	sv__put_le32(trl + pad, sv__roce_tx_icrc(rc, &dst->sa, v, n));
 	if (pad) {
 		v[n - 1].iov_len = pad + SV_ICRC_LEN;
 	} else {
@@ -57,7 +57,7 @@ int sv__roce_dgram_send(struct sv__rctx *rc, const struct sockaddr_in *dst, uint
 	}
 	memset(&m, 0, sizeof(m));
 	m.msg_name = (void *)dst;
-	m.msg_namelen = sizeof(*dst);
+	m.msg_namelen = sv__roce_addr_len(dst);
 	m.msg_iov = v;
 	m.msg_iovlen = (size_t)n;
 	if (rc->imp) {
@@ -98,7 +98,7 @@ static enum sv_wc_status send_one(struct sv__rqp *q, const struct sv__send_wqe *
 	const struct sv_qp_attr *a = sv__qp_attr(q->qp);
 	uint8_t hdr[SV_BTH_LEN + SV_DETH_LEN + SV_IMMDT_LEN];
 	bool imm = w->opcode == SV_WR_SEND_WITH_IMM;
-	struct sockaddr_in dst = { .sin_family = AF_INET };
+	union sv__roce_addr dst;
 	struct iovec iov[SV__MAX_SGE];
 	size_t hlen = SV_BTH_LEN + SV_DETH_LEN;
 	struct sv_deth deth;
@@ -112,8 +112,9 @@ static enum sv_wc_status send_one(struct sv__rqp *q, const struct sv__send_wqe *
 	} else if ((n = sv__sge_map(q->qp, w->sge, w->num_sge, false, iov)) < 0) {
 		return SV_WC_LOC_PROT_ERR;
 	}
-	memcpy(&dst.sin_addr, w->ah_attr.dgid + 12, 4);
-	dst.sin_port = htons(w->ah_attr.dport ? w->ah_attr.dport : q->rc->dport_default);
+	/* The AH's GID has the device's family (sv_create_ah checked it). */
+	if (sv__roce_addr_from_gid(q->rc, w->ah_attr.dgid, w->ah_attr.dport, &dst) < 0)
+		return SV_WC_LOC_QP_OP_ERR;
 	/* IBA 10.2.5: a WR Q_Key with the high bit set means "use the QP's Q_Key". */
 	qkey = (w->remote_qkey & 0x80000000u) ? a->qkey : w->remote_qkey;
 	sv__roce_bth_put(hdr, imm ? SV__ROCE_OP_UD_SEND_ONLY_IMM : SV__ROCE_OP_UD_SEND_ONLY,
@@ -143,21 +144,34 @@ void sv__roce_ud_send(struct sv__rqp *q)
 	}
 }
 
-/* The IPv4 header a RoCEv2 HCA puts in the last 20 bytes of the GRH area. */
-static void grh_ipv4(uint8_t grh[SV__ROCE_GRH_LEN], const struct sockaddr_in *src,
-		     const struct sockaddr_in *dst, size_t udp_payload)
+/* The IP header a RoCEv2 HCA puts in the 40-byte GRH area of a UD receive buffer: over
+ * IPv4 the header in the last 20 bytes, over IPv6 the IPv6 header, which is a GRH's
+ * layout (IBA 8.3; rxe and mlx5 deliver the received IP header so). The kernel does not hand us the header it
+ * received, so it is rebuilt from what it must have been: our sockets send DF and ID 0
+ * (IPv4), traffic class and flow label 0 (IPv6), and a hop limit / TTL of 64. */
+static void grh_of(uint8_t grh[SV__ROCE_GRH_LEN], const union sv__roce_addr *src,
+		   const union sv__roce_addr *dst, size_t udp_payload)
 {
 	uint8_t *ip = grh + 20;
 	uint32_t sum = 0;
 
 	memset(grh, 0, SV__ROCE_GRH_LEN);
+	if (src->sa.sa_family == AF_INET6) {
+		grh[0] = 0x60;			/* version 6, traffic class 0, flow label 0 */
+		sv__put_be16(grh + 4, (uint16_t)(8 + udp_payload));
+		grh[6] = IPPROTO_UDP;
+		grh[7] = 64;
+		memcpy(grh + 8, src->v6.sin6_addr.s6_addr, 16);
+		memcpy(grh + 24, dst->v6.sin6_addr.s6_addr, 16);
+		return;
+	}
 	ip[0] = 0x45;
 	sv__put_be16(ip + 2, (uint16_t)(20 + 8 + udp_payload));
 	sv__put_be16(ip + 6, 0x4000);	/* DF, as the socket sends (IP_PMTUDISC_DO) */
 	ip[8] = 64;
 	ip[9] = IPPROTO_UDP;
-	memcpy(ip + 12, &src->sin_addr, 4);
-	memcpy(ip + 16, &dst->sin_addr, 4);
+	memcpy(ip + 12, &src->v4.sin_addr, 4);
+	memcpy(ip + 16, &dst->v4.sin_addr, 4);
 	for (int i = 0; i < 20; i += 2)
 		sum += sv__get_be16(ip + i);
 	while (sum >> 16)
@@ -165,8 +179,8 @@ static void grh_ipv4(uint8_t grh[SV__ROCE_GRH_LEN], const struct sockaddr_in *sr
 	sv__put_be16(ip + 10, (uint16_t)~sum);
 }
 
-void sv__roce_ud_rx(struct sv__rqp *q, const struct sockaddr_in *src,
-		    const struct sockaddr_in *dst, const uint8_t *p, size_t len)
+void sv__roce_ud_rx(struct sv__rqp *q, const union sv__roce_addr *src,
+		    const union sv__roce_addr *dst, const uint8_t *p, size_t len)
 {
 	uint8_t grh[SV__ROCE_GRH_LEN];
 	struct iovec iov[SV__MAX_SGE];
@@ -201,7 +215,7 @@ void sv__roce_ud_rx(struct sv__rqp *q, const struct sockaddr_in *src,
 		sv__rq_done(q->qp, wqe, SV_WC_LOC_PROT_ERR, SV_WC_RECV, 0, 0, 0, false);
 		goto out;
 	}
-	grh_ipv4(grh, src, dst, len);
+	grh_of(grh, src, dst, len);
 	sv__roce_iov_copy_in(iov, n, 0, grh, SV__ROCE_GRH_LEN);
 	sv__roce_iov_copy_in(iov, n, SV__ROCE_GRH_LEN, k.payload, (uint32_t)k.payload_len);
 	sv__rq_done(q->qp, wqe, SV_WC_SUCCESS, SV_WC_RECV,

@@ -27,24 +27,46 @@ uint32_t ru_crc(const uint8_t *p, size_t n)
 	return (uint32_t)crc32(0, p, (uInt)n);
 }
 
-/* A UDP port free right now on 127.0.0.1 (bind port 0 and read it back). */
-static uint16_t free_port(void)
+/* A UDP port free right now on the loopback address of family (bind port 0, read it back). */
+static uint16_t free_port(int family)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET };
-	socklen_t l = sizeof(a);
-	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+	struct sockaddr_storage ss = { .ss_family = (sa_family_t)family };
+	struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
+	struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
+	socklen_t l = family == AF_INET6 ? sizeof(*a6) : sizeof(*a4);
+	int fd = socket(family, SOCK_DGRAM, 0);
 	uint16_t port;
 
 	cr_assert(fd >= 0);
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &l), 0);
-	port = ntohs(a.sin_port);
+	if (family == AF_INET6)
+		a6->sin6_addr = in6addr_loopback;
+	else
+		a4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	cr_assert_eq(bind(fd, (struct sockaddr *)&ss, l), 0);
+	cr_assert_eq(getsockname(fd, (struct sockaddr *)&ss, &l), 0);
+	port = ntohs(family == AF_INET6 ? a6->sin6_port : a4->sin_port);
 	close(fd);
 	return port;
 }
 
+bool ru_have_ipv6_loopback(void)
+{
+	struct sockaddr_in6 a = { .sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT };
+	int fd = socket(AF_INET6, SOCK_DGRAM, 0);
+	bool ok = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
 void ru_open(struct rside *s, int retx, const char *impair, size_t buflen, uint32_t depth)
+{
+	ru_open_at(s, "127.0.0.1", retx, impair, buflen, depth);
+}
+
+void ru_open_at(struct rside *s, const char *bind_addr, int retx, const char *impair,
+		size_t buflen, uint32_t depth)
 {
 	struct sv_device_opts o;
 	struct sv_qp_init_attr ia = { 0 };
@@ -53,13 +75,13 @@ void ru_open(struct rside *s, int retx, const char *impair, size_t buflen, uint3
 	memset(s, 0, sizeof(*s));
 	sv_device_opts_init(&o);
 	o.transport = SV_TRANSPORT_UDP;
-	strcpy(o.bind_addr, "127.0.0.1");
+	snprintf(o.bind_addr, sizeof(o.bind_addr), "%s", bind_addr);
 	o.retx = retx;
 	if (impair)
 		snprintf(o.impair, sizeof(o.impair), "%s", impair);
 	/* Retry with another port if a concurrent test took ours in between. */
 	for (int i = 0; i < 5 && rc < 0; i++) {
-		o.port = free_port();
+		o.port = free_port(strchr(bind_addr, ':') ? AF_INET6 : AF_INET);
 		rc = sv_open_device(&o, &s->ctx);
 	}
 	cr_assert_eq(rc, 0, "open: %s", sv_strerror(rc));

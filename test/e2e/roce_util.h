@@ -7,6 +7,7 @@
 #ifndef TEST_ROCE_UTIL_H
 #define TEST_ROCE_UTIL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -31,8 +32,13 @@ struct rlink {
 	uint8_t rd_atomic;		/* both ORD and IRD */
 };
 
-/* Opens a side: retx is enum sv_retx_mode, impair a spec or NULL. */
+/* Opens a side on 127.0.0.1: retx is enum sv_retx_mode, impair a spec or NULL. */
 void ru_open(struct rside *s, int retx, const char *impair, size_t buflen, uint32_t depth);
+/* The same on bind_addr ("::1" for IPv6), on a port free there. */
+void ru_open_at(struct rside *s, const char *bind_addr, int retx, const char *impair,
+		size_t buflen, uint32_t depth);
+/* Whether a UDP socket can bind ::1 (IPv6 loopback configured). */
+bool ru_have_ipv6_loopback(void);
 /* Moves s (in RESET) to RTS towards peer. */
 void ru_to_rts(struct rside *s, const struct rside *peer, const struct rlink *l);
 /* Connects a and b both ways with the link parameters. */

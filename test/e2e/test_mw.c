@@ -7,10 +7,11 @@
  * and WRITE/READ/atomic through it; access outside the window (REM_ACCESS_ERR, target QP
  * in ERR); type 1 bind through sv_bind_mw(), unbind by length 0; a type 2 window used
  * through another QP of the same PD (refused) next to a type 1 window (accepted);
- * LOCAL_INV and re-bind, LOCAL_INV behind a SEND (the local invalidate fence); Send with Invalidate (WITH_INV, invalidated_rkey, key dead
- * afterwards, a multi-packet message included); a peer invalidating an MR or a type 1
- * window (errors per transport); deregistration with a bound window (-EBUSY); bind
- * errors (window of another PD, MR without MW_BIND) and LOCAL_INV errors.
+ * LOCAL_INV and re-bind, LOCAL_INV behind a SEND (the local invalidate fence); Send with
+ * Invalidate (WITH_INV, invalidated_rkey, key dead afterwards, a multi-packet message
+ * included); a peer invalidating an MR or a type 1 window (errors per transport);
+ * deregistration with a bound window (-EBUSY); bind errors (window of another PD, MR
+ * without MW_BIND, outside the MR, a bound type 2 window) and LOCAL_INV errors.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -21,7 +22,7 @@
 #include "roce_util.h"
 #include "softverbs.h"
 
-#define BUF 8192
+#define BUF 65536
 #define WAIT 8000
 
 /* Two connected endpoints on one transport, seen the same way whatever built them. */
@@ -42,13 +43,14 @@ static const struct rlink LINK = {
 	.min_rnr_timer = 1, .rd_atomic = 8,
 };
 
-static void mt_open(struct mt *t, bool udp, unsigned target_access)
+/* impair: the UDP transport's fault injection on both sides' transmit (NULL: none). */
+static void mt_open_impair(struct mt *t, bool udp, unsigned target_access, const char *impair)
 {
 	memset(t, 0, sizeof(*t));
 	t->udp = udp;
 	if (udp) {
-		ru_open(&t->r[0], SV_RETX_GBN, NULL, 4096, 64);
-		ru_open(&t->r[1], SV_RETX_GBN, NULL, 4096, 64);
+		ru_open(&t->r[0], SV_RETX_GBN, impair, 4096, 64);
+		ru_open(&t->r[1], SV_RETX_GBN, impair, 4096, 64);
 		ru_connect(&t->r[0], &t->r[1], &LINK);
 		for (int i = 0; i < 2; i++) {
 			t->ctx[i] = t->r[i].ctx;
@@ -75,6 +77,11 @@ static void mt_open(struct mt *t, bool udp, unsigned target_access)
 		cr_assert_eq(sv_reg_mr(t->pd[i], t->buf[i], BUF,
 				       i == 0 ? E2E_ACCESS_ALL : target_access, &t->mr[i]), 0);
 	}
+}
+
+static void mt_open(struct mt *t, bool udp, unsigned target_access)
+{
+	mt_open_impair(t, udp, target_access, NULL);
 }
 
 static void mt_close(struct mt *t)
@@ -203,6 +210,68 @@ BOTH(type2_zero_based)
 	/* The MR's own key grants nothing remote. */
 	cr_assert_eq(rdma(&t, SV_WR_RDMA_READ, 0, 8, (uint64_t)(uintptr_t)win, t.mr[1]->rkey),
 		     SV_WC_REM_ACCESS_ERR);
+	cr_assert_eq(sv_dealloc_mw(mw), 0);
+	mt_close(&t);
+}
+
+/* A zero-based window starting at an address that is not 8-byte aligned: offset 0 is
+ * aligned as an offset but not in memory, so an atomic there is misaligned (verbs.md 5:
+ * REM_INV_REQ_ERR on both transports), never an unaligned atomic on the host. */
+BOTH(atomic_misaligned_through_zero_based_window)
+{
+	struct mt t;
+	struct sv_mw *mw;
+
+	mt_open(&t, udp, SV_ACCESS_LOCAL_WRITE | SV_ACCESS_MW_BIND);
+	cr_assert_eq(sv_alloc_mw(t.pd[1], SV_MW_TYPE_2, &mw), 0);
+	bind2(&t, mw, 0x13, t.mr[1], t.buf[1] + 4, 64,
+	      SV_ACCESS_REMOTE_ATOMIC | SV_ACCESS_ZERO_BASED, SV_WC_SUCCESS);
+	cr_assert_eq(fetch_add(&t, 0, mw->rkey, 1), SV_WC_REM_INV_REQ_ERR);
+	e2e_wait_qp_state(t.qp[1], SV_QPS_ERR, WAIT);
+	e2e_assert_bytes(t.buf[1], 16, 0, "nothing was added");
+	cr_assert_eq(sv_dealloc_mw(mw), 0);
+	mt_close(&t);
+}
+
+/* verbs.md 7: a bind is ordered with the WRs after it, so the key may travel in a SEND
+ * posted in the same chain; the peer uses it as soon as the SEND arrives. */
+BOTH(bind_then_send_the_key)
+{
+	struct mt t;
+	struct sv_mw *mw;
+	struct sv_send_wr wr[2], *bad;
+	struct sv_sge sge;
+	struct sv_wc wc;
+	uint32_t key;
+
+	mt_open(&t, udp, SV_ACCESS_LOCAL_WRITE | SV_ACCESS_MW_BIND);
+	cr_assert_eq(sv_alloc_mw(t.pd[1], SV_MW_TYPE_2, &mw), 0);
+	e2e_fill(t.buf[1] + 8192, 256, 61, 0);
+	e2e_post_recv(t.qp[0], 0x4ec, t.mr[0], t.buf[0] + 4096, 64);
+	memset(wr, 0, sizeof(wr));
+	wr[0].wr_id = 0xb1d;
+	wr[0].opcode = SV_WR_BIND_MW;
+	wr[0].wr.bind_mw.mw = mw;
+	wr[0].wr.bind_mw.rkey = 0x6b;
+	wr[0].wr.bind_mw.bind_info.mr = t.mr[1];
+	wr[0].wr.bind_mw.bind_info.addr = (uint64_t)(uintptr_t)t.buf[1] + 8192;
+	wr[0].wr.bind_mw.bind_info.length = 256;
+	wr[0].wr.bind_mw.bind_info.mw_access_flags = SV_ACCESS_REMOTE_READ | SV_ACCESS_ZERO_BASED;
+	wr[0].next = &wr[1];
+	key = (mw->rkey & ~0xffu) | 0x6b;
+	memcpy(t.buf[1], &key, 4);
+	sge = (struct sv_sge){ (uint64_t)(uintptr_t)t.buf[1], 4, t.mr[1]->lkey };
+	e2e_wr(&wr[1], 0x5e, SV_WR_SEND, &sge, 1, SV_SEND_SIGNALED);
+	cr_assert_eq(sv_post_send(t.qp[1], wr, &bad), 0);
+	cr_assert_eq(mw->rkey, key, "the posted bind's key is the window's");
+	wc = wc1(t.rcq[0]);
+	e2e_assert_wc(&wc, 0x4ec, SV_WC_SUCCESS, "the key arrived");
+	memcpy(&key, t.buf[0] + 4096, 4);
+	cr_assert_eq(rdma(&t, SV_WR_RDMA_READ, 0, 256, 0, key), SV_WC_SUCCESS,
+		     "the window works once its key arrived");
+	e2e_assert_pat(t.buf[0], 256, 61, 0, "read through the new window");
+	wc = wc1(t.scq[1]);
+	e2e_assert_wc(&wc, 0x5e, SV_WC_SUCCESS, "the unsignaled bind, then the SEND");
 	cr_assert_eq(sv_dealloc_mw(mw), 0);
 	mt_close(&t);
 }
@@ -515,12 +584,12 @@ static void send_inv_ok(bool udp, uint32_t len, unsigned flags)
 
 	mt_open(&t, udp, SV_ACCESS_LOCAL_WRITE | SV_ACCESS_MW_BIND);
 	cr_assert_eq(sv_alloc_mw(t.pd[1], SV_MW_TYPE_2, &mw), 0);
-	bind2(&t, mw, 0x44, t.mr[1], t.buf[1] + 4096, 1024, SV_ACCESS_REMOTE_READ,
+	bind2(&t, mw, 0x44, t.mr[1], t.buf[1] + 49152, 1024, SV_ACCESS_REMOTE_READ,
 	      SV_WC_SUCCESS);
 	key = mw->rkey;
-	cr_assert_eq(rdma(&t, SV_WR_RDMA_READ, 0, 64, (uint64_t)(uintptr_t)t.buf[1] + 4096, key),
+	cr_assert_eq(rdma(&t, SV_WR_RDMA_READ, 0, 64, (uint64_t)(uintptr_t)t.buf[1] + 49152, key),
 		     SV_WC_SUCCESS);
-	e2e_post_recv(t.qp[1], 0x4ec, t.mr[1], t.buf[1], 4096);
+	e2e_post_recv(t.qp[1], 0x4ec, t.mr[1], t.buf[1], 49152);
 	e2e_fill(t.buf[0], len, 33, 0);
 	post_send_inv(&t, len, key, flags);
 	wc = wc1(t.scq[0]);
@@ -536,7 +605,8 @@ static void send_inv_ok(bool udp, uint32_t len, unsigned flags)
 		     wc.invalidated_rkey, key);
 	e2e_assert_pat(t.buf[1], len, 33, 0, "SEND_WITH_INV payload");
 	/* The key is dead; the window is free for a new bind on the same QP... */
-	read_refused(&t, (uint64_t)(uintptr_t)t.buf[1] + 4096, key, "read after remote invalidate");
+	read_refused(&t, (uint64_t)(uintptr_t)t.buf[1] + 49152, key,
+		     "read after remote invalidate");
 	cr_assert_eq(sv_dealloc_mw(mw), 0);
 	mt_close(&t);
 }
@@ -546,11 +616,11 @@ BOTH(send_with_inv)
 	send_inv_ok(udp, 200, 0);
 }
 
-/* Several packets on UDP (path MTU 1024): FIRST, MIDDLE, LAST_WITH_INVALIDATE; on TCP
- * the Send with SE and Invalidate opcode. */
+/* Several packets (UDP, path MTU 1024: FIRST, MIDDLE..., LAST_WITH_INVALIDATE) or
+ * several DDP segments each naming the STag (TCP, Send with SE and Invalidate). */
 BOTH(send_with_inv_long_solicited)
 {
-	send_inv_ok(udp, 3000, SV_SEND_SOLICITED);
+	send_inv_ok(udp, 40000, SV_SEND_SOLICITED);
 }
 
 /* The peer names a key this side may not invalidate. UDP: NAK invalid request, the
@@ -731,5 +801,58 @@ BOTH(bind_outside_mr_and_bad_requests)
 	      SV_WC_MW_BIND_ERR);
 	e2e_wait_qp_state(t.qp[1], SV_QPS_ERR, WAIT);
 	cr_assert_eq(sv_dealloc_mw(mw), 0);
+	mt_close(&t);
+}
+
+/* UDP under loss and duplication: each SEND_WITH_INV invalidates exactly its window once,
+ * whatever was retransmitted (a duplicate is ACKed, never executed again, C9-105), and
+ * the receives report the keys in order. */
+Test(mw_udp, send_with_inv_under_loss, .timeout = 120)
+{
+	enum { N = 32, LEN = 1500 };
+	struct mt t;
+	struct sv_mw *mw[N];
+	struct sv_qp_stats st;
+	struct sv_wc wc;
+
+	mt_open_impair(&t, true, SV_ACCESS_LOCAL_WRITE | SV_ACCESS_MW_BIND,
+		       "loss=0.15,dup=0.05,seed=5");
+	for (int i = 0; i < N; i++) {
+		cr_assert_eq(sv_alloc_mw(t.pd[1], SV_MW_TYPE_2, &mw[i]), 0);
+		bind2(&t, mw[i], (uint8_t)(0x80 + i), t.mr[1], t.buf[1], 1024,
+		      SV_ACCESS_REMOTE_READ, SV_WC_SUCCESS);
+		e2e_post_recv(t.qp[1], (uint64_t)i, t.mr[1], t.buf[1] + i * 2048, 2048);
+	}
+	e2e_fill(t.buf[0], LEN, 77, 0);
+	for (int i = 0; i < N; i++) {
+		struct sv_sge sge = { (uint64_t)(uintptr_t)t.buf[0], LEN, t.mr[0]->lkey };
+		struct sv_send_wr wr;
+
+		e2e_wr(&wr, (uint64_t)i, SV_WR_SEND_WITH_INV, &sge, 1, SV_SEND_SIGNALED);
+		wr.invalidate_rkey = mw[i]->rkey;
+		e2e_post(t.qp[0], &wr);
+	}
+	/* One CQ per side on UDP: side 0 sees its sends, side 1 its receives. */
+	for (int i = 0; i < N; i++) {
+		wc = wc1(t.scq[0]);
+		e2e_assert_wc(&wc, (uint64_t)i, SV_WC_SUCCESS, "SEND_WITH_INV under loss");
+	}
+	for (int i = 0; i < N; i++) {
+		wc = wc1(t.rcq[1]);
+		e2e_assert_wc(&wc, (uint64_t)i, SV_WC_SUCCESS, "its receive");
+		cr_assert(wc.wc_flags & SV_WC_WITH_INV);
+		cr_assert_eq(wc.invalidated_rkey, mw[i]->rkey, "receive %d", i);
+		cr_assert_eq(wc.byte_len, LEN);
+		e2e_assert_pat(t.buf[1] + i * 2048, LEN, 77, 0, "payload under loss");
+	}
+	e2e_expect_no_wc(t.rcq[1], 50);
+	cr_assert_eq(sv_query_qp_stats(t.qp[0], &st), 0);
+	cr_assert_gt(st.retransmits, 0, "the impairment did nothing?");
+	/* Every window is free again: a bind with a new key succeeds on each. */
+	for (int i = 0; i < N; i++) {
+		bind2(&t, mw[i], (uint8_t)(0x20 + i), t.mr[1], t.buf[1], 1024,
+		      SV_ACCESS_REMOTE_READ, SV_WC_SUCCESS);
+		cr_assert_eq(sv_dealloc_mw(mw[i]), 0);
+	}
 	mt_close(&t);
 }

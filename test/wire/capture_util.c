@@ -282,7 +282,9 @@ void pcap_open(struct pcap_reader *r, const char *path)
 	cr_assert_eq(le32(gh + 20), 1, "link type %u, want Ethernet", le32(gh + 20));
 }
 
-bool pcap_next_ipv4(struct pcap_reader *r, const uint8_t **ip, size_t *len)
+/* The next frame whose Ethernet type is ethertype, Ethernet header stripped. */
+static bool next_of_type(struct pcap_reader *r, uint16_t ethertype, const uint8_t **ip,
+			 size_t *len)
 {
 	uint8_t rh[16];
 
@@ -292,13 +294,23 @@ bool pcap_next_ipv4(struct pcap_reader *r, const uint8_t **ip, size_t *len)
 		cr_assert_leq(caplen, sizeof(r->rec));
 		cr_assert_eq(caplen, wirelen, "truncated capture record");
 		cr_assert_eq(fread(r->rec, 1, caplen, r->f), caplen);
-		if (caplen < 14 || r->rec[12] != 0x08 || r->rec[13] != 0x00)
+		if (caplen < 14 || r->rec[12] != ethertype >> 8 || r->rec[13] != (ethertype & 0xff))
 			continue;
 		*ip = r->rec + 14;
 		*len = caplen - 14;
 		return true;
 	}
 	return false;
+}
+
+bool pcap_next_ipv4(struct pcap_reader *r, const uint8_t **ip, size_t *len)
+{
+	return next_of_type(r, 0x0800, ip, len);
+}
+
+bool pcap_next_ipv6(struct pcap_reader *r, const uint8_t **ip, size_t *len)
+{
+	return next_of_type(r, 0x86dd, ip, len);
 }
 
 void pcap_close(struct pcap_reader *r)

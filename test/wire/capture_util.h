@@ -65,6 +65,8 @@ void pcap_open(struct pcap_reader *r, const char *path);
 /* Next IPv4 packet (Ethernet header stripped) into *ip and *len; false at end of file.
  * Records are required to be whole (caplen == wire length). */
 bool pcap_next_ipv4(struct pcap_reader *r, const uint8_t **ip, size_t *len);
+/* Next IPv6 packet, the same way. */
+bool pcap_next_ipv6(struct pcap_reader *r, const uint8_t **ip, size_t *len);
 void pcap_close(struct pcap_reader *r);
 
 #endif

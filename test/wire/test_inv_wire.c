@@ -1,7 +1,8 @@
 /*
  * test_inv_wire.c — SEND with Invalidate on the UDP transport's wire (IBA 9.4.1 IETH,
  * opcodes 0x16 SEND_LAST_WITH_INVALIDATE and 0x17 SEND_ONLY_WITH_INVALIDATE), judged by
- * code that did not produce the packets.
+ * code that did not produce the packets; and, on the TCP transport, the Terminate that
+ * refuses an RDMAP Send with Invalidate (test_tshark.c covers the successful ones).
  *
  * dumpcap captures one loopback session between two UDP-transport contexts (path MTU
  * 256): the target binds two type 2 memory windows; the initiator invalidates the first
@@ -13,12 +14,19 @@
  *    FIRST/MIDDLE/LAST with SE on the last, and an ACK with syndrome 0x61 is there;
  *  - tshark, told the ports carry InfiniBand, decodes the session with no malformed frame
  *    and no expert error, and reads the same IETH R_Keys.
+ * On TCP the receiver of a Send with Invalidate naming its MR answers with a Terminate:
+ * tshark must decode it (no malformed frame: it carries no copied headers) as RDMAP,
+ * remote protection, "STag cannot be invalidated", after the Send with Invalidate whose
+ * Invalidate STag is the MR's key.
  *
  * Skipped only when tshark/dumpcap are not installed. Capturing on lo needs root or
  * dumpcap's capabilities.
  */
 #include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -125,13 +133,13 @@ static void side_close(struct side *s)
 	free(s->buf);
 }
 
-static struct sv_wc next_wc(struct side *s)
+static struct sv_wc next_wc(struct sv_cq *cq)
 {
 	uint64_t deadline = cap_now_ms() + WAIT_MS;
 	struct sv_wc wc;
 	int n;
 
-	while ((n = sv_poll_cq(s->cq, 1, &wc)) == 0) {
+	while ((n = sv_poll_cq(cq, 1, &wc)) == 0) {
 		cr_assert_lt(cap_now_ms(), deadline, "no completion");
 		usleep(100);
 	}
@@ -155,7 +163,7 @@ static struct sv_mw *bind_window(struct side *s, uint32_t off, uint8_t key8)
 	wr.wr.bind_mw.bind_info.length = 1024;
 	wr.wr.bind_mw.bind_info.mw_access_flags = SV_ACCESS_REMOTE_READ;
 	cr_assert_eq(sv_post_send(s->qp, &wr, &bad), 0);
-	wc = next_wc(s);
+	wc = next_wc(s->cq);
 	cr_assert_eq(wc.status, SV_WC_SUCCESS, "bind: %s", sv_wc_status_str(wc.status));
 	cr_assert_eq(wc.opcode, SV_WC_BIND_MW);
 	return mw;
@@ -258,18 +266,20 @@ Test(wire_inv, send_with_invalidate_on_udp, .timeout = 180)
 	send_inv(&a, 100, mw[0]->rkey, 0);
 	send_inv(&a, 600, mw[1]->rkey, SV_SEND_SOLICITED);
 	for (int i = 0; i < 2; i++) {
-		wc = next_wc(&a);
-		cr_assert_eq(wc.status, SV_WC_SUCCESS, "send %d: %s", i, sv_wc_status_str(wc.status));
-		wc = next_wc(&b);
-		cr_assert_eq(wc.status, SV_WC_SUCCESS, "recv %d: %s", i, sv_wc_status_str(wc.status));
+		wc = next_wc(a.cq);
+		cr_assert_eq(wc.status, SV_WC_SUCCESS, "send %d: %s", i,
+			     sv_wc_status_str(wc.status));
+		wc = next_wc(b.cq);
+		cr_assert_eq(wc.status, SV_WC_SUCCESS, "recv %d: %s", i,
+			     sv_wc_status_str(wc.status));
 		cr_assert(wc.wc_flags & SV_WC_WITH_INV);
 		cr_assert_eq(wc.invalidated_rkey, mw[i]->rkey);
 	}
 	/* An MR cannot be invalidated: NAK invalid request, both WRs fail. */
 	send_inv(&a, 50, b.mr->rkey, 0);
-	wc = next_wc(&a);
+	wc = next_wc(a.cq);
 	cr_assert_eq(wc.status, SV_WC_REM_INV_REQ_ERR, "%s", sv_wc_status_str(wc.status));
-	wc = next_wc(&b);
+	wc = next_wc(b.cq);
 	cr_assert_eq(wc.status, SV_WC_REM_INV_REQ_ERR, "%s", sv_wc_status_str(wc.status));
 	cap_stop(&cap);
 
@@ -313,5 +323,169 @@ Test(wire_inv, send_with_invalidate_on_udp, .timeout = 180)
 		cr_assert_eq(sv_dealloc_mw(mw[i]), 0);
 	side_close(&a);
 	side_close(&b);
+	cap_cleanup(&cap);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * TCP: a refused Send with Invalidate.
+ */
+
+struct tend {
+	struct sv_context *ctx;
+	struct sv_pd *pd;
+	struct sv_cq *cq;
+	struct sv_qp *qp;
+	struct sv_cm_channel *ch;
+	struct sv_cm_id *id;
+	struct sv_mr *mr;
+	uint8_t *buf;
+};
+
+static struct sv_cm_event *tcm_wait(struct tend *e, enum sv_cm_event_type type)
+{
+	uint64_t deadline = cap_now_ms() + WAIT_MS;
+	struct sv_cm_event *ev = NULL;
+	struct pollfd p = { .fd = sv_cm_channel_fd(e->ch), .events = POLLIN };
+	int rc;
+
+	while ((rc = sv_cm_get_event(e->ch, &ev)) == -EAGAIN) {
+		cr_assert_lt(cap_now_ms(), deadline, "no CM event %s", sv_cm_event_str(type));
+		poll(&p, 1, 100);
+	}
+	cr_assert_eq(rc, 0);
+	cr_assert_eq(ev->event, type, "CM event %s", sv_cm_event_str(ev->event));
+	return ev;
+}
+
+static void tend_open(struct tend *e)
+{
+	struct sv_device_opts d;
+	struct sv_qp_init_attr ia = { 0 };
+
+	memset(e, 0, sizeof(*e));
+	sv_device_opts_init(&d);
+	d.transport = SV_TRANSPORT_TCP;
+	cr_assert_eq(sv_open_device(&d, &e->ctx), 0);
+	cr_assert_eq(sv_alloc_pd(e->ctx, &e->pd), 0);
+	cr_assert_eq(sv_create_cq(e->ctx, 64, NULL, NULL, 0, &e->cq), 0);
+	ia.send_cq = ia.recv_cq = e->cq;
+	ia.qp_type = SV_QPT_RC;
+	ia.cap.max_send_wr = ia.cap.max_recv_wr = 8;
+	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+	cr_assert_eq(sv_create_qp(e->pd, &ia, &e->qp), 0);
+	cr_assert_eq(sv_cm_create_channel(&e->ch), 0);
+	fcntl(sv_cm_channel_fd(e->ch), F_SETFL, fcntl(sv_cm_channel_fd(e->ch), F_GETFL) |
+	      O_NONBLOCK);
+	e->buf = aligned_alloc(4096, BUF_LEN);
+	cr_assert_not_null(e->buf);
+	memset(e->buf, 0x6d, BUF_LEN);
+	cr_assert_eq(sv_reg_mr(e->pd, e->buf, BUF_LEN, SV_ACCESS_LOCAL_WRITE |
+			       SV_ACCESS_REMOTE_READ, &e->mr), 0);
+}
+
+static void tend_close(struct tend *e)
+{
+	struct sv_async_event ev;
+	struct sv_cm_event *cev;
+
+	fcntl(sv_async_fd(e->ctx), F_SETFL, fcntl(sv_async_fd(e->ctx), F_GETFL) | O_NONBLOCK);
+	while (sv_get_async_event(e->ctx, &ev) == 0)
+		sv_ack_async_event(&ev);
+	while (sv_cm_get_event(e->ch, &cev) == 0)
+		sv_cm_ack_event(cev);
+	if (e->id)
+		cr_assert_eq(sv_cm_destroy_id(e->id), 0);
+	cr_assert_eq(sv_destroy_qp(e->qp), 0);
+	cr_assert_eq(sv_cm_destroy_channel(e->ch), 0);
+	cr_assert_eq(sv_dereg_mr(e->mr), 0);
+	cr_assert_eq(sv_destroy_cq(e->cq), 0);
+	cr_assert_eq(sv_dealloc_pd(e->pd), 0);
+	cr_assert_eq(sv_close_device(e->ctx), 0);
+	free(e->buf);
+}
+
+Test(wire_inv, refused_send_with_invalidate_on_tcp, .timeout = 180)
+{
+	struct capture cap;
+	struct tend cli, srv;
+	struct sv_cm_id *lid;
+	struct sv_cm_event *ev;
+	struct sv_conn_param cp = { .responder_resources = 4, .initiator_depth = 4 };
+	struct sockaddr_in addr = { .sin_family = AF_INET };
+	struct sv_sge sge, rsge;
+	struct sv_send_wr wr = { 0 }, *bad;
+	struct sv_recv_wr rwr = { 0 }, *rbad;
+	struct sv_wc wc;
+	char filter[64], args[512], want[64];
+	uint32_t mr_key;
+	uint16_t port;
+	char *out;
+
+	if (!cap_have_tools())
+		cr_skip_test("tshark/dumpcap not installed (apt-get install tshark)");
+	port = cap_free_port(SOCK_STREAM);
+	snprintf(filter, sizeof(filter), "tcp port %u", port);
+	cap_start(&cap, filter);
+
+	tend_open(&cli);
+	tend_open(&srv);
+	cr_assert_eq(sv_cm_create_id(srv.ch, srv.ctx, NULL, &lid), 0);
+	addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	addr.sin_port = htons(port);
+	cr_assert_eq(sv_cm_listen(lid, (struct sockaddr *)&addr, 4), 0);
+	cr_assert_eq(sv_cm_create_id(cli.ch, cli.ctx, NULL, &cli.id), 0);
+	cr_assert_eq(sv_cm_connect(cli.id, cli.qp, (struct sockaddr *)&addr, &cp), 0);
+	ev = tcm_wait(&srv, SV_CM_EVENT_CONNECT_REQUEST);
+	srv.id = ev->id;
+	sv_cm_ack_event(ev);
+	rsge = (struct sv_sge){ (uintptr_t)srv.buf, 1024, srv.mr->lkey };
+	rwr.sg_list = &rsge;
+	rwr.num_sge = 1;
+	cr_assert_eq(sv_cm_accept(srv.id, srv.qp, &cp), 0);
+	sv_cm_ack_event(tcm_wait(&cli, SV_CM_EVENT_ESTABLISHED));
+	sv_cm_ack_event(tcm_wait(&srv, SV_CM_EVENT_ESTABLISHED));
+	cr_assert_eq(sv_post_recv(srv.qp, &rwr, &rbad), 0);
+
+	sge = (struct sv_sge){ (uintptr_t)cli.buf, 64, cli.mr->lkey };
+	wr.opcode = SV_WR_SEND_WITH_INV;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.send_flags = SV_SEND_SIGNALED;
+	wr.invalidate_rkey = srv.mr->rkey;	/* an MR: never invalidated */
+	cr_assert_eq(sv_post_send(cli.qp, &wr, &bad), 0);
+	wc = next_wc(srv.cq);
+	cr_assert_eq(wc.status, SV_WC_REM_INV_REQ_ERR, "%s", sv_wc_status_str(wc.status));
+	wc = next_wc(cli.cq);
+	cr_assert_eq(wc.status, SV_WC_SUCCESS, "handed to TCP before the Terminate");
+	/* The Terminate reached the client once its QP is in ERR. */
+	for (uint64_t end = cap_now_ms() + WAIT_MS;; usleep(1000)) {
+		struct sv_qp_attr qa;
+
+		cr_assert_eq(sv_query_qp(cli.qp, &qa, 0, NULL), 0);
+		if (qa.qp_state == SV_QPS_ERR)
+			break;
+		cr_assert_lt(cap_now_ms(), end, "the client never saw the Terminate");
+	}
+	mr_key = srv.mr->rkey;
+	tend_close(&cli);
+	cr_assert_eq(sv_cm_destroy_id(lid), 0);
+	tend_close(&srv);
+	cap_stop(&cap);
+
+	snprintf(args, sizeof(args), "-r %s -Y 'tcp.port == %u && (_ws.malformed || "
+		 "_ws.expert.severity >= \"Error\")' -T fields -e frame.number "
+		 "-e _ws.expert.message", cap.path, port);
+	out = cap_tshark(args);
+	cr_assert_str_empty(out, "frames with errors (frame, message):\n%s", out);
+	free(out);
+	snprintf(args, sizeof(args), "-r %s -Y 'tcp.port == %u && iwarp_rdma' -T fields "
+		 "-e iwarp_rdma.opcode -e iwarp_rdma.inval_stag -e iwarp_rdma.term_layer "
+		 "-e iwarp_rdma.term_etype_rdma -e iwarp_rdma.term_errcode_rdma", cap.path, port);
+	out = cap_tshark(args);
+	snprintf(want, sizeof(want), "0x04\t%u\t", mr_key);
+	cr_assert_eq(cap_count(out, want), 1, "the Send with Invalidate (%s) in:\n%s", want, out);
+	cr_assert_eq(cap_count(out, "0x07\t\t0x00\t0x01\t0x09\n"), 1,
+		     "one Terminate RDMAP / remote protection / cannot invalidate in:\n%s", out);
+	free(out);
 	cap_cleanup(&cap);
 }

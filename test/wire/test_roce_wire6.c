@@ -1,0 +1,599 @@
+/*
+ * test_roce_wire6.c — wire conformance of the UDP transport over IPv6, judged by code
+ * that did not produce the packets (test_roce_wire.c is the IPv4 counterpart). dumpcap
+ * captures on lo while device contexts bound to ::1 talk:
+ *  - session 1, out of band at path MTU 256: every RC opcode the verbs API produces
+ *    (SEND/WRITE FIRST, MIDDLE, LAST, ONLY, with immediate; READ request and responses;
+ *    both atomics and their ACKNOWLEDGE; ACKs);
+ *  - session 2, through the CM: two devices configured with the same UDP port (the second
+ *    falls back to a later one), REQ, REP, RTU, a SEND, a UD SEND with immediate through
+ *    an AH naming an IPv6 GID, DREQ, DREP.
+ * Then, for every datagram of those ports:
+ *  - it is IPv6 with UDP right after the fixed header, lengths consistent;
+ *  - the shared codec (wire/ib_hdr.h) decodes it, P_Key is the default, pad bytes are zero,
+ *    the payload obeys the opcode's PMTU rule;
+ *  - the shared ICRC code (crypto/icrc.h) over sockaddr_in6 built from the captured
+ *    header matches the trailer, and so does a second ICRC computed here with zlib from
+ *    the RoCEv2 masks for IPv6 (traffic class, flow label and hop limit as ones, UDP
+ *    checksum as ones, BTH byte 4 as ones; shared/spec/roce.md section 9), sharing no
+ *    code with the library;
+ *  - a datagram to QP1 carries a CM MAD wire/ib_cm.h decodes; the REQ's primary path
+ *    GIDs are ::1 and its private data starts with the rdma_cm IP header for IPv6;
+ *  - tshark, told that those ports carry InfiniBand, decodes the same datagrams (opcode,
+ *    destination QP) with no malformed frame and no expert error.
+ * Skipped when tshark/dumpcap are missing or ::1 cannot be bound.
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <criterion/criterion.h>
+
+#include "capture_util.h"
+#include "crypto/icrc.h"
+#include "softverbs.h"
+#include "wire/byteorder.h"
+#include "wire/ib_cm.h"
+#include "wire/ib_hdr.h"
+
+#define BUF_LEN 65536
+#define PMTU_BYTES 256
+#define MAX_PKTS 4096
+#define MAX_PORTS 4
+#define UD_QKEY 0x66778899u
+#define WAIT_MS 10000
+
+static const uint8_t lo6[16] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1 };
+
+/* One device context on ::1 with an RC QP, a UD QP and a CM id. */
+struct side {
+	struct sv_context *ctx;
+	struct sv_pd *pd;
+	struct sv_cq *cq;
+	struct sv_qp *qp, *ud;
+	struct sv_mr *mr;
+	uint8_t *buf;
+	uint8_t gid[16];
+	uint16_t port;			/* configured (opts.port) */
+	uint32_t psn;
+	struct sv_cm_channel *ch;
+	struct sv_cm_id *id, *conn;
+};
+
+static bool have_ipv6(void)
+{
+	struct sockaddr_in6 a = { .sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT };
+	int fd = socket(AF_INET6, SOCK_DGRAM, 0);
+	bool ok = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
+static uint16_t free_port6(void)
+{
+	struct sockaddr_in6 a = { .sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT };
+	socklen_t l = sizeof(a);
+	int fd = socket(AF_INET6, SOCK_DGRAM, 0);
+	uint16_t port;
+
+	cr_assert(fd >= 0);
+	cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &l), 0);
+	port = ntohs(a.sin6_port);
+	close(fd);
+	return port;
+}
+
+static void side_open(struct side *s, uint16_t port, uint32_t psn)
+{
+	struct sv_device_opts o;
+	struct sv_qp_init_attr ia = { 0 };
+	struct sv_qp_attr at;
+	int rc;
+
+	memset(s, 0, sizeof(*s));
+	sv_device_opts_init(&o);
+	o.transport = SV_TRANSPORT_UDP;
+	strcpy(o.bind_addr, "::1");
+	o.port = port;
+	rc = sv_open_device(&o, &s->ctx);
+	cr_assert_eq(rc, 0, "open [::1]:%u: %s", port, sv_strerror(rc));
+	s->port = port;
+	s->psn = psn;
+	cr_assert_eq(sv_query_gid(s->ctx, 1, 0, s->gid), 0);
+	cr_assert_arr_eq(s->gid, lo6, 16);
+	cr_assert_eq(sv_alloc_pd(s->ctx, &s->pd), 0);
+	cr_assert_eq(sv_create_cq(s->ctx, 64, NULL, NULL, 0, &s->cq), 0);
+	ia.send_cq = ia.recv_cq = s->cq;
+	ia.qp_type = SV_QPT_RC;
+	ia.cap.max_send_wr = ia.cap.max_recv_wr = 32;
+	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+	cr_assert_eq(sv_create_qp(s->pd, &ia, &s->qp), 0);
+	ia.qp_type = SV_QPT_UD;
+	cr_assert_eq(sv_create_qp(s->pd, &ia, &s->ud), 0);
+	memset(&at, 0, sizeof(at));
+	at.qp_state = SV_QPS_INIT;
+	at.port_num = 1;
+	at.qkey = UD_QKEY;
+	cr_assert_eq(sv_modify_qp(s->ud, &at, SV_QP_STATE | SV_QP_PKEY_INDEX | SV_QP_PORT |
+				  SV_QP_QKEY), 0);
+	at.qp_state = SV_QPS_RTR;
+	cr_assert_eq(sv_modify_qp(s->ud, &at, SV_QP_STATE), 0);
+	at.qp_state = SV_QPS_RTS;
+	at.sq_psn = 0x321;
+	cr_assert_eq(sv_modify_qp(s->ud, &at, SV_QP_STATE | SV_QP_SQ_PSN), 0);
+	s->buf = aligned_alloc(4096, BUF_LEN);
+	cr_assert_not_null(s->buf);
+	for (size_t i = 0; i < BUF_LEN; i++)
+		s->buf[i] = (uint8_t)(i * 29 + psn);
+	cr_assert_eq(sv_reg_mr(s->pd, s->buf, BUF_LEN, SV_ACCESS_LOCAL_WRITE |
+			       SV_ACCESS_REMOTE_WRITE | SV_ACCESS_REMOTE_READ |
+			       SV_ACCESS_REMOTE_ATOMIC, &s->mr), 0);
+	cr_assert_eq(sv_cm_create_channel(&s->ch), 0);
+	cr_assert_eq(sv_cm_create_id(s->ch, s->ctx, s, &s->id), 0);
+}
+
+static void side_close(struct side *s)
+{
+	if (s->conn)
+		cr_assert_eq(sv_cm_destroy_id(s->conn), 0);
+	cr_assert_eq(sv_cm_destroy_id(s->id), 0);
+	cr_assert_eq(sv_cm_destroy_channel(s->ch), 0);
+	cr_assert_eq(sv_destroy_qp(s->ud), 0);
+	cr_assert_eq(sv_destroy_qp(s->qp), 0);
+	cr_assert_eq(sv_dereg_mr(s->mr), 0);
+	cr_assert_eq(sv_destroy_cq(s->cq), 0);
+	cr_assert_eq(sv_dealloc_pd(s->pd), 0);
+	cr_assert_eq(sv_close_device(s->ctx), 0);
+	free(s->buf);
+}
+
+/* Out-of-band INIT -> RTR -> RTS towards peer, path MTU 256. */
+static void to_rts(struct side *s, const struct side *peer)
+{
+	struct sv_qp_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = SV_QPS_INIT;
+	a.qp_access_flags = SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_WRITE |
+			    SV_ACCESS_REMOTE_READ | SV_ACCESS_REMOTE_ATOMIC;
+	a.port_num = 1;
+	cr_assert_eq(sv_modify_qp(s->qp, &a, SV_QP_STATE | SV_QP_PKEY_INDEX | SV_QP_PORT |
+				  SV_QP_ACCESS_FLAGS), 0);
+	memset(&a, 0, sizeof(a));
+	a.qp_state = SV_QPS_RTR;
+	memcpy(a.ah_attr.dgid, peer->gid, 16);
+	a.ah_attr.dport = peer->port;
+	a.ah_attr.port_num = 1;
+	a.path_mtu = SV_MTU_256;
+	a.dest_qp_num = peer->qp->qp_num;
+	a.rq_psn = peer->psn;
+	a.max_dest_rd_atomic = 4;
+	a.min_rnr_timer = 1;
+	cr_assert_eq(sv_modify_qp(s->qp, &a, SV_QP_STATE | SV_QP_AV | SV_QP_PATH_MTU |
+				  SV_QP_DEST_QPN | SV_QP_RQ_PSN | SV_QP_MAX_DEST_RD_ATOMIC |
+				  SV_QP_MIN_RNR_TIMER), 0);
+	memset(&a, 0, sizeof(a));
+	a.qp_state = SV_QPS_RTS;
+	a.sq_psn = s->psn;
+	a.timeout = 14;
+	a.retry_cnt = 7;
+	a.rnr_retry = 7;
+	a.max_rd_atomic = 4;
+	cr_assert_eq(sv_modify_qp(s->qp, &a, SV_QP_STATE | SV_QP_SQ_PSN | SV_QP_TIMEOUT |
+				  SV_QP_RETRY_CNT | SV_QP_RNR_RETRY | SV_QP_MAX_QP_RD_ATOMIC), 0);
+}
+
+static void wait_wcs(struct side *s, unsigned n)
+{
+	long end = (long)cap_now_ms() + WAIT_MS;
+	struct sv_wc wc;
+
+	while (n > 0) {
+		int r = sv_poll_cq(s->cq, 1, &wc);
+
+		cr_assert_geq(r, 0);
+		if (r == 1) {
+			cr_assert_eq(wc.status, SV_WC_SUCCESS, "wr %lu: %s",
+				     (unsigned long)wc.wr_id, sv_wc_status_str(wc.status));
+			n--;
+			continue;
+		}
+		cr_assert_lt((long)cap_now_ms(), end, "%u completions missing", n);
+		usleep(100);
+	}
+}
+
+static void post_recv(struct side *b, struct sv_qp *qp, unsigned k)
+{
+	struct sv_sge sge = { (uintptr_t)b->buf + 32768 + k * 2048, 2048, b->mr->lkey };
+	struct sv_recv_wr wr = { .wr_id = k, .sg_list = &sge, .num_sge = 1 }, *bad;
+
+	cr_assert_eq(sv_post_recv(qp, &wr, &bad), 0);
+}
+
+/* One signaled WR from a to b: len bytes at offset off of both buffers. */
+static void post(struct side *a, const struct side *b, enum sv_wr_opcode op, uint32_t off,
+		 uint32_t len)
+{
+	struct sv_sge sge = { (uintptr_t)a->buf + off, len, a->mr->lkey };
+	struct sv_send_wr wr = { 0 }, *bad;
+
+	wr.wr_id = off;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = op;
+	wr.send_flags = SV_SEND_SIGNALED;
+	wr.imm_data = htonl(0x6000 + off);
+	if (op == SV_WR_ATOMIC_CMP_AND_SWP || op == SV_WR_ATOMIC_FETCH_AND_ADD) {
+		wr.wr.atomic.remote_addr = (uintptr_t)b->buf + off;
+		wr.wr.atomic.rkey = b->mr->rkey;
+		wr.wr.atomic.compare_add = 5;
+		wr.wr.atomic.swap = 7;
+	} else {
+		wr.wr.rdma.remote_addr = (uintptr_t)b->buf + off;
+		wr.wr.rdma.rkey = b->mr->rkey;
+	}
+	cr_assert_eq(sv_post_send(a->qp, &wr, &bad), 0);
+}
+
+/* Session 1: every message kind, single- and multi-packet at PMTU 256. */
+static void run_rc_session(struct side *a, struct side *b)
+{
+	static const struct {
+		enum sv_wr_opcode op;
+		uint32_t len;
+		bool recv;		/* consumes a receive at b */
+	} ops[] = {
+		{ SV_WR_SEND, 1000, true },			/* FIRST, MIDDLE, LAST */
+		{ SV_WR_SEND, 10, true },			/* ONLY */
+		{ SV_WR_SEND_WITH_IMM, 10, true },		/* ONLY_WITH_IMMEDIATE */
+		{ SV_WR_SEND_WITH_IMM, 600, true },		/* LAST_WITH_IMMEDIATE */
+		{ SV_WR_RDMA_WRITE, 1000, false },		/* FIRST, MIDDLE, LAST */
+		{ SV_WR_RDMA_WRITE, 100, false },		/* ONLY */
+		{ SV_WR_RDMA_WRITE_WITH_IMM, 100, true },	/* ONLY_WITH_IMMEDIATE */
+		{ SV_WR_RDMA_WRITE_WITH_IMM, 600, true },	/* LAST_WITH_IMMEDIATE */
+		{ SV_WR_RDMA_READ, 1000, false },		/* responses FIRST .. LAST */
+		{ SV_WR_RDMA_READ, 100, false },		/* response ONLY */
+		{ SV_WR_ATOMIC_CMP_AND_SWP, 8, false },
+		{ SV_WR_ATOMIC_FETCH_AND_ADD, 8, false },
+	};
+	unsigned nrecv = 0;
+
+	for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)
+		if (ops[i].recv)
+			post_recv(b, b->qp, nrecv++);
+	for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
+		post(a, b, ops[i].op, (uint32_t)i * 2048, ops[i].len);
+		wait_wcs(a, 1);
+		if (ops[i].recv)
+			wait_wcs(b, 1);
+	}
+}
+
+static struct sv_cm_id *cm_event(struct side *s, enum sv_cm_event_type want)
+{
+	struct pollfd p = { .fd = sv_cm_channel_fd(s->ch), .events = POLLIN };
+	struct sv_cm_event *ev;
+	struct sv_cm_id *id;
+
+	cr_assert_eq(poll(&p, 1, WAIT_MS), 1, "no CM event (wanted %s)", sv_cm_event_str(want));
+	cr_assert_eq(sv_cm_get_event(s->ch, &ev), 0);
+	cr_assert_eq(ev->event, want, "got %s, wanted %s", sv_cm_event_str(ev->event),
+		     sv_cm_event_str(want));
+	id = ev->id;
+	cr_assert_eq(sv_cm_ack_event(ev), 0);
+	return id;
+}
+
+/* Session 2: a connects to b's listener on [::1]:7471 through the CM, sends one SEND and
+ * one UD SEND with immediate, and disconnects. Returns a's bound UDP port, which only b's
+ * QP knows (a fell back from the configured one). */
+static uint16_t run_cm_session(struct side *a, struct side *b)
+{
+	struct sockaddr_in6 sa = { .sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT,
+				   .sin6_port = htons(7471) };
+	struct sv_conn_param p = { .private_data = "v6-req", .private_data_len = 6,
+				   .responder_resources = 2, .initiator_depth = 2 };
+	struct sv_ah_attr aa = { .port_num = 1 };
+	struct sv_sge ss;
+	struct sv_send_wr sw = { .wr_id = 1, .sg_list = &ss, .num_sge = 1,
+				 .send_flags = SV_SEND_SIGNALED }, *bad;
+	struct sv_qp_attr at;
+	struct sv_ah *ah;
+
+	cr_assert_eq(sv_cm_listen(b->id, (struct sockaddr *)&sa, 2), 0);
+	cr_assert_eq(sv_cm_connect(a->id, a->qp, (struct sockaddr *)&sa, &p), 0);
+	b->conn = cm_event(b, SV_CM_EVENT_CONNECT_REQUEST);
+	cr_assert_eq(sv_cm_accept(b->conn, b->qp, &p), 0);
+	cm_event(a, SV_CM_EVENT_ESTABLISHED);
+	cm_event(b, SV_CM_EVENT_ESTABLISHED);
+
+	post_recv(b, b->qp, 0);
+	ss = (struct sv_sge){ (uintptr_t)a->buf, 200, a->mr->lkey };
+	sw.opcode = SV_WR_SEND;
+	cr_assert_eq(sv_post_send(a->qp, &sw, &bad), 0);
+	wait_wcs(a, 1);
+	wait_wcs(b, 1);
+
+	memcpy(aa.dgid, b->gid, 16);		/* dport 0: the configured port, b's */
+	cr_assert_eq(sv_create_ah(a->pd, &aa, &ah), 0);
+	post_recv(b, b->ud, 1);
+	ss.length = 100;
+	sw.opcode = SV_WR_SEND_WITH_IMM;
+	sw.imm_data = htonl(0x600d);
+	sw.wr.ud.ah = ah;
+	sw.wr.ud.remote_qpn = b->ud->qp_num;
+	sw.wr.ud.remote_qkey = UD_QKEY;
+	cr_assert_eq(sv_post_send(a->ud, &sw, &bad), 0);
+	wait_wcs(a, 1);
+	wait_wcs(b, 1);
+	cr_assert_eq(sv_destroy_ah(ah), 0);
+
+	cr_assert_eq(sv_query_qp(b->qp, &at, 0, NULL), 0);
+	cr_assert_eq(sv_cm_disconnect(a->id), 0);
+	cm_event(a, SV_CM_EVENT_DISCONNECTED);
+	cm_event(b, SV_CM_EVENT_DISCONNECTED);
+	cr_assert_neq(at.ah_attr.dport, a->port, "a did not fall back from its port");
+	return at.ah_attr.dport;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Our own reading of the capture.
+ */
+
+struct dgram {
+	struct sv_bth bth;
+	bool mad;
+	struct sv_cm_msg cm;
+};
+
+struct seen {
+	uint16_t ports[MAX_PORTS];	/* session datagrams go between these ports */
+	unsigned nports;
+	unsigned n;
+	struct dgram d[MAX_PKTS];
+	unsigned count[256];		/* by opcode */
+};
+
+static bool ours(const struct seen *s, uint16_t port)
+{
+	for (unsigned i = 0; i < s->nports; i++)
+		if (s->ports[i] == port)
+			return true;
+	return false;
+}
+
+/*
+ * The RoCEv2 ICRC over IPv6 computed with zlib alone from the captured bytes: 8 bytes of
+ * ones (the absent LRH); the IPv6 header with version kept and traffic class, flow label
+ * (the 28 bits after the version) and hop limit as ones; the UDP header with its checksum
+ * as ones; the BTH with byte 4 as ones; the rest of the packet up to the ICRC.
+ */
+static uint32_t icrc_by_zlib6(const uint8_t *ip6, const uint8_t *udp, size_t udp_len)
+{
+	static const uint8_t ones[8] = { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff };
+	uint8_t iph[40], udph[8], bth[12];
+	uLong c;
+
+	memcpy(iph, ip6, 40);
+	iph[0] |= 0x0f;
+	iph[1] = iph[2] = iph[3] = 0xff;
+	iph[7] = 0xff;
+	memcpy(udph, udp, 8);
+	udph[6] = udph[7] = 0xff;
+	memcpy(bth, udp + 8, 12);
+	bth[4] = 0xff;
+	c = crc32(0L, ones, 8);
+	c = crc32(c, iph, 40);
+	c = crc32(c, udph, 8);
+	c = crc32(c, bth, 12);
+	c = crc32(c, udp + 8 + 12, (uInt)(udp_len - 8 - 12 - 4));
+	return (uint32_t)c;
+}
+
+static void check_datagram(const uint8_t *ip6, size_t len, struct seen *s)
+{
+	struct sockaddr_in6 src = { .sin6_family = AF_INET6 }, dst = { .sin6_family = AF_INET6 };
+	const struct sv_ib_opinfo *oi;
+	struct sv_ib_pkt pkt;
+	const uint8_t *udp, *ib;
+	uint16_t sport, dport;
+	size_t ib_len;
+	struct dgram *d;
+	int rc;
+
+	cr_assert_geq(len, 40 + 8);
+	cr_assert_eq(ip6[0] >> 4, 6);
+	if (ip6[6] != IPPROTO_UDP)
+		return;				/* not a UDP datagram of ours */
+	udp = ip6 + 40;
+	sport = sv__get_be16(udp);
+	dport = sv__get_be16(udp + 2);
+	if (!ours(s, sport) || !ours(s, dport))
+		return;
+	cr_assert_eq(sv__get_be16(ip6 + 4), len - 40, "IPv6 payload length");
+	cr_assert_eq(sv__get_be16(udp + 4), len - 40, "UDP length");
+	cr_assert_arr_eq(ip6 + 8, lo6, 16, "source not ::1");
+	cr_assert_arr_eq(ip6 + 24, lo6, 16, "destination not ::1");
+	ib = udp + 8;
+	ib_len = len - 40 - 8;
+
+	cr_assert_lt(s->n, MAX_PKTS);
+	d = &s->d[s->n];
+	rc = sv__ib_pkt_decode(&pkt, ib, ib_len);
+	cr_assert_geq(rc, 0, "datagram %u (%zu bytes, opcode 0x%02x): decode %d", s->n, ib_len,
+		      ib_len ? ib[0] : 0, rc);
+	oi = sv__ib_opinfo(pkt.bth.opcode);
+	cr_assert_eq(pkt.bth.pkey, SV_PKEY_DEFAULT, "datagram %u", s->n);
+	cr_assert_eq(sv__ib_pkt_payload_check(&pkt, PMTU_BYTES), 0,
+		     "datagram %u: %s with %zu payload bytes at PMTU %u", s->n, oi->name,
+		     pkt.payload_len, PMTU_BYTES);
+	for (unsigned i = 0; i < pkt.bth.pad; i++)
+		cr_assert_eq(pkt.payload[pkt.payload_len + i], 0, "pad byte not zero");
+
+	memcpy(&src.sin6_addr, ip6 + 8, 16);
+	memcpy(&dst.sin6_addr, ip6 + 24, 16);
+	src.sin6_port = htons(sport);
+	dst.sin6_port = htons(dport);
+	cr_assert_eq(sv__icrc_verify((struct sockaddr *)&src, (struct sockaddr *)&dst, NULL, ib,
+				     ib_len), 0, "datagram %u (%s): ICRC mismatch", s->n,
+		     oi->name);
+	cr_assert_eq(sv__get_le32(ib + ib_len - 4), icrc_by_zlib6(ip6, udp, len - 40),
+		     "datagram %u (%s): ICRC differs from the one recomputed with zlib", s->n,
+		     oi->name);
+
+	d->bth = pkt.bth;
+	d->mad = pkt.bth.dest_qp == SV_GSI_QPN;
+	if (d->mad) {
+		cr_assert_eq(pkt.bth.opcode, SV_IB_UD | SV_IB_OP_SEND_ONLY, "datagram %u", s->n);
+		cr_assert_eq(pkt.deth.src_qp, SV_GSI_QPN);
+		cr_assert_eq(pkt.deth.qkey, SV_QP1_QKEY);
+		rc = sv__cm_decode(&d->cm, pkt.payload, pkt.payload_len);
+		cr_assert_eq(rc, SV_MAD_LEN, "datagram %u: CM MAD decode %d", s->n, rc);
+	}
+	s->n++;
+	s->count[pkt.bth.opcode]++;
+}
+
+static void read_capture(const char *path, struct seen *s)
+{
+	struct pcap_reader *r = malloc(sizeof(*r));
+	const uint8_t *ip;
+	size_t len;
+
+	cr_assert_not_null(r);
+	s->n = 0;
+	memset(s->count, 0, sizeof(s->count));
+	pcap_open(r, path);
+	while (pcap_next_ipv6(r, &ip, &len))
+		check_datagram(ip, len, s);
+	pcap_close(r);
+	free(r);
+}
+
+/* tshark over the same datagrams: nothing malformed, no expert error, and datagram by
+ * datagram the opcode and destination QP we decoded. */
+static void tshark_agrees(const char *path, const struct seen *s)
+{
+	char args[1024], dec[256] = "", ports[256] = "", *out, *line;
+	unsigned k = 0;
+
+	for (unsigned i = 0; i < s->nports; i++) {
+		size_t n = strlen(dec), m = strlen(ports);
+
+		snprintf(dec + n, sizeof(dec) - n, " -d udp.port==%u,infiniband", s->ports[i]);
+		snprintf(ports + m, sizeof(ports) - m, "%sudp.port == %u", i ? " || " : "",
+			 s->ports[i]);
+	}
+	snprintf(args, sizeof(args), "-r %s%s -Y 'ipv6 && (%s) && (_ws.malformed || "
+		 "_ws.expert.severity >= \"Error\")' -T fields -e frame.number -e _ws.malformed "
+		 "-e _ws.expert.message", path, dec, ports);
+	out = cap_tshark(args);
+	cr_assert_str_empty(out, "frames with errors (frame, malformed, message):\n%s", out);
+	free(out);
+
+	/* Both ports of a datagram must be ours, as check_datagram requires. */
+	snprintf(args, sizeof(args), "-r %s%s -Y 'ipv6 && infiniband' -T fields "
+		 "-E separator=/t -E occurrence=f -e udp.srcport -e udp.dstport "
+		 "-e infiniband.bth.opcode -e infiniband.bth.destqp", path, dec);
+	out = cap_tshark(args);
+	for (line = out; *line != '\0'; line = strchr(line, '\n') + 1) {
+		unsigned long sp, dp, op, qp;
+
+		cr_assert_not_null(strchr(line, '\n'));
+		cr_assert_eq(sscanf(line, "%lu\t%lu\t%li\t%li", &sp, &dp, &op, &qp), 4,
+			     "tshark line: %.80s", line);
+		if (!ours(s, (uint16_t)sp) || !ours(s, (uint16_t)dp))
+			continue;
+		cr_assert_lt(k, s->n, "tshark shows more datagrams than we read");
+		cr_assert_eq(op, s->d[k].bth.opcode, "datagram %u: tshark opcode 0x%lx", k, op);
+		cr_assert_eq(qp, s->d[k].bth.dest_qp, "datagram %u: tshark QP 0x%lx", k, qp);
+		k++;
+	}
+	cr_assert_eq(k, s->n, "tshark decoded %u datagrams as InfiniBand, we read %u", k, s->n);
+	free(out);
+}
+
+static struct seen seen;
+
+Test(wire_roce6, every_opcode_and_the_cm_over_ipv6, .timeout = 240)
+{
+	static const uint8_t need[] = {
+		0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0a, 0x0b, 0x0c,
+		0x0d, 0x0e, 0x0f, 0x10, 0x11, 0x12, 0x13, 0x14, 0x64, 0x65,
+	};
+	static const uint16_t mads[] = { SV_CM_ATTR_REQ, SV_CM_ATTR_REP, SV_CM_ATTR_RTU,
+					 SV_CM_ATTR_DREQ, SV_CM_ATTR_DREP };
+	struct sv_cm_ip_hdr ip;
+	struct capture cap;
+	char filter[160];
+	struct side a, b, c, d;
+	uint16_t cm_port;
+	unsigned k;
+
+	if (!cap_have_tools())
+		cr_skip_test("tshark/dumpcap not installed (apt-get install tshark)");
+	if (!have_ipv6())
+		cr_skip_test("IPv6 loopback (::1) unavailable: IPv6 wire test skipped");
+
+	side_open(&a, free_port6(), 0xfffff0);	/* PSNs wrap during the session */
+	side_open(&b, free_port6(), 0x000100);
+	to_rts(&a, &b);
+	to_rts(&b, &a);
+	cm_port = free_port6();
+	side_open(&d, cm_port, 0);		/* the listener owns the configured port */
+	side_open(&c, cm_port, 0);		/* and c falls back to a later one */
+	/* libpcap's "udp" matches IPv6 too; c's port lies in the range after cm_port. */
+	snprintf(filter, sizeof(filter), "udp port %u or udp port %u or udp portrange %u-%u",
+		 a.port, b.port, cm_port, cm_port + 31);
+	cap_start(&cap, filter);
+	run_rc_session(&a, &b);
+	seen.ports[0] = a.port;
+	seen.ports[1] = b.port;
+	seen.ports[2] = cm_port;
+	seen.ports[3] = run_cm_session(&c, &d);
+	seen.nports = 4;
+	cap_stop(&cap);
+
+	read_capture(cap.path, &seen);
+	cr_assert_gt(seen.n, 30, "only %u session datagrams captured", seen.n);
+	for (size_t i = 0; i < sizeof(need); i++)
+		cr_assert_gt(seen.count[need[i]], 0, "opcode 0x%02x never seen in the capture",
+			     need[i]);
+	for (size_t i = 0; i < sizeof(mads) / sizeof(mads[0]); i++) {
+		for (k = 0; k < seen.n && !(seen.d[k].mad && seen.d[k].cm.mad.attr_id == mads[i]);
+		     k++)
+			;
+		cr_assert_lt(k, seen.n, "no CM MAD 0x%04x captured", mads[i]);
+		if (mads[i] != SV_CM_ATTR_REQ)
+			continue;
+		/* The REQ describes the path by IPv6 GIDs and carries the rdma_cm IP header
+		 * for IPv6, addresses ::1, the service port the listener was given. */
+		cr_assert_eq(seen.d[k].cm.req.local_qpn, c.qp->qp_num);
+		cr_assert_arr_eq(seen.d[k].cm.req.primary.local_gid, lo6, 16);
+		cr_assert_arr_eq(seen.d[k].cm.req.primary.remote_gid, lo6, 16);
+		cr_assert_eq(seen.d[k].cm.req.service_id, sv__cm_service_id(7471));
+		cr_assert_eq(sv__cm_ip_hdr_decode(&ip, seen.d[k].cm.req.private_data,
+						  SV_CM_REQ_PRIVATE_LEN), SV_CM_IP_HDR_LEN);
+		cr_assert_eq(ip.ip_version, 6);
+		cr_assert_arr_eq(ip.src_addr, lo6, 16);
+		cr_assert_arr_eq(ip.dst_addr, lo6, 16);
+		cr_assert_arr_eq(seen.d[k].cm.req.private_data + SV_CM_IP_HDR_LEN, "v6-req", 6);
+	}
+	tshark_agrees(cap.path, &seen);
+
+	side_close(&a);
+	side_close(&b);
+	side_close(&c);
+	side_close(&d);
+	cap_cleanup(&cap);
+}
