@@ -909,16 +909,59 @@ int sv__roce_cm_ud_listen(struct sv_context *ctx, void *cm, const struct sockadd
 	return listen_ps(ctx, cm, addr, ps, lep);
 }
 
+/*
+ * The active side's endpoint towards d, in state st: a fresh local CM port of port space
+ * ps, and the peer device's QP1, which is its socket at the address on our configured
+ * port.
+ */
+static int active_ep(struct sv__rctx *rc, void *cm, const union sv__roce_addr *d, uint16_t ps,
+		     enum ep_state st, struct sv__tep **out)
+{
+	struct sv__tep *ep;
+	uint16_t port;
+
+	if (!(port = ephemeral(rc, ps)))
+		return -EADDRINUSE;
+	if (!(ep = ep_new(rc, st)))
+		return -ENOMEM;
+	ep->cm = cm;
+	ep->ps = ps;
+	local_addr(rc, port, &ep->local);
+	ep->peer = *d;
+	ep->gsi = *d;
+	sv__roce_addr_set_port(&ep->gsi, rc->dport_default);
+	*out = ep;
+	return 0;
+}
+
+/* The private data of a REQ or SIDR_REQ from ep: the rdma_cm IP header (version of the
+ * peer's family), then the application's bytes. */
+static int put_ip_private(const struct sv__tep *ep, const struct sv__conn_param *param,
+			  uint8_t *priv, size_t cap)
+{
+	struct sv_cm_ip_hdr ip = {
+		.ip_version = ep->peer.sa.sa_family == AF_INET6 ? 6 : 4,
+		.src_port = sv__roce_addr_port(&ep->local),
+	};
+	int r;
+
+	ip_hdr_addr(ip.src_addr, &ep->local);
+	ip_hdr_addr(ip.dst_addr, &ep->peer);
+	if ((r = sv__cm_ip_hdr_encode(priv, cap, &ip)) < 0)
+		return r;
+	if (param->priv_len)
+		memcpy(priv + SV_CM_IP_HDR_LEN, param->priv, param->priv_len);
+	return 0;
+}
+
 /* SIDR_REQ (IBA 12.11.1) for the UD QP behind dst's service port in port space ps. */
 int sv__roce_cm_ud_resolve(struct sv_context *ctx, void *cm, const struct sockaddr *dst,
 			   uint16_t ps, const struct sv__conn_param *param, struct sv__tep **out)
 {
 	struct sv__rctx *rc = sv__ctx_tctx(ctx);
-	struct sv_cm_ip_hdr ip = { .ip_version = 4 };
 	union sv__roce_addr d;
 	struct sv_cm_msg *m;
 	struct sv__tep *ep;
-	uint16_t port;
 	int r;
 
 	if ((r = cm_addr(rc, dst, &d)) < 0)
@@ -928,36 +971,20 @@ int sv__roce_cm_ud_resolve(struct sv_context *ctx, void *cm, const struct sockad
 			SV_CM_SIDR_IP_PRIVATE_MAX);
 		return -EINVAL;
 	}
-	if (!(port = ephemeral(rc, ps)))
-		return -EADDRINUSE;
 	if (!(m = calloc(1, sizeof(*m))))
 		return -ENOMEM;
-	if (!(ep = ep_new(rc, EP_SIDR_SENT))) {
+	if ((r = active_ep(rc, cm, &d, ps, EP_SIDR_SENT, &ep)) < 0) {
 		free(m);
-		return -ENOMEM;
+		return r;
 	}
-	ep->cm = cm;
-	ep->ps = ps;
 	ep->sidr = true;
-	local_addr(rc, port, &ep->local);
-	ep->peer = d;
-	ep->gsi = d;
-	sv__roce_addr_set_port(&ep->gsi, rc->dport_default);
 	sv__cm_mad_init(m, SV_CM_ATTR_SIDR_REQ, (uint64_t)ep->local_id << 32 | rnd(rc));
 	m->sidr_req.request_id = ep->local_id;
 	m->sidr_req.pkey = SV_PKEY_DEFAULT;
 	m->sidr_req.service_id = sv__cm_service_id_ps(ps, sv__roce_addr_port(&d));
-	if (d.sa.sa_family == AF_INET6)
-		ip.ip_version = 6;
-	ip.src_port = port;
-	ip_hdr_addr(ip.src_addr, &rc->local);
-	ip_hdr_addr(ip.dst_addr, &d);
-	if ((r = sv__cm_ip_hdr_encode(m->sidr_req.private_data, SV_CM_SIDR_REQ_PRIVATE_LEN,
-				      &ip)) < 0)
-		goto err;
-	if (param->priv_len)
-		memcpy(m->sidr_req.private_data + SV_CM_IP_HDR_LEN, param->priv, param->priv_len);
-	if ((r = ep_send(ep, m, true)) < 0)
+	if ((r = put_ip_private(ep, param, m->sidr_req.private_data,
+				SV_CM_SIDR_REQ_PRIVATE_LEN)) < 0 ||
+	    (r = ep_send(ep, m, true)) < 0)
 		goto err;
 	free(m);
 	*out = ep;
@@ -1000,11 +1027,9 @@ int sv__roce_cm_connect(struct sv_qp *qp, void *cm, const struct sockaddr *dst,
 			const struct sv__conn_param *param, struct sv__tep **out)
 {
 	struct sv__rctx *rc = sv__ctx_tctx(qp->context);
-	struct sv_cm_ip_hdr ip = { .ip_version = 4 };
 	union sv__roce_addr d;
 	struct sv_cm_msg *m;
 	struct sv__tep *ep;
-	uint16_t port;
 	int r;
 
 	if ((r = cm_addr(rc, dst, &d)) < 0)
@@ -1016,20 +1041,12 @@ int sv__roce_cm_connect(struct sv_qp *qp, void *cm, const struct sockaddr *dst,
 			SV_CM_IP_PRIVATE_MAX);
 		return -EINVAL;
 	}
-	if (!(port = ephemeral(rc, SV_CMA_PS_TCP)))
-		return -EADDRINUSE;
 	if (!(m = calloc(1, sizeof(*m))))
 		return -ENOMEM;
-	if (!(ep = ep_new(rc, EP_REQ_SENT))) {
+	if ((r = active_ep(rc, cm, &d, SV_CMA_PS_TCP, EP_REQ_SENT, &ep)) < 0) {
 		free(m);
-		return -ENOMEM;
+		return r;
 	}
-	ep->cm = cm;
-	local_addr(rc, port, &ep->local);
-	ep->peer = d;
-	/* The peer device's QP1 is its socket at the address, on our configured port. */
-	ep->gsi = d;
-	sv__roce_addr_set_port(&ep->gsi, rc->dport_default);
 	ep->psn = rand24(rc);
 	ep->ird = param->ird;
 	ep->ord = param->ord;
@@ -1060,17 +1077,10 @@ int sv__roce_cm_connect(struct sv_qp *qp, void *cm, const struct sockaddr *dst,
 	m->req.primary.hop_limit = 64;
 	m->req.primary.subnet_local = true;
 	m->req.primary.local_ack_timeout = CM_ACK_TIMEOUT;
-	if (d.sa.sa_family == AF_INET6)
-		ip.ip_version = 6;
-	ip.src_port = port;
-	ip_hdr_addr(ip.src_addr, &rc->local);
-	ip_hdr_addr(ip.dst_addr, &d);
-	if ((r = sv__cm_ip_hdr_encode(m->req.private_data, SV_CM_REQ_PRIVATE_LEN, &ip)) < 0)
+	if ((r = put_ip_private(ep, param, m->req.private_data, SV_CM_REQ_PRIVATE_LEN)) < 0)
 		goto err;
 	if (rc->sr)
 		m->req.private_data[1] |= SV__CM_HDR_SR;
-	if (param->priv_len)
-		memcpy(m->req.private_data + SV_CM_IP_HDR_LEN, param->priv, param->priv_len);
 	if ((r = ep_send(ep, m, true)) < 0)
 		goto err;
 	free(m);
