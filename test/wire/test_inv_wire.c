@@ -36,6 +36,7 @@
 #include <criterion/criterion.h>
 
 #include "capture_util.h"
+#include "pair_util.h"
 #include "softverbs.h"
 #include "wire/byteorder.h"
 #include "wire/ib_hdr.h"
@@ -43,95 +44,8 @@
 #define BUF_LEN 16384
 #define WAIT_MS 8000
 
-struct side {
-	struct sv_context *ctx;
-	struct sv_pd *pd;
-	struct sv_cq *cq;
-	struct sv_qp *qp;
-	struct sv_mr *mr;
-	uint8_t *buf;
-	uint8_t gid[16];
-	uint16_t port;
-	uint32_t psn;
-};
-
-static void side_open(struct side *s, uint32_t psn)
-{
-	struct sv_device_opts o;
-	struct sv_qp_init_attr ia = { 0 };
-	int rc = -1;
-
-	memset(s, 0, sizeof(*s));
-	sv_device_opts_init(&o);
-	o.transport = SV_TRANSPORT_UDP;
-	strcpy(o.bind_addr, "127.0.0.1");
-	for (int i = 0; i < 5 && rc < 0; i++) {
-		o.port = cap_free_port(SOCK_DGRAM);
-		rc = sv_open_device(&o, &s->ctx);
-	}
-	cr_assert_eq(rc, 0, "open: %s", sv_strerror(rc));
-	s->port = o.port;
-	s->psn = psn;
-	cr_assert_eq(sv_query_gid(s->ctx, 1, 0, s->gid), 0);
-	cr_assert_eq(sv_alloc_pd(s->ctx, &s->pd), 0);
-	cr_assert_eq(sv_create_cq(s->ctx, 64, NULL, NULL, 0, &s->cq), 0);
-	ia.send_cq = ia.recv_cq = s->cq;
-	ia.qp_type = SV_QPT_RC;
-	ia.cap.max_send_wr = 16;
-	ia.cap.max_recv_wr = 16;
-	ia.cap.max_send_sge = 1;
-	ia.cap.max_recv_sge = 1;
-	cr_assert_eq(sv_create_qp(s->pd, &ia, &s->qp), 0);
-	s->buf = aligned_alloc(4096, BUF_LEN);
-	cr_assert_not_null(s->buf);
-	memset(s->buf, 0x5c, BUF_LEN);
-	cr_assert_eq(sv_reg_mr(s->pd, s->buf, BUF_LEN, SV_ACCESS_LOCAL_WRITE |
-			       SV_ACCESS_REMOTE_READ | SV_ACCESS_MW_BIND, &s->mr), 0);
-}
-
-static void to_rts(struct side *s, const struct side *peer)
-{
-	struct sv_qp_attr a;
-
-	memset(&a, 0, sizeof(a));
-	a.qp_state = SV_QPS_INIT;
-	a.qp_access_flags = SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_READ;
-	a.port_num = 1;
-	cr_assert_eq(sv_modify_qp(s->qp, &a, SV_QP_STATE | SV_QP_PKEY_INDEX | SV_QP_PORT |
-				  SV_QP_ACCESS_FLAGS), 0);
-	memset(&a, 0, sizeof(a));
-	a.qp_state = SV_QPS_RTR;
-	memcpy(a.ah_attr.dgid, peer->gid, 16);
-	a.ah_attr.dport = peer->port;
-	a.ah_attr.port_num = 1;
-	a.path_mtu = SV_MTU_256;
-	a.dest_qp_num = peer->qp->qp_num;
-	a.rq_psn = peer->psn;
-	a.max_dest_rd_atomic = 4;
-	a.min_rnr_timer = 1;
-	cr_assert_eq(sv_modify_qp(s->qp, &a, SV_QP_STATE | SV_QP_AV | SV_QP_PATH_MTU |
-				  SV_QP_DEST_QPN | SV_QP_RQ_PSN | SV_QP_MAX_DEST_RD_ATOMIC |
-				  SV_QP_MIN_RNR_TIMER), 0);
-	memset(&a, 0, sizeof(a));
-	a.qp_state = SV_QPS_RTS;
-	a.sq_psn = s->psn;
-	a.timeout = 14;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	a.max_rd_atomic = 4;
-	cr_assert_eq(sv_modify_qp(s->qp, &a, SV_QP_STATE | SV_QP_SQ_PSN | SV_QP_TIMEOUT |
-				  SV_QP_RETRY_CNT | SV_QP_RNR_RETRY | SV_QP_MAX_QP_RD_ATOMIC), 0);
-}
-
-static void side_close(struct side *s)
-{
-	cr_assert_eq(sv_destroy_qp(s->qp), 0);
-	cr_assert_eq(sv_dereg_mr(s->mr), 0);
-	cr_assert_eq(sv_destroy_cq(s->cq), 0);
-	cr_assert_eq(sv_dealloc_pd(s->pd), 0);
-	cr_assert_eq(sv_close_device(s->ctx), 0);
-	free(s->buf);
-}
+/* The UDP sides' buffers: windows are bound on them and peers only read through them. */
+#define INV_ACCESS (SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_READ | SV_ACCESS_MW_BIND)
 
 static struct sv_wc next_wc(struct sv_cq *cq)
 {
@@ -252,10 +166,10 @@ Test(wire_inv, send_with_invalidate_on_udp, .timeout = 180)
 
 	if (!cap_have_tools())
 		cr_skip_test("tshark/dumpcap not installed (apt-get install tshark)");
-	side_open(&a, 0x10);
-	side_open(&b, 0x200);
-	to_rts(&a, &b);
-	to_rts(&b, &a);
+	side_open(&a, "127.0.0.1", 0, 0x10, INV_ACCESS);
+	side_open(&b, "127.0.0.1", 0, 0x200, INV_ACCESS);
+	side_to_rts(&a, &b, INV_ACCESS);
+	side_to_rts(&b, &a, INV_ACCESS);
 	snprintf(filter, sizeof(filter), "udp port %u or udp port %u", a.port, b.port);
 	cap_start(&cap, filter);
 

@@ -40,199 +40,17 @@
 #include <criterion/criterion.h>
 
 #include "capture_util.h"
+#include "pair_util.h"
 #include "crypto/icrc.h"
 #include "softverbs.h"
 #include "wire/byteorder.h"
 #include "wire/ib_cm.h"
 #include "wire/ib_hdr.h"
 
-#define BUF_LEN 65536
 #define PMTU_BYTES 256
+#define ALL_ACCESS (SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_WRITE | SV_ACCESS_REMOTE_READ | \
+		    SV_ACCESS_REMOTE_ATOMIC)
 #define MAX_PKTS 4096
-
-/* ---------------------------------------------------------------------------------------
- * Two UDP-transport endpoints on loopback, connected out of band.
- */
-
-struct side {
-	struct sv_context *ctx;
-	struct sv_pd *pd;
-	struct sv_cq *cq;
-	struct sv_qp *qp;
-	struct sv_mr *mr;
-	uint8_t *buf;
-	uint8_t gid[16];
-	uint16_t port;
-	uint32_t psn;
-};
-
-static void side_open(struct side *s, uint32_t psn)
-{
-	struct sv_device_opts o;
-	struct sv_qp_init_attr ia = { 0 };
-	int rc = -1;
-
-	memset(s, 0, sizeof(*s));
-	sv_device_opts_init(&o);
-	o.transport = SV_TRANSPORT_UDP;
-	strcpy(o.bind_addr, "127.0.0.1");
-	for (int i = 0; i < 5 && rc < 0; i++) {
-		o.port = cap_free_port(SOCK_DGRAM);
-		rc = sv_open_device(&o, &s->ctx);
-	}
-	cr_assert_eq(rc, 0, "open: %s", sv_strerror(rc));
-	s->port = o.port;
-	s->psn = psn;
-	cr_assert_eq(sv_query_gid(s->ctx, 1, 0, s->gid), 0);
-	cr_assert_eq(sv_alloc_pd(s->ctx, &s->pd), 0);
-	cr_assert_eq(sv_create_cq(s->ctx, 64, NULL, NULL, 0, &s->cq), 0);
-	ia.send_cq = ia.recv_cq = s->cq;
-	ia.qp_type = SV_QPT_RC;
-	ia.cap.max_send_wr = 32;
-	ia.cap.max_recv_wr = 32;
-	ia.cap.max_send_sge = 1;
-	ia.cap.max_recv_sge = 1;
-	cr_assert_eq(sv_create_qp(s->pd, &ia, &s->qp), 0);
-	s->buf = aligned_alloc(4096, BUF_LEN);
-	cr_assert_not_null(s->buf);
-	for (size_t i = 0; i < BUF_LEN; i++)
-		s->buf[i] = (uint8_t)(i * 31 + psn);
-	cr_assert_eq(sv_reg_mr(s->pd, s->buf, BUF_LEN, SV_ACCESS_LOCAL_WRITE |
-			       SV_ACCESS_REMOTE_WRITE | SV_ACCESS_REMOTE_READ |
-			       SV_ACCESS_REMOTE_ATOMIC, &s->mr), 0);
-}
-
-static void to_rts(struct side *s, const struct side *peer)
-{
-	struct sv_qp_attr a;
-
-	memset(&a, 0, sizeof(a));
-	a.qp_state = SV_QPS_INIT;
-	a.qp_access_flags = SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_WRITE |
-			    SV_ACCESS_REMOTE_READ | SV_ACCESS_REMOTE_ATOMIC;
-	a.port_num = 1;
-	cr_assert_eq(sv_modify_qp(s->qp, &a, SV_QP_STATE | SV_QP_PKEY_INDEX | SV_QP_PORT |
-				  SV_QP_ACCESS_FLAGS), 0);
-	memset(&a, 0, sizeof(a));
-	a.qp_state = SV_QPS_RTR;
-	memcpy(a.ah_attr.dgid, peer->gid, 16);
-	a.ah_attr.dport = peer->port;
-	a.ah_attr.port_num = 1;
-	a.path_mtu = SV_MTU_256;
-	a.dest_qp_num = peer->qp->qp_num;
-	a.rq_psn = peer->psn;
-	a.max_dest_rd_atomic = 4;
-	a.min_rnr_timer = 1;
-	cr_assert_eq(sv_modify_qp(s->qp, &a, SV_QP_STATE | SV_QP_AV | SV_QP_PATH_MTU |
-				  SV_QP_DEST_QPN | SV_QP_RQ_PSN | SV_QP_MAX_DEST_RD_ATOMIC |
-				  SV_QP_MIN_RNR_TIMER), 0);
-	memset(&a, 0, sizeof(a));
-	a.qp_state = SV_QPS_RTS;
-	a.sq_psn = s->psn;
-	a.timeout = 14;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	a.max_rd_atomic = 4;
-	cr_assert_eq(sv_modify_qp(s->qp, &a, SV_QP_STATE | SV_QP_SQ_PSN | SV_QP_TIMEOUT |
-				  SV_QP_RETRY_CNT | SV_QP_RNR_RETRY | SV_QP_MAX_QP_RD_ATOMIC), 0);
-}
-
-static void side_close(struct side *s)
-{
-	cr_assert_eq(sv_destroy_qp(s->qp), 0);
-	cr_assert_eq(sv_dereg_mr(s->mr), 0);
-	cr_assert_eq(sv_destroy_cq(s->cq), 0);
-	cr_assert_eq(sv_dealloc_pd(s->pd), 0);
-	cr_assert_eq(sv_close_device(s->ctx), 0);
-	free(s->buf);
-}
-
-static void wait_wcs(struct side *s, unsigned n)
-{
-	long end = (long)cap_now_ms() + 10000;
-	struct sv_wc wc;
-
-	while (n > 0) {
-		int r = sv_poll_cq(s->cq, 1, &wc);
-
-		cr_assert_geq(r, 0);
-		if (r == 1) {
-			cr_assert_eq(wc.status, SV_WC_SUCCESS, "wr %lu: %s",
-				     (unsigned long)wc.wr_id, sv_wc_status_str(wc.status));
-			n--;
-			continue;
-		}
-		cr_assert_lt((long)cap_now_ms(), end, "%u completions missing", n);
-		usleep(100);
-	}
-}
-
-/* Posts one signaled WR from a to b: len bytes at offset off of both buffers. */
-static void post(struct side *a, const struct side *b, enum sv_wr_opcode op, uint32_t off,
-		 uint32_t len)
-{
-	struct sv_sge sge = { (uintptr_t)a->buf + off, len, a->mr->lkey };
-	struct sv_send_wr wr = { 0 }, *bad;
-
-	wr.wr_id = off;
-	wr.sg_list = &sge;
-	wr.num_sge = 1;
-	wr.opcode = op;
-	wr.send_flags = SV_SEND_SIGNALED;
-	wr.imm_data = htonl(0x1000 + off);
-	if (op == SV_WR_ATOMIC_CMP_AND_SWP || op == SV_WR_ATOMIC_FETCH_AND_ADD) {
-		wr.wr.atomic.remote_addr = (uintptr_t)b->buf + off;
-		wr.wr.atomic.rkey = b->mr->rkey;
-		wr.wr.atomic.compare_add = 5;
-		wr.wr.atomic.swap = 7;
-	} else {
-		wr.wr.rdma.remote_addr = (uintptr_t)b->buf + off;
-		wr.wr.rdma.rkey = b->mr->rkey;
-	}
-	cr_assert_eq(sv_post_send(a->qp, &wr, &bad), 0);
-}
-
-/* The session: every message kind, single- and multi-packet at PMTU 256. */
-static void run_session(struct side *a, struct side *b)
-{
-	static const struct {
-		enum sv_wr_opcode op;
-		uint32_t len;
-		bool recv;		/* consumes a receive at b */
-	} ops[] = {
-		{ SV_WR_SEND, 1000, true },			/* FIRST, MIDDLE, LAST */
-		{ SV_WR_SEND, 10, true },			/* ONLY */
-		{ SV_WR_SEND_WITH_IMM, 10, true },		/* ONLY_WITH_IMMEDIATE */
-		{ SV_WR_SEND_WITH_IMM, 600, true },		/* LAST_WITH_IMMEDIATE */
-		{ SV_WR_RDMA_WRITE, 1000, false },		/* FIRST, MIDDLE, LAST */
-		{ SV_WR_RDMA_WRITE, 100, false },		/* ONLY */
-		{ SV_WR_RDMA_WRITE_WITH_IMM, 100, true },	/* ONLY_WITH_IMMEDIATE */
-		{ SV_WR_RDMA_WRITE_WITH_IMM, 600, true },	/* LAST_WITH_IMMEDIATE */
-		{ SV_WR_RDMA_READ, 1000, false },		/* responses FIRST .. LAST */
-		{ SV_WR_RDMA_READ, 100, false },		/* response ONLY */
-		{ SV_WR_ATOMIC_CMP_AND_SWP, 8, false },
-		{ SV_WR_ATOMIC_FETCH_AND_ADD, 8, false },
-	};
-	unsigned nrecv = 0;
-
-	for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
-		if (!ops[i].recv)
-			continue;
-		struct sv_sge sge = { (uintptr_t)b->buf + 32768 + nrecv * 2048, 2048,
-				      b->mr->lkey };
-		struct sv_recv_wr wr = { .wr_id = nrecv, .sg_list = &sge, .num_sge = 1 }, *bad;
-
-		cr_assert_eq(sv_post_recv(b->qp, &wr, &bad), 0);
-		nrecv++;
-	}
-	/* One at a time, so that each message's packets are easy to tell apart. */
-	for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
-		post(a, b, ops[i].op, (uint32_t)i * 2048, ops[i].len);
-		wait_wcs(a, 1);
-		if (ops[i].recv)
-			wait_wcs(b, 1);
-	}
-}
 
 /* ---------------------------------------------------------------------------------------
  * Our own reading of the capture.
@@ -484,13 +302,13 @@ Test(wire_roce, rc_session_every_opcode, .timeout = 180)
 	if (!cap_have_tools())
 		cr_skip_test("tshark/dumpcap not installed (apt-get install tshark)");
 
-	side_open(&a, 0xfffff0);	/* PSNs wrap during the session */
-	side_open(&b, 0x000100);
-	to_rts(&a, &b);
-	to_rts(&b, &a);
+	side_open(&a, "127.0.0.1", 0, 0xfffff0, ALL_ACCESS);	/* PSNs wrap during the session */
+	side_open(&b, "127.0.0.1", 0, 0x000100, ALL_ACCESS);
+	side_to_rts(&a, &b, ALL_ACCESS);
+	side_to_rts(&b, &a, ALL_ACCESS);
 	snprintf(filter, sizeof(filter), "udp port %u or udp port %u", a.port, b.port);
 	cap_start(&cap, filter);
-	run_session(&a, &b);
+	run_rc_session(&a, &b);
 	cap_stop(&cap);
 
 	seen.p1 = a.port;
@@ -535,21 +353,21 @@ Test(wire_roce, rnr_nak_and_access_error, .timeout = 180)
 
 	if (!cap_have_tools())
 		cr_skip_test("tshark/dumpcap not installed (apt-get install tshark)");
-	side_open(&a, 0x000010);
-	side_open(&b, 0x000020);
-	to_rts(&a, &b);
-	to_rts(&b, &a);
+	side_open(&a, "127.0.0.1", 0, 0x000010, ALL_ACCESS);
+	side_open(&b, "127.0.0.1", 0, 0x000020, ALL_ACCESS);
+	side_to_rts(&a, &b, ALL_ACCESS);
+	side_to_rts(&b, &a, ALL_ACCESS);
 	snprintf(filter, sizeof(filter), "udp port %u or udp port %u", a.port, b.port);
 	cap_start(&cap, filter);
 
-	post(&a, &b, SV_WR_SEND, 0, 600);
+	side_post(&a, &b, SV_WR_SEND, 0, 600);
 	usleep(20 * 1000);
 	rsge = (struct sv_sge){ (uintptr_t)b.buf + 32768, 2048, b.mr->lkey };
 	rwr.sg_list = &rsge;
 	rwr.num_sge = 1;
 	cr_assert_eq(sv_post_recv(b.qp, &rwr, &rbad), 0);
-	wait_wcs(&a, 1);
-	wait_wcs(&b, 1);
+	wait_cq(a.cq, 1);
+	wait_cq(b.cq, 1);
 
 	sge = (struct sv_sge){ (uintptr_t)a.buf, 64, a.mr->lkey };
 	wr.wr_id = 99;
@@ -588,7 +406,6 @@ Test(wire_roce, rnr_nak_and_access_error, .timeout = 180)
  */
 
 #define UD_QKEY 0x11223344u
-#define WAIT_MS 5000
 
 struct cmside {
 	struct sv_context *ctx;
@@ -656,10 +473,10 @@ static void cm_side_open(struct cmside *s, uint16_t port)
 	at.qp_state = SV_QPS_RTS;
 	at.sq_psn = 0x123;
 	cr_assert_eq(sv_modify_qp(s->ud, &at, SV_QP_STATE | SV_QP_SQ_PSN), 0);
-	s->buf = aligned_alloc(4096, BUF_LEN);
+	s->buf = aligned_alloc(4096, PAIR_BUF_LEN);
 	cr_assert_not_null(s->buf);
-	memset(s->buf, 0x5a, BUF_LEN);
-	cr_assert_eq(sv_reg_mr(s->pd, s->buf, BUF_LEN, SV_ACCESS_LOCAL_WRITE |
+	memset(s->buf, 0x5a, PAIR_BUF_LEN);
+	cr_assert_eq(sv_reg_mr(s->pd, s->buf, PAIR_BUF_LEN, SV_ACCESS_LOCAL_WRITE |
 			       SV_ACCESS_REMOTE_WRITE | SV_ACCESS_REMOTE_READ, &s->mr), 0);
 	cr_assert_eq(sv_cm_create_channel(&s->ch), 0);
 	cr_assert_eq(sv_cm_create_id(s->ch, s->ctx, s, &s->id), 0);
@@ -683,43 +500,6 @@ static void cm_side_close(struct cmside *s)
 	free(s->buf);
 }
 
-/* Waits for the next CM event on s, which must be want, and acks it; returns its id. */
-static struct sv_cm_id *cm_event(struct cmside *s, enum sv_cm_event_type want)
-{
-	struct pollfd p = { .fd = sv_cm_channel_fd(s->ch), .events = POLLIN };
-	struct sv_cm_event *ev;
-	struct sv_cm_id *id;
-
-	cr_assert_eq(poll(&p, 1, WAIT_MS), 1, "no CM event (wanted %s)", sv_cm_event_str(want));
-	cr_assert_eq(sv_cm_get_event(s->ch, &ev), 0);
-	cr_assert_eq(ev->event, want, "got %s, wanted %s", sv_cm_event_str(ev->event),
-		     sv_cm_event_str(want));
-	id = ev->id;
-	cr_assert_eq(sv_cm_ack_event(ev), 0);
-	return id;
-}
-
-/* Waits for n successful completions on cq. */
-static void wait_cq(struct sv_cq *cq, unsigned n)
-{
-	long end = (long)cap_now_ms() + WAIT_MS;
-	struct sv_wc wc;
-
-	while (n > 0) {
-		int r = sv_poll_cq(cq, 1, &wc);
-
-		cr_assert_geq(r, 0);
-		if (r == 1) {
-			cr_assert_eq(wc.status, SV_WC_SUCCESS, "wr %lu: %s",
-				     (unsigned long)wc.wr_id, sv_wc_status_str(wc.status));
-			n--;
-			continue;
-		}
-		cr_assert_lt((long)cap_now_ms(), end, "%u completions missing", n);
-		usleep(100);
-	}
-}
-
 /* Refused once (no listener on port 4242), then connected, two UD datagrams, disconnected.
  * Returns the listener's service port. */
 static uint16_t run_cm_session(struct cmside *a, struct cmside *b)
@@ -736,7 +516,7 @@ static uint16_t run_cm_session(struct cmside *a, struct cmside *b)
 
 	dst.sin_port = htons(4242);
 	cr_assert_eq(sv_cm_connect(a->id2, a->qp2, (struct sockaddr *)&dst, &rq), 0);
-	cm_event(a, SV_CM_EVENT_UNREACHABLE);	/* nobody listens: refused */
+	wait_cm_event(a->ch, SV_CM_EVENT_UNREACHABLE);	/* nobody listens: refused */
 
 	dst.sin_port = 0;
 	cr_assert_eq(sv_cm_listen(b->id, (struct sockaddr *)&dst, 4), 0);
@@ -744,10 +524,10 @@ static uint16_t run_cm_session(struct cmside *a, struct cmside *b)
 	service = ntohs(((struct sockaddr_in *)&ss)->sin_port);
 	dst.sin_port = htons(service);
 	cr_assert_eq(sv_cm_connect(a->id, a->qp, (struct sockaddr *)&dst, &rq), 0);
-	b->conn = cm_event(b, SV_CM_EVENT_CONNECT_REQUEST);
+	b->conn = wait_cm_event(b->ch, SV_CM_EVENT_CONNECT_REQUEST);
 	cr_assert_eq(sv_cm_accept(b->conn, b->qp, &rp), 0);
-	cm_event(a, SV_CM_EVENT_ESTABLISHED);
-	cm_event(b, SV_CM_EVENT_ESTABLISHED);
+	wait_cm_event(a->ch, SV_CM_EVENT_ESTABLISHED);
+	wait_cm_event(b->ch, SV_CM_EVENT_ESTABLISHED);
 
 	memcpy(aa.dgid, b->gid, 16);
 	cr_assert_eq(sv_create_ah(a->pd, &aa, &ah), 0);
@@ -771,10 +551,10 @@ static uint16_t run_cm_session(struct cmside *a, struct cmside *b)
 	cr_assert_eq(sv_destroy_ah(ah), 0);
 
 	cr_assert_eq(sv_cm_disconnect(a->id), 0);
-	cm_event(a, SV_CM_EVENT_DISCONNECTED);
-	cm_event(b, SV_CM_EVENT_DISCONNECTED);
-	cm_event(a, SV_CM_EVENT_TIMEWAIT_EXIT);
-	cm_event(b, SV_CM_EVENT_TIMEWAIT_EXIT);
+	wait_cm_event(a->ch, SV_CM_EVENT_DISCONNECTED);
+	wait_cm_event(b->ch, SV_CM_EVENT_DISCONNECTED);
+	wait_cm_event(a->ch, SV_CM_EVENT_TIMEWAIT_EXIT);
+	wait_cm_event(b->ch, SV_CM_EVENT_TIMEWAIT_EXIT);
 	return service;
 }
 

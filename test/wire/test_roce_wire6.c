@@ -36,36 +36,23 @@
 #include <criterion/criterion.h>
 
 #include "capture_util.h"
+#include "pair_util.h"
 #include "crypto/icrc.h"
 #include "softverbs.h"
 #include "wire/byteorder.h"
 #include "wire/ib_cm.h"
 #include "wire/ib_hdr.h"
 
-#define BUF_LEN 65536
 #define PMTU_BYTES 256
 #define MAX_PKTS 4096
 #define MAX_PORTS 4
 #define UD_QKEY 0x66778899u
-#define WAIT_MS 10000
+#define ALL_ACCESS (SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_WRITE | SV_ACCESS_REMOTE_READ | \
+		    SV_ACCESS_REMOTE_ATOMIC)
 
 static const uint8_t lo6[16] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1 };
 
 /* One device context on ::1 with an RC QP, a UD QP and a CM id. */
-struct side {
-	struct sv_context *ctx;
-	struct sv_pd *pd;
-	struct sv_cq *cq;
-	struct sv_qp *qp, *ud;
-	struct sv_mr *mr;
-	uint8_t *buf;
-	uint8_t gid[16];
-	uint16_t port;			/* configured (opts.port) */
-	uint32_t psn;
-	struct sv_cm_channel *ch;
-	struct sv_cm_id *id, *conn;
-};
-
 static bool have_ipv6(void)
 {
 	struct sockaddr_in6 a = { .sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT };
@@ -92,32 +79,19 @@ static uint16_t free_port6(void)
 	return port;
 }
 
-static void side_open(struct side *s, uint16_t port, uint32_t psn)
+/* A side on [::1]:port (a device that finds the port taken falls back to a later one)
+ * with, beside its RC QP, a UD QP in RTS and a CM id. */
+static void side_open6(struct side *s, uint16_t port, uint32_t psn)
 {
-	struct sv_device_opts o;
 	struct sv_qp_init_attr ia = { 0 };
 	struct sv_qp_attr at;
-	int rc;
 
-	memset(s, 0, sizeof(*s));
-	sv_device_opts_init(&o);
-	o.transport = SV_TRANSPORT_UDP;
-	strcpy(o.bind_addr, "::1");
-	o.port = port;
-	rc = sv_open_device(&o, &s->ctx);
-	cr_assert_eq(rc, 0, "open [::1]:%u: %s", port, sv_strerror(rc));
-	s->port = port;
-	s->psn = psn;
-	cr_assert_eq(sv_query_gid(s->ctx, 1, 0, s->gid), 0);
+	side_open(s, "::1", port, psn, ALL_ACCESS);
 	cr_assert_arr_eq(s->gid, lo6, 16);
-	cr_assert_eq(sv_alloc_pd(s->ctx, &s->pd), 0);
-	cr_assert_eq(sv_create_cq(s->ctx, 64, NULL, NULL, 0, &s->cq), 0);
 	ia.send_cq = ia.recv_cq = s->cq;
-	ia.qp_type = SV_QPT_RC;
+	ia.qp_type = SV_QPT_UD;
 	ia.cap.max_send_wr = ia.cap.max_recv_wr = 32;
 	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
-	cr_assert_eq(sv_create_qp(s->pd, &ia, &s->qp), 0);
-	ia.qp_type = SV_QPT_UD;
 	cr_assert_eq(sv_create_qp(s->pd, &ia, &s->ud), 0);
 	memset(&at, 0, sizeof(at));
 	at.qp_state = SV_QPS_INIT;
@@ -130,168 +104,8 @@ static void side_open(struct side *s, uint16_t port, uint32_t psn)
 	at.qp_state = SV_QPS_RTS;
 	at.sq_psn = 0x321;
 	cr_assert_eq(sv_modify_qp(s->ud, &at, SV_QP_STATE | SV_QP_SQ_PSN), 0);
-	s->buf = aligned_alloc(4096, BUF_LEN);
-	cr_assert_not_null(s->buf);
-	for (size_t i = 0; i < BUF_LEN; i++)
-		s->buf[i] = (uint8_t)(i * 29 + psn);
-	cr_assert_eq(sv_reg_mr(s->pd, s->buf, BUF_LEN, SV_ACCESS_LOCAL_WRITE |
-			       SV_ACCESS_REMOTE_WRITE | SV_ACCESS_REMOTE_READ |
-			       SV_ACCESS_REMOTE_ATOMIC, &s->mr), 0);
 	cr_assert_eq(sv_cm_create_channel(&s->ch), 0);
 	cr_assert_eq(sv_cm_create_id(s->ch, s->ctx, s, &s->id), 0);
-}
-
-static void side_close(struct side *s)
-{
-	if (s->conn)
-		cr_assert_eq(sv_cm_destroy_id(s->conn), 0);
-	cr_assert_eq(sv_cm_destroy_id(s->id), 0);
-	cr_assert_eq(sv_cm_destroy_channel(s->ch), 0);
-	cr_assert_eq(sv_destroy_qp(s->ud), 0);
-	cr_assert_eq(sv_destroy_qp(s->qp), 0);
-	cr_assert_eq(sv_dereg_mr(s->mr), 0);
-	cr_assert_eq(sv_destroy_cq(s->cq), 0);
-	cr_assert_eq(sv_dealloc_pd(s->pd), 0);
-	cr_assert_eq(sv_close_device(s->ctx), 0);
-	free(s->buf);
-}
-
-/* Out-of-band INIT -> RTR -> RTS towards peer, path MTU 256. */
-static void to_rts(struct side *s, const struct side *peer)
-{
-	struct sv_qp_attr a;
-
-	memset(&a, 0, sizeof(a));
-	a.qp_state = SV_QPS_INIT;
-	a.qp_access_flags = SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_WRITE |
-			    SV_ACCESS_REMOTE_READ | SV_ACCESS_REMOTE_ATOMIC;
-	a.port_num = 1;
-	cr_assert_eq(sv_modify_qp(s->qp, &a, SV_QP_STATE | SV_QP_PKEY_INDEX | SV_QP_PORT |
-				  SV_QP_ACCESS_FLAGS), 0);
-	memset(&a, 0, sizeof(a));
-	a.qp_state = SV_QPS_RTR;
-	memcpy(a.ah_attr.dgid, peer->gid, 16);
-	a.ah_attr.dport = peer->port;
-	a.ah_attr.port_num = 1;
-	a.path_mtu = SV_MTU_256;
-	a.dest_qp_num = peer->qp->qp_num;
-	a.rq_psn = peer->psn;
-	a.max_dest_rd_atomic = 4;
-	a.min_rnr_timer = 1;
-	cr_assert_eq(sv_modify_qp(s->qp, &a, SV_QP_STATE | SV_QP_AV | SV_QP_PATH_MTU |
-				  SV_QP_DEST_QPN | SV_QP_RQ_PSN | SV_QP_MAX_DEST_RD_ATOMIC |
-				  SV_QP_MIN_RNR_TIMER), 0);
-	memset(&a, 0, sizeof(a));
-	a.qp_state = SV_QPS_RTS;
-	a.sq_psn = s->psn;
-	a.timeout = 14;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	a.max_rd_atomic = 4;
-	cr_assert_eq(sv_modify_qp(s->qp, &a, SV_QP_STATE | SV_QP_SQ_PSN | SV_QP_TIMEOUT |
-				  SV_QP_RETRY_CNT | SV_QP_RNR_RETRY | SV_QP_MAX_QP_RD_ATOMIC), 0);
-}
-
-static void wait_wcs(struct side *s, unsigned n)
-{
-	long end = (long)cap_now_ms() + WAIT_MS;
-	struct sv_wc wc;
-
-	while (n > 0) {
-		int r = sv_poll_cq(s->cq, 1, &wc);
-
-		cr_assert_geq(r, 0);
-		if (r == 1) {
-			cr_assert_eq(wc.status, SV_WC_SUCCESS, "wr %lu: %s",
-				     (unsigned long)wc.wr_id, sv_wc_status_str(wc.status));
-			n--;
-			continue;
-		}
-		cr_assert_lt((long)cap_now_ms(), end, "%u completions missing", n);
-		usleep(100);
-	}
-}
-
-static void post_recv(struct side *b, struct sv_qp *qp, unsigned k)
-{
-	struct sv_sge sge = { (uintptr_t)b->buf + 32768 + k * 2048, 2048, b->mr->lkey };
-	struct sv_recv_wr wr = { .wr_id = k, .sg_list = &sge, .num_sge = 1 }, *bad;
-
-	cr_assert_eq(sv_post_recv(qp, &wr, &bad), 0);
-}
-
-/* One signaled WR from a to b: len bytes at offset off of both buffers. */
-static void post(struct side *a, const struct side *b, enum sv_wr_opcode op, uint32_t off,
-		 uint32_t len)
-{
-	struct sv_sge sge = { (uintptr_t)a->buf + off, len, a->mr->lkey };
-	struct sv_send_wr wr = { 0 }, *bad;
-
-	wr.wr_id = off;
-	wr.sg_list = &sge;
-	wr.num_sge = 1;
-	wr.opcode = op;
-	wr.send_flags = SV_SEND_SIGNALED;
-	wr.imm_data = htonl(0x6000 + off);
-	if (op == SV_WR_ATOMIC_CMP_AND_SWP || op == SV_WR_ATOMIC_FETCH_AND_ADD) {
-		wr.wr.atomic.remote_addr = (uintptr_t)b->buf + off;
-		wr.wr.atomic.rkey = b->mr->rkey;
-		wr.wr.atomic.compare_add = 5;
-		wr.wr.atomic.swap = 7;
-	} else {
-		wr.wr.rdma.remote_addr = (uintptr_t)b->buf + off;
-		wr.wr.rdma.rkey = b->mr->rkey;
-	}
-	cr_assert_eq(sv_post_send(a->qp, &wr, &bad), 0);
-}
-
-/* Session 1: every message kind, single- and multi-packet at PMTU 256. */
-static void run_rc_session(struct side *a, struct side *b)
-{
-	static const struct {
-		enum sv_wr_opcode op;
-		uint32_t len;
-		bool recv;		/* consumes a receive at b */
-	} ops[] = {
-		{ SV_WR_SEND, 1000, true },			/* FIRST, MIDDLE, LAST */
-		{ SV_WR_SEND, 10, true },			/* ONLY */
-		{ SV_WR_SEND_WITH_IMM, 10, true },		/* ONLY_WITH_IMMEDIATE */
-		{ SV_WR_SEND_WITH_IMM, 600, true },		/* LAST_WITH_IMMEDIATE */
-		{ SV_WR_RDMA_WRITE, 1000, false },		/* FIRST, MIDDLE, LAST */
-		{ SV_WR_RDMA_WRITE, 100, false },		/* ONLY */
-		{ SV_WR_RDMA_WRITE_WITH_IMM, 100, true },	/* ONLY_WITH_IMMEDIATE */
-		{ SV_WR_RDMA_WRITE_WITH_IMM, 600, true },	/* LAST_WITH_IMMEDIATE */
-		{ SV_WR_RDMA_READ, 1000, false },		/* responses FIRST .. LAST */
-		{ SV_WR_RDMA_READ, 100, false },		/* response ONLY */
-		{ SV_WR_ATOMIC_CMP_AND_SWP, 8, false },
-		{ SV_WR_ATOMIC_FETCH_AND_ADD, 8, false },
-	};
-	unsigned nrecv = 0;
-
-	for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)
-		if (ops[i].recv)
-			post_recv(b, b->qp, nrecv++);
-	for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
-		post(a, b, ops[i].op, (uint32_t)i * 2048, ops[i].len);
-		wait_wcs(a, 1);
-		if (ops[i].recv)
-			wait_wcs(b, 1);
-	}
-}
-
-static struct sv_cm_id *cm_event(struct side *s, enum sv_cm_event_type want)
-{
-	struct pollfd p = { .fd = sv_cm_channel_fd(s->ch), .events = POLLIN };
-	struct sv_cm_event *ev;
-	struct sv_cm_id *id;
-
-	cr_assert_eq(poll(&p, 1, WAIT_MS), 1, "no CM event (wanted %s)", sv_cm_event_str(want));
-	cr_assert_eq(sv_cm_get_event(s->ch, &ev), 0);
-	cr_assert_eq(ev->event, want, "got %s, wanted %s", sv_cm_event_str(ev->event),
-		     sv_cm_event_str(want));
-	id = ev->id;
-	cr_assert_eq(sv_cm_ack_event(ev), 0);
-	return id;
 }
 
 /* Session 2: a connects to b's listener on [::1]:7471 through the CM, sends one SEND and
@@ -312,21 +126,21 @@ static uint16_t run_cm_session(struct side *a, struct side *b)
 
 	cr_assert_eq(sv_cm_listen(b->id, (struct sockaddr *)&sa, 2), 0);
 	cr_assert_eq(sv_cm_connect(a->id, a->qp, (struct sockaddr *)&sa, &p), 0);
-	b->conn = cm_event(b, SV_CM_EVENT_CONNECT_REQUEST);
+	b->conn = wait_cm_event(b->ch, SV_CM_EVENT_CONNECT_REQUEST);
 	cr_assert_eq(sv_cm_accept(b->conn, b->qp, &p), 0);
-	cm_event(a, SV_CM_EVENT_ESTABLISHED);
-	cm_event(b, SV_CM_EVENT_ESTABLISHED);
+	wait_cm_event(a->ch, SV_CM_EVENT_ESTABLISHED);
+	wait_cm_event(b->ch, SV_CM_EVENT_ESTABLISHED);
 
-	post_recv(b, b->qp, 0);
+	side_post_recv(b, b->qp, 0);
 	ss = (struct sv_sge){ (uintptr_t)a->buf, 200, a->mr->lkey };
 	sw.opcode = SV_WR_SEND;
 	cr_assert_eq(sv_post_send(a->qp, &sw, &bad), 0);
-	wait_wcs(a, 1);
-	wait_wcs(b, 1);
+	wait_cq(a->cq, 1);
+	wait_cq(b->cq, 1);
 
 	memcpy(aa.dgid, b->gid, 16);		/* dport 0: the configured port, b's */
 	cr_assert_eq(sv_create_ah(a->pd, &aa, &ah), 0);
-	post_recv(b, b->ud, 1);
+	side_post_recv(b, b->ud, 1);
 	ss.length = 100;
 	sw.opcode = SV_WR_SEND_WITH_IMM;
 	sw.imm_data = htonl(0x600d);
@@ -334,14 +148,14 @@ static uint16_t run_cm_session(struct side *a, struct side *b)
 	sw.wr.ud.remote_qpn = b->ud->qp_num;
 	sw.wr.ud.remote_qkey = UD_QKEY;
 	cr_assert_eq(sv_post_send(a->ud, &sw, &bad), 0);
-	wait_wcs(a, 1);
-	wait_wcs(b, 1);
+	wait_cq(a->cq, 1);
+	wait_cq(b->cq, 1);
 	cr_assert_eq(sv_destroy_ah(ah), 0);
 
 	cr_assert_eq(sv_query_qp(b->qp, &at, 0, NULL), 0);
 	cr_assert_eq(sv_cm_disconnect(a->id), 0);
-	cm_event(a, SV_CM_EVENT_DISCONNECTED);
-	cm_event(b, SV_CM_EVENT_DISCONNECTED);
+	wait_cm_event(a->ch, SV_CM_EVENT_DISCONNECTED);
+	wait_cm_event(b->ch, SV_CM_EVENT_DISCONNECTED);
 	cr_assert_neq(at.ah_attr.dport, a->port, "a did not fall back from its port");
 	return at.ah_attr.dport;
 }
@@ -545,13 +359,13 @@ Test(wire_roce6, every_opcode_and_the_cm_over_ipv6, .timeout = 240)
 	if (!have_ipv6())
 		cr_skip_test("IPv6 loopback (::1) unavailable: IPv6 wire test skipped");
 
-	side_open(&a, free_port6(), 0xfffff0);	/* PSNs wrap during the session */
-	side_open(&b, free_port6(), 0x000100);
-	to_rts(&a, &b);
-	to_rts(&b, &a);
+	side_open6(&a, free_port6(), 0xfffff0);	/* PSNs wrap during the session */
+	side_open6(&b, free_port6(), 0x000100);
+	side_to_rts(&a, &b, ALL_ACCESS);
+	side_to_rts(&b, &a, ALL_ACCESS);
 	cm_port = free_port6();
-	side_open(&d, cm_port, 0);		/* the listener owns the configured port */
-	side_open(&c, cm_port, 0);		/* and c falls back to a later one */
+	side_open6(&d, cm_port, 0);		/* the listener owns the configured port */
+	side_open6(&c, cm_port, 0);		/* and c falls back to a later one */
 	/* libpcap's "udp" matches IPv6 too; c's port lies in the range after cm_port. */
 	snprintf(filter, sizeof(filter), "udp port %u or udp port %u or udp portrange %u-%u",
 		 a.port, b.port, cm_port, cm_port + 31);
