@@ -27,8 +27,7 @@ uint32_t ru_crc(const uint8_t *p, size_t n)
 	return (uint32_t)crc32(0, p, (uInt)n);
 }
 
-/* A UDP port free right now on the loopback address of family (bind port 0, read it back). */
-static uint16_t free_port(int family)
+uint16_t ru_free_port(int family)
 {
 	struct sockaddr_storage ss = { .ss_family = (sa_family_t)family };
 	struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
@@ -81,7 +80,7 @@ void ru_open_at(struct rside *s, const char *bind_addr, int retx, const char *im
 		snprintf(o.impair, sizeof(o.impair), "%s", impair);
 	/* Retry with another port if a concurrent test took ours in between. */
 	for (int i = 0; i < 5 && rc < 0; i++) {
-		o.port = free_port(strchr(bind_addr, ':') ? AF_INET6 : AF_INET);
+		o.port = ru_free_port(strchr(bind_addr, ':') ? AF_INET6 : AF_INET);
 		rc = sv_open_device(&o, &s->ctx);
 	}
 	cr_assert_eq(rc, 0, "open: %s", sv_strerror(rc));

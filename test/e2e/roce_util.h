@@ -37,6 +37,8 @@ void ru_open(struct rside *s, int retx, const char *impair, size_t buflen, uint3
 /* The same on bind_addr ("::1" for IPv6), on a port free there. */
 void ru_open_at(struct rside *s, const char *bind_addr, int retx, const char *impair,
 		size_t buflen, uint32_t depth);
+/* A UDP port free right now on the loopback address (127.0.0.1 or ::1) of family. */
+uint16_t ru_free_port(int family);
 /* Whether a UDP socket can bind ::1 (IPv6 loopback configured). */
 bool ru_have_ipv6_loopback(void);
 /* Moves s (in RESET) to RTS towards peer. */

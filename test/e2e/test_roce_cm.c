@@ -22,6 +22,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "roce_util.h"
 #include "softverbs.h"
 
 #define BUF (1u << 20)
@@ -41,22 +42,6 @@ struct cside {
 };
 
 static struct cside a, b;
-
-static uint16_t free_udp_port(void)
-{
-	struct sockaddr_in s = { .sin_family = AF_INET };
-	socklen_t l = sizeof(s);
-	int fd = socket(AF_INET, SOCK_DGRAM, 0);
-	uint16_t port;
-
-	cr_assert(fd >= 0);
-	s.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	cr_assert_eq(bind(fd, (struct sockaddr *)&s, sizeof(s)), 0);
-	cr_assert_eq(getsockname(fd, (struct sockaddr *)&s, &l), 0);
-	port = ntohs(s.sin_port);
-	close(fd);
-	return port;
-}
 
 static void side_open_opts(struct cside *s, uint16_t port, int retx, const char *impair)
 {
@@ -118,7 +103,7 @@ static void side_close(struct cside *s)
 
 static void setup(void)
 {
-	uint16_t port = free_udp_port();
+	uint16_t port = ru_free_port(AF_INET);
 
 	side_open(&a, port);
 	side_open(&b, port);
@@ -407,7 +392,7 @@ TestSuite(roce_cm_mixed, .timeout = 120);
 Test(roce_cm_mixed, passive_follows_the_requesters_loss_recovery)
 {
 	const uint32_t n = 512u << 10;
-	uint16_t port = free_udp_port();
+	uint16_t port = ru_free_port(AF_INET);
 
 	side_open_opts(&a, port, SV_RETX_SR, "loss=0.03,reorder=0.02,seed=11");
 	side_open_opts(&b, port, SV_RETX_GBN, "loss=0.03,reorder=0.02,seed=12");
@@ -491,7 +476,7 @@ Test(roce_cm_lossy, handshake_and_close_survive_loss)
 {
 	for (int round = 0; round < 4; round++) {
 		char imp[96];
-		uint16_t port = free_udp_port();
+		uint16_t port = ru_free_port(AF_INET);
 		struct sv_cm_event *ev;
 
 		snprintf(imp, sizeof(imp), "loss=0.2,dup=0.1,reorder=0.1,seed=%d", 100 + round);

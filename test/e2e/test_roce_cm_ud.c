@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "roce_util.h"
 #include "softverbs.h"
 
 #define BUF 65536
@@ -42,22 +43,6 @@ struct uside {
 };
 
 static struct uside a, b;
-
-static uint16_t free_udp_port(void)
-{
-	struct sockaddr_in s = { .sin_family = AF_INET };
-	socklen_t l = sizeof(s);
-	int fd = socket(AF_INET, SOCK_DGRAM, 0);
-	uint16_t port;
-
-	cr_assert(fd >= 0);
-	s.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	cr_assert_eq(bind(fd, (struct sockaddr *)&s, sizeof(s)), 0);
-	cr_assert_eq(getsockname(fd, (struct sockaddr *)&s, &l), 0);
-	port = ntohs(s.sin_port);
-	close(fd);
-	return port;
-}
 
 static void side_open(struct uside *s, uint16_t port, const char *impair)
 {
@@ -122,7 +107,7 @@ static void side_close(struct uside *s)
 
 static void open_pair(const char *imp_a, const char *imp_b)
 {
-	uint16_t port = free_udp_port();
+	uint16_t port = ru_free_port(AF_INET);
 
 	side_open(&a, port, imp_a);
 	side_open(&b, port, imp_b);
