@@ -940,6 +940,25 @@ static int client_bw(struct perf *p)
 	return 0;
 }
 
+/*
+ * Ping-pong: before data WR i goes out, polls until fewer than `depth` data WRs are
+ * outstanding. The loop notices the peer's WRITE in memory, not on the CQ, so it can go
+ * on for many rounds without polling while the progress thread completes each WR it
+ * posted; those completions must not outgrow the CQ (an overrun puts the QP in ERR).
+ */
+static int reap_sends(struct perf *p, uint64_t i)
+{
+	int rc;
+
+	while (i - p->done >= p->depth) {
+		if ((rc = progress(p)) < 0)
+			return rc;
+		if (rc == 0 && (rc = check_deadline(p, "waiting for a send completion")) < 0)
+			return rc;
+	}
+	return 0;
+}
+
 /* Waits (busy) until ping-pong reply i is there: the last byte of the target region for
  * WRITE, a receive completion for SEND and WRITE_IMM. */
 static int wait_reply(struct perf *p, uint64_t i)
@@ -1019,6 +1038,8 @@ static int client_lat(struct perf *p)
 		if (is_pingpong(c)) {
 			size_t src = c->op == OP_WRITE || c->op == OP_WRITE_IMM ? 2 * size : 0;
 
+			if ((rc = reap_sends(p, i)) < 0)
+				return rc;
 			stamp(p->buf + src + (i & 1) * size, size, i);
 			t0 = now_ns();
 			if ((rc = post_data(p, i, 1)) < 0)
@@ -1160,6 +1181,8 @@ static int server_pingpong(struct perf *p)
 			return rc;
 		if (rc == 1)
 			break;
+		if ((rc = reap_sends(p, i)) < 0)
+			return rc;
 		stamp(p->buf + src + (i & 1) * c->size, (size_t)c->size, i);
 		if ((rc = post_data(p, i, 1)) < 0)
 			return rc;
