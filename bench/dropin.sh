@@ -62,7 +62,11 @@ loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
 
 # pair NAME LIMIT SERVER-CMD... -- CLIENT-ARGS...: runs the server command in the
 # background and the same command plus the client arguments in the foreground; the
-# client's output goes to $tmp/NAME.out, the server's to $tmp/NAME.srv.
+# client's output goes to $tmp/NAME.out, the server's to $tmp/NAME.srv. A client argument
+# @server stands for the address an svperf server announces ("connect to ADDR"): on UDP
+# the IP names the device, which is 127.0.0.1 only if no other process holds
+# 127.0.0.1:4791 (wire/roce.c falls back to 127.0.0.2 and up), and a client sent to
+# 127.0.0.1 then reaches that other process and is refused.
 pair() {
 	name=$1 lim=$2
 	shift 2
@@ -76,8 +80,16 @@ pair() {
 	timeout "$lim" $srv >"$tmp/$name.srv" 2>&1 &
 	spid=$!
 	sleep 0.5
+	cli=""
+	for a in "$@"; do
+		if [ "$a" = @server ]; then
+			a=$(sed -n 's/.*(connect to \([^)]*\)).*/\1/p' "$tmp/$name.srv")
+			[ -n "$a" ] || a=127.0.0.1
+		fi
+		cli="$cli $a"
+	done
 	# shellcheck disable=SC2086
-	timeout "$lim" $srv "$@" >"$tmp/$name.out" 2>&1 ||
+	timeout "$lim" $srv $cli >"$tmp/$name.out" 2>&1 ||
 		echo "dropin.sh: $name: client exited with status $?" >&2
 	wait "$spid" 2>/dev/null || echo "dropin.sh: $name: server exited with status $?" >&2
 	spid=""
@@ -114,11 +126,11 @@ for tr in tcp udp; do
 	for s in $sizes; do
 		p=$(free_port)
 		pair "sv_${tr}_bw_$s" 300 "$build/svperf" --transport "$tr" -p "$p" -- \
-			--op write --mode bw -s "$s" -n "$iters" --depth 128 --json 127.0.0.1
+			--op write --mode bw -s "$s" -n "$iters" --depth 128 --json @server
 	done
 	p=$(free_port)
 	pair "sv_${tr}_lat8" 300 "$build/svperf" --transport "$tr" -p "$p" -- \
-		--op write --mode lat -s 8 -n "$lat_iters" --json 127.0.0.1
+		--op write --mode lat -s 8 -n "$lat_iters" --json @server
 done
 load_after=$(loadavg)
 
