@@ -41,6 +41,7 @@
 
 #include "capture_util.h"
 #include "pair_util.h"
+#include "roce_util.h"
 #include "crypto/icrc.h"
 #include "softverbs.h"
 #include "wire/byteorder.h"
@@ -407,104 +408,45 @@ Test(wire_roce, rnr_nak_and_access_error, .timeout = 180)
 
 #define UD_QKEY 0x11223344u
 
-struct cmside {
-	struct sv_context *ctx;
-	struct sv_pd *pd;
-	struct sv_cq *cq;
-	struct sv_qp *qp;		/* RC, connected by the CM */
+/* A device of the CM session: beside what ru_cm_open() makes, a second RC QP and id for
+ * the refused attempt and a UD QP. */
+struct cmpeer {
+	struct cmside s;		/* its QP is the one the CM connects */
 	struct sv_qp *qp2;		/* RC, for the refused attempt (active side) */
-	struct sv_qp *ud;
-	struct sv_mr *mr;
-	uint8_t *buf;
-	uint8_t gid[16];
-	struct in_addr ip;
-	struct sv_cm_channel *ch;
-	struct sv_cm_id *id;		/* listener (passive) or connection (active) */
 	struct sv_cm_id *id2;		/* active: the refused attempt */
-	struct sv_cm_id *conn;		/* passive: the accepted connection */
+	struct sv_qp *ud;
 };
 
-static struct sv_qp *cm_rc_qp(struct cmside *s)
+static void cm_side_open(struct cmpeer *p, uint16_t port)
 {
 	struct sv_qp_init_attr ia = { 0 };
-	struct sv_qp *qp;
 
-	ia.send_cq = ia.recv_cq = s->cq;
+	memset(p, 0, sizeof(*p));
+	ru_cm_open(&p->s, port, -1, NULL, SV_QPT_RC, SV_CM_PS_TCP, PAIR_BUF_LEN,
+		   SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_WRITE | SV_ACCESS_REMOTE_READ);
+	memset(p->s.buf, 0x5a, PAIR_BUF_LEN);
+	ia.send_cq = ia.recv_cq = p->s.cq;
 	ia.qp_type = SV_QPT_RC;
 	ia.cap.max_send_wr = ia.cap.max_recv_wr = 8;
 	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
-	cr_assert_eq(sv_create_qp(s->pd, &ia, &qp), 0);
-	return qp;
+	cr_assert_eq(sv_create_qp(p->s.pd, &ia, &p->qp2), 0);
+	cr_assert_eq(sv_cm_create_id(p->s.ch, p->s.ctx, p, &p->id2), 0);
+	p->ud = ru_ud_qp(p->s.pd, p->s.cq, UD_QKEY, 0x123);
 }
 
-static void cm_side_open(struct cmside *s, uint16_t port)
+static void cm_side_close(struct cmpeer *p)
 {
-	struct sv_device_opts o;
-	struct sv_qp_init_attr ia = { 0 };
-	struct sv_qp_attr at;
-	int rc;
-
-	memset(s, 0, sizeof(*s));
-	sv_device_opts_init(&o);
-	o.transport = SV_TRANSPORT_UDP;
-	o.bind_addr[0] = '\0';		/* 127.0.0.1, .2, ...: whichever is free on port */
-	o.port = port;
-	rc = sv_open_device(&o, &s->ctx);
-	cr_assert_eq(rc, 0, "open: %s", sv_strerror(rc));
-	cr_assert_eq(sv_query_gid(s->ctx, 1, 0, s->gid), 0);
-	memcpy(&s->ip, s->gid + 12, 4);
-	cr_assert_eq(sv_alloc_pd(s->ctx, &s->pd), 0);
-	cr_assert_eq(sv_create_cq(s->ctx, 64, NULL, NULL, 0, &s->cq), 0);
-	s->qp = cm_rc_qp(s);
-	s->qp2 = cm_rc_qp(s);
-	ia.send_cq = ia.recv_cq = s->cq;
-	ia.qp_type = SV_QPT_UD;
-	ia.cap.max_send_wr = ia.cap.max_recv_wr = 8;
-	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
-	cr_assert_eq(sv_create_qp(s->pd, &ia, &s->ud), 0);
-	memset(&at, 0, sizeof(at));
-	at.qp_state = SV_QPS_INIT;
-	at.port_num = 1;
-	at.qkey = UD_QKEY;
-	cr_assert_eq(sv_modify_qp(s->ud, &at, SV_QP_STATE | SV_QP_PKEY_INDEX | SV_QP_PORT |
-				  SV_QP_QKEY), 0);
-	at.qp_state = SV_QPS_RTR;
-	cr_assert_eq(sv_modify_qp(s->ud, &at, SV_QP_STATE), 0);
-	at.qp_state = SV_QPS_RTS;
-	at.sq_psn = 0x123;
-	cr_assert_eq(sv_modify_qp(s->ud, &at, SV_QP_STATE | SV_QP_SQ_PSN), 0);
-	s->buf = aligned_alloc(4096, PAIR_BUF_LEN);
-	cr_assert_not_null(s->buf);
-	memset(s->buf, 0x5a, PAIR_BUF_LEN);
-	cr_assert_eq(sv_reg_mr(s->pd, s->buf, PAIR_BUF_LEN, SV_ACCESS_LOCAL_WRITE |
-			       SV_ACCESS_REMOTE_WRITE | SV_ACCESS_REMOTE_READ, &s->mr), 0);
-	cr_assert_eq(sv_cm_create_channel(&s->ch), 0);
-	cr_assert_eq(sv_cm_create_id(s->ch, s->ctx, s, &s->id), 0);
-	cr_assert_eq(sv_cm_create_id(s->ch, s->ctx, s, &s->id2), 0);
-}
-
-static void cm_side_close(struct cmside *s)
-{
-	if (s->conn)
-		cr_assert_eq(sv_cm_destroy_id(s->conn), 0);
-	cr_assert_eq(sv_cm_destroy_id(s->id2), 0);
-	cr_assert_eq(sv_cm_destroy_id(s->id), 0);
-	cr_assert_eq(sv_cm_destroy_channel(s->ch), 0);
-	cr_assert_eq(sv_destroy_qp(s->ud), 0);
-	cr_assert_eq(sv_destroy_qp(s->qp2), 0);
-	cr_assert_eq(sv_destroy_qp(s->qp), 0);
-	cr_assert_eq(sv_dereg_mr(s->mr), 0);
-	cr_assert_eq(sv_destroy_cq(s->cq), 0);
-	cr_assert_eq(sv_dealloc_pd(s->pd), 0);
-	cr_assert_eq(sv_close_device(s->ctx), 0);
-	free(s->buf);
+	cr_assert_eq(sv_cm_destroy_id(p->id2), 0);
+	cr_assert_eq(sv_destroy_qp(p->ud), 0);
+	cr_assert_eq(sv_destroy_qp(p->qp2), 0);
+	ru_cm_close(&p->s);
 }
 
 /* Refused once (no listener on port 4242), then connected, two UD datagrams, disconnected.
  * Returns the listener's service port. */
-static uint16_t run_cm_session(struct cmside *a, struct cmside *b)
+static uint16_t run_cm_session(struct cmpeer *a, struct cmpeer *b)
 {
-	struct sockaddr_in dst = { .sin_family = AF_INET, .sin_addr = b->ip };
+	struct sockaddr_in dst = { .sin_family = AF_INET, .sin_addr = b->s.ip };
 	struct sv_conn_param rq = { .private_data = "req-data-from-a", .private_data_len = 15,
 				    .responder_resources = 4, .initiator_depth = 4 };
 	struct sv_conn_param rp = { .private_data = "rep-data-from-b", .private_data_len = 15,
@@ -516,25 +458,25 @@ static uint16_t run_cm_session(struct cmside *a, struct cmside *b)
 
 	dst.sin_port = htons(4242);
 	cr_assert_eq(sv_cm_connect(a->id2, a->qp2, (struct sockaddr *)&dst, &rq), 0);
-	wait_cm_event(a->ch, SV_CM_EVENT_UNREACHABLE);	/* nobody listens: refused */
+	wait_cm_event(a->s.ch, SV_CM_EVENT_UNREACHABLE);	/* nobody listens: refused */
 
 	dst.sin_port = 0;
-	cr_assert_eq(sv_cm_listen(b->id, (struct sockaddr *)&dst, 4), 0);
-	cr_assert_eq(sv_cm_local_addr(b->id, &ss), 0);
+	cr_assert_eq(sv_cm_listen(b->s.id, (struct sockaddr *)&dst, 4), 0);
+	cr_assert_eq(sv_cm_local_addr(b->s.id, &ss), 0);
 	service = ntohs(((struct sockaddr_in *)&ss)->sin_port);
 	dst.sin_port = htons(service);
-	cr_assert_eq(sv_cm_connect(a->id, a->qp, (struct sockaddr *)&dst, &rq), 0);
-	b->conn = wait_cm_event(b->ch, SV_CM_EVENT_CONNECT_REQUEST);
-	cr_assert_eq(sv_cm_accept(b->conn, b->qp, &rp), 0);
-	wait_cm_event(a->ch, SV_CM_EVENT_ESTABLISHED);
-	wait_cm_event(b->ch, SV_CM_EVENT_ESTABLISHED);
+	cr_assert_eq(sv_cm_connect(a->s.id, a->s.qp, (struct sockaddr *)&dst, &rq), 0);
+	b->s.conn = wait_cm_event(b->s.ch, SV_CM_EVENT_CONNECT_REQUEST);
+	cr_assert_eq(sv_cm_accept(b->s.conn, b->s.qp, &rp), 0);
+	wait_cm_event(a->s.ch, SV_CM_EVENT_ESTABLISHED);
+	wait_cm_event(b->s.ch, SV_CM_EVENT_ESTABLISHED);
 
-	memcpy(aa.dgid, b->gid, 16);
-	cr_assert_eq(sv_create_ah(a->pd, &aa, &ah), 0);
+	memcpy(aa.dgid, b->s.gid, 16);
+	cr_assert_eq(sv_create_ah(a->s.pd, &aa, &ah), 0);
 	for (int i = 0; i < 2; i++) {
-		struct sv_sge rs = { (uintptr_t)b->buf + 4096u * i, 256, b->mr->lkey };
+		struct sv_sge rs = { (uintptr_t)b->s.buf + 4096u * i, 256, b->s.mr->lkey };
 		struct sv_recv_wr rw = { .wr_id = i, .sg_list = &rs, .num_sge = 1 }, *rbad;
-		struct sv_sge ss2 = { (uintptr_t)a->buf, 10, a->mr->lkey };
+		struct sv_sge ss2 = { (uintptr_t)a->s.buf, 10, a->s.mr->lkey };
 		struct sv_send_wr sw = { .wr_id = i, .sg_list = &ss2, .num_sge = 1,
 					 .opcode = i ? SV_WR_SEND_WITH_IMM : SV_WR_SEND,
 					 .send_flags = SV_SEND_SIGNALED,
@@ -545,16 +487,16 @@ static uint16_t run_cm_session(struct cmside *a, struct cmside *b)
 		sw.wr.ud.remote_qkey = UD_QKEY;
 		cr_assert_eq(sv_post_recv(b->ud, &rw, &rbad), 0);
 		cr_assert_eq(sv_post_send(a->ud, &sw, &sbad), 0);
-		wait_cq(a->cq, 1);
-		wait_cq(b->cq, 1);
+		wait_cq(a->s.cq, 1);
+		wait_cq(b->s.cq, 1);
 	}
 	cr_assert_eq(sv_destroy_ah(ah), 0);
 
-	cr_assert_eq(sv_cm_disconnect(a->id), 0);
-	wait_cm_event(a->ch, SV_CM_EVENT_DISCONNECTED);
-	wait_cm_event(b->ch, SV_CM_EVENT_DISCONNECTED);
-	wait_cm_event(a->ch, SV_CM_EVENT_TIMEWAIT_EXIT);
-	wait_cm_event(b->ch, SV_CM_EVENT_TIMEWAIT_EXIT);
+	cr_assert_eq(sv_cm_disconnect(a->s.id), 0);
+	wait_cm_event(a->s.ch, SV_CM_EVENT_DISCONNECTED);
+	wait_cm_event(b->s.ch, SV_CM_EVENT_DISCONNECTED);
+	wait_cm_event(a->s.ch, SV_CM_EVENT_TIMEWAIT_EXIT);
+	wait_cm_event(b->s.ch, SV_CM_EVENT_TIMEWAIT_EXIT);
 	return service;
 }
 
@@ -587,7 +529,7 @@ Test(wire_roce, cm_and_ud_session, .timeout = 180)
 	struct capture cap;
 	char filter[64];
 	const struct sv_cm_msg *req, *rep, *rtu, *rej, *dreq, *drep, *req2;
-	struct cmside a, b;
+	struct cmpeer a, b;
 	struct sv_cm_ip_hdr ip;
 	struct sv_qp_attr at;
 	uint32_t a_psn, b_psn;
@@ -602,14 +544,14 @@ Test(wire_roce, cm_and_ud_session, .timeout = 180)
 	port = cap_free_port(SOCK_DGRAM);
 	cm_side_open(&a, port);
 	cm_side_open(&b, port);
-	cr_assert_neq(a.ip.s_addr, b.ip.s_addr);
+	cr_assert_neq(a.s.ip.s_addr, b.s.ip.s_addr);
 	snprintf(filter, sizeof(filter), "udp port %u", port);
 	cap_start(&cap, filter);
 	service = run_cm_session(&a, &b);
 	cap_stop(&cap);
-	cr_assert_eq(sv_query_qp(a.qp, &at, 0, NULL), 0);
+	cr_assert_eq(sv_query_qp(a.s.qp, &at, 0, NULL), 0);
 	a_psn = at.sq_psn;
-	cr_assert_eq(sv_query_qp(b.qp, &at, 0, NULL), 0);
+	cr_assert_eq(sv_query_qp(b.s.qp, &at, 0, NULL), 0);
 	b_psn = at.sq_psn;
 
 	seen.p1 = seen.p2 = port;
@@ -617,27 +559,27 @@ Test(wire_roce, cm_and_ud_session, .timeout = 180)
 	read_capture(cap.path, &seen);
 
 	/* The accepted connection: REQ from a's QP, REP, RTU, DREQ, DREP. */
-	req = find_mad(&seen, SV_CM_ATTR_REQ, req_from_qp, &a.qp->qp_num);
-	cr_assert_not_null(req, "no REQ from QP 0x%x", a.qp->qp_num);
+	req = find_mad(&seen, SV_CM_ATTR_REQ, req_from_qp, &a.s.qp->qp_num);
+	cr_assert_not_null(req, "no REQ from QP 0x%x", a.s.qp->qp_num);
 	cr_assert_eq(req->req.service_id, sv__cm_service_id(service));
 	cr_assert_eq(req->req.transport, SV_CM_TRANSPORT_RC);
 	cr_assert_eq(req->req.responder_resources, 4);
 	cr_assert_eq(req->req.initiator_depth, 4);
 	cr_assert_eq(req->req.starting_psn, a_psn);
 	cr_assert(req->req.path_mtu >= 1 && req->req.path_mtu <= 5, "MTU %u", req->req.path_mtu);
-	cr_assert_arr_eq(req->req.primary.local_gid, a.gid, 16);
-	cr_assert_arr_eq(req->req.primary.remote_gid, b.gid, 16);
+	cr_assert_arr_eq(req->req.primary.local_gid, a.s.gid, 16);
+	cr_assert_arr_eq(req->req.primary.remote_gid, b.s.gid, 16);
 	cr_assert_eq(sv__cm_ip_hdr_decode(&ip, req->req.private_data, SV_CM_REQ_PRIVATE_LEN),
 		     SV_CM_IP_HDR_LEN);
 	cr_assert_eq(ip.ip_version, 4);
-	cr_assert_arr_eq(ip.src_addr + 12, &a.ip, 4);
-	cr_assert_arr_eq(ip.dst_addr + 12, &b.ip, 4);
+	cr_assert_arr_eq(ip.src_addr + 12, &a.s.ip, 4);
+	cr_assert_arr_eq(ip.dst_addr + 12, &b.s.ip, 4);
 	cr_assert_arr_eq(req->req.private_data + SV_CM_IP_HDR_LEN, "req-data-from-a", 15);
 
 	rep = find_mad(&seen, SV_CM_ATTR_REP, NULL, NULL);
 	cr_assert_not_null(rep, "no REP");
 	cr_assert_eq(rep->rep.remote_comm_id, req->req.local_comm_id);
-	cr_assert_eq(rep->rep.local_qpn, b.qp->qp_num);
+	cr_assert_eq(rep->rep.local_qpn, b.s.qp->qp_num);
 	cr_assert_eq(rep->rep.starting_psn, b_psn);
 	cr_assert_eq(rep->rep.responder_resources, 4);
 	cr_assert_eq(rep->rep.initiator_depth, 4);
@@ -652,7 +594,7 @@ Test(wire_roce, cm_and_ud_session, .timeout = 180)
 	cr_assert_not_null(dreq, "no DREQ");
 	cr_assert_eq(dreq->dreq.local_comm_id, req->req.local_comm_id);
 	cr_assert_eq(dreq->dreq.remote_comm_id, rep->rep.local_comm_id);
-	cr_assert_eq(dreq->dreq.remote_qpn, b.qp->qp_num);
+	cr_assert_eq(dreq->dreq.remote_qpn, b.s.qp->qp_num);
 	drep = find_mad(&seen, SV_CM_ATTR_DREP, NULL, NULL);
 	cr_assert_not_null(drep, "no DREP");
 	cr_assert_eq(drep->drep.local_comm_id, rep->rep.local_comm_id);

@@ -37,6 +37,7 @@
 
 #include "capture_util.h"
 #include "pair_util.h"
+#include "roce_util.h"
 #include "crypto/icrc.h"
 #include "softverbs.h"
 #include "wire/byteorder.h"
@@ -52,58 +53,13 @@
 
 static const uint8_t lo6[16] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1 };
 
-/* One device context on ::1 with an RC QP, a UD QP and a CM id. */
-static bool have_ipv6(void)
-{
-	struct sockaddr_in6 a = { .sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT };
-	int fd = socket(AF_INET6, SOCK_DGRAM, 0);
-	bool ok = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
-
-	if (fd >= 0)
-		close(fd);
-	return ok;
-}
-
-static uint16_t free_port6(void)
-{
-	struct sockaddr_in6 a = { .sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT };
-	socklen_t l = sizeof(a);
-	int fd = socket(AF_INET6, SOCK_DGRAM, 0);
-	uint16_t port;
-
-	cr_assert(fd >= 0);
-	cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &l), 0);
-	port = ntohs(a.sin6_port);
-	close(fd);
-	return port;
-}
-
 /* A side on [::1]:port (a device that finds the port taken falls back to a later one)
  * with, beside its RC QP, a UD QP in RTS and a CM id. */
 static void side_open6(struct side *s, uint16_t port, uint32_t psn)
 {
-	struct sv_qp_init_attr ia = { 0 };
-	struct sv_qp_attr at;
-
 	side_open(s, "::1", port, psn, ALL_ACCESS);
 	cr_assert_arr_eq(s->gid, lo6, 16);
-	ia.send_cq = ia.recv_cq = s->cq;
-	ia.qp_type = SV_QPT_UD;
-	ia.cap.max_send_wr = ia.cap.max_recv_wr = 32;
-	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
-	cr_assert_eq(sv_create_qp(s->pd, &ia, &s->ud), 0);
-	memset(&at, 0, sizeof(at));
-	at.qp_state = SV_QPS_INIT;
-	at.port_num = 1;
-	at.qkey = UD_QKEY;
-	cr_assert_eq(sv_modify_qp(s->ud, &at, SV_QP_STATE | SV_QP_PKEY_INDEX | SV_QP_PORT |
-				  SV_QP_QKEY), 0);
-	at.qp_state = SV_QPS_RTR;
-	cr_assert_eq(sv_modify_qp(s->ud, &at, SV_QP_STATE), 0);
-	at.qp_state = SV_QPS_RTS;
-	at.sq_psn = 0x321;
-	cr_assert_eq(sv_modify_qp(s->ud, &at, SV_QP_STATE | SV_QP_SQ_PSN), 0);
+	s->ud = ru_ud_qp(s->pd, s->cq, UD_QKEY, 0x321);
 	cr_assert_eq(sv_cm_create_channel(&s->ch), 0);
 	cr_assert_eq(sv_cm_create_id(s->ch, s->ctx, s, &s->id), 0);
 }
@@ -356,14 +312,14 @@ Test(wire_roce6, every_opcode_and_the_cm_over_ipv6, .timeout = 240)
 
 	if (!cap_have_tools())
 		cr_skip_test("tshark/dumpcap not installed (apt-get install tshark)");
-	if (!have_ipv6())
+	if (!ru_have_ipv6_loopback())
 		cr_skip_test("IPv6 loopback (::1) unavailable: IPv6 wire test skipped");
 
-	side_open6(&a, free_port6(), 0xfffff0);	/* PSNs wrap during the session */
-	side_open6(&b, free_port6(), 0x000100);
+	side_open6(&a, ru_free_port(AF_INET6), 0xfffff0);	/* PSNs wrap during the session */
+	side_open6(&b, ru_free_port(AF_INET6), 0x000100);
 	side_to_rts(&a, &b, ALL_ACCESS);
 	side_to_rts(&b, &a, ALL_ACCESS);
-	cm_port = free_port6();
+	cm_port = ru_free_port(AF_INET6);
 	side_open6(&d, cm_port, 0);		/* the listener owns the configured port */
 	side_open6(&c, cm_port, 0);		/* and c falls back to a later one */
 	/* libpcap's "udp" matches IPv6 too; c's port lies in the range after cm_port. */
