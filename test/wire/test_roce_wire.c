@@ -22,27 +22,26 @@
  * describe. Session 3 draws RNR NAKs (a SEND before its receive) and one NAK remote
  * access error (a WRITE with a bad R_Key).
  * The capture machinery (dumpcap start that waits for a sentinel to reach the file, stop,
- * tshark, pcap reading) is capture_util.c.
+ * tshark, pcap reading) is capture_util.c; the checks every datagram passes, here and in
+ * the IPv6 and SIDR tests, are dgram_util.c.
  *
  * Skipped only when tshark/dumpcap are not installed. Capturing on lo needs root or
  * dumpcap's capabilities.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include <criterion/criterion.h>
 
 #include "capture_util.h"
+#include "dgram_util.h"
 #include "pair_util.h"
 #include "roce_util.h"
-#include "crypto/icrc.h"
 #include "softverbs.h"
 #include "wire/byteorder.h"
 #include "wire/ib_cm.h"
@@ -76,107 +75,33 @@ struct seen {
 	unsigned access_naks;		/* ... with NAK remote access error */
 };
 
-/*
- * The ICRC computed here from the captured bytes with zlib's CRC-32, sharing no code with
- * the library (RoCEv2, IBA annex A17.8: 8 bytes of ones for the LRH; the IPv4 header with
- * TOS, TTL and header checksum as ones; the UDP header with its checksum as ones; the BTH
- * with byte 4 (FECN, BECN, reserved) as ones; the rest of the packet up to the ICRC).
- */
-static uint32_t icrc_by_zlib(const uint8_t *ip, const uint8_t *udp, size_t udp_len)
+/* Checks one IPv4 datagram (ip[0..len)) and records it in the struct seen at arg when it
+ * belongs to the session. */
+static void check_datagram(const uint8_t *ip, size_t len, void *arg)
 {
-	static const uint8_t ones[8] = { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff };
-	uint8_t iph[20], udph[8], bth[12];
-	uLong c;
-
-	memcpy(iph, ip, 20);
-	iph[1] = 0xff;
-	iph[8] = 0xff;
-	iph[10] = iph[11] = 0xff;
-	memcpy(udph, udp, 8);
-	udph[6] = udph[7] = 0xff;
-	memcpy(bth, udp + 8, 12);
-	bth[4] = 0xff;
-	c = crc32(0L, ones, 8);
-	c = crc32(c, iph, 20);
-	c = crc32(c, udph, 8);
-	c = crc32(c, bth, 12);
-	c = crc32(c, udp + 8 + 12, (uInt)(udp_len - 8 - 12 - 4));
-	return (uint32_t)c;
-}
-
-/* Checks one IPv4 datagram (ip[0..len)) and records it when it belongs to the session. */
-static void check_datagram(const uint8_t *ip, size_t len, struct seen *s)
-{
-	struct sockaddr_in src = { .sin_family = AF_INET }, dst = { .sin_family = AF_INET };
-	const struct sv_ib_opinfo *oi;
-	struct sv_icrc_ipv4 v4;
+	struct seen *s = arg;
 	struct sv_ib_pkt pkt;
-	const uint8_t *udp, *ib;
-	size_t ihl, ib_len;
 	uint16_t sport, dport;
 	struct dgram *d;
-	int rc;
 
-	cr_assert_geq(len, 20);
-	cr_assert_eq(ip[0] >> 4, 4);
+	cr_assert_geq(len, 28);
+	cr_assert_eq(ip[0], 0x45, "IPv4 without options");
 	cr_assert_eq(ip[9], 17);
-	ihl = (size_t)(ip[0] & 0xf) * 4;
-	cr_assert_eq(ihl, 20, "IPv4 options");
-	cr_assert_geq(len, ihl + 8);
-	udp = ip + ihl;
-	sport = sv__get_be16(udp);
-	dport = sv__get_be16(udp + 2);
+	sport = sv__get_be16(ip + 20);
+	dport = sv__get_be16(ip + 22);
 	if ((sport != s->p1 && sport != s->p2) || (dport != s->p1 && dport != s->p2))
 		return;				/* the sentinel */
-	cr_assert_eq(sv__get_be16(ip + 2), len, "IPv4 total length");
-	cr_assert_eq(sv__get_be16(udp + 4), len - ihl, "UDP length");
-	ib = udp + 8;
-	ib_len = len - ihl - 8;
-
 	cr_assert_lt(s->n, MAX_PKTS);
 	d = &s->d[s->n];
-	rc = sv__ib_pkt_decode(&pkt, ib, ib_len);
-	cr_assert_geq(rc, 0, "datagram %u (%zu bytes, opcode 0x%02x): decode %d", s->n, ib_len,
-		      ib_len ? ib[0] : 0, rc);
-	oi = sv__ib_opinfo(pkt.bth.opcode);
-	cr_assert_eq(pkt.bth.pkey, SV_PKEY_DEFAULT, "datagram %u", s->n);
-	cr_assert_eq(sv__ib_payload_check(oi, pkt.payload_len, s->pmtu), 0,
-		     "datagram %u: %s with %zu payload bytes at PMTU %u", s->n, oi->name,
-		     pkt.payload_len, s->pmtu);
-	for (unsigned i = 0; i < pkt.bth.pad; i++)
-		cr_assert_eq(pkt.payload[pkt.payload_len + i], 0, "pad byte not zero");
-
-	/* The ICRC over the headers as they really were on the wire... */
-	memcpy(&src.sin_addr, ip + 12, 4);
-	memcpy(&dst.sin_addr, ip + 16, 4);
-	src.sin_port = htons(sport);
-	dst.sin_port = htons(dport);
-	v4.id = sv__get_be16(ip + 4);
-	v4.df = ip[6] & 0x40;
-	cr_assert_eq(sv__icrc_verify((struct sockaddr *)&src, (struct sockaddr *)&dst, &v4, ib,
-				     ib_len), 0, "datagram %u (%s): ICRC mismatch", s->n,
-		     oi->name);
-	cr_assert_geq(ib_len, 12 + 4);
-	cr_assert_eq(sv__get_le32(ib + ib_len - 4), icrc_by_zlib(ip, udp, len - ihl),
-		     "datagram %u (%s): ICRC differs from the one recomputed with zlib", s->n,
-		     oi->name);
-	/* ...and those are the values a sender can know in advance. */
-	cr_assert_eq(v4.id, 0, "datagram %u: IPv4 identification %u", s->n, v4.id);
-	cr_assert(v4.df, "datagram %u: DF not set", s->n);
+	d->mad = dgram_check(ip, len, s->pmtu, s->n, &pkt, &d->cm);
+	/* The IPv4 identification is 0 with DF set: what lets a sender know its ICRC. */
+	cr_assert_eq(sv__get_be16(ip + 4), 0, "datagram %u: IPv4 identification %u", s->n,
+		     sv__get_be16(ip + 4));
+	cr_assert(ip[6] & 0x40, "datagram %u: DF not set", s->n);
 
 	d->bth = pkt.bth;
 	d->deth = pkt.deth;
 	d->payload_len = pkt.payload_len;
-	d->mad = pkt.bth.dest_qp == SV_GSI_QPN;
-	if (d->mad) {
-		/* IBA 13.5: GSI traffic is UD from QP1 with the well-known Q_Key. */
-		cr_assert_eq(pkt.bth.opcode, SV_IB_UD | SV_IB_OP_SEND_ONLY, "datagram %u", s->n);
-		cr_assert_eq(pkt.deth.src_qp, SV_GSI_QPN, "datagram %u", s->n);
-		cr_assert_eq(pkt.deth.qkey, SV_QP1_QKEY, "datagram %u", s->n);
-		cr_assert_eq(pkt.payload_len, SV_MAD_LEN, "datagram %u", s->n);
-		rc = sv__cm_decode(&d->cm, pkt.payload, pkt.payload_len);
-		cr_assert_eq(rc, SV_MAD_LEN, "datagram %u: CM MAD decode %d", s->n, rc);
-	}
 	if (pkt.hdrs & SV_IB_HDR_AETH) {
 		s->rnr_naks += sv__aeth_type(pkt.aeth.syndrome) == SV_AETH_RNR_NAK;
 		s->access_naks += sv__aeth_type(pkt.aeth.syndrome) == SV_AETH_NAK &&
@@ -189,19 +114,10 @@ static void check_datagram(const uint8_t *ip, size_t len, struct seen *s)
 /* Every IPv4 datagram of the capture through check_datagram. */
 static void read_capture(const char *path, struct seen *s)
 {
-	struct pcap_reader *r = malloc(sizeof(*r));
-	const uint8_t *ip;
-	size_t len;
-
-	cr_assert_not_null(r);
 	s->n = 0;
 	s->rnr_naks = s->access_naks = 0;
 	memset(s->count, 0, sizeof(s->count));
-	pcap_open(r, path);
-	while (pcap_next_ipv4(r, &ip, &len))
-		check_datagram(ip, len, s);
-	pcap_close(r);
-	free(r);
+	pcap_each(path, false, check_datagram, s);
 }
 
 /* ---------------------------------------------------------------------------------------

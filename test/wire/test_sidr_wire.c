@@ -19,7 +19,6 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,9 +26,9 @@
 #include <unistd.h>
 
 #include "capture_util.h"
+#include "dgram_util.h"
 #include "pair_util.h"
 #include "roce_util.h"
-#include "crypto/icrc.h"
 #include "softverbs.h"
 #include "wire/byteorder.h"
 #include "wire/ib_cm.h"
@@ -106,38 +105,20 @@ static uint16_t run_session(void)
 	return service;
 }
 
-/* Our own reading of one captured datagram of the session (port p on both ends). */
-static void read_datagram(const uint8_t *ip, size_t len, uint16_t p)
+/* Our own reading of one captured datagram of the session (*port on both ends). */
+static void read_datagram(const uint8_t *ip, size_t len, void *port)
 {
-	struct sockaddr_in src = { .sin_family = AF_INET }, dst = { .sin_family = AF_INET };
-	struct sv_icrc_ipv4 v4;
-	const uint8_t *udp = ip + 20, *ib = ip + 28;
+	uint16_t p = *(const uint16_t *)port;
 	struct dg *d;
 
 	cr_assert_geq(len, 28);
-	if (ip[9] != 17 || sv__get_be16(udp) != p || sv__get_be16(udp + 2) != p)
+	if (ip[9] != 17 || sv__get_be16(ip + 20) != p || sv__get_be16(ip + 22) != p)
 		return;			/* the sentinel */
 	cr_assert_lt(ndg, MAX_DG);
 	d = &dgs[ndg];
-	cr_assert_geq(sv__ib_pkt_decode(&d->pkt, ib, len - 28), 0, "datagram %u", ndg);
-	memcpy(&src.sin_addr, ip + 12, 4);
-	memcpy(&dst.sin_addr, ip + 16, 4);
-	src.sin_port = dst.sin_port = htons(p);
-	v4.id = sv__get_be16(ip + 4);
-	v4.df = ip[6] & 0x40;
-	cr_assert_eq(sv__icrc_verify((struct sockaddr *)&src, (struct sockaddr *)&dst, &v4, ib,
-				     len - 28), 0, "datagram %u: ICRC", ndg);
-	d->mad = d->pkt.bth.dest_qp == SV_GSI_QPN;
-	if (d->mad) {
-		/* IBA 13.5: GSI traffic is UD from QP1 with the well-known Q_Key. */
-		cr_assert_eq(d->pkt.bth.opcode, SV_IB_UD | SV_IB_OP_SEND_ONLY);
-		cr_assert_eq(d->pkt.deth.src_qp, SV_GSI_QPN);
-		cr_assert_eq(d->pkt.deth.qkey, SV_QP1_QKEY);
-		cr_assert_eq(d->pkt.payload_len, SV_MAD_LEN);
-		cr_assert_eq(sv__cm_decode(&d->cm, d->pkt.payload, d->pkt.payload_len),
-			     SV_MAD_LEN, "datagram %u", ndg);
+	d->mad = dgram_check(ip, len, 4096, ndg, &d->pkt, &d->cm);
+	if (d->mad)
 		memcpy(d->raw, d->pkt.payload, SV_MAD_LEN);
-	}
 	ndg++;
 }
 
@@ -219,9 +200,6 @@ static void tshark_agrees(const char *path, uint16_t p)
 Test(wire_sidr, resolve_refuse_and_send, .timeout = 180)
 {
 	struct capture cap;
-	struct pcap_reader r;
-	const uint8_t *ip;
-	size_t len;
 	char filter[64];
 	const struct dg *req, *rep, *req0, *rep0, *ud = NULL;
 	struct sv_cm_ip_hdr h;
@@ -239,10 +217,7 @@ Test(wire_sidr, resolve_refuse_and_send, .timeout = 180)
 	service = run_session();
 	cap_stop(&cap);
 
-	pcap_open(&r, cap.path);
-	while (pcap_next_ipv4(&r, &ip, &len))
-		read_datagram(ip, len, port);
-	pcap_close(&r);
+	pcap_each(cap.path, false, read_datagram, &port);
 	/* No loss on lo: one request and one answer each, and the SEND. */
 	cr_assert_eq(count_attr(SV_CM_ATTR_SIDR_REQ), 2);
 	cr_assert_eq(count_attr(SV_CM_ATTR_SIDR_REP), 2);
