@@ -9,8 +9,9 @@
 # For sv_tcp0 (perftest -R: connected by rdma_cm) and sv_udp0 (perftest -x 0: connected out
 # of band), each a server and a client process on 127.0.0.1:
 #   - RDMA WRITE bandwidth at each size: ib_write_bw -s SIZE -D SECONDS against svperf
-#     --op write --mode bw --depth 128 (perftest's tx depth) --duration SECONDS. perftest
-#     cannot time -a runs, so every size is a run of its own.
+#     --op write --mode bw --depth 128 (perftest's tx depth) --duration SECONDS
+#     --server-spin (its server polls its CQ throughout, as perftest's server does
+#     rather than sleeping). perftest cannot time -a runs, so every size is a run of its own.
 #   - 8-byte RDMA WRITE latency: ib_write_lat -s 8 against svperf --mode lat --wait memory,
 #     which waits the way ib_write_lat does (spinning on the target's last byte without
 #     calling the library, so the progress thread must place each WRITE), and, for
@@ -106,7 +107,8 @@ pt_bw() { # transport size rep
 sv_bw() {
 	p=$(free_port)
 	pair "sv_$1_bw_$2_$3" "$build/svperf" --transport "$1" -p "$p" -- \
-		--op write --mode bw -s "$2" --duration "$seconds" --depth 128 --json 127.0.0.1
+		--op write --mode bw -s "$2" --duration "$seconds" --depth 128 --server-spin \
+		--json 127.0.0.1
 }
 
 echo "dropin.sh: $(nproc) cores, $(uname -r), load average $(loadavg)" >&2

@@ -99,6 +99,7 @@ struct config {
 	int retx;			/* udp: enum sv_retx_mode, -1 = the device default */
 	uint32_t depth;
 	int wait_mem;			/* WRITE lat: wait on memory, not on the CQ */
+	int server_spin;		/* bw server: poll the CQ, never sleep */
 	unsigned timeout_s;
 	uint64_t seed;
 	const char *host;
@@ -191,6 +192,8 @@ static void usage(FILE *f)
 "  --timeout SEC         give up after SEC seconds (default %d)\n"
 "  --wait cq|memory      WRITE lat: wait for the answer polling the CQ (default), or\n"
 "                        spinning on the target's last byte, as ib_write_lat does\n"
+"  --server-spin         the server polls its CQ while it serves, instead of\n"
+"                        sleeping on its completion channel (as perftest's do)\n"
 "  --json                print one JSON object on stdout\n"
 "The server adopts the client's op, mode, size and count.\n",
 		DEFAULT_PORT, DEFAULT_DEPTH, DEFAULT_TIMEOUT_S);
@@ -285,7 +288,8 @@ static int check_msg(const uint8_t *msg, size_t size, uint64_t i, const uint8_t 
  * an IB CM REQ carries for rdma_cm (the UDP transport), well under MPA's limit.
  *
  *  0 magic "SVPF"   4 version   5 op   6 mode
- *  7 flags (bit 0: asks for CRC; bit 1: WRITE ping-pong waits on memory)
+ *  7 flags (bit 0: asks for CRC; bit 1: WRITE ping-pong waits on memory;
+ *    bit 2: the bw server spins on its CQ)
  *  8 size (u32)    12 slots (u16)   14 depth (u16)
  * 16 iters (0 = timed)             24 seed
  * 32 buffer addr   40 buffer length            48 rkey
@@ -298,7 +302,7 @@ static int check_msg(const uint8_t *msg, size_t size, uint64_t i, const uint8_t 
 struct priv {
 	enum op op;
 	enum mode mode;
-	int crc, wait_mem;
+	int crc, wait_mem, server_spin;
 	uint64_t size, iters, seed, addr, len;
 	uint32_t rkey, slots, credits, depth;
 };
@@ -310,7 +314,7 @@ static void priv_encode(uint8_t *b, const struct priv *v)
 	b[4] = PRIV_VERSION;
 	b[5] = (uint8_t)v->op;
 	b[6] = (uint8_t)v->mode;
-	b[7] = (v->crc ? 1 : 0) | (v->wait_mem ? 2 : 0);
+	b[7] = (v->crc ? 1 : 0) | (v->wait_mem ? 2 : 0) | (v->server_spin ? 4 : 0);
 	put_be32(b + 8, (uint32_t)v->size);
 	put_be16(b + 12, (uint16_t)v->slots);
 	put_be16(b + 14, (uint16_t)v->depth);
@@ -331,6 +335,7 @@ static int priv_decode(const uint8_t *b, size_t len, struct priv *v)
 	v->mode = (enum mode)b[6];
 	v->crc = b[7] & 1;
 	v->wait_mem = (b[7] >> 1) & 1;
+	v->server_spin = (b[7] >> 2) & 1;
 	v->size = get_be32(b + 8);
 	v->slots = get_be16(b + 12);
 	v->depth = get_be16(b + 14);
@@ -1173,6 +1178,7 @@ static int run_client(struct perf *p, const char *host, uint16_t port)
 	pv.mode = c->mode;
 	pv.crc = p->crc_asked;
 	pv.wait_mem = c->wait_mem;
+	pv.server_spin = c->server_spin;
 	pv.size = c->size;
 	pv.iters = c->iters;
 	pv.seed = c->seed;
@@ -1242,7 +1248,8 @@ static int server_wait_done(struct perf *p)
 	int rc;
 
 	while (!p->peer_done) {
-		if ((rc = progress_wait(p, uses_recv(p->cfg.op) ? 200000 : 0)) < 0)
+		if ((rc = progress_wait(p, p->cfg.server_spin ? UINT64_MAX
+					: uses_recv(p->cfg.op) ? 200000 : 0)) < 0)
 			return rc;
 		if (p->credit_init && p->credit_init + p->rx_data - p->credit_sent >= step) {
 			p->credit_sent = p->credit_init + p->rx_data;
@@ -1328,6 +1335,7 @@ static int run_server(struct perf *p)
 	c->op = pv.op;
 	c->mode = pv.mode;
 	c->wait_mem = pv.wait_mem;
+	c->server_spin = pv.server_spin;
 	c->size = pv.size;
 	c->iters = pv.iters;
 	c->seed = pv.seed;
@@ -1354,6 +1362,7 @@ static int run_server(struct perf *p)
 	pv.mode = c->mode;
 	pv.crc = p->crc_asked;
 	pv.wait_mem = c->wait_mem;
+	pv.server_spin = c->server_spin;
 	pv.size = c->size;
 	pv.iters = c->iters;
 	pv.seed = c->seed;
@@ -1539,7 +1548,7 @@ static void *server_main(void *arg)
 static int parse_args(int argc, char **argv, struct config *c)
 {
 	enum { O_TRANSPORT = 256, O_OP, O_MODE, O_JSON, O_LOOPBACK, O_CRC, O_MULPDU, O_SEED,
-	       O_IMPAIR, O_RETX, O_BIND, O_TIMEOUT, O_WAIT, O_HELP };
+	       O_IMPAIR, O_RETX, O_BIND, O_TIMEOUT, O_WAIT, O_SERVER_SPIN, O_HELP };
 	static const struct option longopts[] = {
 		{ "transport", required_argument, NULL, O_TRANSPORT },
 		{ "op", required_argument, NULL, O_OP },
@@ -1559,6 +1568,7 @@ static int parse_args(int argc, char **argv, struct config *c)
 		{ "bind", required_argument, NULL, O_BIND },
 		{ "timeout", required_argument, NULL, O_TIMEOUT },
 		{ "wait", required_argument, NULL, O_WAIT },
+		{ "server-spin", no_argument, NULL, O_SERVER_SPIN },
 		{ "help", no_argument, NULL, O_HELP },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -1603,6 +1613,9 @@ static int parse_args(int argc, char **argv, struct config *c)
 			c->op = (enum op)k;
 			break;
 		}
+		case O_SERVER_SPIN:
+			c->server_spin = 1;
+			break;
 		case O_WAIT:
 			if (!strcmp(optarg, "cq"))
 				c->wait_mem = 0;
