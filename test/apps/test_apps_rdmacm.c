@@ -4,6 +4,7 @@
  * checked in their output. udaddy (UD QPs, the rdma_cm UDP port space) runs on sv_udp0
  * only: an iWARP device has no UD QPs, and on sv_tcp0 it must fail at once, saying so.
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,24 +25,68 @@ Test(apps_rdmacm, every_symbol_resolves, .timeout = 120)
 	apps_ldd_check(progs);
 }
 
-/* rping -v prints every ping it receives: the server must have seen all of them, in
- * order, with the rotating pattern rping checks. */
-Test(apps_rdmacm, rping_1000_verbose, .timeout = 120)
+/* In a command line for pair(): where the server listens. */
+#define ADDR "<addr>"
+#define PORT "<port>"
+
+static void fill(const char *out[], bool udp, const char *const in[], const char *addr,
+		 const char *port)
 {
-	char port[16], *so, *co, last[64];
-	const char *srv[] = { "rping", "-s", "-a", "127.0.0.1", "-p", port, "-v", "-C", "1000",
-			      NULL };
-	const char *cli[] = { "rping", "-c", "-a", "127.0.0.1", "-p", port, "-v", "-C", "1000",
-			      NULL };
-	int p = apps_free_port();
+	int n = 0;
+
+	if (udp) {
+		out[n++] = "--transport";
+		out[n++] = "udp";
+	}
+	for (; *in; in++)
+		out[n++] = !strcmp(*in, ADDR) ? addr : !strcmp(*in, PORT) ? port : *in;
+	out[n] = NULL;
+}
+
+/* Runs the server command line srv, then cli, through svrun on sv_tcp0 or (udp) sv_udp0;
+ * apps_pair asserts that both exit 0 within timeout_ms. In both, ADDR and PORT stand for
+ * where the server listens: on sv_tcp0 127.0.0.1 and a free port; on sv_udp0 a free
+ * loopback address that the server's device is bound to (the address a client connects to
+ * names the device) and port 7174. The outputs are returned (the caller frees them). */
+static void pair(bool udp, const char *const srv[], const char *const cli[], int timeout_ms,
+		 char **so, char **co)
+{
+	char addr[32] = "127.0.0.1", port[16] = "7174";
+	const char *s[32], *c[32];
+	int p = 0;
 
 	apps_require(progs);
-	snprintf(port, sizeof(port), "%d", p);
-	apps_pair(srv, cli, p, 90000, &so, &co);
+	if (udp) {
+		snprintf(addr, sizeof(addr), "%s", apps_free_roce_addr());
+	} else {
+		p = apps_free_port();
+		snprintf(port, sizeof(port), "%d", p);
+	}
+	fill(s, udp, srv, addr, port);
+	fill(c, udp, cli, addr, port);
+	apps_pair_env(udp ? addr : NULL, s, c, p, timeout_ms, so, co);
+}
+
+/* A test on sv_tcp0 and one on sv_udp0 (named udp_<name>), through rdma_cm over iWARP's
+ * MPA and over the UDP transport's IB CM. */
+#define TCP_AND_UDP(name)                                                                  \
+	static void name(bool udp);                                                        \
+	Test(apps_rdmacm, name, .timeout = 120) { name(false); }                           \
+	Test(apps_rdmacm, udp_##name, .timeout = 120) { name(true); }                      \
+	static void name(bool udp)
+
+/* rping -v prints every ping it receives: the server must have seen all of them, in
+ * order, with the rotating pattern rping checks. */
+TCP_AND_UDP(rping_1000_verbose)
+{
+	const char *srv[] = { "rping", "-s", "-a", ADDR, "-p", PORT, "-v", "-C", "1000", NULL };
+	const char *cli[] = { "rping", "-c", "-a", ADDR, "-p", PORT, "-v", "-C", "1000", NULL };
+	char *so, *co;
+
+	pair(udp, srv, cli, 90000, &so, &co);
 	cr_expect_eq(apps_count(so, "server ping data: rdma-ping-"), 1000, "%s", so);
 	cr_expect_eq(apps_count(co, "ping data: rdma-ping-"), 1000, "%s", co);
-	snprintf(last, sizeof(last), "rdma-ping-999: ");
-	cr_expect(strstr(so, last), "%s", so);
+	cr_expect(strstr(so, "rdma-ping-999: "), "%s", so);
 	cr_expect(strstr(so, "server DISCONNECT EVENT"), "%s", so);
 	free(so);
 	free(co);
@@ -49,35 +94,29 @@ Test(apps_rdmacm, rping_1000_verbose, .timeout = 120)
 
 /* rping -V compares every buffer with what was sent and exits non-zero on a mismatch
  * (apps_pair asserts exit 0 on both sides). */
-Test(apps_rdmacm, rping_validate, .timeout = 120)
+TCP_AND_UDP(rping_validate)
 {
-	char port[16], *so, *co;
-	const char *srv[] = { "rping", "-s", "-a", "127.0.0.1", "-p", port, "-V", "-C", "500",
-			      "-S", "4096", NULL };
-	const char *cli[] = { "rping", "-c", "-a", "127.0.0.1", "-p", port, "-V", "-C", "500",
-			      "-S", "4096", NULL };
-	int p = apps_free_port();
+	const char *count = udp ? "300" : "500";
+	const char *srv[] = { "rping", "-s", "-a", ADDR, "-p", PORT, "-V", "-C", count, "-S",
+			      "4096", NULL };
+	const char *cli[] = { "rping", "-c", "-a", ADDR, "-p", PORT, "-V", "-C", count, "-S",
+			      "4096", NULL };
+	char *so, *co;
 
-	apps_require(progs);
-	snprintf(port, sizeof(port), "%d", p);
-	apps_pair(srv, cli, p, 90000, &so, &co);
+	pair(udp, srv, cli, 90000, &so, &co);
 	cr_expect(!strstr(co, "data mismatch"), "%s", co);
 	cr_expect(!strstr(so, "data mismatch"), "%s", so);
 	free(so);
 	free(co);
 }
 
-Test(apps_rdmacm, ucmatose, .timeout = 120)
+TCP_AND_UDP(ucmatose)
 {
-	char port[16], *so, *co;
-	const char *srv[] = { "ucmatose", "-p", port, "-c", "2", "-C", "20", NULL };
-	const char *cli[] = { "ucmatose", "-s", "127.0.0.1", "-p", port, "-c", "2", "-C", "20",
-			      NULL };
-	int p = apps_free_port();
+	const char *srv[] = { "ucmatose", "-p", PORT, "-c", "2", "-C", "20", NULL };
+	const char *cli[] = { "ucmatose", "-s", ADDR, "-p", PORT, "-c", "2", "-C", "20", NULL };
+	char *so, *co;
 
-	apps_require(progs);
-	snprintf(port, sizeof(port), "%d", p);
-	apps_pair(srv, cli, p, 90000, &so, &co);
+	pair(udp, srv, cli, 90000, &so, &co);
 	cr_expect(strstr(so, "data transfers complete"), "%s", so);
 	cr_expect(strstr(so, "return status 0"), "%s", so);
 	cr_expect(strstr(co, "return status 0"), "%s", co);
@@ -86,87 +125,13 @@ Test(apps_rdmacm, ucmatose, .timeout = 120)
 }
 
 /* The synchronous rdma_create_ep / rdma_get_request style, with inline sends. */
-Test(apps_rdmacm, rdma_server_client, .timeout = 120)
+TCP_AND_UDP(rdma_server_client)
 {
-	char port[16], *so, *co;
-	const char *srv[] = { "rdma_server", "-p", port, NULL };
-	const char *cli[] = { "rdma_client", "-s", "127.0.0.1", "-p", port, NULL };
-	int p = apps_free_port();
+	const char *srv[] = { "rdma_server", "-p", PORT, NULL };
+	const char *cli[] = { "rdma_client", "-s", ADDR, "-p", PORT, NULL };
+	char *so, *co;
 
-	apps_require(progs);
-	snprintf(port, sizeof(port), "%d", p);
-	apps_pair(srv, cli, p, 60000, &so, &co);
-	cr_expect(strstr(so, "rdma_server: end 0"), "%s", so);
-	cr_expect(strstr(co, "rdma_client: end 0"), "%s", co);
-	free(so);
-	free(co);
-}
-
-/* The same programs on sv_udp0 (svrun --transport udp), through the UDP transport's IB
- * CM. The address a client connects to names the server's device, so the server's
- * device is bound to a known loopback address. */
-Test(apps_rdmacm, udp_rping_1000_verbose, .timeout = 120)
-{
-	const char *addr;
-	char a[32], *so, *co;
-	const char *srv[] = { "--transport", "udp", "rping", "-s", "-a", a, "-p", "7174", "-v",
-			      "-C", "1000", NULL };
-	const char *cli[] = { "--transport", "udp", "rping", "-c", "-a", a, "-p", "7174", "-v",
-			      "-C", "1000", NULL };
-
-	apps_require(progs);
-	addr = apps_free_roce_addr();
-	snprintf(a, sizeof(a), "%s", addr);
-	apps_pair_env(a, srv, cli, 0, 90000, &so, &co);
-	cr_expect_eq(apps_count(so, "server ping data: rdma-ping-"), 1000, "%s", so);
-	cr_expect_eq(apps_count(co, "ping data: rdma-ping-"), 1000, "%s", co);
-	free(so);
-	free(co);
-}
-
-Test(apps_rdmacm, udp_rping_validate, .timeout = 120)
-{
-	char a[32], *so, *co;
-	const char *srv[] = { "--transport", "udp", "rping", "-s", "-a", a, "-p", "7174", "-V",
-			      "-C", "300", "-S", "4096", NULL };
-	const char *cli[] = { "--transport", "udp", "rping", "-c", "-a", a, "-p", "7174", "-V",
-			      "-C", "300", "-S", "4096", NULL };
-
-	apps_require(progs);
-	snprintf(a, sizeof(a), "%s", apps_free_roce_addr());
-	apps_pair_env(a, srv, cli, 0, 90000, &so, &co);
-	cr_expect(!strstr(co, "data mismatch"), "%s", co);
-	cr_expect(!strstr(so, "data mismatch"), "%s", so);
-	free(so);
-	free(co);
-}
-
-Test(apps_rdmacm, udp_ucmatose, .timeout = 120)
-{
-	char a[32], *so, *co;
-	const char *srv[] = { "--transport", "udp", "ucmatose", "-p", "7174", "-c", "2", "-C",
-			      "20", NULL };
-	const char *cli[] = { "--transport", "udp", "ucmatose", "-s", a, "-p", "7174", "-c", "2",
-			      "-C", "20", NULL };
-
-	apps_require(progs);
-	snprintf(a, sizeof(a), "%s", apps_free_roce_addr());
-	apps_pair_env(a, srv, cli, 0, 90000, &so, &co);
-	cr_expect(strstr(so, "return status 0"), "%s", so);
-	cr_expect(strstr(co, "return status 0"), "%s", co);
-	free(so);
-	free(co);
-}
-
-Test(apps_rdmacm, udp_rdma_server_client, .timeout = 120)
-{
-	char a[32], *so, *co;
-	const char *srv[] = { "--transport", "udp", "rdma_server", "-p", "7174", NULL };
-	const char *cli[] = { "--transport", "udp", "rdma_client", "-s", a, "-p", "7174", NULL };
-
-	apps_require(progs);
-	snprintf(a, sizeof(a), "%s", apps_free_roce_addr());
-	apps_pair_env(a, srv, cli, 0, 60000, &so, &co);
+	pair(udp, srv, cli, 60000, &so, &co);
 	cr_expect(strstr(so, "rdma_server: end 0"), "%s", so);
 	cr_expect(strstr(co, "rdma_client: end 0"), "%s", co);
 	free(so);
@@ -179,15 +144,11 @@ Test(apps_rdmacm, udp_rdma_server_client, .timeout = 120)
  * completions before "data transfers complete"; four connections at once. */
 Test(apps_rdmacm, udp_udaddy, .timeout = 120)
 {
-	char a[32], *so, *co;
-	const char *srv[] = { "--transport", "udp", "udaddy", "-c", "4", "-C", "50", "-S", "1024",
-			      NULL };
-	const char *cli[] = { "--transport", "udp", "udaddy", "-s", a, "-c", "4", "-C", "50",
-			      "-S", "1024", NULL };
+	const char *srv[] = { "udaddy", "-c", "4", "-C", "50", "-S", "1024", NULL };
+	const char *cli[] = { "udaddy", "-s", ADDR, "-c", "4", "-C", "50", "-S", "1024", NULL };
+	char *so, *co;
 
-	apps_require(progs);
-	snprintf(a, sizeof(a), "%s", apps_free_roce_addr());
-	apps_pair_env(a, srv, cli, 0, 60000, &so, &co);
+	pair(true, srv, cli, 60000, &so, &co);
 	cr_expect(strstr(so, "data transfers complete"), "%s", so);
 	cr_expect(strstr(co, "data transfers complete"), "%s", co);
 	cr_expect(strstr(so, "return status 0"), "%s", so);
@@ -199,13 +160,11 @@ Test(apps_rdmacm, udp_udaddy, .timeout = 120)
 /* The IPoIB port space (-P ipoib) is a UD port space as well. */
 Test(apps_rdmacm, udp_udaddy_ipoib_port_space, .timeout = 120)
 {
-	char a[32], *so, *co;
-	const char *srv[] = { "--transport", "udp", "udaddy", "-P", "ipoib", NULL };
-	const char *cli[] = { "--transport", "udp", "udaddy", "-P", "ipoib", "-s", a, NULL };
+	const char *srv[] = { "udaddy", "-P", "ipoib", NULL };
+	const char *cli[] = { "udaddy", "-P", "ipoib", "-s", ADDR, NULL };
+	char *so, *co;
 
-	apps_require(progs);
-	snprintf(a, sizeof(a), "%s", apps_free_roce_addr());
-	apps_pair_env(a, srv, cli, 0, 60000, &so, &co);
+	pair(true, srv, cli, 60000, &so, &co);
 	cr_expect(strstr(so, "data transfers complete"), "%s", so);
 	cr_expect(strstr(co, "data transfers complete"), "%s", co);
 	free(so);
