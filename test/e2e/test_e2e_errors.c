@@ -164,6 +164,18 @@ static void close_pair(struct e2e_pair *p, struct bufs *b)
 	free(b->sbuf);
 }
 
+/* After a request the responder refused with Terminate t: the responder reports
+ * QP_ACCESS_ERR with t, the requester the same triple as the peer's, the requester's later
+ * WRs flush, and the responder goes to ERR with its receives (open_pair's) flushed. */
+static void expect_refused(struct e2e_pair *p, struct triple t)
+{
+	expect_qp_error_event(&p->srv, EV(SV_EVENT_QP_ACCESS_ERR), &t, false, "responder");
+	expect_qp_error_event(&p->cli, QP_ERR_EVENTS, &t, true, "requester");
+	expect_dead_sq(&p->cli, 2);
+	e2e_wait_qp_state(p->srv.qp, SV_QPS_ERR, E2E_WAIT_MS);
+	expect_recv_flushed(&p->srv, 500, 2);
+}
+
 /*
  * A READ (or atomic) the responder refuses: requester gets status with the Terminate in
  * vendor_err, both QPs go to ERR, the responder reports QP_ACCESS_ERR with the triple it
@@ -185,11 +197,7 @@ static void refused_read(unsigned srv_access, uint64_t raddr_off, uint32_t len,
 	cr_assert_eq(wc.vendor_err, vendor_err_of(t), "vendor_err 0x%06x, expected 0x%06x",
 		     wc.vendor_err, vendor_err_of(t));
 	e2e_assert_bytes(b.cbuf, len, 0, "READ sink after a refused READ");
-	expect_qp_error_event(&p.srv, EV(SV_EVENT_QP_ACCESS_ERR), &t, false, "responder");
-	expect_qp_error_event(&p.cli, QP_ERR_EVENTS, &t, true, "requester");
-	expect_dead_sq(&p.cli, 2);
-	e2e_wait_qp_state(p.srv.qp, SV_QPS_ERR, E2E_WAIT_MS);
-	expect_recv_flushed(&p.srv, 500, 2);
+	expect_refused(&p, t);
 	close_pair(&p, &b);
 }
 
@@ -236,11 +244,7 @@ static void refused_write(unsigned srv_access, uint64_t raddr_off, uint32_t len,
 	cr_assert_eq(wc.wr_id, 1);
 	cr_assert(wc.status == SV_WC_SUCCESS || wc.status == SV_WC_REM_ACCESS_ERR,
 		  "refused WRITE completed with %s", sv_wc_status_str(wc.status));
-	expect_qp_error_event(&p.srv, EV(SV_EVENT_QP_ACCESS_ERR), &t, false, "responder");
-	expect_qp_error_event(&p.cli, QP_ERR_EVENTS, &t, true, "requester");
-	expect_dead_sq(&p.cli, 2);
-	e2e_wait_qp_state(p.srv.qp, SV_QPS_ERR, E2E_WAIT_MS);
-	expect_recv_flushed(&p.srv, 500, 2);
+	expect_refused(&p, t);
 	if (raddr_off < MiB)
 		e2e_assert_bytes(b.sbuf + raddr_off, MiB - raddr_off < len ? MiB - raddr_off : len,
 				 0x33, "target of a refused WRITE");
@@ -628,33 +632,47 @@ static void expect_server_terminates(struct fake_client *f, const struct triple 
 	fake_client_server_still_serves(f);
 }
 
-Test(e2e_errors, wire_bad_crc, .timeout = 40)
+/* Connects f and sends a Send of payload whose ULPDU byte at is changed to
+ * (byte & ~mask) | v (mask 0: unchanged), with a corrupted CRC when bad_crc; the server
+ * must answer as expect_server_terminates() says, with triple t. */
+static void bad_send(struct fake_client *f, const char *payload, size_t at, uint8_t mask,
+		     uint8_t v, bool bad_crc, const struct triple *t, const char *what)
 {
-	struct fake_client f;
 	uint8_t ulpdu[128];
 	size_t n;
 
-	fake_client_open(&f);
-	n = fp_send_msg(&f.c, ulpdu, sizeof(ulpdu), "corrupted", 9);
-	fp_send_ulpdu(&f.c, ulpdu, n, true);
-	expect_server_terminates(&f, &T_LLP_CRC, QP_ERR_EVENTS, "bad CRC");
+	fake_client_open(f);
+	n = fp_send_msg(&f->c, ulpdu, sizeof(ulpdu), payload, strlen(payload));
+	ulpdu[at] = (uint8_t)((ulpdu[at] & ~mask) | v);
+	fp_send_ulpdu(&f->c, ulpdu, n, bad_crc);
+	expect_server_terminates(f, t, QP_ERR_EVENTS, what);
+}
+
+Test(e2e_errors, wire_bad_crc, .timeout = 40)
+{
+	struct fake_client f;
+
+	bad_send(&f, "corrupted", 0, 0, 0, true, &T_LLP_CRC, "bad CRC");
 	cr_assert_neq(memcmp(f.rbuf, "corrupted", 9), 0, "a frame with a bad CRC was placed");
 	fake_client_close(&f);
 }
 
-Test(e2e_errors, wire_bad_ddp_version_untagged, .timeout = 40)
-{
-	struct fake_client f;
-	uint8_t ulpdu[128];
-	size_t n;
+/* A Send with one header field wrong, which the server must refuse with Terminate t. */
+#define WIRE_BAD_SEND(name, payload, at, mask, v, t, what)                                 \
+	Test(e2e_errors, name, .timeout = 40)                                              \
+	{                                                                                  \
+		struct fake_client f;                                                      \
+                                                                                           \
+		bad_send(&f, payload, at, mask, v, false, &t, what);                       \
+		fake_client_close(&f);                                                     \
+	}
 
-	fake_client_open(&f);
-	n = fp_send_msg(&f.c, ulpdu, sizeof(ulpdu), "v2", 2);
-	ulpdu[0] = (uint8_t)((ulpdu[0] & ~SV_DDP_DV_MASK) | 2);
-	fp_send_ulpdu(&f.c, ulpdu, n, false);
-	expect_server_terminates(&f, &T_DDP_U_VERSION, QP_ERR_EVENTS, "bad DDP version");
-	fake_client_close(&f);
-}
+WIRE_BAD_SEND(wire_bad_ddp_version_untagged, "v2", 0, SV_DDP_DV_MASK, 2, T_DDP_U_VERSION,
+	      "bad DDP version")
+WIRE_BAD_SEND(wire_unknown_opcode, "op12", 1, 0xff,
+	      (SV_RDMAP_VERSION << SV_RDMAP_RV_SHIFT) | 0x0c, T_RDMAP_OPCODE, "unknown opcode")
+WIRE_BAD_SEND(wire_bad_rdmap_version, "rv2", 1, 0xff, (2 << SV_RDMAP_RV_SHIFT) | SV_RDMAP_SEND,
+	      T_RDMAP_VERSION, "bad RDMAP version")
 
 Test(e2e_errors, wire_bad_ddp_version_tagged, .timeout = 40)
 {
@@ -675,34 +693,6 @@ Test(e2e_errors, wire_bad_ddp_version_tagged, .timeout = 40)
 	fp_send_ulpdu(&f.c, ulpdu, n, false);
 	expect_server_terminates(&f, &T_DDP_T_VERSION, QP_ERR_EVENTS, "bad tagged DDP version");
 	cr_assert_neq(memcmp(f.rbuf + 4096, "tagged", 6), 0, "bad-version Write was placed");
-	fake_client_close(&f);
-}
-
-Test(e2e_errors, wire_unknown_opcode, .timeout = 40)
-{
-	struct fake_client f;
-	uint8_t ulpdu[128];
-	size_t n;
-
-	fake_client_open(&f);
-	n = fp_send_msg(&f.c, ulpdu, sizeof(ulpdu), "op12", 4);
-	ulpdu[1] = (uint8_t)((SV_RDMAP_VERSION << SV_RDMAP_RV_SHIFT) | 0x0c);
-	fp_send_ulpdu(&f.c, ulpdu, n, false);
-	expect_server_terminates(&f, &T_RDMAP_OPCODE, QP_ERR_EVENTS, "unknown opcode");
-	fake_client_close(&f);
-}
-
-Test(e2e_errors, wire_bad_rdmap_version, .timeout = 40)
-{
-	struct fake_client f;
-	uint8_t ulpdu[128];
-	size_t n;
-
-	fake_client_open(&f);
-	n = fp_send_msg(&f.c, ulpdu, sizeof(ulpdu), "rv2", 3);
-	ulpdu[1] = (uint8_t)((2 << SV_RDMAP_RV_SHIFT) | SV_RDMAP_SEND);
-	fp_send_ulpdu(&f.c, ulpdu, n, false);
-	expect_server_terminates(&f, &T_RDMAP_VERSION, QP_ERR_EVENTS, "bad RDMAP version");
 	fake_client_close(&f);
 }
 
