@@ -134,34 +134,23 @@ static void expect_recv_flushed(struct e2e_side *s, uint64_t first, int n)
 	e2e_expect_no_wc(s->recv_cq, 20);
 }
 
-struct bufs {
-	uint8_t *cbuf, *sbuf;
-	struct sv_mr *cmr, *smr;
-};
-
 /* A connected pair, a client buffer with every right and a server buffer with
  * srv_access, and two receives posted on the server (wr_ids 500, 501). */
-static void open_pair(struct e2e_pair *p, struct bufs *b, unsigned srv_access)
+static void open_pair(struct e2e_pair *p, struct e2e_bufs *b, unsigned srv_access)
 {
 	struct e2e_pair_opts o;
 
 	e2e_pair_opts_init(&o);
 	e2e_pair_open(p, &o, NULL, NULL);
-	b->cbuf = e2e_alloc(MiB);
-	b->sbuf = e2e_alloc(MiB);
-	b->cmr = e2e_reg(&p->cli, b->cbuf, MiB, E2E_ACCESS_ALL);
-	b->smr = e2e_reg(&p->srv, b->sbuf, MiB, srv_access);
+	e2e_bufs_open(p, b, MiB, srv_access);
 	e2e_post_recv(p->srv.qp, 500, b->smr, b->sbuf, 4096);
 	e2e_post_recv(p->srv.qp, 501, b->smr, b->sbuf + 4096, 4096);
 }
 
-static void close_pair(struct e2e_pair *p, struct bufs *b)
+static void close_pair(struct e2e_pair *p, struct e2e_bufs *b)
 {
-	cr_assert_eq(sv_dereg_mr(b->cmr), 0);
-	cr_assert_eq(sv_dereg_mr(b->smr), 0);
+	e2e_bufs_close(b);
 	e2e_pair_close(p);
-	free(b->cbuf);
-	free(b->sbuf);
 }
 
 /* After a request the responder refused with Terminate t: the responder reports
@@ -185,7 +174,7 @@ static void refused_read(unsigned srv_access, uint64_t raddr_off, uint32_t len,
 			 int rkey_xor, struct triple t)
 {
 	struct e2e_pair p;
-	struct bufs b;
+	struct e2e_bufs b;
 	struct sv_wc wc;
 
 	open_pair(&p, &b, srv_access);
@@ -232,7 +221,7 @@ static void refused_write(unsigned srv_access, uint64_t raddr_off, uint32_t len,
 			  uint32_t rkey_xor, struct triple t)
 {
 	struct e2e_pair p;
-	struct bufs b;
+	struct e2e_bufs b;
 	struct sv_wc wc;
 
 	open_pair(&p, &b, srv_access);
@@ -267,7 +256,7 @@ Test(e2e_errors, write_without_remote_write, .timeout = 30)
 		      T_DDP_T_INV_STAG);
 }
 
-static void post_atomic(struct e2e_pair *p, struct bufs *b, uint64_t raddr_off)
+static void post_atomic(struct e2e_pair *p, struct e2e_bufs *b, uint64_t raddr_off)
 {
 	struct sv_sge sge = { .addr = (uintptr_t)b->cbuf, .length = 8, .lkey = b->cmr->lkey };
 	struct sv_send_wr wr;
@@ -282,7 +271,7 @@ static void post_atomic(struct e2e_pair *p, struct bufs *b, uint64_t raddr_off)
 Test(e2e_errors, atomic_without_remote_atomic, .timeout = 30)
 {
 	struct e2e_pair p;
-	struct bufs b;
+	struct e2e_bufs b;
 	struct sv_wc wc;
 
 	open_pair(&p, &b, SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_WRITE |
@@ -304,7 +293,7 @@ Test(e2e_errors, atomic_without_remote_atomic, .timeout = 30)
 Test(e2e_errors, atomic_misaligned, .timeout = 30)
 {
 	struct e2e_pair p;
-	struct bufs b;
+	struct e2e_bufs b;
 	struct sv_wc wc;
 
 	open_pair(&p, &b, E2E_ACCESS_ALL);
@@ -379,7 +368,7 @@ Test(e2e_errors, send_without_posted_receive, .timeout = 30)
 Test(e2e_errors, receive_buffer_too_small, .timeout = 30)
 {
 	struct e2e_pair p;
-	struct bufs b;
+	struct e2e_bufs b;
 	struct sv_wc wc[2];
 	struct sv_mr *small;
 	uint8_t *rb = e2e_alloc(4096);
@@ -1030,7 +1019,7 @@ Test(e2e_errors, dereg_during_remote_reads, .timeout = 40)
 Test(e2e_errors, send_bad_lkey, .timeout = 30)
 {
 	struct e2e_pair p;
-	struct bufs b;
+	struct e2e_bufs b;
 	struct sv_sge sge;
 	struct sv_send_wr wr;
 	struct sv_wc wc;
@@ -1063,7 +1052,7 @@ Test(e2e_errors, send_bad_lkey, .timeout = 30)
 Test(e2e_errors, read_sink_outside_mr, .timeout = 30)
 {
 	struct e2e_pair p;
-	struct bufs b;
+	struct e2e_bufs b;
 	struct sv_wc wc;
 
 	open_pair(&p, &b, E2E_ACCESS_ALL);
@@ -1114,7 +1103,7 @@ Test(e2e_errors, recv_bad_lkey, .timeout = 30)
 Test(e2e_errors, busy_objects_refuse_destruction, .timeout = 30)
 {
 	struct e2e_pair p;
-	struct bufs b;
+	struct e2e_bufs b;
 	struct sv_comp_channel *ch;
 	struct sv_cq *cq;
 	int rc;
