@@ -3,8 +3,8 @@
  * loopback, each "with and without -R where a real device of that kind supports it":
  *  - sv_udp0 (RoCE v2) supports both: without -R the QPs are connected out of band
  *    (GID 0 via -x 0, QPN/PSN over perftest's TCP socket), with -R through rdma_cm (the
- *    UDP transport's IB CM). The -R server's device is bound to a free loopback address
- *    (SV_BIND_ADDR) that the client names, since that address names the device.
+ *    UDP transport's IB CM). The -R client names 127.0.0.1 whichever loopback address
+ *    the server's device got (the CM finds the listener host-locally).
  *  - sv_tcp0 (iWARP) connects QPs only through the CM: with -R every program runs;
  *    without -R perftest 4.5 does not switch to rdma_cm by itself for iWARP (it keys
  *    rdma_cm on -R only), so, as on a real iWARP device, its modify_qp to RTR is refused
@@ -95,13 +95,11 @@ static void run_on(enum mode m, const char *prog, const char *const extra[], int
 	for (i = 0; extra[i]; i++, n++)
 		srv[n] = cli[n] = extra[i];
 	if (m == UDP_CM) {
-		/* The CM address names the server's device: bind it where the client looks.
-		 * The server must be listening before the client starts (perftest 4.5
-		 * crashes in its retry path on a refusal): apps_pair_env waits for the
-		 * device, and the drop-in retries a refused connect while it listens. */
-		snprintf(addr, sizeof(addr), "%s", apps_free_roce_addr());
+		/* The server must be listening before the client starts (perftest 4.5
+		 * crashes in its retry path on a refusal): apps_pair_cm waits until its
+		 * CM listener is published. */
 		cli[n] = addr;
-		apps_pair_env(addr, srv, cli, 0, 150000, &so, &co);
+		apps_pair_cm(srv, cli, p, NULL, 150000, &so, &co, NULL);
 	} else {
 		cli[n] = addr;
 		apps_pair(srv, cli, p, 150000, &so, &co);

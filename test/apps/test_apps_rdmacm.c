@@ -103,21 +103,35 @@ Test(apps_rdmacm, rdma_server_client, .timeout = 120)
 }
 
 /* The same programs on sv_udp0 (svrun --transport udp), through the UDP transport's IB
- * CM. The address a client connects to names the server's device, so the server's
- * device is bound to a known loopback address. */
+ * CM, with no configuration: the client names 127.0.0.1 as on sv_tcp0, while that
+ * address is held by another softverbs process, so the server's device is some other
+ * 127.0.0.x; the client's CM finds the listener host-locally (wire/roce_cm_dir.c). */
+static void udp_pair(const char *const srv[], const char *const cli[], int port,
+		     const char *listen_ip, int timeout_ms, char **so, char **co)
+{
+	struct apps_proc h;
+	struct apps_cm_listener l;
+
+	apps_hold_loopback(&h);
+	apps_pair_cm(srv, cli, port, listen_ip, timeout_ms, so, co, &l);
+	apps_kill(&h);
+	free(apps_output(&h));
+	cr_expect_str_neq(l.dev_ip, "127.0.0.1", "the server's device is not the address the "
+			  "client names");
+}
+
 Test(apps_rdmacm, udp_rping_1000_verbose, .timeout = 120)
 {
-	const char *addr;
-	char a[32], *so, *co;
-	const char *srv[] = { "--transport", "udp", "rping", "-s", "-a", a, "-p", "7174", "-v",
-			      "-C", "1000", NULL };
-	const char *cli[] = { "--transport", "udp", "rping", "-c", "-a", a, "-p", "7174", "-v",
-			      "-C", "1000", NULL };
+	char port[16], *so, *co;
+	const char *srv[] = { "--transport", "udp", "rping", "-s", "-a", "127.0.0.1", "-p", port,
+			      "-v", "-C", "1000", NULL };
+	const char *cli[] = { "--transport", "udp", "rping", "-c", "-a", "127.0.0.1", "-p", port,
+			      "-v", "-C", "1000", NULL };
+	int p = apps_free_port();
 
 	apps_require(progs);
-	addr = apps_free_roce_addr();
-	snprintf(a, sizeof(a), "%s", addr);
-	apps_pair_env(a, srv, cli, 0, 90000, &so, &co);
+	snprintf(port, sizeof(port), "%d", p);
+	udp_pair(srv, cli, p, "127.0.0.1", 90000, &so, &co);
 	cr_expect_eq(apps_count(so, "server ping data: rdma-ping-"), 1000, "%s", so);
 	cr_expect_eq(apps_count(co, "ping data: rdma-ping-"), 1000, "%s", co);
 	free(so);
@@ -126,32 +140,35 @@ Test(apps_rdmacm, udp_rping_1000_verbose, .timeout = 120)
 
 Test(apps_rdmacm, udp_rping_validate, .timeout = 120)
 {
-	char a[32], *so, *co;
-	const char *srv[] = { "--transport", "udp", "rping", "-s", "-a", a, "-p", "7174", "-V",
-			      "-C", "300", "-S", "4096", NULL };
-	const char *cli[] = { "--transport", "udp", "rping", "-c", "-a", a, "-p", "7174", "-V",
-			      "-C", "300", "-S", "4096", NULL };
+	char port[16], *so, *co;
+	const char *srv[] = { "--transport", "udp", "rping", "-s", "-a", "127.0.0.1", "-p", port,
+			      "-V", "-C", "300", "-S", "4096", NULL };
+	const char *cli[] = { "--transport", "udp", "rping", "-c", "-a", "127.0.0.1", "-p", port,
+			      "-V", "-C", "300", "-S", "4096", NULL };
+	int p = apps_free_port();
 
 	apps_require(progs);
-	snprintf(a, sizeof(a), "%s", apps_free_roce_addr());
-	apps_pair_env(a, srv, cli, 0, 90000, &so, &co);
+	snprintf(port, sizeof(port), "%d", p);
+	udp_pair(srv, cli, p, "127.0.0.1", 90000, &so, &co);
 	cr_expect(!strstr(co, "data mismatch"), "%s", co);
 	cr_expect(!strstr(so, "data mismatch"), "%s", so);
 	free(so);
 	free(co);
 }
 
+/* ucmatose's server listens on the wildcard. */
 Test(apps_rdmacm, udp_ucmatose, .timeout = 120)
 {
-	char a[32], *so, *co;
-	const char *srv[] = { "--transport", "udp", "ucmatose", "-p", "7174", "-c", "2", "-C",
-			      "20", NULL };
-	const char *cli[] = { "--transport", "udp", "ucmatose", "-s", a, "-p", "7174", "-c", "2",
-			      "-C", "20", NULL };
+	char port[16], *so, *co;
+	const char *srv[] = { "--transport", "udp", "ucmatose", "-p", port, "-c", "2", "-C", "20",
+			      NULL };
+	const char *cli[] = { "--transport", "udp", "ucmatose", "-s", "127.0.0.1", "-p", port,
+			      "-c", "2", "-C", "20", NULL };
+	int p = apps_free_port();
 
 	apps_require(progs);
-	snprintf(a, sizeof(a), "%s", apps_free_roce_addr());
-	apps_pair_env(a, srv, cli, 0, 90000, &so, &co);
+	snprintf(port, sizeof(port), "%d", p);
+	udp_pair(srv, cli, p, "0.0.0.0", 90000, &so, &co);
 	cr_expect(strstr(so, "return status 0"), "%s", so);
 	cr_expect(strstr(co, "return status 0"), "%s", co);
 	free(so);
@@ -160,13 +177,15 @@ Test(apps_rdmacm, udp_ucmatose, .timeout = 120)
 
 Test(apps_rdmacm, udp_rdma_server_client, .timeout = 120)
 {
-	char a[32], *so, *co;
-	const char *srv[] = { "--transport", "udp", "rdma_server", "-p", "7174", NULL };
-	const char *cli[] = { "--transport", "udp", "rdma_client", "-s", a, "-p", "7174", NULL };
+	char port[16], *so, *co;
+	const char *srv[] = { "--transport", "udp", "rdma_server", "-p", port, NULL };
+	const char *cli[] = { "--transport", "udp", "rdma_client", "-s", "127.0.0.1", "-p", port,
+			      NULL };
+	int p = apps_free_port();
 
 	apps_require(progs);
-	snprintf(a, sizeof(a), "%s", apps_free_roce_addr());
-	apps_pair_env(a, srv, cli, 0, 60000, &so, &co);
+	snprintf(port, sizeof(port), "%d", p);
+	udp_pair(srv, cli, p, NULL, 60000, &so, &co);
 	cr_expect(strstr(so, "rdma_server: end 0"), "%s", so);
 	cr_expect(strstr(co, "rdma_client: end 0"), "%s", co);
 	free(so);
@@ -176,18 +195,20 @@ Test(apps_rdmacm, udp_rdma_server_client, .timeout = 120)
 /* udaddy: the client resolves the server's UD QP through the rdma_cm UDP port space
  * (SIDR), sends -C messages to it, and the server answers each connection's messages
  * with as many of its own, addressed from the first receive's GRH. Both count their
- * completions before "data transfers complete"; four connections at once. */
+ * completions before "data transfers complete"; four connections at once. udaddy's
+ * service port is always 7174, so that tests running at once do not meet, the server
+ * listens on a loopback address of its own choosing (-b), which is not its device's. */
 Test(apps_rdmacm, udp_udaddy, .timeout = 120)
 {
 	char a[32], *so, *co;
-	const char *srv[] = { "--transport", "udp", "udaddy", "-c", "4", "-C", "50", "-S", "1024",
-			      NULL };
+	const char *srv[] = { "--transport", "udp", "udaddy", "-b", a, "-c", "4", "-C", "50", "-S",
+			      "1024", NULL };
 	const char *cli[] = { "--transport", "udp", "udaddy", "-s", a, "-c", "4", "-C", "50",
 			      "-S", "1024", NULL };
 
 	apps_require(progs);
-	snprintf(a, sizeof(a), "%s", apps_free_roce_addr());
-	apps_pair_env(a, srv, cli, 0, 60000, &so, &co);
+	snprintf(a, sizeof(a), "%s", apps_free_cm_addr(7174));
+	udp_pair(srv, cli, 7174, a, 60000, &so, &co);
 	cr_expect(strstr(so, "data transfers complete"), "%s", so);
 	cr_expect(strstr(co, "data transfers complete"), "%s", co);
 	cr_expect(strstr(so, "return status 0"), "%s", so);
@@ -200,12 +221,12 @@ Test(apps_rdmacm, udp_udaddy, .timeout = 120)
 Test(apps_rdmacm, udp_udaddy_ipoib_port_space, .timeout = 120)
 {
 	char a[32], *so, *co;
-	const char *srv[] = { "--transport", "udp", "udaddy", "-P", "ipoib", NULL };
+	const char *srv[] = { "--transport", "udp", "udaddy", "-P", "ipoib", "-b", a, NULL };
 	const char *cli[] = { "--transport", "udp", "udaddy", "-P", "ipoib", "-s", a, NULL };
 
 	apps_require(progs);
-	snprintf(a, sizeof(a), "%s", apps_free_roce_addr());
-	apps_pair_env(a, srv, cli, 0, 60000, &so, &co);
+	snprintf(a, sizeof(a), "%s", apps_free_cm_addr(7174));
+	udp_pair(srv, cli, 7174, a, 60000, &so, &co);
 	cr_expect(strstr(so, "data transfers complete"), "%s", so);
 	cr_expect(strstr(co, "data transfers complete"), "%s", co);
 	free(so);
