@@ -242,8 +242,8 @@ char *apps_output(const struct apps_proc *p)
 	return buf;
 }
 
-/* Starts the client once the server is ready (ready() true), waits for both and asserts
- * both exit 0; the outputs go to the caller. */
+/* With the server s started at `start` and ready, starts the client, waits for both and
+ * asserts both exit 0; the outputs go to the caller. */
 static void pair_finish(struct apps_proc *s, const char *const server[],
 			const char *const client[], long start, int timeout_ms, char **server_out,
 			char **client_out)

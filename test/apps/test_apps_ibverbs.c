@@ -34,62 +34,76 @@ Test(apps_ibverbs, every_symbol_resolves, .timeout = 120)
 	apps_ldd_check(progs);
 }
 
-Test(apps_ibverbs, ibv_devices_lists_sv_tcp0, .timeout = 60)
+/* Runs argv, which must exit 0, and expects each of want (NULL-terminated) in what it
+ * prints. */
+static void prints(const char *const argv[], const char *const want[])
 {
-	const char *argv[] = { "ibv_devices", NULL };
 	char *out;
 
 	apps_require(progs);
 	out = run(argv);
-	cr_expect(strstr(out, "sv_tcp0"), "no sv_tcp0 in:\n%s", out);
+	for (int i = 0; want[i]; i++)
+		cr_expect(strstr(out, want[i]), "no \"%s\" in:\n%s", want[i], out);
 	free(out);
+}
+
+/* Runs prog's server and client on sv_udp0 (GID index 0) with -n iters, -c (both sides
+ * check every received buffer) and mode unless NULL; returns their outputs (the caller
+ * frees them). */
+static void pingpong(const char *prog, const char *iters, const char *mode, char **so,
+		     char **co)
+{
+	char port[16];
+	const char *srv[16] = { prog, "-d", "sv_udp0", "-g", "0", "-p", port, "-n", iters, "-c" };
+	const char *cli[16] = { prog, "-d", "sv_udp0", "-g", "0", "-p", port, "-n", iters, "-c" };
+	int p = apps_free_port(), n = 10;
+
+	apps_require(progs);
+	snprintf(port, sizeof(port), "%d", p);
+	if (mode) {
+		srv[n] = cli[n] = mode;
+		n++;
+	}
+	cli[n] = "127.0.0.1";
+	apps_pair(srv, cli, p, 60000, so, co);
+}
+
+Test(apps_ibverbs, ibv_devices_lists_sv_tcp0, .timeout = 60)
+{
+	const char *argv[] = { "ibv_devices", NULL };
+	const char *want[] = { "sv_tcp0", NULL };
+
+	prints(argv, want);
 }
 
 Test(apps_ibverbs, ibv_devinfo_describes_the_iwarp_port, .timeout = 60)
 {
 	const char *argv[] = { "ibv_devinfo", "-v", "-d", "sv_tcp0", NULL };
-	char *out;
+	const char *want[] = { "hca_id:\tsv_tcp0", "transport:\t\t\tiWARP (1)",
+			       "state:\t\t\tPORT_ACTIVE (4)", "link_layer:\t\tEthernet",
+			       "active_mtu:\t\t4096 (5)",
+			       "GID[  0]:\t\t0000:0000:0000:0000:0000:ffff:7f00:0001", NULL };
 
-	apps_require(progs);
-	out = run(argv);
-	cr_expect(strstr(out, "hca_id:\tsv_tcp0"), "%s", out);
-	cr_expect(strstr(out, "transport:\t\t\tiWARP (1)"), "%s", out);
-	cr_expect(strstr(out, "state:\t\t\tPORT_ACTIVE (4)"), "%s", out);
-	cr_expect(strstr(out, "link_layer:\t\tEthernet"), "%s", out);
-	cr_expect(strstr(out, "active_mtu:\t\t4096 (5)"), "%s", out);
-	cr_expect(strstr(out, "GID[  0]:\t\t0000:0000:0000:0000:0000:ffff:7f00:0001"), "%s", out);
-	free(out);
+	prints(argv, want);
 }
 
 Test(apps_ibverbs, ibv_devinfo_describes_the_roce_port, .timeout = 60)
 {
 	const char *argv[] = { "ibv_devinfo", "-v", "-d", "sv_udp0", NULL };
-	char *out;
+	const char *want[] = { "hca_id:\tsv_udp0", "transport:\t\t\tInfiniBand (0)",
+			       "link_layer:\t\tEthernet", "GID[  0]:\t\t::ffff:127.0.0.",
+			       ", RoCE v2", NULL };
 
-	apps_require(progs);
-	out = run(argv);
-	cr_expect(strstr(out, "hca_id:\tsv_udp0"), "%s", out);
-	cr_expect(strstr(out, "transport:\t\t\tInfiniBand (0)"), "%s", out);
-	cr_expect(strstr(out, "link_layer:\t\tEthernet"), "%s", out);
-	cr_expect(strstr(out, "GID[  0]:\t\t::ffff:127.0.0."), "%s", out);
-	cr_expect(strstr(out, ", RoCE v2"), "%s", out);
-	free(out);
+	prints(argv, want);
 }
 
 /* UD on sv_udp0: address handles from the exchanged GIDs, Q_Key 0x11111111, a GRH before
- * every payload; -c makes both sides check every received buffer. */
+ * every payload. */
 Test(apps_ibverbs, ibv_ud_pingpong, .timeout = 90)
 {
-	char port[16], *so, *co;
-	const char *srv[] = { "ibv_ud_pingpong", "-d", "sv_udp0", "-g", "0", "-p", port,
-			      "-n", "500", "-c", NULL };
-	const char *cli[] = { "ibv_ud_pingpong", "-d", "sv_udp0", "-g", "0", "-p", port,
-			      "-n", "500", "-c", "127.0.0.1", NULL };
-	int p = apps_free_port();
+	char *so, *co;
 
-	apps_require(progs);
-	snprintf(port, sizeof(port), "%d", p);
-	apps_pair(srv, cli, p, 60000, &so, &co);
+	pingpong("ibv_ud_pingpong", "500", NULL, &so, &co);
 	/* 500 iterations of 1024 bytes (the default size) each way */
 	cr_expect(strstr(so, "1024000 bytes in"), "%s", so);
 	cr_expect(strstr(co, "1024000 bytes in"), "%s", co);
@@ -132,20 +146,12 @@ Test(apps_ibverbs, svrun_refuses_an_unknown_transport, .timeout = 60)
 	free(out);
 }
 
-/* 16 RC QPs on one SRQ per side, completions told apart by wc.qp_num; -c checks every
- * received buffer. */
+/* 16 RC QPs on one SRQ per side, completions told apart by wc.qp_num. */
 Test(apps_ibverbs, ibv_srq_pingpong, .timeout = 90)
 {
-	char port[16], *so, *co;
-	const char *srv[] = { "ibv_srq_pingpong", "-d", "sv_udp0", "-g", "0", "-p", port,
-			      "-n", "200", "-c", NULL };
-	const char *cli[] = { "ibv_srq_pingpong", "-d", "sv_udp0", "-g", "0", "-p", port,
-			      "-n", "200", "-c", "127.0.0.1", NULL };
-	int p = apps_free_port();
+	char *so, *co;
 
-	apps_require(progs);
-	snprintf(port, sizeof(port), "%d", p);
-	apps_pair(srv, cli, p, 60000, &so, &co);
+	pingpong("ibv_srq_pingpong", "200", NULL, &so, &co);
 	/* 200 iterations of 4096 bytes each way */
 	cr_expect(strstr(so, "1638400 bytes in"), "%s", so);
 	cr_expect(strstr(co, "1638400 bytes in"), "%s", co);
@@ -155,25 +161,13 @@ Test(apps_ibverbs, ibv_srq_pingpong, .timeout = 90)
 }
 
 /* 500 round trips of 4 KiB each way. Two processes, two contexts, no configuration:
- * each binds its own loopback address, they swap LID:QPN:PSN:GID over the program's TCP socket and connect their RC QPs out
- * of band. -c makes both sides check every received buffer. */
+ * each binds its own loopback address, they swap LID:QPN:PSN:GID over the program's TCP
+ * socket and connect their RC QPs out of band. */
 static void rc_pingpong(const char *mode)
 {
-	char port[16], *so, *co;
-	const char *srv[16] = { "ibv_rc_pingpong", "-d", "sv_udp0", "-g", "0", "-p", port,
-				"-n", "500", "-c" };
-	const char *cli[16] = { "ibv_rc_pingpong", "-d", "sv_udp0", "-g", "0", "-p", port,
-				"-n", "500", "-c" };
-	int p = apps_free_port(), n = 10;
+	char *so, *co;
 
-	apps_require(progs);
-	snprintf(port, sizeof(port), "%d", p);
-	if (mode) {
-		srv[n] = cli[n] = mode;
-		n++;
-	}
-	cli[n] = "127.0.0.1";
-	apps_pair(srv, cli, p, 60000, &so, &co);
+	pingpong("ibv_rc_pingpong", "500", mode, &so, &co);
 	cr_expect(strstr(so, "4096000 bytes in"), "%s", so);
 	cr_expect(strstr(co, "4096000 bytes in"), "%s", co);
 	cr_expect(strstr(so, "GID ::ffff:127.0.0."), "%s", so);

@@ -61,48 +61,68 @@ static int result_rows(const char *out, unsigned long *first, unsigned long *las
 
 enum mode {
 	TCP_CM,		/* sv_tcp0 with -R */
+	TCP_OOB,	/* sv_tcp0 without -R, which an iWARP device refuses */
 	UDP_OOB,	/* sv_udp0 without -R: QPs connected out of band */
 	UDP_CM,		/* sv_udp0 with -R */
 };
 
-static void run_on(enum mode m, const char *prog, const char *const extra[], int want_rows,
-		   unsigned long want_first, unsigned long want_last)
+/* A server's and a client's command line for svrun, on a free perftest port. */
+struct cmd {
+	char words[128];		/* the program and its options, split in place */
+	char port[16];			/* perftest's TCP port (-p) */
+	int p;				/* the same, as a number */
+	const char *srv[40], *cli[40];	/* NULL-terminated */
+};
+
+/* Builds both command lines: svrun's transport for mode m, then `line` (the program and
+ * its options, separated by spaces), the port, the device and how the QPs connect; the
+ * client's ends with the server's address. */
+static void perf_cmd(struct cmd *c, enum mode m, const char *line, const char *addr)
 {
-	char port[16], addr[32], *so, *co;
-	const char *srv[40] = { "--transport", m == TCP_CM ? "tcp" : "udp", prog, "-p", port,
-				"-d" };
-	const char *cli[40] = { "--transport", m == TCP_CM ? "tcp" : "udp", prog, "-p", port,
-				"-d" };
+	static const char *const how[][4] = {
+		[TCP_CM] = { "sv_tcp0", "-R" },
+		[TCP_OOB] = { "sv_tcp0" },
+		[UDP_OOB] = { "sv_udp0", "-x", "0" },	/* GID index: the RoCE v2 one */
+		[UDP_CM] = { "sv_udp0", "-R" },
+	};
+	char *word, *save;
+	int i, n = 0;
+
+	c->p = apps_free_port();
+	snprintf(c->port, sizeof(c->port), "%d", c->p);
+	snprintf(c->words, sizeof(c->words), "%s", line);
+	c->srv[n++] = "--transport";
+	c->srv[n++] = m == TCP_CM || m == TCP_OOB ? "tcp" : "udp";
+	for (word = strtok_r(c->words, " ", &save); word; word = strtok_r(NULL, " ", &save))
+		c->srv[n++] = word;
+	c->srv[n++] = "-p";
+	c->srv[n++] = c->port;
+	c->srv[n++] = "-d";
+	for (i = 0; how[m][i]; i++)
+		c->srv[n++] = how[m][i];
+	memcpy(c->cli, c->srv, (size_t)n * sizeof(*c->srv));
+	c->srv[n] = NULL;
+	c->cli[n] = addr;
+	c->cli[n + 1] = NULL;
+}
+
+static void run_on(enum mode m, int want_rows, unsigned long want_first,
+		   unsigned long want_last, const char *line)
+{
+	char addr[32] = "127.0.0.1", *so, *co;
 	unsigned long first = 0, last = 0;
-	int p = apps_free_port(), i, n = 6;
+	struct cmd c;
 
 	apps_require(progs);
-	snprintf(port, sizeof(port), "%d", p);
-	snprintf(addr, sizeof(addr), "127.0.0.1");
-	if (m == UDP_OOB) {
-		srv[n] = cli[n] = "sv_udp0";
-		n++;
-		srv[n] = cli[n] = "-x";		/* GID index: the RoCE v2 one */
-		n++;
-		srv[n] = cli[n] = "0";
-		n++;
-	} else {
-		srv[n] = cli[n] = m == TCP_CM ? "sv_tcp0" : "sv_udp0";
-		n++;
-		srv[n] = cli[n] = "-R";
-		n++;
-	}
-	for (i = 0; extra[i]; i++, n++)
-		srv[n] = cli[n] = extra[i];
 	if (m == UDP_CM) {
 		/* The server must be listening before the client starts (perftest 4.5
 		 * crashes in its retry path on a refusal): apps_pair_cm waits until its
 		 * CM listener is published. */
-		cli[n] = addr;
-		apps_pair_cm(srv, cli, p, NULL, 150000, &so, &co, NULL);
+		perf_cmd(&c, m, line, addr);
+		apps_pair_cm(c.srv, c.cli, c.p, NULL, 150000, &so, &co, NULL);
 	} else {
-		cli[n] = addr;
-		apps_pair(srv, cli, p, 150000, &so, &co);
+		perf_cmd(&c, m, line, addr);
+		apps_pair(c.srv, c.cli, c.p, 150000, &so, &co);
 	}
 	cr_expect_eq(result_rows(co, &first, &last), want_rows, "%s", co);
 	cr_expect_eq(first, want_first, "%s", co);
@@ -115,23 +135,10 @@ static void run_on(enum mode m, const char *prog, const char *const extra[], int
 	free(co);
 }
 
-static void run_test(const char *prog, const char *const extra[], int want_rows,
-		     unsigned long want_first, unsigned long want_last)
-{
-	run_on(TCP_CM, prog, extra, want_rows, want_first, want_last);
-}
-
-static void run_udp(const char *prog, const char *const extra[], int want_rows,
-		    unsigned long want_first, unsigned long want_last)
-{
-	run_on(UDP_OOB, prog, extra, want_rows, want_first, want_last);
-}
-
-static void run_udp_cm(const char *prog, const char *const extra[], int want_rows,
-		       unsigned long want_first, unsigned long want_last)
-{
-	run_on(UDP_CM, prog, extra, want_rows, want_first, want_last);
-}
+/* One run per test: name, how the QPs connect, the result rows the client must print and
+ * the first and last message size in them, then the program and its options. */
+#define PERFTEST(name, m, rows, first, last, line)                                         \
+	Test(apps_perftest, name, .timeout = 200) { run_on(m, rows, first, last, line); }
 
 Test(apps_perftest, every_symbol_resolves, .timeout = 120)
 {
@@ -139,213 +146,44 @@ Test(apps_perftest, every_symbol_resolves, .timeout = 120)
 	apps_ldd_check(progs);
 }
 
-/* -a: every size from 2 B to 8 MiB (23 rows). */
-Test(apps_perftest, ib_write_bw_all_sizes, .timeout = 200)
-{
-	const char *extra[] = { "-a", "-n", "20", NULL };
+/* sv_tcp0 with -R; -a: every size from 2 B to 8 MiB (23 rows). */
+PERFTEST(ib_write_bw_all_sizes, TCP_CM, 23, 2, 8388608, "ib_write_bw -a -n 20")
+PERFTEST(ib_read_bw, TCP_CM, 1, 65536, 65536, "ib_read_bw -s 65536 -n 500")
+PERFTEST(ib_send_bw, TCP_CM, 1, 65536, 65536, "ib_send_bw -s 65536 -n 500")
+PERFTEST(ib_atomic_bw, TCP_CM, 1, 8, 8, "ib_atomic_bw -n 500")
+PERFTEST(ib_write_lat, TCP_CM, 1, 2, 2, "ib_write_lat -n 500")
+PERFTEST(ib_read_lat, TCP_CM, 1, 2, 2, "ib_read_lat -n 500")
+PERFTEST(ib_send_lat, TCP_CM, 1, 2, 2, "ib_send_lat -n 500")
+PERFTEST(ib_atomic_lat, TCP_CM, 1, 8, 8, "ib_atomic_lat -n 500")
 
-	run_test("ib_write_bw", extra, 23, 2, 8388608);
-}
-
-Test(apps_perftest, ib_read_bw, .timeout = 200)
-{
-	const char *extra[] = { "-s", "65536", "-n", "500", NULL };
-
-	run_test("ib_read_bw", extra, 1, 65536, 65536);
-}
-
-Test(apps_perftest, ib_send_bw, .timeout = 200)
-{
-	const char *extra[] = { "-s", "65536", "-n", "500", NULL };
-
-	run_test("ib_send_bw", extra, 1, 65536, 65536);
-}
-
-Test(apps_perftest, ib_atomic_bw, .timeout = 200)
-{
-	const char *extra[] = { "-n", "500", NULL };
-
-	run_test("ib_atomic_bw", extra, 1, 8, 8);
-}
-
-Test(apps_perftest, ib_write_lat, .timeout = 200)
-{
-	const char *extra[] = { "-n", "500", NULL };
-
-	run_test("ib_write_lat", extra, 1, 2, 2);
-}
-
-Test(apps_perftest, ib_read_lat, .timeout = 200)
-{
-	const char *extra[] = { "-n", "500", NULL };
-
-	run_test("ib_read_lat", extra, 1, 2, 2);
-}
-
-Test(apps_perftest, ib_send_lat, .timeout = 200)
-{
-	const char *extra[] = { "-n", "500", NULL };
-
-	run_test("ib_send_lat", extra, 1, 2, 2);
-}
-
-Test(apps_perftest, ib_atomic_lat, .timeout = 200)
-{
-	const char *extra[] = { "-n", "500", NULL };
-
-	run_test("ib_atomic_lat", extra, 1, 8, 8);
-}
-
-Test(apps_perftest, udp_ib_write_bw_all_sizes, .timeout = 200)
-{
-	const char *extra[] = { "-a", "-n", "20", NULL };
-
-	run_udp("ib_write_bw", extra, 23, 2, 8388608);
-}
-
-Test(apps_perftest, udp_ib_read_bw, .timeout = 200)
-{
-	const char *extra[] = { "-s", "65536", "-n", "200", NULL };
-
-	run_udp("ib_read_bw", extra, 1, 65536, 65536);
-}
-
-Test(apps_perftest, udp_ib_send_bw, .timeout = 200)
-{
-	const char *extra[] = { "-s", "65536", "-n", "200", NULL };
-
-	run_udp("ib_send_bw", extra, 1, 65536, 65536);
-}
-
-Test(apps_perftest, udp_ib_atomic_bw, .timeout = 200)
-{
-	const char *extra[] = { "-n", "200", NULL };
-
-	run_udp("ib_atomic_bw", extra, 1, 8, 8);
-}
-
-Test(apps_perftest, udp_ib_write_lat, .timeout = 200)
-{
-	const char *extra[] = { "-n", "200", NULL };
-
-	run_udp("ib_write_lat", extra, 1, 2, 2);
-}
-
-Test(apps_perftest, udp_ib_read_lat, .timeout = 200)
-{
-	const char *extra[] = { "-n", "200", NULL };
-
-	run_udp("ib_read_lat", extra, 1, 2, 2);
-}
-
-Test(apps_perftest, udp_ib_send_lat, .timeout = 200)
-{
-	const char *extra[] = { "-n", "200", NULL };
-
-	run_udp("ib_send_lat", extra, 1, 2, 2);
-}
-
-Test(apps_perftest, udp_ib_atomic_lat, .timeout = 200)
-{
-	const char *extra[] = { "-n", "200", NULL };
-
-	run_udp("ib_atomic_lat", extra, 1, 8, 8);
-}
+/* sv_udp0 without -R: QPs connected out of band. */
+PERFTEST(udp_ib_write_bw_all_sizes, UDP_OOB, 23, 2, 8388608, "ib_write_bw -a -n 20")
+PERFTEST(udp_ib_read_bw, UDP_OOB, 1, 65536, 65536, "ib_read_bw -s 65536 -n 200")
+PERFTEST(udp_ib_send_bw, UDP_OOB, 1, 65536, 65536, "ib_send_bw -s 65536 -n 200")
+PERFTEST(udp_ib_atomic_bw, UDP_OOB, 1, 8, 8, "ib_atomic_bw -n 200")
+PERFTEST(udp_ib_write_lat, UDP_OOB, 1, 2, 2, "ib_write_lat -n 200")
+PERFTEST(udp_ib_read_lat, UDP_OOB, 1, 2, 2, "ib_read_lat -n 200")
+PERFTEST(udp_ib_send_lat, UDP_OOB, 1, 2, 2, "ib_send_lat -n 200")
+PERFTEST(udp_ib_atomic_lat, UDP_OOB, 1, 8, 8, "ib_atomic_lat -n 200")
 
 /* -R on sv_udp0: rdma_cm over the UDP transport's IB CM (REQ/REP/RTU), which a RoCE
  * device supports as well as out-of-band setup. */
-Test(apps_perftest, udp_cm_ib_write_bw, .timeout = 200)
-{
-	const char *extra[] = { "-s", "65536", "-n", "200", NULL };
-
-	run_udp_cm("ib_write_bw", extra, 1, 65536, 65536);
-}
-
-Test(apps_perftest, udp_cm_ib_read_bw, .timeout = 200)
-{
-	const char *extra[] = { "-s", "65536", "-n", "200", NULL };
-
-	run_udp_cm("ib_read_bw", extra, 1, 65536, 65536);
-}
-
-Test(apps_perftest, udp_cm_ib_send_bw, .timeout = 200)
-{
-	const char *extra[] = { "-s", "65536", "-n", "200", NULL };
-
-	run_udp_cm("ib_send_bw", extra, 1, 65536, 65536);
-}
-
-Test(apps_perftest, udp_cm_ib_atomic_bw, .timeout = 200)
-{
-	const char *extra[] = { "-n", "200", NULL };
-
-	run_udp_cm("ib_atomic_bw", extra, 1, 8, 8);
-}
-
-Test(apps_perftest, udp_cm_ib_write_lat, .timeout = 200)
-{
-	const char *extra[] = { "-n", "200", NULL };
-
-	run_udp_cm("ib_write_lat", extra, 1, 2, 2);
-}
-
-Test(apps_perftest, udp_cm_ib_read_lat, .timeout = 200)
-{
-	const char *extra[] = { "-n", "200", NULL };
-
-	run_udp_cm("ib_read_lat", extra, 1, 2, 2);
-}
-
-Test(apps_perftest, udp_cm_ib_send_lat, .timeout = 200)
-{
-	const char *extra[] = { "-n", "200", NULL };
-
-	run_udp_cm("ib_send_lat", extra, 1, 2, 2);
-}
-
-Test(apps_perftest, udp_cm_ib_atomic_lat, .timeout = 200)
-{
-	const char *extra[] = { "-n", "200", NULL };
-
-	run_udp_cm("ib_atomic_lat", extra, 1, 8, 8);
-}
+PERFTEST(udp_cm_ib_write_bw, UDP_CM, 1, 65536, 65536, "ib_write_bw -s 65536 -n 200")
+PERFTEST(udp_cm_ib_read_bw, UDP_CM, 1, 65536, 65536, "ib_read_bw -s 65536 -n 200")
+PERFTEST(udp_cm_ib_send_bw, UDP_CM, 1, 65536, 65536, "ib_send_bw -s 65536 -n 200")
+PERFTEST(udp_cm_ib_atomic_bw, UDP_CM, 1, 8, 8, "ib_atomic_bw -n 200")
+PERFTEST(udp_cm_ib_write_lat, UDP_CM, 1, 2, 2, "ib_write_lat -n 200")
+PERFTEST(udp_cm_ib_read_lat, UDP_CM, 1, 2, 2, "ib_read_lat -n 200")
+PERFTEST(udp_cm_ib_send_lat, UDP_CM, 1, 2, 2, "ib_send_lat -n 200")
+PERFTEST(udp_cm_ib_atomic_lat, UDP_CM, 1, 8, 8, "ib_atomic_lat -n 200")
 
 /* -a on a latency program and a second bandwidth program per transport (2 B .. 8 MiB,
  * 23 sizes; a latency row per size as well). */
-Test(apps_perftest, ib_read_lat_all_sizes, .timeout = 200)
-{
-	const char *extra[] = { "-a", "-n", "10", NULL };
-
-	run_test("ib_read_lat", extra, 23, 2, 8388608);
-}
-
-Test(apps_perftest, ib_send_bw_all_sizes, .timeout = 200)
-{
-	const char *extra[] = { "-a", "-n", "20", NULL };
-
-	run_test("ib_send_bw", extra, 23, 2, 8388608);
-}
-
-Test(apps_perftest, udp_ib_send_lat_all_sizes, .timeout = 200)
-{
-	const char *extra[] = { "-a", "-n", "10", NULL };
-
-	run_udp("ib_send_lat", extra, 23, 2, 8388608);
-}
-
-Test(apps_perftest, udp_ib_read_bw_all_sizes, .timeout = 200)
-{
-	const char *extra[] = { "-a", "-n", "20", NULL };
-
-	run_udp("ib_read_bw", extra, 23, 2, 8388608);
-}
-
-Test(apps_perftest, udp_cm_ib_write_lat_all_sizes, .timeout = 200)
-{
-	const char *extra[] = { "-a", "-n", "10", NULL };
-
-	run_udp_cm("ib_write_lat", extra, 23, 2, 8388608);
-}
+PERFTEST(ib_read_lat_all_sizes, TCP_CM, 23, 2, 8388608, "ib_read_lat -a -n 10")
+PERFTEST(ib_send_bw_all_sizes, TCP_CM, 23, 2, 8388608, "ib_send_bw -a -n 20")
+PERFTEST(udp_ib_send_lat_all_sizes, UDP_OOB, 23, 2, 8388608, "ib_send_lat -a -n 10")
+PERFTEST(udp_ib_read_bw_all_sizes, UDP_OOB, 23, 2, 8388608, "ib_read_bw -a -n 20")
+PERFTEST(udp_cm_ib_write_lat_all_sizes, UDP_CM, 23, 2, 8388608, "ib_write_lat -a -n 10")
 
 /* Without -R on sv_tcp0: perftest exchanges QPNs over its socket and moves the QPs to
  * RTR itself, which an iWARP QP cannot do (its connection comes from the CM). Every
@@ -359,19 +197,17 @@ Test(apps_perftest, tcp_without_cm_fails_cleanly, .timeout = 200)
 
 	apps_require(progs);
 	for (int k = 0; eight[k]; k++) {
-		char port[16], *so, *co;
-		const char *srv[] = { "--transport", "tcp", eight[k], "-d", "sv_tcp0", "-p", port,
-				      "-n", "10", NULL };
-		const char *cli[] = { "--transport", "tcp", eight[k], "-d", "sv_tcp0", "-p", port,
-				      "-n", "10", "127.0.0.1", NULL };
+		char line[64], *so, *co;
 		struct apps_proc s, c;
-		int p = apps_free_port(), rs, rc;
+		struct cmd cmd;
+		int rs, rc;
 
-		snprintf(port, sizeof(port), "%d", p);
-		apps_start(&s, srv);
-		cr_assert(apps_wait_listen(&s, p, 10000), "%s: the server never listened",
+		snprintf(line, sizeof(line), "%s -n 10", eight[k]);
+		perf_cmd(&cmd, TCP_OOB, line, "127.0.0.1");
+		apps_start(&s, cmd.srv);
+		cr_assert(apps_wait_listen(&s, cmd.p, 10000), "%s: the server never listened",
 			  eight[k]);
-		apps_start(&c, cli);
+		apps_start(&c, cmd.cli);
 		rc = apps_wait(&c, 30000);
 		rs = apps_wait(&s, 30000);
 		co = apps_output(&c);
@@ -391,29 +227,20 @@ Test(apps_perftest, tcp_without_cm_fails_cleanly, .timeout = 200)
  * both are killed (the end of such a run). stdbuf makes the rows reach the file. */
 static void run_infinitely(enum mode m)
 {
-	char port[16], *co, *so;
-	const char *tr = m == TCP_CM ? "tcp" : "udp";
-	const char *dev = m == TCP_CM ? "sv_tcp0" : "sv_udp0";
-	/* Out of band: GID index 0; otherwise -R (the last entry ends the list early). */
-	const char *how = m == UDP_OOB ? "-x" : "-R", *how2 = m == UDP_OOB ? "0" : NULL;
-	const char *srv[] = { "--transport", tr, "stdbuf", "-oL", "ib_write_bw", "-d", dev,
-			      "-p", port, "--run_infinitely", "-D", "1", how, how2, NULL };
-	const char *cli[] = { "--transport", tr, "stdbuf", "-oL", "ib_write_bw", "-d", dev,
-			      "-p", port, "--run_infinitely", "-D", "1", "127.0.0.1", how, how2,
-			      NULL };
 	const char *const need[] = { "stdbuf", NULL };
 	struct timespec six = { 6, 0 };
 	struct apps_proc s, c;
 	unsigned long first = 0, last = 0;
 	bool s_up, c_up;
-	int p = apps_free_port();
+	struct cmd cmd;
+	char *co, *so;
 
 	apps_require(progs);
 	apps_require(need);
-	snprintf(port, sizeof(port), "%d", p);
-	apps_start(&s, srv);
-	cr_assert(apps_wait_listen(&s, p, 10000), "the server never listened");
-	apps_start(&c, cli);
+	perf_cmd(&cmd, m, "stdbuf -oL ib_write_bw --run_infinitely -D 1", "127.0.0.1");
+	apps_start(&s, cmd.srv);
+	cr_assert(apps_wait_listen(&s, cmd.p, 10000), "the server never listened");
+	apps_start(&c, cmd.cli);
 	nanosleep(&six, NULL);
 	c_up = apps_running(&c);
 	s_up = apps_running(&s);

@@ -4,6 +4,7 @@
  * checked in their output. udaddy (UD QPs, the rdma_cm UDP port space) runs on sv_udp0
  * only: an iWARP device has no UD QPs, and on sv_tcp0 it must fail at once, saying so.
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,24 +25,92 @@ Test(apps_rdmacm, every_symbol_resolves, .timeout = 120)
 	apps_ldd_check(progs);
 }
 
-/* rping -v prints every ping it receives: the server must have seen all of them, in
- * order, with the rotating pattern rping checks. */
-Test(apps_rdmacm, rping_1000_verbose, .timeout = 120)
+/* In a command line for pair(): where the server listens. */
+#define ADDR "<addr>"
+#define PORT "<port>"
+
+static void fill(const char *out[], bool udp, const char *const in[], const char *addr,
+		 const char *port)
 {
-	char port[16], *so, *co, last[64];
-	const char *srv[] = { "rping", "-s", "-a", "127.0.0.1", "-p", port, "-v", "-C", "1000",
-			      NULL };
-	const char *cli[] = { "rping", "-c", "-a", "127.0.0.1", "-p", port, "-v", "-C", "1000",
-			      NULL };
-	int p = apps_free_port();
+	int n = 0;
+
+	if (udp) {
+		out[n++] = "--transport";
+		out[n++] = "udp";
+	}
+	for (; *in; in++)
+		out[n++] = !strcmp(*in, ADDR) ? addr : !strcmp(*in, PORT) ? port : *in;
+	out[n] = NULL;
+}
+
+static bool has(const char *const v[], const char *word)
+{
+	for (; *v; v++)
+		if (!strcmp(*v, word))
+			return true;
+	return false;
+}
+
+/* Runs the server command line srv, then cli, through svrun on sv_tcp0 or (udp) sv_udp0;
+ * both must exit 0 within timeout_ms. In both, ADDR and PORT stand for where the server
+ * listens: 127.0.0.1 and a free port, on either transport with no configuration. On
+ * sv_udp0 127.0.0.1 is held by another softverbs process meanwhile, so the server's
+ * device is some other 127.0.0.x, and the client's CM must find the listener
+ * host-locally (wire/roce_cm_dir.c). A program whose service port is fixed (udaddy's
+ * 7174, no PORT) listens on ADDR, a loopback address no other listener on that port has
+ * (so that tests running at once do not meet), which is not its device's either. The
+ * outputs are returned (the caller frees them). */
+static void pair(bool udp, const char *const srv[], const char *const cli[], int timeout_ms,
+		 char **so, char **co)
+{
+	char addr[32] = "127.0.0.1", port[16] = "7174";
+	const char *s[32], *c[32];
+	bool fixed = !has(cli, PORT);
+	struct apps_cm_listener l;
+	struct apps_proc h;
+	int p = 7174;
 
 	apps_require(progs);
-	snprintf(port, sizeof(port), "%d", p);
-	apps_pair(srv, cli, p, 90000, &so, &co);
+	if (fixed) {
+		snprintf(addr, sizeof(addr), "%s", apps_free_cm_addr(p));
+	} else {
+		p = apps_free_port();
+		snprintf(port, sizeof(port), "%d", p);
+	}
+	fill(s, udp, srv, addr, port);
+	fill(c, udp, cli, addr, port);
+	if (!udp) {
+		apps_pair(s, c, p, timeout_ms, so, co);
+		return;
+	}
+	apps_hold_loopback(&h);
+	apps_pair_cm(s, c, p, fixed ? addr : NULL, timeout_ms, so, co, &l);
+	apps_kill(&h);
+	free(apps_output(&h));
+	cr_expect_str_neq(l.dev_ip, "127.0.0.1", "the server's device is not the address the "
+			  "client names");
+}
+
+/* A test on sv_tcp0 and one on sv_udp0 (named udp_<name>), through rdma_cm over iWARP's
+ * MPA and over the UDP transport's IB CM. */
+#define TCP_AND_UDP(name)                                                                  \
+	static void name(bool udp);                                                        \
+	Test(apps_rdmacm, name, .timeout = 120) { name(false); }                           \
+	Test(apps_rdmacm, udp_##name, .timeout = 120) { name(true); }                      \
+	static void name(bool udp)
+
+/* rping -v prints every ping it receives: the server must have seen all of them, in
+ * order, with the rotating pattern rping checks. */
+TCP_AND_UDP(rping_1000_verbose)
+{
+	const char *srv[] = { "rping", "-s", "-a", ADDR, "-p", PORT, "-v", "-C", "1000", NULL };
+	const char *cli[] = { "rping", "-c", "-a", ADDR, "-p", PORT, "-v", "-C", "1000", NULL };
+	char *so, *co;
+
+	pair(udp, srv, cli, 90000, &so, &co);
 	cr_expect_eq(apps_count(so, "server ping data: rdma-ping-"), 1000, "%s", so);
 	cr_expect_eq(apps_count(co, "ping data: rdma-ping-"), 1000, "%s", co);
-	snprintf(last, sizeof(last), "rdma-ping-999: ");
-	cr_expect(strstr(so, last), "%s", so);
+	cr_expect(strstr(so, "rdma-ping-999: "), "%s", so);
 	cr_expect(strstr(so, "server DISCONNECT EVENT"), "%s", so);
 	free(so);
 	free(co);
@@ -49,35 +118,29 @@ Test(apps_rdmacm, rping_1000_verbose, .timeout = 120)
 
 /* rping -V compares every buffer with what was sent and exits non-zero on a mismatch
  * (apps_pair asserts exit 0 on both sides). */
-Test(apps_rdmacm, rping_validate, .timeout = 120)
+TCP_AND_UDP(rping_validate)
 {
-	char port[16], *so, *co;
-	const char *srv[] = { "rping", "-s", "-a", "127.0.0.1", "-p", port, "-V", "-C", "500",
-			      "-S", "4096", NULL };
-	const char *cli[] = { "rping", "-c", "-a", "127.0.0.1", "-p", port, "-V", "-C", "500",
-			      "-S", "4096", NULL };
-	int p = apps_free_port();
+	const char *count = udp ? "300" : "500";
+	const char *srv[] = { "rping", "-s", "-a", ADDR, "-p", PORT, "-V", "-C", count, "-S",
+			      "4096", NULL };
+	const char *cli[] = { "rping", "-c", "-a", ADDR, "-p", PORT, "-V", "-C", count, "-S",
+			      "4096", NULL };
+	char *so, *co;
 
-	apps_require(progs);
-	snprintf(port, sizeof(port), "%d", p);
-	apps_pair(srv, cli, p, 90000, &so, &co);
+	pair(udp, srv, cli, 90000, &so, &co);
 	cr_expect(!strstr(co, "data mismatch"), "%s", co);
 	cr_expect(!strstr(so, "data mismatch"), "%s", so);
 	free(so);
 	free(co);
 }
 
-Test(apps_rdmacm, ucmatose, .timeout = 120)
+TCP_AND_UDP(ucmatose)
 {
-	char port[16], *so, *co;
-	const char *srv[] = { "ucmatose", "-p", port, "-c", "2", "-C", "20", NULL };
-	const char *cli[] = { "ucmatose", "-s", "127.0.0.1", "-p", port, "-c", "2", "-C", "20",
-			      NULL };
-	int p = apps_free_port();
+	const char *srv[] = { "ucmatose", "-p", PORT, "-c", "2", "-C", "20", NULL };
+	const char *cli[] = { "ucmatose", "-s", ADDR, "-p", PORT, "-c", "2", "-C", "20", NULL };
+	char *so, *co;
 
-	apps_require(progs);
-	snprintf(port, sizeof(port), "%d", p);
-	apps_pair(srv, cli, p, 90000, &so, &co);
+	pair(udp, srv, cli, 90000, &so, &co);
 	cr_expect(strstr(so, "data transfers complete"), "%s", so);
 	cr_expect(strstr(so, "return status 0"), "%s", so);
 	cr_expect(strstr(co, "return status 0"), "%s", co);
@@ -86,106 +149,13 @@ Test(apps_rdmacm, ucmatose, .timeout = 120)
 }
 
 /* The synchronous rdma_create_ep / rdma_get_request style, with inline sends. */
-Test(apps_rdmacm, rdma_server_client, .timeout = 120)
+TCP_AND_UDP(rdma_server_client)
 {
-	char port[16], *so, *co;
-	const char *srv[] = { "rdma_server", "-p", port, NULL };
-	const char *cli[] = { "rdma_client", "-s", "127.0.0.1", "-p", port, NULL };
-	int p = apps_free_port();
+	const char *srv[] = { "rdma_server", "-p", PORT, NULL };
+	const char *cli[] = { "rdma_client", "-s", ADDR, "-p", PORT, NULL };
+	char *so, *co;
 
-	apps_require(progs);
-	snprintf(port, sizeof(port), "%d", p);
-	apps_pair(srv, cli, p, 60000, &so, &co);
-	cr_expect(strstr(so, "rdma_server: end 0"), "%s", so);
-	cr_expect(strstr(co, "rdma_client: end 0"), "%s", co);
-	free(so);
-	free(co);
-}
-
-/* The same programs on sv_udp0 (svrun --transport udp), through the UDP transport's IB
- * CM, with no configuration: the client names 127.0.0.1 as on sv_tcp0, while that
- * address is held by another softverbs process, so the server's device is some other
- * 127.0.0.x; the client's CM finds the listener host-locally (wire/roce_cm_dir.c). */
-static void udp_pair(const char *const srv[], const char *const cli[], int port,
-		     const char *listen_ip, int timeout_ms, char **so, char **co)
-{
-	struct apps_proc h;
-	struct apps_cm_listener l;
-
-	apps_hold_loopback(&h);
-	apps_pair_cm(srv, cli, port, listen_ip, timeout_ms, so, co, &l);
-	apps_kill(&h);
-	free(apps_output(&h));
-	cr_expect_str_neq(l.dev_ip, "127.0.0.1", "the server's device is not the address the "
-			  "client names");
-}
-
-Test(apps_rdmacm, udp_rping_1000_verbose, .timeout = 120)
-{
-	char port[16], *so, *co;
-	const char *srv[] = { "--transport", "udp", "rping", "-s", "-a", "127.0.0.1", "-p", port,
-			      "-v", "-C", "1000", NULL };
-	const char *cli[] = { "--transport", "udp", "rping", "-c", "-a", "127.0.0.1", "-p", port,
-			      "-v", "-C", "1000", NULL };
-	int p = apps_free_port();
-
-	apps_require(progs);
-	snprintf(port, sizeof(port), "%d", p);
-	udp_pair(srv, cli, p, "127.0.0.1", 90000, &so, &co);
-	cr_expect_eq(apps_count(so, "server ping data: rdma-ping-"), 1000, "%s", so);
-	cr_expect_eq(apps_count(co, "ping data: rdma-ping-"), 1000, "%s", co);
-	free(so);
-	free(co);
-}
-
-Test(apps_rdmacm, udp_rping_validate, .timeout = 120)
-{
-	char port[16], *so, *co;
-	const char *srv[] = { "--transport", "udp", "rping", "-s", "-a", "127.0.0.1", "-p", port,
-			      "-V", "-C", "300", "-S", "4096", NULL };
-	const char *cli[] = { "--transport", "udp", "rping", "-c", "-a", "127.0.0.1", "-p", port,
-			      "-V", "-C", "300", "-S", "4096", NULL };
-	int p = apps_free_port();
-
-	apps_require(progs);
-	snprintf(port, sizeof(port), "%d", p);
-	udp_pair(srv, cli, p, "127.0.0.1", 90000, &so, &co);
-	cr_expect(!strstr(co, "data mismatch"), "%s", co);
-	cr_expect(!strstr(so, "data mismatch"), "%s", so);
-	free(so);
-	free(co);
-}
-
-/* ucmatose's server listens on the wildcard. */
-Test(apps_rdmacm, udp_ucmatose, .timeout = 120)
-{
-	char port[16], *so, *co;
-	const char *srv[] = { "--transport", "udp", "ucmatose", "-p", port, "-c", "2", "-C", "20",
-			      NULL };
-	const char *cli[] = { "--transport", "udp", "ucmatose", "-s", "127.0.0.1", "-p", port,
-			      "-c", "2", "-C", "20", NULL };
-	int p = apps_free_port();
-
-	apps_require(progs);
-	snprintf(port, sizeof(port), "%d", p);
-	udp_pair(srv, cli, p, "0.0.0.0", 90000, &so, &co);
-	cr_expect(strstr(so, "return status 0"), "%s", so);
-	cr_expect(strstr(co, "return status 0"), "%s", co);
-	free(so);
-	free(co);
-}
-
-Test(apps_rdmacm, udp_rdma_server_client, .timeout = 120)
-{
-	char port[16], *so, *co;
-	const char *srv[] = { "--transport", "udp", "rdma_server", "-p", port, NULL };
-	const char *cli[] = { "--transport", "udp", "rdma_client", "-s", "127.0.0.1", "-p", port,
-			      NULL };
-	int p = apps_free_port();
-
-	apps_require(progs);
-	snprintf(port, sizeof(port), "%d", p);
-	udp_pair(srv, cli, p, NULL, 60000, &so, &co);
+	pair(udp, srv, cli, 60000, &so, &co);
 	cr_expect(strstr(so, "rdma_server: end 0"), "%s", so);
 	cr_expect(strstr(co, "rdma_client: end 0"), "%s", co);
 	free(so);
@@ -195,20 +165,14 @@ Test(apps_rdmacm, udp_rdma_server_client, .timeout = 120)
 /* udaddy: the client resolves the server's UD QP through the rdma_cm UDP port space
  * (SIDR), sends -C messages to it, and the server answers each connection's messages
  * with as many of its own, addressed from the first receive's GRH. Both count their
- * completions before "data transfers complete"; four connections at once. udaddy's
- * service port is always 7174, so that tests running at once do not meet, the server
- * listens on a loopback address of its own choosing (-b), which is not its device's. */
+ * completions before "data transfers complete"; four connections at once. */
 Test(apps_rdmacm, udp_udaddy, .timeout = 120)
 {
-	char a[32], *so, *co;
-	const char *srv[] = { "--transport", "udp", "udaddy", "-b", a, "-c", "4", "-C", "50", "-S",
-			      "1024", NULL };
-	const char *cli[] = { "--transport", "udp", "udaddy", "-s", a, "-c", "4", "-C", "50",
-			      "-S", "1024", NULL };
+	const char *srv[] = { "udaddy", "-b", ADDR, "-c", "4", "-C", "50", "-S", "1024", NULL };
+	const char *cli[] = { "udaddy", "-s", ADDR, "-c", "4", "-C", "50", "-S", "1024", NULL };
+	char *so, *co;
 
-	apps_require(progs);
-	snprintf(a, sizeof(a), "%s", apps_free_cm_addr(7174));
-	udp_pair(srv, cli, 7174, a, 60000, &so, &co);
+	pair(true, srv, cli, 60000, &so, &co);
 	cr_expect(strstr(so, "data transfers complete"), "%s", so);
 	cr_expect(strstr(co, "data transfers complete"), "%s", co);
 	cr_expect(strstr(so, "return status 0"), "%s", so);
@@ -220,13 +184,11 @@ Test(apps_rdmacm, udp_udaddy, .timeout = 120)
 /* The IPoIB port space (-P ipoib) is a UD port space as well. */
 Test(apps_rdmacm, udp_udaddy_ipoib_port_space, .timeout = 120)
 {
-	char a[32], *so, *co;
-	const char *srv[] = { "--transport", "udp", "udaddy", "-P", "ipoib", "-b", a, NULL };
-	const char *cli[] = { "--transport", "udp", "udaddy", "-P", "ipoib", "-s", a, NULL };
+	const char *srv[] = { "udaddy", "-P", "ipoib", "-b", ADDR, NULL };
+	const char *cli[] = { "udaddy", "-P", "ipoib", "-s", ADDR, NULL };
+	char *so, *co;
 
-	apps_require(progs);
-	snprintf(a, sizeof(a), "%s", apps_free_cm_addr(7174));
-	udp_pair(srv, cli, 7174, a, 60000, &so, &co);
+	pair(true, srv, cli, 60000, &so, &co);
 	cr_expect(strstr(so, "data transfers complete"), "%s", so);
 	cr_expect(strstr(co, "data transfers complete"), "%s", co);
 	free(so);

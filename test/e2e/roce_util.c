@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -176,17 +177,115 @@ void ru_quiet(struct rside *s, long ms)
 	}
 }
 
+/* What both kinds of side hold; qp and mr may be NULL (a test destroyed them). */
+static void close_dev(struct sv_context *ctx, struct sv_pd *pd, struct sv_cq *cq,
+		      struct sv_qp *qp, struct sv_mr *mr, uint8_t *buf)
+{
+	if (qp)
+		cr_assert_eq(sv_destroy_qp(qp), 0);
+	if (mr)
+		cr_assert_eq(sv_dereg_mr(mr), 0);
+	cr_assert_eq(sv_destroy_cq(cq), 0);
+	cr_assert_eq(sv_dealloc_pd(pd), 0);
+	cr_assert_eq(sv_close_device(ctx), 0);
+	free(buf);
+}
+
 void ru_close(struct rside *s)
 {
 	if (!s->ctx)
 		return;
-	if (s->qp)
-		cr_assert_eq(sv_destroy_qp(s->qp), 0);
-	if (s->mr)
-		cr_assert_eq(sv_dereg_mr(s->mr), 0);
-	cr_assert_eq(sv_destroy_cq(s->cq), 0);
-	cr_assert_eq(sv_dealloc_pd(s->pd), 0);
-	cr_assert_eq(sv_close_device(s->ctx), 0);
-	free(s->buf);
+	close_dev(s->ctx, s->pd, s->cq, s->qp, s->mr, s->buf);
 	memset(s, 0, sizeof(*s));
+}
+
+struct sv_qp *ru_ud_qp(struct sv_pd *pd, struct sv_cq *cq, uint32_t qkey, uint32_t psn)
+{
+	struct sv_qp_init_attr ia = { 0 };
+	struct sv_qp_attr at;
+	struct sv_qp *qp;
+
+	ia.send_cq = ia.recv_cq = cq;
+	ia.qp_type = SV_QPT_UD;
+	ia.cap.max_send_wr = ia.cap.max_recv_wr = 16;
+	ia.cap.max_send_sge = ia.cap.max_recv_sge = 4;
+	ia.cap.max_inline_data = 64;
+	cr_assert_eq(sv_create_qp(pd, &ia, &qp), 0);
+	memset(&at, 0, sizeof(at));
+	at.qp_state = SV_QPS_INIT;
+	at.port_num = 1;
+	at.qkey = qkey;
+	cr_assert_eq(sv_modify_qp(qp, &at, SV_QP_STATE | SV_QP_PKEY_INDEX | SV_QP_PORT |
+				  SV_QP_QKEY), 0);
+	at.qp_state = SV_QPS_RTR;
+	cr_assert_eq(sv_modify_qp(qp, &at, SV_QP_STATE), 0);
+	at.qp_state = SV_QPS_RTS;
+	at.sq_psn = psn;
+	cr_assert_eq(sv_modify_qp(qp, &at, SV_QP_STATE | SV_QP_SQ_PSN), 0);
+	return qp;
+}
+
+void ru_cm_open(struct cmside *s, uint16_t port, int retx, const char *impair,
+		enum sv_qp_type qpt, enum sv_cm_port_space ps, size_t buflen, unsigned access)
+{
+	struct sv_device_opts o;
+	struct sv_qp_init_attr ia = { 0 };
+	uint8_t gid[16];
+	int rc;
+
+	memset(s, 0, sizeof(*s));
+	sv_device_opts_init(&o);
+	o.transport = SV_TRANSPORT_UDP;
+	o.bind_addr[0] = '\0';		/* 127.0.0.1, .2, ... whichever is free */
+	o.port = port;
+	if (retx >= 0)
+		o.retx = retx;
+	if (impair)
+		snprintf(o.impair, sizeof(o.impair), "%s", impair);
+	rc = sv_open_device(&o, &s->ctx);
+	cr_assert_eq(rc, 0, "open: %s", sv_strerror(rc));
+	cr_assert_eq(sv_query_gid(s->ctx, 1, 0, gid), 0);
+	memcpy(&s->ip, gid + 12, 4);
+	cr_assert_eq(sv_alloc_pd(s->ctx, &s->pd), 0);
+	cr_assert_eq(sv_create_cq(s->ctx, 64, NULL, NULL, 0, &s->cq), 0);
+	if (qpt == SV_QPT_UD) {
+		s->qp = ru_ud_qp(s->pd, s->cq, SV_CM_UDP_QKEY, 0);
+	} else {
+		ia.send_cq = ia.recv_cq = s->cq;
+		ia.qp_type = qpt;
+		ia.cap.max_send_wr = ia.cap.max_recv_wr = 16;
+		ia.cap.max_send_sge = ia.cap.max_recv_sge = 2;
+		cr_assert_eq(sv_create_qp(s->pd, &ia, &s->qp), 0);
+	}
+	s->buf = aligned_alloc(4096, (buflen + 4095) & ~(size_t)4095);
+	cr_assert(s->buf);
+	memset(s->buf, 0, buflen);
+	cr_assert_eq(sv_reg_mr(s->pd, s->buf, buflen, access, &s->mr), 0);
+	cr_assert_eq(sv_cm_create_channel(&s->ch), 0);
+	cr_assert_eq(sv_cm_create_id_ps(s->ch, s->ctx, s, ps, &s->id), 0);
+}
+
+void ru_cm_close(struct cmside *s)
+{
+	if (!s->ctx)
+		return;
+	if (s->conn)
+		cr_assert_eq(sv_cm_destroy_id(s->conn), 0);
+	cr_assert_eq(sv_cm_destroy_id(s->id), 0);
+	cr_assert_eq(sv_cm_destroy_channel(s->ch), 0);
+	close_dev(s->ctx, s->pd, s->cq, s->qp, s->mr, s->buf);
+	memset(s, 0, sizeof(*s));
+}
+
+struct sv_cm_event *ru_cm_event(struct sv_cm_channel *ch, enum sv_cm_event_type want, int ms)
+{
+	struct pollfd p = { .fd = sv_cm_channel_fd(ch), .events = POLLIN };
+	struct sv_cm_event *ev;
+
+	cr_assert_eq(poll(&p, 1, ms), 1, "no CM event (wanted %s) within %d ms",
+		     sv_cm_event_str(want), ms);
+	cr_assert_eq(sv_cm_get_event(ch, &ev), 0);
+	cr_assert_eq(ev->event, want, "got %s, wanted %s", sv_cm_event_str(ev->event),
+		     sv_cm_event_str(want));
+	return ev;
 }

@@ -7,6 +7,7 @@
 #ifndef TEST_ROCE_UTIL_H
 #define TEST_ROCE_UTIL_H
 
+#include <netinet/in.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -51,6 +52,38 @@ void ru_wait(struct rside *s, struct sv_wc *wc, long timeout_ms);
 void ru_quiet(struct rside *s, long ms);
 void ru_close(struct rside *s);
 long ru_now_ms(void);
+/* A UD QP on pd and cq, moved straight to RTS with qkey and sq_psn psn (4 SGEs, 64 bytes
+ * inline). */
+struct sv_qp *ru_ud_qp(struct sv_pd *pd, struct sv_cq *cq, uint32_t qkey, uint32_t psn);
+
+/*
+ * A device of the in-band CM tests. The CM finds a peer's QP1 at IP:<its own configured
+ * port>, so both devices of a test open on the same port, each on its own 127.0.0.x (the
+ * transport's fallback when no address is given).
+ */
+struct cmside {
+	struct sv_context *ctx;
+	struct sv_pd *pd;
+	struct sv_cq *cq;
+	struct sv_qp *qp;
+	struct sv_mr *mr;		/* buflen bytes at buf */
+	uint8_t *buf;
+	struct sv_cm_channel *ch;
+	struct sv_cm_id *id;		/* listener (passive) or connection (active) */
+	struct sv_cm_id *conn;		/* passive: the id of the request */
+	struct in_addr ip;
+};
+
+/* Opens s on port with retx (enum sv_retx_mode, or -1 for the default) and impair (a spec
+ * or NULL): a 64-entry CQ; for qpt SV_QPT_RC an RC QP of 16 WRs, for SV_QPT_UD a UD QP in
+ * RTS with SV_CM_UDP_QKEY (what rdma_cm does with one of its UDP port space); buflen
+ * zeroed bytes registered with access; a CM channel and an id in port space ps. */
+void ru_cm_open(struct cmside *s, uint16_t port, int retx, const char *impair,
+		enum sv_qp_type qpt, enum sv_cm_port_space ps, size_t buflen, unsigned access);
+/* Destroys what ru_cm_open made, and s->conn if set; nothing if s is not open. */
+void ru_cm_close(struct cmside *s);
+/* The next CM event on ch within ms, which must be of type want. The caller acks it. */
+struct sv_cm_event *ru_cm_event(struct sv_cm_channel *ch, enum sv_cm_event_type want, int ms);
 uint32_t ru_crc(const uint8_t *p, size_t n);
 
 #endif

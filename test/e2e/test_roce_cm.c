@@ -28,106 +28,28 @@
 #define BUF (1u << 20)
 #define WAIT_MS 5000
 
-struct cside {
-	struct sv_context *ctx;
-	struct sv_pd *pd;
-	struct sv_cq *cq;
-	struct sv_qp *qp;
-	struct sv_mr *mr;
-	uint8_t *buf;
-	struct sv_cm_channel *ch;
-	struct sv_cm_id *id;		/* listener (passive) or connection (active) */
-	struct sv_cm_id *conn;		/* passive: the accepted id */
-	struct in_addr ip;
-};
+static struct cmside a, b;
 
-static struct cside a, b;
-
-static void side_open_opts(struct cside *s, uint16_t port, int retx, const char *impair)
+static void side_open(struct cmside *s, uint16_t port, int retx, const char *impair)
 {
-	struct sv_device_opts o;
-	struct sv_qp_init_attr ia = { 0 };
-	uint8_t gid[16];
-	int rc;
-
-	memset(s, 0, sizeof(*s));
-	sv_device_opts_init(&o);
-	o.transport = SV_TRANSPORT_UDP;
-	o.bind_addr[0] = '\0';		/* 127.0.0.1, .2, ... whichever is free */
-	o.port = port;
-	o.retx = retx;
-	if (impair)
-		snprintf(o.impair, sizeof(o.impair), "%s", impair);
-	rc = sv_open_device(&o, &s->ctx);
-	cr_assert_eq(rc, 0, "open: %s", sv_strerror(rc));
-	cr_assert_eq(sv_query_gid(s->ctx, 1, 0, gid), 0);
-	memcpy(&s->ip, gid + 12, 4);
-	cr_assert_eq(sv_alloc_pd(s->ctx, &s->pd), 0);
-	cr_assert_eq(sv_create_cq(s->ctx, 64, NULL, NULL, 0, &s->cq), 0);
-	ia.send_cq = ia.recv_cq = s->cq;
-	ia.qp_type = SV_QPT_RC;
-	ia.cap.max_send_wr = ia.cap.max_recv_wr = 16;
-	ia.cap.max_send_sge = ia.cap.max_recv_sge = 2;
-	cr_assert_eq(sv_create_qp(s->pd, &ia, &s->qp), 0);
-	s->buf = aligned_alloc(4096, BUF);
-	cr_assert(s->buf);
-	memset(s->buf, 0, BUF);
-	cr_assert_eq(sv_reg_mr(s->pd, s->buf, BUF, SV_ACCESS_LOCAL_WRITE |
-			       SV_ACCESS_REMOTE_WRITE | SV_ACCESS_REMOTE_READ |
-			       SV_ACCESS_REMOTE_ATOMIC, &s->mr), 0);
-	cr_assert_eq(sv_cm_create_channel(&s->ch), 0);
-	cr_assert_eq(sv_cm_create_id(s->ch, s->ctx, s, &s->id), 0);
-}
-
-static void side_open(struct cside *s, uint16_t port)
-{
-	side_open_opts(s, port, SV_RETX_GBN, NULL);
-}
-
-static void side_close(struct cside *s)
-{
-	if (!s->ctx)
-		return;
-	if (s->conn)
-		cr_assert_eq(sv_cm_destroy_id(s->conn), 0);
-	cr_assert_eq(sv_cm_destroy_id(s->id), 0);
-	cr_assert_eq(sv_cm_destroy_channel(s->ch), 0);
-	cr_assert_eq(sv_destroy_qp(s->qp), 0);
-	cr_assert_eq(sv_dereg_mr(s->mr), 0);
-	cr_assert_eq(sv_destroy_cq(s->cq), 0);
-	cr_assert_eq(sv_dealloc_pd(s->pd), 0);
-	cr_assert_eq(sv_close_device(s->ctx), 0);
-	free(s->buf);
-	memset(s, 0, sizeof(*s));
+	ru_cm_open(s, port, retx, impair, SV_QPT_RC, SV_CM_PS_TCP, BUF,
+		   SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_WRITE | SV_ACCESS_REMOTE_READ |
+		   SV_ACCESS_REMOTE_ATOMIC);
 }
 
 static void setup(void)
 {
 	uint16_t port = ru_free_port(AF_INET);
 
-	side_open(&a, port);
-	side_open(&b, port);
+	side_open(&a, port, SV_RETX_GBN, NULL);
+	side_open(&b, port, SV_RETX_GBN, NULL);
 	cr_assert_neq(a.ip.s_addr, b.ip.s_addr, "two devices, two addresses");
 }
 
 static void teardown(void)
 {
-	side_close(&a);
-	side_close(&b);
-}
-
-/* The next CM event on s's channel, which must be of type want. The caller acks it. */
-static struct sv_cm_event *next_event(struct cside *s, enum sv_cm_event_type want, int ms)
-{
-	struct pollfd p = { .fd = sv_cm_channel_fd(s->ch), .events = POLLIN };
-	struct sv_cm_event *ev;
-
-	cr_assert_eq(poll(&p, 1, ms), 1, "no CM event (wanted %s) within %d ms",
-		     sv_cm_event_str(want), ms);
-	cr_assert_eq(sv_cm_get_event(s->ch, &ev), 0);
-	cr_assert_eq(ev->event, want, "got %s, wanted %s", sv_cm_event_str(ev->event),
-		     sv_cm_event_str(want));
-	return ev;
+	ru_cm_close(&a);
+	ru_cm_close(&b);
 }
 
 static struct sockaddr_in listen_b(void)
@@ -163,7 +85,7 @@ static void connect_pair(void)
 	struct sv_qp_attr at;
 
 	connect_a(&dst, "req-data-from-a");
-	ev = next_event(&b, SV_CM_EVENT_CONNECT_REQUEST, WAIT_MS);
+	ev = ru_cm_event(b.ch, SV_CM_EVENT_CONNECT_REQUEST, WAIT_MS);
 	cr_assert_eq(ev->listen_id, b.id);
 	b.conn = ev->id;
 	cr_assert_geq(ev->param.private_data_len, 15);
@@ -172,12 +94,12 @@ static void connect_pair(void)
 	cr_assert_eq(ev->param.initiator_depth, 4);
 	cr_assert_eq(sv_cm_ack_event(ev), 0);
 	cr_assert_eq(sv_cm_accept(b.conn, b.qp, &rp), 0);
-	ev = next_event(&a, SV_CM_EVENT_ESTABLISHED, WAIT_MS);
+	ev = ru_cm_event(a.ch, SV_CM_EVENT_ESTABLISHED, WAIT_MS);
 	cr_assert_eq(ev->status, 0);
 	cr_assert_geq(ev->param.private_data_len, 15);
 	cr_assert_eq(memcmp(ev->param.private_data, "rep-data-from-b", 15), 0);
 	cr_assert_eq(sv_cm_ack_event(ev), 0);
-	ev = next_event(&b, SV_CM_EVENT_ESTABLISHED, WAIT_MS);
+	ev = ru_cm_event(b.ch, SV_CM_EVENT_ESTABLISHED, WAIT_MS);
 	cr_assert_eq(sv_cm_ack_event(ev), 0);
 	cr_assert_eq(sv_query_qp(a.qp, &at, 0, NULL), 0);
 	cr_assert_eq(at.qp_state, SV_QPS_RTS);
@@ -189,7 +111,7 @@ static void connect_pair(void)
 	cr_assert_eq(at.dest_qp_num, a.qp->qp_num);
 }
 
-static void wait_wc(struct cside *s, struct sv_wc *wc)
+static void wait_wc(struct cmside *s, struct sv_wc *wc)
 {
 	for (int i = 0; i < WAIT_MS * 10; i++) {
 		int n = sv_poll_cq(s->cq, 1, wc);
@@ -292,13 +214,13 @@ static void disconnect_from(bool active)
 	connect_pair();
 	cr_assert_eq(sv_post_recv(b.qp, &rwr, &rbad), 0);
 	cr_assert_eq(sv_cm_disconnect(active ? a.id : b.conn), 0);
-	ev = next_event(&a, SV_CM_EVENT_DISCONNECTED, WAIT_MS);
+	ev = ru_cm_event(a.ch, SV_CM_EVENT_DISCONNECTED, WAIT_MS);
 	cr_assert_eq(sv_cm_ack_event(ev), 0);
-	ev = next_event(&b, SV_CM_EVENT_DISCONNECTED, WAIT_MS);
+	ev = ru_cm_event(b.ch, SV_CM_EVENT_DISCONNECTED, WAIT_MS);
 	cr_assert_eq(sv_cm_ack_event(ev), 0);
-	ev = next_event(&a, SV_CM_EVENT_TIMEWAIT_EXIT, WAIT_MS);
+	ev = ru_cm_event(a.ch, SV_CM_EVENT_TIMEWAIT_EXIT, WAIT_MS);
 	cr_assert_eq(sv_cm_ack_event(ev), 0);
-	ev = next_event(&b, SV_CM_EVENT_TIMEWAIT_EXIT, WAIT_MS);
+	ev = ru_cm_event(b.ch, SV_CM_EVENT_TIMEWAIT_EXIT, WAIT_MS);
 	cr_assert_eq(sv_cm_ack_event(ev), 0);
 	cr_assert_eq(sv_query_qp(a.qp, &at, 0, NULL), 0);
 	cr_assert_eq(at.qp_state, SV_QPS_ERR);
@@ -327,11 +249,11 @@ Test(roce_cm, reject_with_private_data)
 	struct sv_qp_attr at;
 
 	connect_a(&dst, "please");
-	ev = next_event(&b, SV_CM_EVENT_CONNECT_REQUEST, WAIT_MS);
+	ev = ru_cm_event(b.ch, SV_CM_EVENT_CONNECT_REQUEST, WAIT_MS);
 	b.conn = ev->id;
 	cr_assert_eq(sv_cm_reject(b.conn, "no-room-here", 12), 0);
 	cr_assert_eq(sv_cm_ack_event(ev), 0);
-	ev = next_event(&a, SV_CM_EVENT_REJECTED, WAIT_MS);
+	ev = ru_cm_event(a.ch, SV_CM_EVENT_REJECTED, WAIT_MS);
 	cr_assert_eq(ev->status, -ECONNREFUSED);
 	cr_assert_geq(ev->param.private_data_len, 12);
 	cr_assert_eq(memcmp(ev->param.private_data, "no-room-here", 12), 0);
@@ -347,7 +269,7 @@ Test(roce_cm, no_listener_on_the_service_is_refused)
 	struct sv_cm_event *ev;
 
 	connect_a(&dst, "x");
-	ev = next_event(&a, SV_CM_EVENT_UNREACHABLE, WAIT_MS);
+	ev = ru_cm_event(a.ch, SV_CM_EVENT_UNREACHABLE, WAIT_MS);
 	cr_assert_eq(ev->status, -ECONNREFUSED);
 	cr_assert_eq(sv_cm_ack_event(ev), 0);
 }
@@ -360,7 +282,7 @@ Test(roce_cm, nobody_answers_is_unreachable)
 
 	dst.sin_addr.s_addr = htonl(0x7f0000c8);
 	connect_a(&dst, "x");
-	ev = next_event(&a, SV_CM_EVENT_UNREACHABLE, 10000);
+	ev = ru_cm_event(a.ch, SV_CM_EVENT_UNREACHABLE, 10000);
 	cr_assert_eq(ev->status, -ETIMEDOUT);
 	cr_assert_eq(sv_cm_ack_event(ev), 0);
 }
@@ -377,7 +299,7 @@ Test(roce_cm, req_private_data_limit)
 	cr_assert_eq(sv_cm_connect(a.id, a.qp, (struct sockaddr *)&dst, &p), -EINVAL);
 	p.private_data_len = 56;
 	cr_assert_eq(sv_cm_connect(a.id, a.qp, (struct sockaddr *)&dst, &p), 0);
-	ev = next_event(&b, SV_CM_EVENT_CONNECT_REQUEST, WAIT_MS);
+	ev = ru_cm_event(b.ch, SV_CM_EVENT_CONNECT_REQUEST, WAIT_MS);
 	b.conn = ev->id;
 	cr_assert_eq(ev->param.private_data_len, 56);
 	cr_assert_eq(memcmp(ev->param.private_data, big, 56), 0);
@@ -394,8 +316,8 @@ Test(roce_cm_mixed, passive_follows_the_requesters_loss_recovery)
 	const uint32_t n = 512u << 10;
 	uint16_t port = ru_free_port(AF_INET);
 
-	side_open_opts(&a, port, SV_RETX_SR, "loss=0.03,reorder=0.02,seed=11");
-	side_open_opts(&b, port, SV_RETX_GBN, "loss=0.03,reorder=0.02,seed=12");
+	side_open(&a, port, SV_RETX_SR, "loss=0.03,reorder=0.02,seed=11");
+	side_open(&b, port, SV_RETX_GBN, "loss=0.03,reorder=0.02,seed=12");
 	connect_pair();
 	for (uint32_t i = 0; i < n; i++)
 		a.buf[i] = (uint8_t)(i * 13 + (i >> 11));
@@ -421,7 +343,7 @@ Test(roce_cm, slow_accept_is_covered_by_mra)
 	struct sv_cm_event *ev;
 
 	connect_a(&dst, "patience");
-	ev = next_event(&b, SV_CM_EVENT_CONNECT_REQUEST, WAIT_MS);
+	ev = ru_cm_event(b.ch, SV_CM_EVENT_CONNECT_REQUEST, WAIT_MS);
 	b.conn = ev->id;
 	cr_assert_eq(sv_cm_ack_event(ev), 0);
 	usleep(2000 * 1000);
@@ -431,9 +353,9 @@ Test(roce_cm, slow_accept_is_covered_by_mra)
 		cr_assert_eq(poll(&p, 1, 0), 0, "the active side gave up");
 	}
 	cr_assert_eq(sv_cm_accept(b.conn, b.qp, NULL), 0);
-	ev = next_event(&a, SV_CM_EVENT_ESTABLISHED, WAIT_MS);
+	ev = ru_cm_event(a.ch, SV_CM_EVENT_ESTABLISHED, WAIT_MS);
 	cr_assert_eq(sv_cm_ack_event(ev), 0);
-	ev = next_event(&b, SV_CM_EVENT_ESTABLISHED, WAIT_MS);
+	ev = ru_cm_event(b.ch, SV_CM_EVENT_ESTABLISHED, WAIT_MS);
 	cr_assert_eq(sv_cm_ack_event(ev), 0);
 }
 
@@ -454,13 +376,13 @@ static void reject_once(void)
 
 	cr_assert_eq(sv_cm_create_id(a.ch, a.ctx, NULL, &id2), 0);
 	cr_assert_eq(sv_cm_connect(id2, a.qp, (struct sockaddr *)&dst, &cp), 0);
-	ev = next_event(&b, SV_CM_EVENT_CONNECT_REQUEST, WAIT_MS);
+	ev = ru_cm_event(b.ch, SV_CM_EVENT_CONNECT_REQUEST, WAIT_MS);
 	cr_assert_eq(sv_cm_reject(ev->id, "full", 4), 0);
 	{
 		struct sv_cm_id *rid = ev->id;
 
 		cr_assert_eq(sv_cm_ack_event(ev), 0);
-		ev = next_event(&a, SV_CM_EVENT_REJECTED, WAIT_MS);
+		ev = ru_cm_event(a.ch, SV_CM_EVENT_REJECTED, WAIT_MS);
 		cr_assert_eq(memcmp(ev->param.private_data, "full", 4), 0);
 		cr_assert_eq(sv_cm_ack_event(ev), 0);
 		cr_assert_eq(sv_cm_destroy_id(rid), 0);
@@ -480,9 +402,9 @@ Test(roce_cm_lossy, handshake_and_close_survive_loss)
 		struct sv_cm_event *ev;
 
 		snprintf(imp, sizeof(imp), "loss=0.2,dup=0.1,reorder=0.1,seed=%d", 100 + round);
-		side_open_opts(&a, port, SV_RETX_GBN, imp);
+		side_open(&a, port, SV_RETX_GBN, imp);
 		snprintf(imp, sizeof(imp), "loss=0.2,dup=0.1,reorder=0.1,seed=%d", 200 + round);
-		side_open_opts(&b, port, SV_RETX_GBN, imp);
+		side_open(&b, port, SV_RETX_GBN, imp);
 		reject_once();
 		connect_pair();
 		for (uint32_t i = 0; i < 20000; i++)
@@ -491,9 +413,9 @@ Test(roce_cm_lossy, handshake_and_close_survive_loss)
 		expect_a(1, SV_WC_RDMA_WRITE);
 		cr_assert_eq(memcmp(a.buf, b.buf, 20000), 0, "round %d", round);
 		cr_assert_eq(sv_cm_disconnect(round & 1 ? b.conn : a.id), 0);
-		ev = next_event(&a, SV_CM_EVENT_DISCONNECTED, WAIT_MS);
+		ev = ru_cm_event(a.ch, SV_CM_EVENT_DISCONNECTED, WAIT_MS);
 		cr_assert_eq(sv_cm_ack_event(ev), 0);
-		ev = next_event(&b, SV_CM_EVENT_DISCONNECTED, WAIT_MS);
+		ev = ru_cm_event(b.ch, SV_CM_EVENT_DISCONNECTED, WAIT_MS);
 		cr_assert_eq(sv_cm_ack_event(ev), 0);
 		teardown();
 	}
@@ -512,13 +434,13 @@ Test(roce_cm, retry_counts_follow_the_conn_params)
 	struct sv_qp_attr at;
 
 	cr_assert_eq(sv_cm_connect(a.id, a.qp, (struct sockaddr *)&dst, &cp), 0);
-	ev = next_event(&b, SV_CM_EVENT_CONNECT_REQUEST, WAIT_MS);
+	ev = ru_cm_event(b.ch, SV_CM_EVENT_CONNECT_REQUEST, WAIT_MS);
 	b.conn = ev->id;
 	cr_assert_eq(sv_cm_ack_event(ev), 0);
 	cr_assert_eq(sv_cm_accept(b.conn, b.qp, &ap), 0);
-	ev = next_event(&a, SV_CM_EVENT_ESTABLISHED, WAIT_MS);
+	ev = ru_cm_event(a.ch, SV_CM_EVENT_ESTABLISHED, WAIT_MS);
 	cr_assert_eq(sv_cm_ack_event(ev), 0);
-	ev = next_event(&b, SV_CM_EVENT_ESTABLISHED, WAIT_MS);
+	ev = ru_cm_event(b.ch, SV_CM_EVENT_ESTABLISHED, WAIT_MS);
 	cr_assert_eq(sv_cm_ack_event(ev), 0);
 	cr_assert_eq(sv_query_qp(a.qp, &at, 0, NULL), 0);
 	cr_assert_eq(at.retry_cnt, 3);

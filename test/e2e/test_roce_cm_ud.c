@@ -29,88 +29,14 @@
 #define WAIT_MS 5000
 #define GRH 40
 
-struct uside {
-	struct sv_context *ctx;
-	struct sv_pd *pd;
-	struct sv_cq *cq;
-	struct sv_qp *qp;		/* UD, in RTS with SV_CM_UDP_QKEY */
-	struct sv_mr *mr;
-	uint8_t *buf;
-	struct sv_cm_channel *ch;
-	struct sv_cm_id *id;		/* listener (B) or resolver (A) */
-	struct sv_cm_id *req;		/* B: the id of the request */
-	struct in_addr ip;
-};
-
-static struct uside a, b;
-
-static void side_open(struct uside *s, uint16_t port, const char *impair)
-{
-	struct sv_device_opts o;
-	struct sv_qp_init_attr ia = { 0 };
-	struct sv_qp_attr at;
-	uint8_t gid[16];
-	int rc;
-
-	memset(s, 0, sizeof(*s));
-	sv_device_opts_init(&o);
-	o.transport = SV_TRANSPORT_UDP;
-	o.bind_addr[0] = '\0';		/* 127.0.0.1, .2, ... whichever is free */
-	o.port = port;
-	if (impair)
-		snprintf(o.impair, sizeof(o.impair), "%s", impair);
-	rc = sv_open_device(&o, &s->ctx);
-	cr_assert_eq(rc, 0, "open: %s", sv_strerror(rc));
-	cr_assert_eq(sv_query_gid(s->ctx, 1, 0, gid), 0);
-	memcpy(&s->ip, gid + 12, 4);
-	cr_assert_eq(sv_alloc_pd(s->ctx, &s->pd), 0);
-	cr_assert_eq(sv_create_cq(s->ctx, 64, NULL, NULL, 0, &s->cq), 0);
-	ia.send_cq = ia.recv_cq = s->cq;
-	ia.qp_type = SV_QPT_UD;
-	ia.cap.max_send_wr = ia.cap.max_recv_wr = 16;
-	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
-	cr_assert_eq(sv_create_qp(s->pd, &ia, &s->qp), 0);
-	/* What rdma_cm does with a UD QP of its UDP port space: straight to RTS. */
-	memset(&at, 0, sizeof(at));
-	at.qp_state = SV_QPS_INIT;
-	at.port_num = 1;
-	at.qkey = SV_CM_UDP_QKEY;
-	cr_assert_eq(sv_modify_qp(s->qp, &at, SV_QP_STATE | SV_QP_PKEY_INDEX | SV_QP_PORT |
-				  SV_QP_QKEY), 0);
-	at.qp_state = SV_QPS_RTR;
-	cr_assert_eq(sv_modify_qp(s->qp, &at, SV_QP_STATE), 0);
-	at.qp_state = SV_QPS_RTS;
-	cr_assert_eq(sv_modify_qp(s->qp, &at, SV_QP_STATE | SV_QP_SQ_PSN), 0);
-	s->buf = calloc(1, BUF);
-	cr_assert(s->buf);
-	cr_assert_eq(sv_reg_mr(s->pd, s->buf, BUF, SV_ACCESS_LOCAL_WRITE, &s->mr), 0);
-	cr_assert_eq(sv_cm_create_channel(&s->ch), 0);
-	cr_assert_eq(sv_cm_create_id_ps(s->ch, s->ctx, s, SV_CM_PS_UDP, &s->id), 0);
-}
-
-static void side_close(struct uside *s)
-{
-	if (!s->ctx)
-		return;
-	if (s->req)
-		cr_assert_eq(sv_cm_destroy_id(s->req), 0);
-	cr_assert_eq(sv_cm_destroy_id(s->id), 0);
-	cr_assert_eq(sv_cm_destroy_channel(s->ch), 0);
-	cr_assert_eq(sv_destroy_qp(s->qp), 0);
-	cr_assert_eq(sv_dereg_mr(s->mr), 0);
-	cr_assert_eq(sv_destroy_cq(s->cq), 0);
-	cr_assert_eq(sv_dealloc_pd(s->pd), 0);
-	cr_assert_eq(sv_close_device(s->ctx), 0);
-	free(s->buf);
-	memset(s, 0, sizeof(*s));
-}
+static struct cmside a, b;
 
 static void open_pair(const char *imp_a, const char *imp_b)
 {
 	uint16_t port = ru_free_port(AF_INET);
 
-	side_open(&a, port, imp_a);
-	side_open(&b, port, imp_b);
+	ru_cm_open(&a, port, -1, imp_a, SV_QPT_UD, SV_CM_PS_UDP, BUF, SV_ACCESS_LOCAL_WRITE);
+	ru_cm_open(&b, port, -1, imp_b, SV_QPT_UD, SV_CM_PS_UDP, BUF, SV_ACCESS_LOCAL_WRITE);
 	cr_assert_neq(a.ip.s_addr, b.ip.s_addr, "two devices, two addresses");
 }
 
@@ -121,25 +47,11 @@ static void setup(void)
 
 static void teardown(void)
 {
-	side_close(&a);
-	side_close(&b);
+	ru_cm_close(&a);
+	ru_cm_close(&b);
 }
 
-/* The next CM event on s's channel, which must be of type want. The caller acks it. */
-static struct sv_cm_event *next_event(struct uside *s, enum sv_cm_event_type want, int ms)
-{
-	struct pollfd p = { .fd = sv_cm_channel_fd(s->ch), .events = POLLIN };
-	struct sv_cm_event *ev;
-
-	cr_assert_eq(poll(&p, 1, ms), 1, "no CM event (wanted %s) within %d ms",
-		     sv_cm_event_str(want), ms);
-	cr_assert_eq(sv_cm_get_event(s->ch, &ev), 0);
-	cr_assert_eq(ev->event, want, "got %s, wanted %s", sv_cm_event_str(ev->event),
-		     sv_cm_event_str(want));
-	return ev;
-}
-
-static void no_event(struct uside *s, int ms)
+static void no_event(struct cmside *s, int ms)
 {
 	struct pollfd p = { .fd = sv_cm_channel_fd(s->ch), .events = POLLIN };
 
@@ -173,17 +85,17 @@ static void accept_b(const char *want_priv, const char *rep_priv)
 {
 	struct sv_conn_param rp = { .private_data = rep_priv,
 				    .private_data_len = (uint8_t)strlen(rep_priv) };
-	struct sv_cm_event *ev = next_event(&b, SV_CM_EVENT_CONNECT_REQUEST, WAIT_MS);
+	struct sv_cm_event *ev = ru_cm_event(b.ch, SV_CM_EVENT_CONNECT_REQUEST, WAIT_MS);
 
 	cr_assert_eq(ev->listen_id, b.id);
-	b.req = ev->id;
+	b.conn = ev->id;
 	/* 216 bytes of SIDR_REQ private data less the 36 of the rdma_cm IP header. */
 	cr_assert_eq(ev->param.private_data_len, 180);
 	cr_assert_eq(memcmp(ev->param.private_data, want_priv, strlen(want_priv)), 0);
 	cr_assert_eq(((const uint8_t *)ev->param.private_data)[strlen(want_priv)], 0,
 		     "padded with zeros");
 	cr_assert_eq(sv_cm_ack_event(ev), 0);
-	cr_assert_eq(sv_cm_accept(b.req, b.qp, &rp), 0);
+	cr_assert_eq(sv_cm_accept(b.conn, b.qp, &rp), 0);
 }
 
 TestSuite(roce_cm_ud, .init = setup, .fini = teardown, .timeout = 60);
@@ -209,7 +121,7 @@ Test(roce_cm_ud, resolve_then_send_to_the_answer)
 	memcpy(gid_b + 12, &b.ip, 4);
 	resolve_a(&dst, "who-serves-this-port");
 	accept_b("who-serves-this-port", "qp-over-here");
-	ev = next_event(&a, SV_CM_EVENT_ESTABLISHED, WAIT_MS);
+	ev = ru_cm_event(a.ch, SV_CM_EVENT_ESTABLISHED, WAIT_MS);
 	cr_assert_eq(ev->status, 0);
 	cr_assert_eq(ev->ud.qp_num, b.qp->qp_num);
 	cr_assert_eq(ev->ud.qkey, SV_CM_UDP_QKEY);
@@ -226,7 +138,7 @@ Test(roce_cm_ud, resolve_then_send_to_the_answer)
 	/* Both ids know their ends: A's peer is B's service, B's peer A's device. */
 	cr_assert_eq(sv_cm_peer_addr(a.id, &ss), 0);
 	cr_assert_eq(((struct sockaddr_in *)&ss)->sin_port, dst.sin_port);
-	cr_assert_eq(sv_cm_peer_addr(b.req, &ss), 0);
+	cr_assert_eq(sv_cm_peer_addr(b.conn, &ss), 0);
 	cr_assert_eq(((struct sockaddr_in *)&ss)->sin_addr.s_addr, a.ip.s_addr);
 
 	for (int i = 0; i < 1000; i++)
@@ -245,7 +157,7 @@ Test(roce_cm_ud, resolve_then_send_to_the_answer)
 	cr_assert_eq(sv_destroy_ah(ah), 0);
 	/* Nothing is connected, so nothing disconnects. */
 	cr_assert_eq(sv_cm_disconnect(a.id), -EINVAL);
-	cr_assert_eq(sv_cm_disconnect(b.req), -EINVAL);
+	cr_assert_eq(sv_cm_disconnect(b.conn), -EINVAL);
 }
 
 /* The application refuses: UNREACHABLE with its private data, as rdma_cm reports a
@@ -256,16 +168,16 @@ Test(roce_cm_ud, refusal_is_unreachable_with_private_data)
 	struct sv_cm_event *ev;
 
 	resolve_a(&dst, "may-i");
-	ev = next_event(&b, SV_CM_EVENT_CONNECT_REQUEST, WAIT_MS);
-	b.req = ev->id;
+	ev = ru_cm_event(b.ch, SV_CM_EVENT_CONNECT_REQUEST, WAIT_MS);
+	b.conn = ev->id;
 	cr_assert_eq(sv_cm_ack_event(ev), 0);
-	cr_assert_eq(sv_cm_reject(b.req, "no-you-may-not", 14), 0);
-	ev = next_event(&a, SV_CM_EVENT_UNREACHABLE, WAIT_MS);
+	cr_assert_eq(sv_cm_reject(b.conn, "no-you-may-not", 14), 0);
+	ev = ru_cm_event(a.ch, SV_CM_EVENT_UNREACHABLE, WAIT_MS);
 	cr_assert_eq(ev->status, -ECONNREFUSED);
 	cr_assert_eq(memcmp(ev->param.private_data, "no-you-may-not", 14), 0);
 	cr_assert_eq(sv_cm_ack_event(ev), 0);
 	/* Settled: a second answer is refused. */
-	cr_assert_eq(sv_cm_accept(b.req, b.qp, NULL), -EINVAL);
+	cr_assert_eq(sv_cm_accept(b.conn, b.qp, NULL), -EINVAL);
 }
 
 /* Nobody listens on the port (in this port space): SIDR_REP UNSUPPORTED, at once. A TCP
@@ -285,7 +197,7 @@ Test(roce_cm_ud, port_spaces_are_apart)
 	cr_assert_eq(sv_cm_listen(tcp_l, (struct sockaddr *)&dst, 4), 0);
 	t0 = (long)time(NULL);
 	resolve_a(&dst, "x");
-	ev = next_event(&a, SV_CM_EVENT_UNREACHABLE, WAIT_MS);
+	ev = ru_cm_event(a.ch, SV_CM_EVENT_UNREACHABLE, WAIT_MS);
 	cr_assert_eq(ev->status, -ECONNREFUSED);
 	cr_assert_eq(sv_cm_ack_event(ev), 0);
 	cr_assert_leq((long)time(NULL) - t0, 2, "refused by an answer, not by a timeout");
@@ -301,7 +213,7 @@ Test(roce_cm_ud, port_spaces_are_apart)
 	cr_assert_eq(sv_create_qp(a.pd, &ia, &rc_qp), 0);
 	cr_assert_eq(sv_cm_create_id(a.ch, a.ctx, NULL, &tcp_a), 0);
 	cr_assert_eq(sv_cm_connect(tcp_a, rc_qp, (struct sockaddr *)&dst, NULL), 0);
-	ev = next_event(&a, SV_CM_EVENT_UNREACHABLE, WAIT_MS);
+	ev = ru_cm_event(a.ch, SV_CM_EVENT_UNREACHABLE, WAIT_MS);
 	cr_assert_eq(ev->status, -ECONNREFUSED);
 	cr_assert_eq(sv_cm_ack_event(ev), 0);
 	no_event(&b, 100);
@@ -317,7 +229,7 @@ Test(roce_cm_ud, silence_is_unreachable_timeout)
 
 	inet_pton(AF_INET, "127.0.0.254", &dst.sin_addr);
 	resolve_a(&dst, "anyone");
-	ev = next_event(&a, SV_CM_EVENT_UNREACHABLE, 15000);
+	ev = ru_cm_event(a.ch, SV_CM_EVENT_UNREACHABLE, 15000);
 	cr_assert_eq(ev->status, -ETIMEDOUT);
 	cr_assert_eq(sv_cm_ack_event(ev), 0);
 }
@@ -337,12 +249,12 @@ Test(roce_cm_ud, answers_name_a_ud_qp)
 	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
 	cr_assert_eq(sv_create_qp(b.pd, &ia, &rc_qp), 0);
 	resolve_a(&dst, "q");
-	ev = next_event(&b, SV_CM_EVENT_CONNECT_REQUEST, WAIT_MS);
-	b.req = ev->id;
+	ev = ru_cm_event(b.ch, SV_CM_EVENT_CONNECT_REQUEST, WAIT_MS);
+	b.conn = ev->id;
 	cr_assert_eq(sv_cm_ack_event(ev), 0);
-	cr_assert_eq(sv_cm_accept(b.req, rc_qp, NULL), -EINVAL);
-	cr_assert_eq(sv_cm_accept(b.req, b.qp, NULL), 0);
-	ev = next_event(&a, SV_CM_EVENT_ESTABLISHED, WAIT_MS);
+	cr_assert_eq(sv_cm_accept(b.conn, rc_qp, NULL), -EINVAL);
+	cr_assert_eq(sv_cm_accept(b.conn, b.qp, NULL), 0);
+	ev = ru_cm_event(a.ch, SV_CM_EVENT_ESTABLISHED, WAIT_MS);
 	cr_assert_eq(ev->ud.qp_num, b.qp->qp_num);
 	cr_assert_eq(sv_cm_ack_event(ev), 0);
 	cr_assert_eq(sv_destroy_qp(rc_qp), 0);
@@ -366,7 +278,7 @@ Test(roce_cm_ud_lossy, resolution_survives_loss, .timeout = 120)
 		dst = listen_b();
 		resolve_a(&dst, "lossy");
 		accept_b("lossy", "fine");
-		ev = next_event(&a, SV_CM_EVENT_ESTABLISHED, WAIT_MS);
+		ev = ru_cm_event(a.ch, SV_CM_EVENT_ESTABLISHED, WAIT_MS);
 		cr_assert_eq(ev->ud.qp_num, b.qp->qp_num, "round %d", round);
 		cr_assert_eq(sv_cm_ack_event(ev), 0);
 		/* Duplicates of the request make no second CONNECT_REQUEST. */

@@ -271,31 +271,6 @@ Test(roce_ipv6, every_opcode_selective_repeat_lossy, .fini = teardown, .timeout 
  * UD.
  */
 
-static struct sv_qp *ud_qp(struct rside *s, uint32_t psn)
-{
-	struct sv_qp_init_attr ia = { 0 };
-	struct sv_qp_attr at;
-	struct sv_qp *qp;
-
-	ia.send_cq = ia.recv_cq = s->cq;
-	ia.qp_type = SV_QPT_UD;
-	ia.cap.max_send_wr = ia.cap.max_recv_wr = 16;
-	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
-	cr_assert_eq(sv_create_qp(s->pd, &ia, &qp), 0);
-	memset(&at, 0, sizeof(at));
-	at.qp_state = SV_QPS_INIT;
-	at.port_num = 1;
-	at.qkey = QKEY;
-	cr_assert_eq(sv_modify_qp(qp, &at, SV_QP_STATE | SV_QP_PKEY_INDEX | SV_QP_PORT |
-				  SV_QP_QKEY), 0);
-	at.qp_state = SV_QPS_RTR;
-	cr_assert_eq(sv_modify_qp(qp, &at, SV_QP_STATE), 0);
-	at.qp_state = SV_QPS_RTS;
-	at.sq_psn = psn;
-	cr_assert_eq(sv_modify_qp(qp, &at, SV_QP_STATE | SV_QP_SQ_PSN), 0);
-	return qp;
-}
-
 Test(roce_ipv6, ud_send_through_an_ipv6_ah, .fini = teardown, .timeout = 30)
 {
 	const uint32_t n = 1000;
@@ -312,8 +287,8 @@ Test(roce_ipv6, ud_send_through_an_ipv6_ah, .fini = teardown, .timeout = 30)
 	need_ipv6();
 	ru_open_at(&a, "::1", SV_RETX_GBN, NULL, 1 << 16, 4);
 	ru_open_at(&b, "::1", SV_RETX_GBN, NULL, 1 << 16, 4);
-	ua = ud_qp(&a, 10);
-	ub = ud_qp(&b, 20);
+	ua = ru_ud_qp(a.pd, a.cq, QKEY, 10);
+	ub = ru_ud_qp(b.pd, b.cq, QKEY, 20);
 	memcpy(aa.dgid, b.gid, 16);
 	aa.dport = b.port;
 	cr_assert_eq(sv_create_ah(a.pd, &aa, &ah), 0);
@@ -352,33 +327,15 @@ Test(roce_ipv6, ud_send_through_an_ipv6_ah, .fini = teardown, .timeout = 30)
  * The in-band CM.
  */
 
-struct cmside {
+struct cm_ids {
 	struct sv_cm_channel *ch;
 	struct sv_cm_id *id, *conn;
 };
 
-static struct cmside ca, cb;
-
-/* A UDP port free right now on the loopback address of family. */
-static uint16_t free_port(int family)
-{
-	struct sockaddr_in6 s6 = { .sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT };
-	struct sockaddr_in s4 = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	struct sockaddr *sa = family == AF_INET6 ? (struct sockaddr *)&s6 : (struct sockaddr *)&s4;
-	socklen_t l = family == AF_INET6 ? sizeof(s6) : sizeof(s4);
-	int fd = socket(family, SOCK_DGRAM, 0);
-	uint16_t port;
-
-	cr_assert(fd >= 0);
-	cr_assert_eq(bind(fd, sa, l), 0);
-	cr_assert_eq(getsockname(fd, sa, &l), 0);
-	port = ntohs(family == AF_INET6 ? s6.sin6_port : s4.sin_port);
-	close(fd);
-	return port;
-}
+static struct cm_ids ca, cb;
 
 /* A device on bind_addr with opts.port = port (both sides the same) and an RC QP. */
-static void cm_open(struct rside *s, struct cmside *c, const char *bind_addr, uint16_t port)
+static void cm_open(struct rside *s, struct cm_ids *c, const char *bind_addr, uint16_t port)
 {
 	struct sv_device_opts o;
 	struct sv_qp_init_attr ia = { 0 };
@@ -413,7 +370,7 @@ static void cm_open(struct rside *s, struct cmside *c, const char *bind_addr, ui
 
 static void cm_teardown(void)
 {
-	struct cmside *cs[2] = { &ca, &cb };
+	struct cm_ids *cs[2] = { &ca, &cb };
 
 	for (int i = 0; i < 2; i++) {
 		if (!cs[i]->ch)
@@ -425,18 +382,6 @@ static void cm_teardown(void)
 		memset(cs[i], 0, sizeof(*cs[i]));
 	}
 	teardown();
-}
-
-static struct sv_cm_event *next_event(struct cmside *c, enum sv_cm_event_type want)
-{
-	struct pollfd p = { .fd = sv_cm_channel_fd(c->ch), .events = POLLIN };
-	struct sv_cm_event *ev;
-
-	cr_assert_eq(poll(&p, 1, WAIT_MS), 1, "no CM event (wanted %s)", sv_cm_event_str(want));
-	cr_assert_eq(sv_cm_get_event(c->ch, &ev), 0);
-	cr_assert_eq(ev->event, want, "got %s, wanted %s", sv_cm_event_str(ev->event),
-		     sv_cm_event_str(want));
-	return ev;
 }
 
 static void is_lo6(const struct sockaddr_storage *ss, uint16_t port, const char *what)
@@ -463,7 +408,7 @@ Test(roce_ipv6, cm_two_devices_on_one_address, .fini = cm_teardown, .timeout = 1
 	need_ipv6();
 	/* Same configured port: b (first) binds it, a falls back to the next free one and
 	 * still finds b's CM at the configured port. */
-	port = free_port(AF_INET6);
+	port = ru_free_port(AF_INET6);
 	cm_open(&b, &cb, "::1", port);
 	cm_open(&a, &ca, "::1", port);
 	cr_assert_arr_eq(a.gid, gid_lo6, 16);
@@ -474,7 +419,7 @@ Test(roce_ipv6, cm_two_devices_on_one_address, .fini = cm_teardown, .timeout = 1
 	cr_assert_eq(sv_cm_local_addr(cb.id, &ss), 0);
 	is_lo6(&ss, 7471, "listener");
 	cr_assert_eq(sv_cm_connect(ca.id, a.qp, (struct sockaddr *)&sa, &p), 0);
-	ev = next_event(&cb, SV_CM_EVENT_CONNECT_REQUEST);
+	ev = ru_cm_event(cb.ch, SV_CM_EVENT_CONNECT_REQUEST, WAIT_MS);
 	cb.conn = ev->id;
 	cr_assert_geq(ev->param.private_data_len, 13);
 	cr_assert_eq(memcmp(ev->param.private_data, "hello over v6", 13), 0);
@@ -487,11 +432,11 @@ Test(roce_ipv6, cm_two_devices_on_one_address, .fini = cm_teardown, .timeout = 1
 	p.private_data = "welcome";
 	p.private_data_len = 7;
 	cr_assert_eq(sv_cm_accept(cb.conn, b.qp, &p), 0);
-	ev = next_event(&ca, SV_CM_EVENT_ESTABLISHED);
+	ev = ru_cm_event(ca.ch, SV_CM_EVENT_ESTABLISHED, WAIT_MS);
 	cr_assert_eq(ev->status, 0);
 	cr_assert_eq(memcmp(ev->param.private_data, "welcome", 7), 0);
 	cr_assert_eq(sv_cm_ack_event(ev), 0);
-	ev = next_event(&cb, SV_CM_EVENT_ESTABLISHED);
+	ev = ru_cm_event(cb.ch, SV_CM_EVENT_ESTABLISHED, WAIT_MS);
 	cr_assert_eq(sv_cm_ack_event(ev), 0);
 	cr_assert_eq(sv_cm_peer_addr(ca.id, &ss), 0);
 	is_lo6(&ss, 7471, "active side's peer");
@@ -510,9 +455,9 @@ Test(roce_ipv6, cm_two_devices_on_one_address, .fini = cm_teardown, .timeout = 1
 	every_opcode(a.qp, b.qp);
 
 	cr_assert_eq(sv_cm_disconnect(ca.id), 0);
-	ev = next_event(&ca, SV_CM_EVENT_DISCONNECTED);
+	ev = ru_cm_event(ca.ch, SV_CM_EVENT_DISCONNECTED, WAIT_MS);
 	cr_assert_eq(sv_cm_ack_event(ev), 0);
-	ev = next_event(&cb, SV_CM_EVENT_DISCONNECTED);
+	ev = ru_cm_event(cb.ch, SV_CM_EVENT_DISCONNECTED, WAIT_MS);
 	cr_assert_eq(sv_cm_ack_event(ev), 0);
 }
 
@@ -525,7 +470,7 @@ Test(roce_ipv6, cm_address_families, .fini = cm_teardown, .timeout = 60)
 	struct sv_cm_id *id;
 
 	need_ipv6();
-	cm_open(&a, &ca, "::1", free_port(AF_INET6));
+	cm_open(&a, &ca, "::1", ru_free_port(AF_INET6));
 	/* IPv4 addresses mean nothing to a device bound to IPv6. */
 	s4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	cr_assert_eq(sv_cm_listen(ca.id, (struct sockaddr *)&s4, 1), -EAFNOSUPPORT);
@@ -541,7 +486,7 @@ Test(roce_ipv6, cm_address_families, .fini = cm_teardown, .timeout = 60)
 
 	/* A device bound to IPv4 takes a v4-mapped sockaddr_in6, as dual-stack
 	 * applications pass, and refuses a real IPv6 address. */
-	cm_open(&b, &cb, "127.0.0.1", free_port(AF_INET));
+	cm_open(&b, &cb, "127.0.0.1", ru_free_port(AF_INET));
 	inet_pton(AF_INET6, "::ffff:127.0.0.1", &s6.sin6_addr);
 	cr_assert_eq(sv_cm_listen(cb.id, (struct sockaddr *)&s6, 1), 0);
 	cr_assert_eq(sv_cm_local_addr(cb.id, &ss), 0);

@@ -22,40 +22,14 @@ static struct rside a, b;
 static struct sv_qp *ua, *ub;
 static struct sv_ah *ah_b;
 
-static struct sv_qp *ud_qp(struct rside *s, uint32_t qkey, uint32_t psn)
-{
-	struct sv_qp_init_attr ia = { 0 };
-	struct sv_qp_attr at;
-	struct sv_qp *qp;
-
-	ia.send_cq = ia.recv_cq = s->cq;
-	ia.qp_type = SV_QPT_UD;
-	ia.cap.max_send_wr = ia.cap.max_recv_wr = 16;
-	ia.cap.max_send_sge = ia.cap.max_recv_sge = 4;
-	ia.cap.max_inline_data = 64;
-	cr_assert_eq(sv_create_qp(s->pd, &ia, &qp), 0);
-	memset(&at, 0, sizeof(at));
-	at.qp_state = SV_QPS_INIT;
-	at.port_num = 1;
-	at.qkey = qkey;
-	cr_assert_eq(sv_modify_qp(qp, &at, SV_QP_STATE | SV_QP_PKEY_INDEX | SV_QP_PORT |
-				  SV_QP_QKEY), 0);
-	at.qp_state = SV_QPS_RTR;
-	cr_assert_eq(sv_modify_qp(qp, &at, SV_QP_STATE), 0);
-	at.qp_state = SV_QPS_RTS;
-	at.sq_psn = psn;
-	cr_assert_eq(sv_modify_qp(qp, &at, SV_QP_STATE | SV_QP_SQ_PSN), 0);
-	return qp;
-}
-
 static void setup(void)
 {
 	struct sv_ah_attr aa = { .port_num = 1 };
 
 	ru_open(&a, SV_RETX_GBN, NULL, BUF, 16);
 	ru_open(&b, SV_RETX_GBN, NULL, BUF, 16);
-	ua = ud_qp(&a, QKEY, 100);
-	ub = ud_qp(&b, QKEY, 200);
+	ua = ru_ud_qp(a.pd, a.cq, QKEY, 100);
+	ub = ru_ud_qp(b.pd, b.cq, QKEY, 200);
 	memcpy(aa.dgid, b.gid, 16);
 	aa.dport = b.port;
 	cr_assert_eq(sv_create_ah(a.pd, &aa, &ah_b), 0);
@@ -299,7 +273,7 @@ Test(roce_ud_tcp, ud_needs_the_udp_transport)
 Test(roce_ud, each_wr_goes_to_its_own_address)
 {
 	struct sv_ah_attr aa = { .port_num = 1 };
-	struct sv_qp *ua2 = ud_qp(&a, QKEY, 300);
+	struct sv_qp *ua2 = ru_ud_qp(a.pd, a.cq, QKEY, 300);
 	struct sv_sge sge = { (uintptr_t)a.buf, 32, a.mr->lkey };
 	struct sv_send_wr wr = { .sg_list = &sge, .num_sge = 1, .opcode = SV_WR_SEND,
 				 .send_flags = SV_SEND_SIGNALED }, *bad;
