@@ -49,22 +49,6 @@ static struct dside h, a, b;	/* holder, client (active), server (passive) */
 static int family = AF_INET;
 static uint16_t udp_port;
 
-static void ud_to_rts(struct sv_qp *qp)
-{
-	struct sv_qp_attr at;
-
-	memset(&at, 0, sizeof(at));
-	at.qp_state = SV_QPS_INIT;
-	at.port_num = 1;
-	at.qkey = SV_CM_UDP_QKEY;
-	cr_assert_eq(sv_modify_qp(qp, &at, SV_QP_STATE | SV_QP_PKEY_INDEX | SV_QP_PORT |
-				  SV_QP_QKEY), 0);
-	at.qp_state = SV_QPS_RTR;
-	cr_assert_eq(sv_modify_qp(qp, &at, SV_QP_STATE), 0);
-	at.qp_state = SV_QPS_RTS;
-	cr_assert_eq(sv_modify_qp(qp, &at, SV_QP_STATE | SV_QP_SQ_PSN), 0);
-}
-
 /* A device on the loopback of the test's family, on the test's UDP port (or the next
  * free one: the transport's fallbacks), with a QP of the port space's kind. */
 static void side_open(struct dside *s, enum sv_cm_port_space ps)
@@ -88,13 +72,15 @@ static void side_open(struct dside *s, enum sv_cm_port_space ps)
 		memcpy(&((struct sockaddr_in *)&s->dev)->sin_addr, s->gid + 12, 4);
 	cr_assert_eq(sv_alloc_pd(s->ctx, &s->pd), 0);
 	cr_assert_eq(sv_create_cq(s->ctx, 64, NULL, NULL, 0, &s->cq), 0);
-	ia.send_cq = ia.recv_cq = s->cq;
-	ia.qp_type = ps == SV_CM_PS_TCP ? SV_QPT_RC : SV_QPT_UD;
-	ia.cap.max_send_wr = ia.cap.max_recv_wr = 16;
-	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
-	cr_assert_eq(sv_create_qp(s->pd, &ia, &s->qp), 0);
-	if (ps != SV_CM_PS_TCP)
-		ud_to_rts(s->qp);
+	if (ps == SV_CM_PS_TCP) {
+		ia.send_cq = ia.recv_cq = s->cq;
+		ia.qp_type = SV_QPT_RC;
+		ia.cap.max_send_wr = ia.cap.max_recv_wr = 16;
+		ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+		cr_assert_eq(sv_create_qp(s->pd, &ia, &s->qp), 0);
+	} else {
+		s->qp = ru_ud_qp(s->pd, s->cq, SV_CM_UDP_QKEY, 0);
+	}
 	s->buf = calloc(1, BUF);
 	cr_assert(s->buf);
 	cr_assert_eq(sv_reg_mr(s->pd, s->buf, BUF, SV_ACCESS_LOCAL_WRITE |
@@ -168,15 +154,7 @@ static const char *loopback(void)
 
 static struct sv_cm_event *next_event(struct dside *s, enum sv_cm_event_type want, int ms)
 {
-	struct pollfd p = { .fd = sv_cm_channel_fd(s->ch), .events = POLLIN };
-	struct sv_cm_event *ev;
-
-	cr_assert_eq(poll(&p, 1, ms), 1, "no CM event (wanted %s) within %d ms",
-		     sv_cm_event_str(want), ms);
-	cr_assert_eq(sv_cm_get_event(s->ch, &ev), 0);
-	cr_assert_eq(ev->event, want, "got %s, wanted %s", sv_cm_event_str(ev->event),
-		     sv_cm_event_str(want));
-	return ev;
+	return ru_cm_event(s->ch, want, ms);
 }
 
 static void no_event(struct dside *s, int ms)
