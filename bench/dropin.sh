@@ -1,42 +1,52 @@
 #!/bin/sh
+# shellcheck disable=SC2086 # $dev, $srv and $sizes are word lists on purpose
 # dropin.sh — what the rdma-core drop-ins cost: perftest through build/svrun against
-# svperf on the sv_* API, same operation and sizes, measured in one run on this machine.
+# svperf on the sv_* API, same operation, sizes and waiting, measured in one run here.
 #
-#   bench/dropin.sh [--build DIR] [--out FILE] [--iters N] [--lat-iters N] [--quick]
+#   bench/dropin.sh [--build DIR] [--out FILE] [--seconds N] [--reps N] [--lat-iters N]
+#                   [--sizes "S1 S2 ..."] [--transports "tcp udp"] [--quick]
 #
 # For sv_tcp0 (perftest -R: connected by rdma_cm) and sv_udp0 (perftest -x 0: connected out
 # of band), each a server and a client process on 127.0.0.1:
-#   - ib_write_bw -s 65536 and ib_write_bw -a (rows up to 1 MiB are kept), --iters each
-#     (default 1000; perftest's own default of 5000 makes -a run for minutes);
-#   - ib_write_lat -s 8, --lat-iters (default 10000);
-#   - svperf --op write, --mode bw --depth 128 (perftest's tx depth) at every one of those
-#     sizes, and --mode lat -s 8: two processes as well, not --loopback.
-# Bandwidth is MB/s as perftest prints it (2^20 bytes/s); latency is perftest's t_typical
-# (the median) and t_avg against svperf's p50 and average, both half a round trip.
-# "ratio" is perftest / svperf for bandwidth (the drop-in should cost < 5 %: >= 0.95) and
-# "+us" is perftest - svperf for latency (< 0.5 us). The two latency loops differ in one
-# way that matters here: ib_write_lat waits on memory for the peer's WRITE and never polls
-# its CQ meanwhile, so the progress thread must place every message; svperf polls its CQ
-# while it waits, so it reads its socket itself (see wire/iwarp_cm.c, "parking").
-# --quick: -a sizes 2, 4K, 64K and 1 MiB only, fewer iterations (a smoke run).
+#   - RDMA WRITE bandwidth at each size: ib_write_bw -s SIZE -D SECONDS against svperf
+#     --op write --mode bw --depth 128 (perftest's tx depth) --duration SECONDS
+#     --server-spin (its server polls its CQ throughout, as perftest's server does
+#     rather than sleeping). perftest cannot time -a runs, so every size is a run of its own.
+#   - 8-byte RDMA WRITE latency: ib_write_lat -s 8 against svperf --mode lat --wait memory,
+#     which waits the way ib_write_lat does (spinning on the target's last byte without
+#     calling the library, so the progress thread must place each WRITE), and, for
+#     reference, svperf --wait cq (the application polls its CQ and reads its socket
+#     itself, the transport's fastest path; see wire/iwarp_cm.c, "parking").
+# Each measurement is taken --reps times (default 3), perftest and svperf alternating so a
+# change in the machine's load hits both alike; the table shows medians. Bandwidth is MB/s
+# as perftest prints it (2^20 bytes/s); latency is perftest's t_typical (its median) and
+# svperf's p50, both half a round trip. "ratio" is perftest / svperf (the drop-in should
+# cost < 5 %: >= 0.95) and "+us" perftest - svperf (< 0.5 us).
+# --quick: sizes 2, 4K, 64K and 1 MiB, one rep of one second (a smoke run).
 # Prints load averages before and after (other work on the machine skews everything) and
-# writes every figure as JSON to --out (default /tmp/softverbs-dropin.json). Every step
-# runs under a timeout. Needs perftest, python3 and a build with the drop-ins.
+# writes every figure, each rep included, as JSON to --out (default
+# /tmp/softverbs-dropin.json). Every step runs under a timeout. Needs perftest, python3
+# and a build with the drop-ins.
 set -eu
 
 build=build
 out=/tmp/softverbs-dropin.json
-iters=1000
+seconds=2
+reps=3
 lat_iters=10000
-quick=0
+sizes=""
+transports="tcp udp"
 while [ $# -gt 0 ]; do
 	case $1 in
 	--build) build=$2; shift 2 ;;
 	--out) out=$2; shift 2 ;;
-	--iters) iters=$2; shift 2 ;;
+	--seconds) seconds=$2; shift 2 ;;
+	--reps) reps=$2; shift 2 ;;
 	--lat-iters) lat_iters=$2; shift 2 ;;
-	--quick) quick=1; iters=300; lat_iters=3000; shift ;;
-	-h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+	--sizes) sizes=$2; shift 2 ;;
+	--transports) transports=$2; shift 2 ;;
+	--quick) sizes="2 4096 65536 1048576"; seconds=1; reps=1; lat_iters=3000; shift ;;
+	-h|--help) sed -n '3,28p' "$0"; exit 0 ;;
 	*) echo "dropin.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
@@ -45,6 +55,13 @@ for t in python3 ib_write_bw ib_write_lat "$build/svperf" "$build/svrun"; do
 		{ echo "dropin.sh: $t not found" >&2; exit 2; }
 done
 build=$(cd "$build" && pwd)
+if [ -z "$sizes" ]; then
+	s=2
+	while [ "$s" -le 1048576 ]; do
+		sizes="$sizes $s"
+		s=$((s * 2))
+	done
+fi
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/svdropin.XXXXXX")
 spid=""
@@ -60,73 +77,77 @@ free_port() {
 
 loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
 
-# pair NAME LIMIT SERVER-CMD... -- CLIENT-ARGS...: runs the server command in the
-# background and the same command plus the client arguments in the foreground; the
-# client's output goes to $tmp/NAME.out, the server's to $tmp/NAME.srv.
+# pair NAME SERVER-CMD... -- CLIENT-ARGS...: runs the server command in the background and
+# the same command plus the client arguments in the foreground; the client's output goes
+# to $tmp/NAME.out, the server's to $tmp/NAME.srv.
 pair() {
-	name=$1 lim=$2
-	shift 2
+	name=$1
+	shift
+	lim=$((seconds + 60))
 	srv=""
 	while [ "$1" != "--" ]; do
 		srv="$srv $1"
 		shift
 	done
 	shift
-	# shellcheck disable=SC2086 # word lists on purpose
 	timeout "$lim" $srv >"$tmp/$name.srv" 2>&1 &
 	spid=$!
 	sleep 0.5
-	# shellcheck disable=SC2086
 	timeout "$lim" $srv "$@" >"$tmp/$name.out" 2>&1 ||
 		echo "dropin.sh: $name: client exited with status $?" >&2
 	wait "$spid" 2>/dev/null || echo "dropin.sh: $name: server exited with status $?" >&2
 	spid=""
 }
 
-if [ "$quick" = 1 ]; then
-	sizes="2 4096 65536 1048576"
-else
-	sizes=""
-	s=2
-	while [ "$s" -le 1048576 ]; do
-		sizes="$sizes $s"
-		s=$((s * 2))
-	done
-fi
+pt_bw() { # transport size rep
+	p=$(free_port)
+	pair "pt_$1_bw_$2_$3" "$build/svrun" ib_write_bw $dev -p "$p" -s "$2" -D "$seconds" \
+		-- 127.0.0.1
+}
+sv_bw() {
+	p=$(free_port)
+	pair "sv_$1_bw_$2_$3" "$build/svperf" --transport "$1" -p "$p" -- \
+		--op write --mode bw -s "$2" --duration "$seconds" --depth 128 --server-spin \
+		--json 127.0.0.1
+}
 
 echo "dropin.sh: $(nproc) cores, $(uname -r), load average $(loadavg)" >&2
 load_before=$(loadavg)
-for tr in tcp udp; do
+for tr in $transports; do
 	if [ "$tr" = tcp ]; then dev="-d sv_tcp0 -R"; else dev="-d sv_udp0 -x 0"; fi
-	p=$(free_port)
-	echo "dropin.sh: $tr: ib_write_bw -s 65536 -n $iters" >&2
-	pair "pt_${tr}_bw64k" 120 "$build/svrun" ib_write_bw $dev -p "$p" -s 65536 -n "$iters" \
-		-- 127.0.0.1
-	p=$(free_port)
-	echo "dropin.sh: $tr: ib_write_bw -a -n $iters" >&2
-	pair "pt_${tr}_bwall" 900 "$build/svrun" ib_write_bw $dev -p "$p" -a -n "$iters" \
-		-- 127.0.0.1
-	p=$(free_port)
-	echo "dropin.sh: $tr: ib_write_lat -s 8 -n $lat_iters" >&2
-	pair "pt_${tr}_lat8" 300 "$build/svrun" ib_write_lat $dev -p "$p" -s 8 -n "$lat_iters" \
-		-- 127.0.0.1
-	echo "dropin.sh: $tr: svperf write bw at$sizes B; lat 8 B" >&2
-	for s in $sizes; do
+	echo "dropin.sh: $tr: RDMA WRITE bandwidth, $seconds s a run, sizes: $sizes" >&2
+	r=1
+	while [ "$r" -le "$reps" ]; do
+		for s in $sizes; do
+			if [ $((r % 2)) = 1 ]; then
+				pt_bw "$tr" "$s" "$r"
+				sv_bw "$tr" "$s" "$r"
+			else
+				sv_bw "$tr" "$s" "$r"
+				pt_bw "$tr" "$s" "$r"
+			fi
+		done
+		echo "dropin.sh: $tr: 8-byte RDMA WRITE latency, $lat_iters round trips, rep $r" >&2
 		p=$(free_port)
-		pair "sv_${tr}_bw_$s" 300 "$build/svperf" --transport "$tr" -p "$p" -- \
-			--op write --mode bw -s "$s" -n "$iters" --depth 128 --json 127.0.0.1
+		pair "pt_${tr}_lat_$r" "$build/svrun" ib_write_lat $dev -p "$p" -s 8 \
+			-n "$lat_iters" -- 127.0.0.1
+		for w in memory cq; do
+			p=$(free_port)
+			pair "sv_${tr}_lat_${w}_$r" "$build/svperf" --transport "$tr" -p "$p" -- \
+				--op write --mode lat --wait "$w" -s 8 -n "$lat_iters" --json 127.0.0.1
+		done
+		r=$((r + 1))
 	done
-	p=$(free_port)
-	pair "sv_${tr}_lat8" 300 "$build/svperf" --transport "$tr" -p "$p" -- \
-		--op write --mode lat -s 8 -n "$lat_iters" --json 127.0.0.1
 done
 load_after=$(loadavg)
 
-python3 - "$tmp" "$out" "$load_before" "$load_after" "$iters" "$lat_iters" $sizes <<'EOF'
-import json, os, re, sys
+python3 - "$tmp" "$out" "$load_before" "$load_after" "$seconds" "$reps" "$lat_iters" \
+	"$transports" $sizes <<'EOF'
+import json, os, statistics, sys
 
-tmp, out, lb, la, iters, lat_iters = sys.argv[1:7]
-sizes = [int(s) for s in sys.argv[7:]]
+tmp, out, lb, la, seconds, reps, lat_iters, transports = sys.argv[1:9]
+sizes = [int(s) for s in sys.argv[9:]]
+reps = int(reps)
 MBS = 1048576.0
 
 def text(name):
@@ -135,78 +156,79 @@ def text(name):
     except OSError:
         return ""
 
-def pt_bw(name):
-    """perftest rows: bytes iterations peak avg msgrate -> {bytes: avg MB/s}"""
-    rows = {}
+def pt_row(name):
+    """perftest's result row (first field a byte count, second an iteration count)"""
     for line in text(name).splitlines():
         f = line.split()
         if len(f) >= 5 and f[0].isdigit() and f[1].isdigit():
-            try:
-                rows[int(f[0])] = float(f[3])
-            except ValueError:
-                pass
-    return rows
-
-def pt_lat(name):
-    for line in text(name).splitlines():
-        f = line.split()
-        if len(f) >= 6 and f[0].isdigit() and f[1].isdigit():
-            return {"typical": float(f[4]), "avg": float(f[5]), "min": float(f[2])}
+            return f
     return None
 
+def pt_bw(name):
+    f = pt_row(name)
+    return float(f[3]) if f else None		# BW average, MB/s
+
+def pt_lat(name):
+    f = pt_row(name)
+    return {"typical": float(f[4]), "avg": float(f[5])} if f and len(f) >= 6 else None
+
 def sv(name):
-    j = None
     for line in reversed(text(name).splitlines()):
         if line.startswith("{"):
             try:
                 j = json.loads(line)
             except ValueError:
-                pass
-            break
-    if j is None:
-        return None
-    if j.get("error") or not j.get("verified"):
-        return None
-    return j
+                return None
+            return j if j.get("verified") and not j.get("error") else None
+    return None
+
+def med(v):
+    v = [x for x in v if x is not None]
+    return statistics.median(v) if v else None
 
 def fmt(v, spec="%.1f"):
     return spec % v if v is not None else "-"
 
-res = {"load_avg_before": lb, "load_avg_after": la, "iters": int(iters),
-       "lat_iters": int(lat_iters), "bw": [], "lat": []}
+res = {"load_avg_before": lb, "load_avg_after": la, "seconds": float(seconds),
+       "reps": reps, "lat_iters": int(lat_iters), "bw": [], "lat": []}
 print()
-print("load average before: %s   after: %s" % (lb, la))
+print("load average before: %s   after: %s   (%s s a run, median of %d)" %
+      (lb, la, seconds, reps))
 print()
-print("%-4s %-30s %12s %12s %7s" % ("dev", "RDMA WRITE bandwidth", "perftest", "svperf", "ratio"))
-print("%-4s %-30s %12s %12s %7s" % ("", "", "MB/s", "MB/s", ""))
-for tr in ("tcp", "udp"):
-    one = pt_bw("pt_%s_bw64k" % tr).get(65536)
-    allr = pt_bw("pt_%s_bwall" % tr)
-    lines = [("-s 65536", 65536, one)] + [("-a, %d B" % s, s, allr.get(s)) for s in sizes]
-    for label, s, p in lines:
-        j = sv("sv_%s_bw_%d" % (tr, s))
-        v = j["gbit_per_s"] * 1e9 / 8 / MBS if j else None
-        r = p / v if p is not None and v else None
-        res["bw"].append({"transport": tr, "perftest": label, "size": s,
-                          "perftest_MBps": p, "svperf_MBps": v, "ratio": r})
-        print("%-4s %-30s %12s %12s %7s" % (tr, "ib_write_bw " + label, fmt(p), fmt(v),
-                                             fmt(r, "%.3f")))
+print("%-4s %-24s %12s %12s %7s" % ("dev", "RDMA WRITE bandwidth", "perftest", "svperf",
+                                    "ratio"))
+print("%-4s %-24s %12s %12s %7s" % ("", "", "MB/s", "MB/s", ""))
+for tr in transports.split():
+    for s in sizes:
+        pv = [pt_bw("pt_%s_bw_%d_%d" % (tr, s, r)) for r in range(1, reps + 1)]
+        sj = [sv("sv_%s_bw_%d_%d" % (tr, s, r)) for r in range(1, reps + 1)]
+        vv = [j["gbit_per_s"] * 1e9 / 8 / MBS if j else None for j in sj]
+        p, v = med(pv), med(vv)
+        ratio = p / v if p is not None and v else None
+        res["bw"].append({"transport": tr, "size": s, "perftest_MBps": pv,
+                          "svperf_MBps": vv, "ratio_of_medians": ratio})
+        print("%-4s %-24s %12s %12s %7s" % (tr, "ib_write_bw -s %d" % s, fmt(p), fmt(v),
+                                            fmt(ratio, "%.3f")))
 print()
-print("%-4s %-22s %10s %10s %10s %10s %8s %8s" % ("dev", "RDMA WRITE latency, 8 B",
-      "pt median", "sv p50", "pt avg", "sv avg", "+us p50", "+us avg"))
-for tr in ("tcp", "udp"):
-    p = pt_lat("pt_%s_lat8" % tr)
-    j = sv("sv_%s_lat8" % tr)
-    d50 = p["typical"] - j["lat_us_p50"] if p and j else None
-    davg = p["avg"] - j["lat_us_avg"] if p and j else None
-    res["lat"].append({"transport": tr, "perftest": p,
-                       "svperf": {"p50": j["lat_us_p50"], "avg": j["lat_us_avg"],
-                                  "p99": j["lat_us_p99"]} if j else None,
-                       "delta_p50_us": d50, "delta_avg_us": davg})
-    print("%-4s %-22s %10s %10s %10s %10s %8s %8s" % (
-        tr, "ib_write_lat -s 8", fmt(p and p["typical"], "%.2f"),
-        fmt(j and j["lat_us_p50"], "%.2f"), fmt(p and p["avg"], "%.2f"),
-        fmt(j and j["lat_us_avg"], "%.2f"), fmt(d50, "%+.2f"), fmt(davg, "%+.2f")))
+print("%-4s %-26s %10s %10s %10s %10s %8s" % ("dev", "RDMA WRITE latency, 8 B", "pt p50",
+      "sv p50", "pt avg", "sv avg", "+us p50"))
+for tr in transports.split():
+    pl = [pt_lat("pt_%s_lat_%d" % (tr, r)) for r in range(1, reps + 1)]
+    p50 = med([x["typical"] for x in pl if x])
+    pavg = med([x["avg"] for x in pl if x])
+    for w in ("memory", "cq"):
+        sj = [sv("sv_%s_lat_%s_%d" % (tr, w, r)) for r in range(1, reps + 1)]
+        s50 = med([j["lat_us_p50"] for j in sj if j])
+        savg = med([j["lat_us_avg"] for j in sj if j])
+        d = p50 - s50 if p50 is not None and s50 is not None else None
+        res["lat"].append({"transport": tr, "svperf_wait": w,
+                           "perftest": pl, "svperf": [
+                               {"p50": j["lat_us_p50"], "avg": j["lat_us_avg"],
+                                "p99": j["lat_us_p99"]} if j else None for j in sj],
+                           "delta_p50_us": d})
+        print("%-4s %-26s %10s %10s %10s %10s %8s" % (
+            tr, "ib_write_lat vs --wait %s" % w, fmt(p50, "%.2f"), fmt(s50, "%.2f"),
+            fmt(pavg, "%.2f"), fmt(savg, "%.2f"), fmt(d, "%+.2f")))
 with open(out, "w") as f:
     json.dump(res, f, indent=1)
 print()

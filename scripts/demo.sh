@@ -44,25 +44,28 @@ else
 	failures=$((failures + 1))
 fi
 
-# 2. svperf, one short run per opcode. $1 op, $2 mode, $3 size, $4 iterations, $5 words.
+# 2. svperf, one short run per opcode. $1 op, $2 mode, $3 size, $4 iterations, $5 words,
+# then any further svperf options.
 run() {
-	out="$tmp/$1-$2.json"
-	if "$perf" --loopback --port 0 --op "$1" --mode "$2" --size "$3" --iters "$4" \
-		--timeout 20 --json >"$out" 2>"$tmp/$1-$2.err" &&
+	op=$1 mode=$2 size=$3 iters=$4 words=$5
+	out="$tmp/$op-$mode.json"
+	shift 5
+	if "$perf" --loopback --port 0 --op "$op" --mode "$mode" --size "$size" \
+		--iters "$iters" --timeout 20 --json "$@" >"$out" 2>"$tmp/$op-$mode.err" &&
 	   [ "$(field verified "$out")" = true ]; then
 		n=$(field iters "$out")
 		p50=$(field lat_us_p50 "$out")
 		gbps=$(field gbit_per_s "$out")
-		if [ "$2" = lat ]; then
+		if [ "$mode" = lat ]; then
 			figure="median latency $p50 us ($(field lat_kind "$out" | tr _ ' '))"
 		else
 			figure="$gbps Gbit/s"
 		fi
-		echo "$5"
-		echo "  $n x $3 bytes, verified; $figure."
+		echo "$words"
+		echo "  $n x $size bytes, verified; $figure."
 	else
-		echo "svperf --op $1 --mode $2: FAILED"
-		sed 's/^/  /' "$out" "$tmp/$1-$2.err"
+		echo "svperf --op $op --mode $mode: FAILED"
+		sed 's/^/  /' "$out" "$tmp/$op-$mode.err"
 		failures=$((failures + 1))
 	fi
 }
@@ -74,7 +77,8 @@ run send-imm lat 64 200 \
 	"SEND_WITH_IMM: the same, each message also carrying 32 bits of immediate data."
 run write lat 4096 200 \
 	"RDMA WRITE: each side wrote 4 KiB straight into the other's registered memory; no
-  receive was consumed, the peer noticed the last byte change."
+  receive was consumed, and the peer, spinning on its last byte without calling the
+  library, saw it change: its progress thread placed the bytes." --wait memory
 run write-imm lat 4096 200 \
 	"RDMA WRITE_WITH_IMM: the same, and the immediate completed a receive at the target."
 run "read" lat 4096 200 \

@@ -98,6 +98,8 @@ struct config {
 	const char *impair;		/* udp: fault injection spec, NULL = none */
 	int retx;			/* udp: enum sv_retx_mode, -1 = the device default */
 	uint32_t depth;
+	int wait_mem;			/* WRITE lat: wait on memory, not on the CQ */
+	int server_spin;		/* bw server: poll the CQ, never sleep */
 	unsigned timeout_s;
 	uint64_t seed;
 	const char *host;
@@ -188,6 +190,10 @@ static void usage(FILE *f)
 "  --seed N              data pattern seed (default: from the clock)\n"
 "  --bind ADDR           server listen address (default 0.0.0.0)\n"
 "  --timeout SEC         give up after SEC seconds (default %d)\n"
+"  --wait cq|memory      WRITE lat: wait for the answer polling the CQ (default), or\n"
+"                        spinning on the target's last byte, as ib_write_lat does\n"
+"  --server-spin         the server polls its CQ while it serves, instead of\n"
+"                        sleeping on its completion channel (as perftest's do)\n"
 "  --json                print one JSON object on stdout\n"
 "The server adopts the client's op, mode, size and count.\n",
 		DEFAULT_PORT, DEFAULT_DEPTH, DEFAULT_TIMEOUT_S);
@@ -281,7 +287,9 @@ static int check_msg(const uint8_t *msg, size_t size, uint64_t i, const uint8_t 
  * Private data exchanged through the CM (both directions, big-endian). 56 bytes: the most
  * an IB CM REQ carries for rdma_cm (the UDP transport), well under MPA's limit.
  *
- *  0 magic "SVPF"   4 version   5 op   6 mode   7 flags (bit 0: asks for CRC)
+ *  0 magic "SVPF"   4 version   5 op   6 mode
+ *  7 flags (bit 0: asks for CRC; bit 1: WRITE ping-pong waits on memory;
+ *    bit 2: the bw server spins on its CQ)
  *  8 size (u32)    12 slots (u16)   14 depth (u16)
  * 16 iters (0 = timed)             24 seed
  * 32 buffer addr   40 buffer length            48 rkey
@@ -294,7 +302,7 @@ static int check_msg(const uint8_t *msg, size_t size, uint64_t i, const uint8_t 
 struct priv {
 	enum op op;
 	enum mode mode;
-	int crc;
+	int crc, wait_mem, server_spin;
 	uint64_t size, iters, seed, addr, len;
 	uint32_t rkey, slots, credits, depth;
 };
@@ -306,7 +314,7 @@ static void priv_encode(uint8_t *b, const struct priv *v)
 	b[4] = PRIV_VERSION;
 	b[5] = (uint8_t)v->op;
 	b[6] = (uint8_t)v->mode;
-	b[7] = v->crc ? 1 : 0;
+	b[7] = (v->crc ? 1 : 0) | (v->wait_mem ? 2 : 0) | (v->server_spin ? 4 : 0);
 	put_be32(b + 8, (uint32_t)v->size);
 	put_be16(b + 12, (uint16_t)v->slots);
 	put_be16(b + 14, (uint16_t)v->depth);
@@ -326,6 +334,8 @@ static int priv_decode(const uint8_t *b, size_t len, struct priv *v)
 	v->op = (enum op)b[5];
 	v->mode = (enum mode)b[6];
 	v->crc = b[7] & 1;
+	v->wait_mem = (b[7] >> 1) & 1;
+	v->server_spin = (b[7] >> 2) & 1;
 	v->size = get_be32(b + 8);
 	v->slots = get_be16(b + 12);
 	v->depth = get_be16(b + 14);
@@ -940,6 +950,57 @@ static int client_bw(struct perf *p)
 	return 0;
 }
 
+/* --wait memory: how long the last byte may stay unchanged before the CQ is looked at
+ * (for the peer's DONE or a failure). Far above a round trip, so a run never polls. */
+#define MEM_WAIT_POLL_NS 20000000ull
+
+/* ib_write_lat's wait: spin on the last byte of the target region and call nothing, so
+ * the progress thread, not this one, must place the peer's WRITE. */
+static int wait_reply_mem(struct perf *p, uint64_t i)
+{
+	const struct config *c = &p->cfg;
+	const volatile uint8_t *last = p->buf + (i & 1) * c->size + c->size - 1;
+	uint8_t want = (uint8_t)(i + 1);
+	uint64_t poll_at = 0;
+	unsigned spins = 0;
+	int rc;
+
+	while (*last != want) {
+		uint64_t now;
+
+		if ((++spins & 1023) != 0)
+			continue;
+		now = now_ns();
+		if (!poll_at)
+			poll_at = now + MEM_WAIT_POLL_NS;
+		if (now < poll_at)
+			continue;
+		poll_at = now + MEM_WAIT_POLL_NS;
+		if ((rc = progress(p)) < 0 ||
+		    (rc = check_deadline(p, "waiting for the peer's WRITE")) < 0)
+			return rc;
+		if (p->server && p->peer_done && *last != want)
+			return 1;	/* the client finished: no message i will come */
+	}
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	return 0;
+}
+
+/* --wait memory: reap the completion of our own WRITE i, as ib_write_lat does after
+ * each post, before waiting for the answer. */
+static int wait_sent(struct perf *p, uint64_t i)
+{
+	int rc;
+
+	while (p->done != i + 1) {
+		if ((rc = progress(p)) < 0)
+			return rc;
+		if (rc == 0 && (rc = check_deadline(p, "waiting for a WRITE to complete")) < 0)
+			return rc;
+	}
+	return 0;
+}
+
 /* Waits (busy) until ping-pong reply i is there: the last byte of the target region for
  * WRITE, a receive completion for SEND and WRITE_IMM. */
 static int wait_reply(struct perf *p, uint64_t i)
@@ -950,6 +1011,8 @@ static int wait_reply(struct perf *p, uint64_t i)
 	unsigned spins = 0;
 	int rc;
 
+	if (c->wait_mem)
+		return wait_reply_mem(p, i);
 	for (;;) {
 		if (c->op == OP_WRITE ? *last == want : p->pending_rx)
 			break;
@@ -1021,7 +1084,8 @@ static int client_lat(struct perf *p)
 
 			stamp(p->buf + src + (i & 1) * size, size, i);
 			t0 = now_ns();
-			if ((rc = post_data(p, i, 1)) < 0)
+			if ((rc = post_data(p, i, 1)) < 0 ||
+			    (c->wait_mem && (rc = wait_sent(p, i)) < 0))
 				return rc;
 			if ((rc = wait_reply(p, i)) < 0)
 				return rc;
@@ -1113,6 +1177,8 @@ static int run_client(struct perf *p, const char *host, uint16_t port)
 	pv.op = c->op;
 	pv.mode = c->mode;
 	pv.crc = p->crc_asked;
+	pv.wait_mem = c->wait_mem;
+	pv.server_spin = c->server_spin;
 	pv.size = c->size;
 	pv.iters = c->iters;
 	pv.seed = c->seed;
@@ -1161,7 +1227,8 @@ static int server_pingpong(struct perf *p)
 		if (rc == 1)
 			break;
 		stamp(p->buf + src + (i & 1) * c->size, (size_t)c->size, i);
-		if ((rc = post_data(p, i, 1)) < 0)
+		if ((rc = post_data(p, i, 1)) < 0 ||
+		    (c->wait_mem && (rc = wait_sent(p, i)) < 0))
 			return rc;
 		if ((rc = check_reply(p, i)) < 0)
 			return rc;
@@ -1181,7 +1248,8 @@ static int server_wait_done(struct perf *p)
 	int rc;
 
 	while (!p->peer_done) {
-		if ((rc = progress_wait(p, uses_recv(p->cfg.op) ? 200000 : 0)) < 0)
+		if ((rc = progress_wait(p, p->cfg.server_spin ? UINT64_MAX
+					: uses_recv(p->cfg.op) ? 200000 : 0)) < 0)
 			return rc;
 		if (p->credit_init && p->credit_init + p->rx_data - p->credit_sent >= step) {
 			p->credit_sent = p->credit_init + p->rx_data;
@@ -1258,14 +1326,16 @@ static int run_server(struct perf *p)
 	if ((rc = ep_wait_request(&p->ep, p->deadline, req, &req_len)) < 0)
 		return rc;
 	if (priv_decode(req, req_len, &pv) < 0 || pv.size == 0 || pv.slots == 0 ||
-	    pv.depth == 0) {
-		fprintf(stderr, "%s: the connection request carries no svperf parameters\n",
+	    pv.depth == 0 || (pv.wait_mem && (pv.op != OP_WRITE || pv.mode != MODE_LAT))) {
+		fprintf(stderr, "%s: the connection request carries no valid svperf parameters\n",
 			p->prog);
 		sv_cm_reject(p->ep.id, NULL, 0);
 		return -EPROTO;
 	}
 	c->op = pv.op;
 	c->mode = pv.mode;
+	c->wait_mem = pv.wait_mem;
+	c->server_spin = pv.server_spin;
 	c->size = pv.size;
 	c->iters = pv.iters;
 	c->seed = pv.seed;
@@ -1291,6 +1361,8 @@ static int run_server(struct perf *p)
 	pv.op = c->op;
 	pv.mode = c->mode;
 	pv.crc = p->crc_asked;
+	pv.wait_mem = c->wait_mem;
+	pv.server_spin = c->server_spin;
 	pv.size = c->size;
 	pv.iters = c->iters;
 	pv.seed = c->seed;
@@ -1476,7 +1548,7 @@ static void *server_main(void *arg)
 static int parse_args(int argc, char **argv, struct config *c)
 {
 	enum { O_TRANSPORT = 256, O_OP, O_MODE, O_JSON, O_LOOPBACK, O_CRC, O_MULPDU, O_SEED,
-	       O_IMPAIR, O_RETX, O_BIND, O_TIMEOUT, O_HELP };
+	       O_IMPAIR, O_RETX, O_BIND, O_TIMEOUT, O_WAIT, O_SERVER_SPIN, O_HELP };
 	static const struct option longopts[] = {
 		{ "transport", required_argument, NULL, O_TRANSPORT },
 		{ "op", required_argument, NULL, O_OP },
@@ -1495,6 +1567,8 @@ static int parse_args(int argc, char **argv, struct config *c)
 		{ "seed", required_argument, NULL, O_SEED },
 		{ "bind", required_argument, NULL, O_BIND },
 		{ "timeout", required_argument, NULL, O_TIMEOUT },
+		{ "wait", required_argument, NULL, O_WAIT },
+		{ "server-spin", no_argument, NULL, O_SERVER_SPIN },
 		{ "help", no_argument, NULL, O_HELP },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -1539,6 +1613,17 @@ static int parse_args(int argc, char **argv, struct config *c)
 			c->op = (enum op)k;
 			break;
 		}
+		case O_SERVER_SPIN:
+			c->server_spin = 1;
+			break;
+		case O_WAIT:
+			if (!strcmp(optarg, "cq"))
+				c->wait_mem = 0;
+			else if (!strcmp(optarg, "memory"))
+				c->wait_mem = 1;
+			else
+				goto bad;
+			break;
 		case O_MODE:
 			if (!strcmp(optarg, "bw"))
 				c->mode = MODE_BW;
@@ -1643,6 +1728,10 @@ static int parse_args(int argc, char **argv, struct config *c)
 		if (size_given && c->size != 8)
 			fprintf(stderr, "%s: atomics move 8 bytes; --size ignored\n", PROG);
 		c->size = 8;
+	}
+	if (c->wait_mem && (c->op != OP_WRITE || c->mode != MODE_LAT)) {
+		fprintf(stderr, "%s: --wait memory is for --op write --mode lat\n", PROG);
+		return -EINVAL;
 	}
 	if (c->duration > 0 && c->duration + 30 > c->timeout_s)
 		c->timeout_s = (unsigned)(c->duration + 30);

@@ -167,7 +167,7 @@ static void sq_kick(struct sv_qp *qp)
 static int poll_qp(struct sv_qp *qp)
 {
 	struct sv__iwqp *iq = sv__iw_qp(qp);
-	uint64_t now, before;
+	uint64_t now;
 	int rc;
 
 	/* The responder's first FPDU is the loop's (it reports ESTABLISHED). */
@@ -176,11 +176,27 @@ static int poll_qp(struct sv_qp *qp)
 	now = sv__now_ns();
 	iq->poll_streak = now - iq->poll_ns < SV__IW_SPIN_GAP_NS ? iq->poll_streak + 1 : 1;
 	iq->poll_ns = now;
-	before = iq->cnt.rx_fpdus;
-	rc = sv__iw_rx_progress(iq, 16);
-	if (iq->cnt.rx_fpdus != before) {
-		iq->cnt.polled_fpdus += iq->cnt.rx_fpdus - before;
-		iq->poll_rx_ns = now;
+	rc = 0;
+	/* Each read of an empty socket is a syscall that finds nothing. An application
+	 * spinning on a CQ whose QP receives nothing (perftest's -R server polls its
+	 * handshake QP for the whole run; a WRITE sender polls for send completions)
+	 * would spend its core in them, and on few cores that is the loop thread's CPU.
+	 * After DRY_RUN empty reads in a row only every DRY_EVERY-th poll reads: bytes
+	 * that arrive meanwhile wake the loop, or, if the loop is parked (which needs
+	 * polls that found data), wait at most DRY_EVERY polls. */
+	if (iq->poll_dry < SV__IW_DRY_RUN || ++iq->poll_skips >= SV__IW_DRY_EVERY) {
+		uint64_t fpdus = iq->cnt.rx_fpdus, bytes = iq->cnt.rx_bytes;
+
+		iq->poll_skips = 0;
+		rc = sv__iw_rx_progress(iq, 16);
+		if (iq->cnt.rx_fpdus != fpdus) {
+			iq->cnt.polled_fpdus += iq->cnt.rx_fpdus - fpdus;
+			iq->poll_rx_ns = now;
+		}
+		if (iq->cnt.rx_bytes != bytes)
+			iq->poll_dry = 0;
+		else if (iq->poll_dry < SV__IW_DRY_RUN)
+			iq->poll_dry++;
 	}
 	if (!sv__iw_tx_idle(iq) && !iq->want_write && iq->tx_ok)
 		rc |= sv__iw_tx_progress(iq);

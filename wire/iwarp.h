@@ -33,6 +33,10 @@
  * less than SPIN_GAP apart, SPIN_STREAK times in a row, and whose polls found FPDUs within
  * IDLE, is spinning and reads the socket itself; the loop re-checks every PARK_MS and
  * resumes once polls stopped for IDLE. */
+/* An application poll reads the socket only every DRY_EVERY-th time once DRY_RUN reads in
+ * a row found it empty (wire/iwarp.c poll_qp()). */
+#define SV__IW_DRY_RUN 64
+#define SV__IW_DRY_EVERY 32
 #define SV__IW_SPIN_GAP_NS 20000
 #define SV__IW_SPIN_STREAK 8
 #define SV__IW_PARK_MS 1
@@ -201,6 +205,8 @@ struct sv__iwqp {
 	uint64_t poll_ns;		/* last time poll() ran the RX engine (app thread) */
 	unsigned poll_streak;		/* polls in a row, each within SPIN_GAP of the last */
 	uint64_t poll_rx_ns;		/* last time such a poll read an FPDU */
+	unsigned poll_dry;		/* such polls' reads in a row that found no bytes */
+	unsigned poll_skips;		/* polls that left the socket alone since the last read */
 	bool rx_again;			/* an RX pass ran out of budget: the loop owes another */
 	/* TX */
 	uint64_t tx_off;		/* stream offset (markers) */

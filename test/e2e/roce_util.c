@@ -177,9 +177,8 @@ void ru_quiet(struct rside *s, long ms)
 	}
 }
 
-/* What both kinds of side hold; qp and mr may be NULL (a test destroyed them). */
-static void close_dev(struct sv_context *ctx, struct sv_pd *pd, struct sv_cq *cq,
-		      struct sv_qp *qp, struct sv_mr *mr, uint8_t *buf)
+void ru_close_dev(struct sv_context *ctx, struct sv_pd *pd, struct sv_cq *cq,
+		  struct sv_qp *qp, struct sv_mr *mr, uint8_t *buf)
 {
 	if (qp)
 		cr_assert_eq(sv_destroy_qp(qp), 0);
@@ -195,7 +194,7 @@ void ru_close(struct rside *s)
 {
 	if (!s->ctx)
 		return;
-	close_dev(s->ctx, s->pd, s->cq, s->qp, s->mr, s->buf);
+	ru_close_dev(s->ctx, s->pd, s->cq, s->qp, s->mr, s->buf);
 	memset(s, 0, sizeof(*s));
 }
 
@@ -230,7 +229,6 @@ void ru_cm_open(struct cmside *s, uint16_t port, int retx, const char *impair,
 {
 	struct sv_device_opts o;
 	struct sv_qp_init_attr ia = { 0 };
-	uint8_t gid[16];
 	int rc;
 
 	memset(s, 0, sizeof(*s));
@@ -244,8 +242,8 @@ void ru_cm_open(struct cmside *s, uint16_t port, int retx, const char *impair,
 		snprintf(o.impair, sizeof(o.impair), "%s", impair);
 	rc = sv_open_device(&o, &s->ctx);
 	cr_assert_eq(rc, 0, "open: %s", sv_strerror(rc));
-	cr_assert_eq(sv_query_gid(s->ctx, 1, 0, gid), 0);
-	memcpy(&s->ip, gid + 12, 4);
+	cr_assert_eq(sv_query_gid(s->ctx, 1, 0, s->gid), 0);
+	memcpy(&s->ip, s->gid + 12, 4);
 	cr_assert_eq(sv_alloc_pd(s->ctx, &s->pd), 0);
 	cr_assert_eq(sv_create_cq(s->ctx, 64, NULL, NULL, 0, &s->cq), 0);
 	if (qpt == SV_QPT_UD) {
@@ -273,7 +271,7 @@ void ru_cm_close(struct cmside *s)
 		cr_assert_eq(sv_cm_destroy_id(s->conn), 0);
 	cr_assert_eq(sv_cm_destroy_id(s->id), 0);
 	cr_assert_eq(sv_cm_destroy_channel(s->ch), 0);
-	close_dev(s->ctx, s->pd, s->cq, s->qp, s->mr, s->buf);
+	ru_close_dev(s->ctx, s->pd, s->cq, s->qp, s->mr, s->buf);
 	memset(s, 0, sizeof(*s));
 }
 

@@ -51,6 +51,10 @@ void ru_wait(struct rside *s, struct sv_wc *wc, long timeout_ms);
 /* No completion arrives on s's CQ for ms. */
 void ru_quiet(struct rside *s, long ms);
 void ru_close(struct rside *s);
+/* Destroys qp and deregisters mr (each unless NULL), then the CQ, the PD and the device,
+ * and frees buf: the end of any side of the UDP-transport tests. */
+void ru_close_dev(struct sv_context *ctx, struct sv_pd *pd, struct sv_cq *cq,
+		  struct sv_qp *qp, struct sv_mr *mr, uint8_t *buf);
 long ru_now_ms(void);
 /* A UD QP on pd and cq, moved straight to RTS with qkey and sq_psn psn (4 SGEs, 64 bytes
  * inline). */
@@ -71,7 +75,8 @@ struct cmside {
 	struct sv_cm_channel *ch;
 	struct sv_cm_id *id;		/* listener (passive) or connection (active) */
 	struct sv_cm_id *conn;		/* passive: the id of the request */
-	struct in_addr ip;
+	uint8_t gid[16];
+	struct in_addr ip;		/* the address in the GID */
 };
 
 /* Opens s on port with retx (enum sv_retx_mode, or -1 for the default) and impair (a spec

@@ -175,6 +175,7 @@ struct receiver {
 	struct sv_mr *mr;
 	uint64_t *buf;			/* 32 receive slots */
 	int n;
+	int taken;			/* receive completions handled (and reposted) */
 	const char *fail;
 };
 
@@ -196,6 +197,7 @@ static void *receive_spinning(void *arg)
 			r->fail = "SEND payload differs";
 		else if (i + 32 < r->n)
 			e2e_post_recv(r->qp, (uint64_t)(i + 32), r->mr, &r->buf[i % 32], MSG);
+		__atomic_store_n(&r->taken, i + 1, __ATOMIC_RELEASE);
 	}
 	return NULL;
 }
@@ -226,8 +228,12 @@ Test(iwarp_park, loop_takes_over_when_polling_stops, .timeout = 120)
 		uint64_t until = e2e_now_ms() + 1;
 
 		/* One SEND per millisecond: the server keeps polling an empty CQ in between,
-		 * as a latency-bound application does. */
-		while (e2e_now_ms() < until)
+		 * as a latency-bound application does. And never more SENDs than the server
+		 * has receives posted: on a loaded machine its thread can be off the CPU for
+		 * longer than 32 SENDs take, and iWARP has no RNR retry. */
+		while (e2e_now_ms() < until ||
+		       (i >= __atomic_load_n(&r.taken, __ATOMIC_ACQUIRE) + 32 && !r.fail &&
+			e2e_now_ms() < until + 60000))
 			;
 		b.cbuf[8 + i % 32] = (uint64_t)i;
 		e2e_post_one(p.cli.qp, (uint64_t)i, SV_WR_SEND, b.cmr, &b.cbuf[8 + i % 32], MSG,

@@ -268,7 +268,13 @@ static uint32_t le32(const uint8_t *p)
 	return p[0] | p[1] << 8 | p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-void pcap_open(struct pcap_reader *r, const char *path)
+/* Reads a dumpcap -P file frame by frame. */
+struct pcap_reader {
+	FILE *f;
+	uint8_t rec[70000];
+};
+
+static void pcap_open(struct pcap_reader *r, const char *path)
 {
 	uint8_t gh[24];
 	uint32_t magic;
@@ -303,18 +309,17 @@ static bool next_of_type(struct pcap_reader *r, uint16_t ethertype, const uint8_
 	return false;
 }
 
-bool pcap_next_ipv4(struct pcap_reader *r, const uint8_t **ip, size_t *len)
+void pcap_each(const char *path, bool ipv6,
+	       void (*fn)(const uint8_t *ip, size_t len, void *arg), void *arg)
 {
-	return next_of_type(r, 0x0800, ip, len);
-}
+	struct pcap_reader *r = malloc(sizeof(*r));
+	const uint8_t *ip;
+	size_t len;
 
-bool pcap_next_ipv6(struct pcap_reader *r, const uint8_t **ip, size_t *len)
-{
-	return next_of_type(r, 0x86dd, ip, len);
-}
-
-void pcap_close(struct pcap_reader *r)
-{
+	cr_assert_not_null(r);
+	pcap_open(r, path);
+	while (next_of_type(r, ipv6 ? 0x86dd : 0x0800, &ip, &len))
+		fn(ip, len, arg);
 	fclose(r->f);
-	r->f = NULL;
+	free(r);
 }

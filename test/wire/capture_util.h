@@ -55,18 +55,10 @@ char *cap_tshark(const char *args);
 /* Occurrences of needle in hay. */
 size_t cap_count(const char *hay, const char *needle);
 
-/* Reads a dumpcap -P file (Ethernet link type, as lo has) frame by frame. */
-struct pcap_reader {
-	FILE *f;
-	uint8_t rec[70000];
-};
-
-void pcap_open(struct pcap_reader *r, const char *path);
-/* Next IPv4 packet (Ethernet header stripped) into *ip and *len; false at end of file.
- * Records are required to be whole (caplen == wire length). */
-bool pcap_next_ipv4(struct pcap_reader *r, const uint8_t **ip, size_t *len);
-/* Next IPv6 packet, the same way. */
-bool pcap_next_ipv6(struct pcap_reader *r, const uint8_t **ip, size_t *len);
-void pcap_close(struct pcap_reader *r);
+/* Calls fn(ip, len, arg) for every IPv4 packet (IPv6 when ipv6) of the dumpcap -P file at
+ * path (Ethernet link type, as lo has), Ethernet header stripped. Records are required to
+ * be whole (caplen == wire length). */
+void pcap_each(const char *path, bool ipv6,
+	       void (*fn)(const uint8_t *ip, size_t len, void *arg), void *arg);
 
 #endif

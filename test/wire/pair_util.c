@@ -2,7 +2,6 @@
  * pair_util.c — see pair_util.h.
  */
 #include <arpa/inet.h>
-#include <poll.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +13,7 @@
 
 #include "capture_util.h"
 #include "pair_util.h"
+#include "roce_util.h"
 
 #define REMOTE_RIGHTS (SV_ACCESS_REMOTE_WRITE | SV_ACCESS_REMOTE_READ | SV_ACCESS_REMOTE_ATOMIC)
 
@@ -96,12 +96,7 @@ void side_close(struct side *s)
 		cr_assert_eq(sv_cm_destroy_channel(s->ch), 0);
 	if (s->ud)
 		cr_assert_eq(sv_destroy_qp(s->ud), 0);
-	cr_assert_eq(sv_destroy_qp(s->qp), 0);
-	cr_assert_eq(sv_dereg_mr(s->mr), 0);
-	cr_assert_eq(sv_destroy_cq(s->cq), 0);
-	cr_assert_eq(sv_dealloc_pd(s->pd), 0);
-	cr_assert_eq(sv_close_device(s->ctx), 0);
-	free(s->buf);
+	ru_close_dev(s->ctx, s->pd, s->cq, s->qp, s->mr, s->buf);
 }
 
 void wait_cq(struct sv_cq *cq, unsigned n)
@@ -126,16 +121,9 @@ void wait_cq(struct sv_cq *cq, unsigned n)
 
 struct sv_cm_id *wait_cm_event(struct sv_cm_channel *ch, enum sv_cm_event_type want)
 {
-	struct pollfd p = { .fd = sv_cm_channel_fd(ch), .events = POLLIN };
-	struct sv_cm_event *ev;
-	struct sv_cm_id *id;
+	struct sv_cm_event *ev = ru_cm_event(ch, want, PAIR_WAIT_MS);
+	struct sv_cm_id *id = ev->id;
 
-	cr_assert_eq(poll(&p, 1, PAIR_WAIT_MS), 1, "no CM event (wanted %s)",
-		     sv_cm_event_str(want));
-	cr_assert_eq(sv_cm_get_event(ch, &ev), 0);
-	cr_assert_eq(ev->event, want, "got %s, wanted %s", sv_cm_event_str(ev->event),
-		     sv_cm_event_str(want));
-	id = ev->id;
 	cr_assert_eq(sv_cm_ack_event(ev), 0);
 	return id;
 }

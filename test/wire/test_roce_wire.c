@@ -22,26 +22,26 @@
  * describe. Session 3 draws RNR NAKs (a SEND before its receive) and one NAK remote
  * access error (a WRITE with a bad R_Key).
  * The capture machinery (dumpcap start that waits for a sentinel to reach the file, stop,
- * tshark, pcap reading) is capture_util.c.
+ * tshark, pcap reading) is capture_util.c; the checks every datagram passes, here and in
+ * the IPv6 and SIDR tests, are dgram_util.c.
  *
  * Skipped only when tshark/dumpcap are not installed. Capturing on lo needs root or
  * dumpcap's capabilities.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include <criterion/criterion.h>
 
 #include "capture_util.h"
+#include "dgram_util.h"
 #include "pair_util.h"
-#include "crypto/icrc.h"
+#include "roce_util.h"
 #include "softverbs.h"
 #include "wire/byteorder.h"
 #include "wire/ib_cm.h"
@@ -75,107 +75,33 @@ struct seen {
 	unsigned access_naks;		/* ... with NAK remote access error */
 };
 
-/*
- * The ICRC computed here from the captured bytes with zlib's CRC-32, sharing no code with
- * the library (RoCEv2, IBA annex A17.8: 8 bytes of ones for the LRH; the IPv4 header with
- * TOS, TTL and header checksum as ones; the UDP header with its checksum as ones; the BTH
- * with byte 4 (FECN, BECN, reserved) as ones; the rest of the packet up to the ICRC).
- */
-static uint32_t icrc_by_zlib(const uint8_t *ip, const uint8_t *udp, size_t udp_len)
+/* Checks one IPv4 datagram (ip[0..len)) and records it in the struct seen at arg when it
+ * belongs to the session. */
+static void check_datagram(const uint8_t *ip, size_t len, void *arg)
 {
-	static const uint8_t ones[8] = { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff };
-	uint8_t iph[20], udph[8], bth[12];
-	uLong c;
-
-	memcpy(iph, ip, 20);
-	iph[1] = 0xff;
-	iph[8] = 0xff;
-	iph[10] = iph[11] = 0xff;
-	memcpy(udph, udp, 8);
-	udph[6] = udph[7] = 0xff;
-	memcpy(bth, udp + 8, 12);
-	bth[4] = 0xff;
-	c = crc32(0L, ones, 8);
-	c = crc32(c, iph, 20);
-	c = crc32(c, udph, 8);
-	c = crc32(c, bth, 12);
-	c = crc32(c, udp + 8 + 12, (uInt)(udp_len - 8 - 12 - 4));
-	return (uint32_t)c;
-}
-
-/* Checks one IPv4 datagram (ip[0..len)) and records it when it belongs to the session. */
-static void check_datagram(const uint8_t *ip, size_t len, struct seen *s)
-{
-	struct sockaddr_in src = { .sin_family = AF_INET }, dst = { .sin_family = AF_INET };
-	const struct sv_ib_opinfo *oi;
-	struct sv_icrc_ipv4 v4;
+	struct seen *s = arg;
 	struct sv_ib_pkt pkt;
-	const uint8_t *udp, *ib;
-	size_t ihl, ib_len;
 	uint16_t sport, dport;
 	struct dgram *d;
-	int rc;
 
-	cr_assert_geq(len, 20);
-	cr_assert_eq(ip[0] >> 4, 4);
+	cr_assert_geq(len, 28);
+	cr_assert_eq(ip[0], 0x45, "IPv4 without options");
 	cr_assert_eq(ip[9], 17);
-	ihl = (size_t)(ip[0] & 0xf) * 4;
-	cr_assert_eq(ihl, 20, "IPv4 options");
-	cr_assert_geq(len, ihl + 8);
-	udp = ip + ihl;
-	sport = sv__get_be16(udp);
-	dport = sv__get_be16(udp + 2);
+	sport = sv__get_be16(ip + 20);
+	dport = sv__get_be16(ip + 22);
 	if ((sport != s->p1 && sport != s->p2) || (dport != s->p1 && dport != s->p2))
 		return;				/* the sentinel */
-	cr_assert_eq(sv__get_be16(ip + 2), len, "IPv4 total length");
-	cr_assert_eq(sv__get_be16(udp + 4), len - ihl, "UDP length");
-	ib = udp + 8;
-	ib_len = len - ihl - 8;
-
 	cr_assert_lt(s->n, MAX_PKTS);
 	d = &s->d[s->n];
-	rc = sv__ib_pkt_decode(&pkt, ib, ib_len);
-	cr_assert_geq(rc, 0, "datagram %u (%zu bytes, opcode 0x%02x): decode %d", s->n, ib_len,
-		      ib_len ? ib[0] : 0, rc);
-	oi = sv__ib_opinfo(pkt.bth.opcode);
-	cr_assert_eq(pkt.bth.pkey, SV_PKEY_DEFAULT, "datagram %u", s->n);
-	cr_assert_eq(sv__ib_payload_check(oi, pkt.payload_len, s->pmtu), 0,
-		     "datagram %u: %s with %zu payload bytes at PMTU %u", s->n, oi->name,
-		     pkt.payload_len, s->pmtu);
-	for (unsigned i = 0; i < pkt.bth.pad; i++)
-		cr_assert_eq(pkt.payload[pkt.payload_len + i], 0, "pad byte not zero");
-
-	/* The ICRC over the headers as they really were on the wire... */
-	memcpy(&src.sin_addr, ip + 12, 4);
-	memcpy(&dst.sin_addr, ip + 16, 4);
-	src.sin_port = htons(sport);
-	dst.sin_port = htons(dport);
-	v4.id = sv__get_be16(ip + 4);
-	v4.df = ip[6] & 0x40;
-	cr_assert_eq(sv__icrc_verify((struct sockaddr *)&src, (struct sockaddr *)&dst, &v4, ib,
-				     ib_len), 0, "datagram %u (%s): ICRC mismatch", s->n,
-		     oi->name);
-	cr_assert_geq(ib_len, 12 + 4);
-	cr_assert_eq(sv__get_le32(ib + ib_len - 4), icrc_by_zlib(ip, udp, len - ihl),
-		     "datagram %u (%s): ICRC differs from the one recomputed with zlib", s->n,
-		     oi->name);
-	/* ...and those are the values a sender can know in advance. */
-	cr_assert_eq(v4.id, 0, "datagram %u: IPv4 identification %u", s->n, v4.id);
-	cr_assert(v4.df, "datagram %u: DF not set", s->n);
+	d->mad = dgram_check(ip, len, s->pmtu, s->n, &pkt, &d->cm);
+	/* The IPv4 identification is 0 with DF set: what lets a sender know its ICRC. */
+	cr_assert_eq(sv__get_be16(ip + 4), 0, "datagram %u: IPv4 identification %u", s->n,
+		     sv__get_be16(ip + 4));
+	cr_assert(ip[6] & 0x40, "datagram %u: DF not set", s->n);
 
 	d->bth = pkt.bth;
 	d->deth = pkt.deth;
 	d->payload_len = pkt.payload_len;
-	d->mad = pkt.bth.dest_qp == SV_GSI_QPN;
-	if (d->mad) {
-		/* IBA 13.5: GSI traffic is UD from QP1 with the well-known Q_Key. */
-		cr_assert_eq(pkt.bth.opcode, SV_IB_UD | SV_IB_OP_SEND_ONLY, "datagram %u", s->n);
-		cr_assert_eq(pkt.deth.src_qp, SV_GSI_QPN, "datagram %u", s->n);
-		cr_assert_eq(pkt.deth.qkey, SV_QP1_QKEY, "datagram %u", s->n);
-		cr_assert_eq(pkt.payload_len, SV_MAD_LEN, "datagram %u", s->n);
-		rc = sv__cm_decode(&d->cm, pkt.payload, pkt.payload_len);
-		cr_assert_eq(rc, SV_MAD_LEN, "datagram %u: CM MAD decode %d", s->n, rc);
-	}
 	if (pkt.hdrs & SV_IB_HDR_AETH) {
 		s->rnr_naks += sv__aeth_type(pkt.aeth.syndrome) == SV_AETH_RNR_NAK;
 		s->access_naks += sv__aeth_type(pkt.aeth.syndrome) == SV_AETH_NAK &&
@@ -188,19 +114,10 @@ static void check_datagram(const uint8_t *ip, size_t len, struct seen *s)
 /* Every IPv4 datagram of the capture through check_datagram. */
 static void read_capture(const char *path, struct seen *s)
 {
-	struct pcap_reader *r = malloc(sizeof(*r));
-	const uint8_t *ip;
-	size_t len;
-
-	cr_assert_not_null(r);
 	s->n = 0;
 	s->rnr_naks = s->access_naks = 0;
 	memset(s->count, 0, sizeof(s->count));
-	pcap_open(r, path);
-	while (pcap_next_ipv4(r, &ip, &len))
-		check_datagram(ip, len, s);
-	pcap_close(r);
-	free(r);
+	pcap_each(path, false, check_datagram, s);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -407,104 +324,45 @@ Test(wire_roce, rnr_nak_and_access_error, .timeout = 180)
 
 #define UD_QKEY 0x11223344u
 
-struct cmside {
-	struct sv_context *ctx;
-	struct sv_pd *pd;
-	struct sv_cq *cq;
-	struct sv_qp *qp;		/* RC, connected by the CM */
+/* A device of the CM session: beside what ru_cm_open() makes, a second RC QP and id for
+ * the refused attempt and a UD QP. */
+struct cmpeer {
+	struct cmside s;		/* its QP is the one the CM connects */
 	struct sv_qp *qp2;		/* RC, for the refused attempt (active side) */
-	struct sv_qp *ud;
-	struct sv_mr *mr;
-	uint8_t *buf;
-	uint8_t gid[16];
-	struct in_addr ip;
-	struct sv_cm_channel *ch;
-	struct sv_cm_id *id;		/* listener (passive) or connection (active) */
 	struct sv_cm_id *id2;		/* active: the refused attempt */
-	struct sv_cm_id *conn;		/* passive: the accepted connection */
+	struct sv_qp *ud;
 };
 
-static struct sv_qp *cm_rc_qp(struct cmside *s)
+static void cm_side_open(struct cmpeer *p, uint16_t port)
 {
 	struct sv_qp_init_attr ia = { 0 };
-	struct sv_qp *qp;
 
-	ia.send_cq = ia.recv_cq = s->cq;
+	memset(p, 0, sizeof(*p));
+	ru_cm_open(&p->s, port, -1, NULL, SV_QPT_RC, SV_CM_PS_TCP, PAIR_BUF_LEN,
+		   SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_WRITE | SV_ACCESS_REMOTE_READ);
+	memset(p->s.buf, 0x5a, PAIR_BUF_LEN);
+	ia.send_cq = ia.recv_cq = p->s.cq;
 	ia.qp_type = SV_QPT_RC;
 	ia.cap.max_send_wr = ia.cap.max_recv_wr = 8;
 	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
-	cr_assert_eq(sv_create_qp(s->pd, &ia, &qp), 0);
-	return qp;
+	cr_assert_eq(sv_create_qp(p->s.pd, &ia, &p->qp2), 0);
+	cr_assert_eq(sv_cm_create_id(p->s.ch, p->s.ctx, p, &p->id2), 0);
+	p->ud = ru_ud_qp(p->s.pd, p->s.cq, UD_QKEY, 0x123);
 }
 
-static void cm_side_open(struct cmside *s, uint16_t port)
+static void cm_side_close(struct cmpeer *p)
 {
-	struct sv_device_opts o;
-	struct sv_qp_init_attr ia = { 0 };
-	struct sv_qp_attr at;
-	int rc;
-
-	memset(s, 0, sizeof(*s));
-	sv_device_opts_init(&o);
-	o.transport = SV_TRANSPORT_UDP;
-	o.bind_addr[0] = '\0';		/* 127.0.0.1, .2, ...: whichever is free on port */
-	o.port = port;
-	rc = sv_open_device(&o, &s->ctx);
-	cr_assert_eq(rc, 0, "open: %s", sv_strerror(rc));
-	cr_assert_eq(sv_query_gid(s->ctx, 1, 0, s->gid), 0);
-	memcpy(&s->ip, s->gid + 12, 4);
-	cr_assert_eq(sv_alloc_pd(s->ctx, &s->pd), 0);
-	cr_assert_eq(sv_create_cq(s->ctx, 64, NULL, NULL, 0, &s->cq), 0);
-	s->qp = cm_rc_qp(s);
-	s->qp2 = cm_rc_qp(s);
-	ia.send_cq = ia.recv_cq = s->cq;
-	ia.qp_type = SV_QPT_UD;
-	ia.cap.max_send_wr = ia.cap.max_recv_wr = 8;
-	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
-	cr_assert_eq(sv_create_qp(s->pd, &ia, &s->ud), 0);
-	memset(&at, 0, sizeof(at));
-	at.qp_state = SV_QPS_INIT;
-	at.port_num = 1;
-	at.qkey = UD_QKEY;
-	cr_assert_eq(sv_modify_qp(s->ud, &at, SV_QP_STATE | SV_QP_PKEY_INDEX | SV_QP_PORT |
-				  SV_QP_QKEY), 0);
-	at.qp_state = SV_QPS_RTR;
-	cr_assert_eq(sv_modify_qp(s->ud, &at, SV_QP_STATE), 0);
-	at.qp_state = SV_QPS_RTS;
-	at.sq_psn = 0x123;
-	cr_assert_eq(sv_modify_qp(s->ud, &at, SV_QP_STATE | SV_QP_SQ_PSN), 0);
-	s->buf = aligned_alloc(4096, PAIR_BUF_LEN);
-	cr_assert_not_null(s->buf);
-	memset(s->buf, 0x5a, PAIR_BUF_LEN);
-	cr_assert_eq(sv_reg_mr(s->pd, s->buf, PAIR_BUF_LEN, SV_ACCESS_LOCAL_WRITE |
-			       SV_ACCESS_REMOTE_WRITE | SV_ACCESS_REMOTE_READ, &s->mr), 0);
-	cr_assert_eq(sv_cm_create_channel(&s->ch), 0);
-	cr_assert_eq(sv_cm_create_id(s->ch, s->ctx, s, &s->id), 0);
-	cr_assert_eq(sv_cm_create_id(s->ch, s->ctx, s, &s->id2), 0);
-}
-
-static void cm_side_close(struct cmside *s)
-{
-	if (s->conn)
-		cr_assert_eq(sv_cm_destroy_id(s->conn), 0);
-	cr_assert_eq(sv_cm_destroy_id(s->id2), 0);
-	cr_assert_eq(sv_cm_destroy_id(s->id), 0);
-	cr_assert_eq(sv_cm_destroy_channel(s->ch), 0);
-	cr_assert_eq(sv_destroy_qp(s->ud), 0);
-	cr_assert_eq(sv_destroy_qp(s->qp2), 0);
-	cr_assert_eq(sv_destroy_qp(s->qp), 0);
-	cr_assert_eq(sv_dereg_mr(s->mr), 0);
-	cr_assert_eq(sv_destroy_cq(s->cq), 0);
-	cr_assert_eq(sv_dealloc_pd(s->pd), 0);
-	cr_assert_eq(sv_close_device(s->ctx), 0);
-	free(s->buf);
+	cr_assert_eq(sv_cm_destroy_id(p->id2), 0);
+	cr_assert_eq(sv_destroy_qp(p->ud), 0);
+	cr_assert_eq(sv_destroy_qp(p->qp2), 0);
+	ru_cm_close(&p->s);
 }
 
 /* Refused once (no listener on port 4242), then connected, two UD datagrams, disconnected.
  * Returns the listener's service port. */
-static uint16_t run_cm_session(struct cmside *a, struct cmside *b)
+static uint16_t run_cm_session(struct cmpeer *a, struct cmpeer *b)
 {
-	struct sockaddr_in dst = { .sin_family = AF_INET, .sin_addr = b->ip };
+	struct sockaddr_in dst = { .sin_family = AF_INET, .sin_addr = b->s.ip };
 	struct sv_conn_param rq = { .private_data = "req-data-from-a", .private_data_len = 15,
 				    .responder_resources = 4, .initiator_depth = 4 };
 	struct sv_conn_param rp = { .private_data = "rep-data-from-b", .private_data_len = 15,
@@ -516,25 +374,25 @@ static uint16_t run_cm_session(struct cmside *a, struct cmside *b)
 
 	dst.sin_port = htons(4242);
 	cr_assert_eq(sv_cm_connect(a->id2, a->qp2, (struct sockaddr *)&dst, &rq), 0);
-	wait_cm_event(a->ch, SV_CM_EVENT_UNREACHABLE);	/* nobody listens: refused */
+	wait_cm_event(a->s.ch, SV_CM_EVENT_UNREACHABLE);	/* nobody listens: refused */
 
 	dst.sin_port = 0;
-	cr_assert_eq(sv_cm_listen(b->id, (struct sockaddr *)&dst, 4), 0);
-	cr_assert_eq(sv_cm_local_addr(b->id, &ss), 0);
+	cr_assert_eq(sv_cm_listen(b->s.id, (struct sockaddr *)&dst, 4), 0);
+	cr_assert_eq(sv_cm_local_addr(b->s.id, &ss), 0);
 	service = ntohs(((struct sockaddr_in *)&ss)->sin_port);
 	dst.sin_port = htons(service);
-	cr_assert_eq(sv_cm_connect(a->id, a->qp, (struct sockaddr *)&dst, &rq), 0);
-	b->conn = wait_cm_event(b->ch, SV_CM_EVENT_CONNECT_REQUEST);
-	cr_assert_eq(sv_cm_accept(b->conn, b->qp, &rp), 0);
-	wait_cm_event(a->ch, SV_CM_EVENT_ESTABLISHED);
-	wait_cm_event(b->ch, SV_CM_EVENT_ESTABLISHED);
+	cr_assert_eq(sv_cm_connect(a->s.id, a->s.qp, (struct sockaddr *)&dst, &rq), 0);
+	b->s.conn = wait_cm_event(b->s.ch, SV_CM_EVENT_CONNECT_REQUEST);
+	cr_assert_eq(sv_cm_accept(b->s.conn, b->s.qp, &rp), 0);
+	wait_cm_event(a->s.ch, SV_CM_EVENT_ESTABLISHED);
+	wait_cm_event(b->s.ch, SV_CM_EVENT_ESTABLISHED);
 
-	memcpy(aa.dgid, b->gid, 16);
-	cr_assert_eq(sv_create_ah(a->pd, &aa, &ah), 0);
+	memcpy(aa.dgid, b->s.gid, 16);
+	cr_assert_eq(sv_create_ah(a->s.pd, &aa, &ah), 0);
 	for (int i = 0; i < 2; i++) {
-		struct sv_sge rs = { (uintptr_t)b->buf + 4096u * i, 256, b->mr->lkey };
+		struct sv_sge rs = { (uintptr_t)b->s.buf + 4096u * i, 256, b->s.mr->lkey };
 		struct sv_recv_wr rw = { .wr_id = i, .sg_list = &rs, .num_sge = 1 }, *rbad;
-		struct sv_sge ss2 = { (uintptr_t)a->buf, 10, a->mr->lkey };
+		struct sv_sge ss2 = { (uintptr_t)a->s.buf, 10, a->s.mr->lkey };
 		struct sv_send_wr sw = { .wr_id = i, .sg_list = &ss2, .num_sge = 1,
 					 .opcode = i ? SV_WR_SEND_WITH_IMM : SV_WR_SEND,
 					 .send_flags = SV_SEND_SIGNALED,
@@ -545,16 +403,16 @@ static uint16_t run_cm_session(struct cmside *a, struct cmside *b)
 		sw.wr.ud.remote_qkey = UD_QKEY;
 		cr_assert_eq(sv_post_recv(b->ud, &rw, &rbad), 0);
 		cr_assert_eq(sv_post_send(a->ud, &sw, &sbad), 0);
-		wait_cq(a->cq, 1);
-		wait_cq(b->cq, 1);
+		wait_cq(a->s.cq, 1);
+		wait_cq(b->s.cq, 1);
 	}
 	cr_assert_eq(sv_destroy_ah(ah), 0);
 
-	cr_assert_eq(sv_cm_disconnect(a->id), 0);
-	wait_cm_event(a->ch, SV_CM_EVENT_DISCONNECTED);
-	wait_cm_event(b->ch, SV_CM_EVENT_DISCONNECTED);
-	wait_cm_event(a->ch, SV_CM_EVENT_TIMEWAIT_EXIT);
-	wait_cm_event(b->ch, SV_CM_EVENT_TIMEWAIT_EXIT);
+	cr_assert_eq(sv_cm_disconnect(a->s.id), 0);
+	wait_cm_event(a->s.ch, SV_CM_EVENT_DISCONNECTED);
+	wait_cm_event(b->s.ch, SV_CM_EVENT_DISCONNECTED);
+	wait_cm_event(a->s.ch, SV_CM_EVENT_TIMEWAIT_EXIT);
+	wait_cm_event(b->s.ch, SV_CM_EVENT_TIMEWAIT_EXIT);
 	return service;
 }
 
@@ -587,7 +445,7 @@ Test(wire_roce, cm_and_ud_session, .timeout = 180)
 	struct capture cap;
 	char filter[64];
 	const struct sv_cm_msg *req, *rep, *rtu, *rej, *dreq, *drep, *req2;
-	struct cmside a, b;
+	struct cmpeer a, b;
 	struct sv_cm_ip_hdr ip;
 	struct sv_qp_attr at;
 	uint32_t a_psn, b_psn;
@@ -602,14 +460,14 @@ Test(wire_roce, cm_and_ud_session, .timeout = 180)
 	port = cap_free_port(SOCK_DGRAM);
 	cm_side_open(&a, port);
 	cm_side_open(&b, port);
-	cr_assert_neq(a.ip.s_addr, b.ip.s_addr);
+	cr_assert_neq(a.s.ip.s_addr, b.s.ip.s_addr);
 	snprintf(filter, sizeof(filter), "udp port %u", port);
 	cap_start(&cap, filter);
 	service = run_cm_session(&a, &b);
 	cap_stop(&cap);
-	cr_assert_eq(sv_query_qp(a.qp, &at, 0, NULL), 0);
+	cr_assert_eq(sv_query_qp(a.s.qp, &at, 0, NULL), 0);
 	a_psn = at.sq_psn;
-	cr_assert_eq(sv_query_qp(b.qp, &at, 0, NULL), 0);
+	cr_assert_eq(sv_query_qp(b.s.qp, &at, 0, NULL), 0);
 	b_psn = at.sq_psn;
 
 	seen.p1 = seen.p2 = port;
@@ -617,27 +475,27 @@ Test(wire_roce, cm_and_ud_session, .timeout = 180)
 	read_capture(cap.path, &seen);
 
 	/* The accepted connection: REQ from a's QP, REP, RTU, DREQ, DREP. */
-	req = find_mad(&seen, SV_CM_ATTR_REQ, req_from_qp, &a.qp->qp_num);
-	cr_assert_not_null(req, "no REQ from QP 0x%x", a.qp->qp_num);
+	req = find_mad(&seen, SV_CM_ATTR_REQ, req_from_qp, &a.s.qp->qp_num);
+	cr_assert_not_null(req, "no REQ from QP 0x%x", a.s.qp->qp_num);
 	cr_assert_eq(req->req.service_id, sv__cm_service_id(service));
 	cr_assert_eq(req->req.transport, SV_CM_TRANSPORT_RC);
 	cr_assert_eq(req->req.responder_resources, 4);
 	cr_assert_eq(req->req.initiator_depth, 4);
 	cr_assert_eq(req->req.starting_psn, a_psn);
 	cr_assert(req->req.path_mtu >= 1 && req->req.path_mtu <= 5, "MTU %u", req->req.path_mtu);
-	cr_assert_arr_eq(req->req.primary.local_gid, a.gid, 16);
-	cr_assert_arr_eq(req->req.primary.remote_gid, b.gid, 16);
+	cr_assert_arr_eq(req->req.primary.local_gid, a.s.gid, 16);
+	cr_assert_arr_eq(req->req.primary.remote_gid, b.s.gid, 16);
 	cr_assert_eq(sv__cm_ip_hdr_decode(&ip, req->req.private_data, SV_CM_REQ_PRIVATE_LEN),
 		     SV_CM_IP_HDR_LEN);
 	cr_assert_eq(ip.ip_version, 4);
-	cr_assert_arr_eq(ip.src_addr + 12, &a.ip, 4);
-	cr_assert_arr_eq(ip.dst_addr + 12, &b.ip, 4);
+	cr_assert_arr_eq(ip.src_addr + 12, &a.s.ip, 4);
+	cr_assert_arr_eq(ip.dst_addr + 12, &b.s.ip, 4);
 	cr_assert_arr_eq(req->req.private_data + SV_CM_IP_HDR_LEN, "req-data-from-a", 15);
 
 	rep = find_mad(&seen, SV_CM_ATTR_REP, NULL, NULL);
 	cr_assert_not_null(rep, "no REP");
 	cr_assert_eq(rep->rep.remote_comm_id, req->req.local_comm_id);
-	cr_assert_eq(rep->rep.local_qpn, b.qp->qp_num);
+	cr_assert_eq(rep->rep.local_qpn, b.s.qp->qp_num);
 	cr_assert_eq(rep->rep.starting_psn, b_psn);
 	cr_assert_eq(rep->rep.responder_resources, 4);
 	cr_assert_eq(rep->rep.initiator_depth, 4);
@@ -652,7 +510,7 @@ Test(wire_roce, cm_and_ud_session, .timeout = 180)
 	cr_assert_not_null(dreq, "no DREQ");
 	cr_assert_eq(dreq->dreq.local_comm_id, req->req.local_comm_id);
 	cr_assert_eq(dreq->dreq.remote_comm_id, rep->rep.local_comm_id);
-	cr_assert_eq(dreq->dreq.remote_qpn, b.qp->qp_num);
+	cr_assert_eq(dreq->dreq.remote_qpn, b.s.qp->qp_num);
 	drep = find_mad(&seen, SV_CM_ATTR_DREP, NULL, NULL);
 	cr_assert_not_null(drep, "no DREP");
 	cr_assert_eq(drep->drep.local_comm_id, rep->rep.local_comm_id);

@@ -25,19 +25,18 @@
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include <criterion/criterion.h>
 
 #include "capture_util.h"
+#include "dgram_util.h"
 #include "pair_util.h"
-#include "crypto/icrc.h"
+#include "roce_util.h"
 #include "softverbs.h"
 #include "wire/byteorder.h"
 #include "wire/ib_cm.h"
@@ -52,58 +51,13 @@
 
 static const uint8_t lo6[16] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1 };
 
-/* One device context on ::1 with an RC QP, a UD QP and a CM id. */
-static bool have_ipv6(void)
-{
-	struct sockaddr_in6 a = { .sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT };
-	int fd = socket(AF_INET6, SOCK_DGRAM, 0);
-	bool ok = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
-
-	if (fd >= 0)
-		close(fd);
-	return ok;
-}
-
-static uint16_t free_port6(void)
-{
-	struct sockaddr_in6 a = { .sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT };
-	socklen_t l = sizeof(a);
-	int fd = socket(AF_INET6, SOCK_DGRAM, 0);
-	uint16_t port;
-
-	cr_assert(fd >= 0);
-	cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &l), 0);
-	port = ntohs(a.sin6_port);
-	close(fd);
-	return port;
-}
-
 /* A side on [::1]:port (a device that finds the port taken falls back to a later one)
  * with, beside its RC QP, a UD QP in RTS and a CM id. */
 static void side_open6(struct side *s, uint16_t port, uint32_t psn)
 {
-	struct sv_qp_init_attr ia = { 0 };
-	struct sv_qp_attr at;
-
 	side_open(s, "::1", port, psn, ALL_ACCESS);
 	cr_assert_arr_eq(s->gid, lo6, 16);
-	ia.send_cq = ia.recv_cq = s->cq;
-	ia.qp_type = SV_QPT_UD;
-	ia.cap.max_send_wr = ia.cap.max_recv_wr = 32;
-	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
-	cr_assert_eq(sv_create_qp(s->pd, &ia, &s->ud), 0);
-	memset(&at, 0, sizeof(at));
-	at.qp_state = SV_QPS_INIT;
-	at.port_num = 1;
-	at.qkey = UD_QKEY;
-	cr_assert_eq(sv_modify_qp(s->ud, &at, SV_QP_STATE | SV_QP_PKEY_INDEX | SV_QP_PORT |
-				  SV_QP_QKEY), 0);
-	at.qp_state = SV_QPS_RTR;
-	cr_assert_eq(sv_modify_qp(s->ud, &at, SV_QP_STATE), 0);
-	at.qp_state = SV_QPS_RTS;
-	at.sq_psn = 0x321;
-	cr_assert_eq(sv_modify_qp(s->ud, &at, SV_QP_STATE | SV_QP_SQ_PSN), 0);
+	s->ud = ru_ud_qp(s->pd, s->cq, UD_QKEY, 0x321);
 	cr_assert_eq(sv_cm_create_channel(&s->ch), 0);
 	cr_assert_eq(sv_cm_create_id(s->ch, s->ctx, s, &s->id), 0);
 }
@@ -186,112 +140,33 @@ static bool ours(const struct seen *s, uint16_t port)
 	return false;
 }
 
-/*
- * The RoCEv2 ICRC over IPv6 computed with zlib alone from the captured bytes: 8 bytes of
- * ones (the absent LRH); the IPv6 header with version kept and traffic class, flow label
- * (the 28 bits after the version) and hop limit as ones; the UDP header with its checksum
- * as ones; the BTH with byte 4 as ones; the rest of the packet up to the ICRC.
- */
-static uint32_t icrc_by_zlib6(const uint8_t *ip6, const uint8_t *udp, size_t udp_len)
+static void check_datagram(const uint8_t *ip6, size_t len, void *arg)
 {
-	static const uint8_t ones[8] = { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff };
-	uint8_t iph[40], udph[8], bth[12];
-	uLong c;
-
-	memcpy(iph, ip6, 40);
-	iph[0] |= 0x0f;
-	iph[1] = iph[2] = iph[3] = 0xff;
-	iph[7] = 0xff;
-	memcpy(udph, udp, 8);
-	udph[6] = udph[7] = 0xff;
-	memcpy(bth, udp + 8, 12);
-	bth[4] = 0xff;
-	c = crc32(0L, ones, 8);
-	c = crc32(c, iph, 40);
-	c = crc32(c, udph, 8);
-	c = crc32(c, bth, 12);
-	c = crc32(c, udp + 8 + 12, (uInt)(udp_len - 8 - 12 - 4));
-	return (uint32_t)c;
-}
-
-static void check_datagram(const uint8_t *ip6, size_t len, struct seen *s)
-{
-	struct sockaddr_in6 src = { .sin6_family = AF_INET6 }, dst = { .sin6_family = AF_INET6 };
-	const struct sv_ib_opinfo *oi;
+	struct seen *s = arg;
 	struct sv_ib_pkt pkt;
-	const uint8_t *udp, *ib;
-	uint16_t sport, dport;
-	size_t ib_len;
 	struct dgram *d;
-	int rc;
 
 	cr_assert_geq(len, 40 + 8);
 	cr_assert_eq(ip6[0] >> 4, 6);
 	if (ip6[6] != IPPROTO_UDP)
 		return;				/* not a UDP datagram of ours */
-	udp = ip6 + 40;
-	sport = sv__get_be16(udp);
-	dport = sv__get_be16(udp + 2);
-	if (!ours(s, sport) || !ours(s, dport))
+	if (!ours(s, sv__get_be16(ip6 + 40)) || !ours(s, sv__get_be16(ip6 + 42)))
 		return;
-	cr_assert_eq(sv__get_be16(ip6 + 4), len - 40, "IPv6 payload length");
-	cr_assert_eq(sv__get_be16(udp + 4), len - 40, "UDP length");
 	cr_assert_arr_eq(ip6 + 8, lo6, 16, "source not ::1");
 	cr_assert_arr_eq(ip6 + 24, lo6, 16, "destination not ::1");
-	ib = udp + 8;
-	ib_len = len - 40 - 8;
-
 	cr_assert_lt(s->n, MAX_PKTS);
 	d = &s->d[s->n];
-	rc = sv__ib_pkt_decode(&pkt, ib, ib_len);
-	cr_assert_geq(rc, 0, "datagram %u (%zu bytes, opcode 0x%02x): decode %d", s->n, ib_len,
-		      ib_len ? ib[0] : 0, rc);
-	oi = sv__ib_opinfo(pkt.bth.opcode);
-	cr_assert_eq(pkt.bth.pkey, SV_PKEY_DEFAULT, "datagram %u", s->n);
-	cr_assert_eq(sv__ib_pkt_payload_check(&pkt, PMTU_BYTES), 0,
-		     "datagram %u: %s with %zu payload bytes at PMTU %u", s->n, oi->name,
-		     pkt.payload_len, PMTU_BYTES);
-	for (unsigned i = 0; i < pkt.bth.pad; i++)
-		cr_assert_eq(pkt.payload[pkt.payload_len + i], 0, "pad byte not zero");
-
-	memcpy(&src.sin6_addr, ip6 + 8, 16);
-	memcpy(&dst.sin6_addr, ip6 + 24, 16);
-	src.sin6_port = htons(sport);
-	dst.sin6_port = htons(dport);
-	cr_assert_eq(sv__icrc_verify((struct sockaddr *)&src, (struct sockaddr *)&dst, NULL, ib,
-				     ib_len), 0, "datagram %u (%s): ICRC mismatch", s->n,
-		     oi->name);
-	cr_assert_eq(sv__get_le32(ib + ib_len - 4), icrc_by_zlib6(ip6, udp, len - 40),
-		     "datagram %u (%s): ICRC differs from the one recomputed with zlib", s->n,
-		     oi->name);
-
+	d->mad = dgram_check(ip6, len, PMTU_BYTES, s->n, &pkt, &d->cm);
 	d->bth = pkt.bth;
-	d->mad = pkt.bth.dest_qp == SV_GSI_QPN;
-	if (d->mad) {
-		cr_assert_eq(pkt.bth.opcode, SV_IB_UD | SV_IB_OP_SEND_ONLY, "datagram %u", s->n);
-		cr_assert_eq(pkt.deth.src_qp, SV_GSI_QPN);
-		cr_assert_eq(pkt.deth.qkey, SV_QP1_QKEY);
-		rc = sv__cm_decode(&d->cm, pkt.payload, pkt.payload_len);
-		cr_assert_eq(rc, SV_MAD_LEN, "datagram %u: CM MAD decode %d", s->n, rc);
-	}
 	s->n++;
 	s->count[pkt.bth.opcode]++;
 }
 
 static void read_capture(const char *path, struct seen *s)
 {
-	struct pcap_reader *r = malloc(sizeof(*r));
-	const uint8_t *ip;
-	size_t len;
-
-	cr_assert_not_null(r);
 	s->n = 0;
 	memset(s->count, 0, sizeof(s->count));
-	pcap_open(r, path);
-	while (pcap_next_ipv6(r, &ip, &len))
-		check_datagram(ip, len, s);
-	pcap_close(r);
-	free(r);
+	pcap_each(path, true, check_datagram, s);
 }
 
 /* tshark over the same datagrams: nothing malformed, no expert error, and datagram by
@@ -356,14 +231,14 @@ Test(wire_roce6, every_opcode_and_the_cm_over_ipv6, .timeout = 240)
 
 	if (!cap_have_tools())
 		cr_skip_test("tshark/dumpcap not installed (apt-get install tshark)");
-	if (!have_ipv6())
+	if (!ru_have_ipv6_loopback())
 		cr_skip_test("IPv6 loopback (::1) unavailable: IPv6 wire test skipped");
 
-	side_open6(&a, free_port6(), 0xfffff0);	/* PSNs wrap during the session */
-	side_open6(&b, free_port6(), 0x000100);
+	side_open6(&a, ru_free_port(AF_INET6), 0xfffff0);	/* PSNs wrap during the session */
+	side_open6(&b, ru_free_port(AF_INET6), 0x000100);
 	side_to_rts(&a, &b, ALL_ACCESS);
 	side_to_rts(&b, &a, ALL_ACCESS);
-	cm_port = free_port6();
+	cm_port = ru_free_port(AF_INET6);
 	side_open6(&d, cm_port, 0);		/* the listener owns the configured port */
 	side_open6(&c, cm_port, 0);		/* and c falls back to a later one */
 	/* libpcap's "udp" matches IPv6 too; c's port lies in the range after cm_port. */

@@ -19,7 +19,6 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +26,9 @@
 #include <unistd.h>
 
 #include "capture_util.h"
-#include "crypto/icrc.h"
+#include "dgram_util.h"
+#include "pair_util.h"
+#include "roce_util.h"
 #include "softverbs.h"
 #include "wire/byteorder.h"
 #include "wire/ib_cm.h"
@@ -36,18 +37,6 @@
 #define WAIT_MS 10000
 #define MAX_DG 64
 
-struct side {
-	struct sv_context *ctx;
-	struct sv_pd *pd;
-	struct sv_cq *cq;
-	struct sv_qp *qp;		/* UD, RTS, RDMA_UDP_QKEY */
-	struct sv_mr *mr;
-	uint8_t buf[4096];
-	struct sv_cm_channel *ch;
-	struct sv_cm_id *id, *id2, *req;
-	struct in_addr ip;
-};
-
 struct dg {
 	struct sv_ib_pkt pkt;		/* its pointers go stale with the next record */
 	bool mad;
@@ -55,86 +44,16 @@ struct dg {
 	uint8_t raw[SV_MAD_LEN];	/* the MAD as captured */
 };
 
-static struct side a, b;
+static struct cmside a, b;
+static struct sv_cm_id *refused;	/* A's id for the attempt nobody answers */
 static struct dg dgs[MAX_DG];
 static unsigned ndg;
 
-static void side_open(struct side *s, uint16_t port)
+/* A device on the shared port with a UD QP in RTS with RDMA_UDP_QKEY and an id in the
+ * UDP port space. */
+static void ud_side_open(struct cmside *s, uint16_t port)
 {
-	struct sv_device_opts o;
-	struct sv_qp_init_attr ia = { 0 };
-	struct sv_qp_attr at = { 0 };
-	uint8_t gid[16];
-
-	memset(s, 0, sizeof(*s));
-	sv_device_opts_init(&o);
-	o.transport = SV_TRANSPORT_UDP;
-	o.bind_addr[0] = '\0';
-	o.port = port;
-	cr_assert_eq(sv_open_device(&o, &s->ctx), 0);
-	cr_assert_eq(sv_query_gid(s->ctx, 1, 0, gid), 0);
-	memcpy(&s->ip, gid + 12, 4);
-	cr_assert_eq(sv_alloc_pd(s->ctx, &s->pd), 0);
-	cr_assert_eq(sv_create_cq(s->ctx, 16, NULL, NULL, 0, &s->cq), 0);
-	ia.send_cq = ia.recv_cq = s->cq;
-	ia.qp_type = SV_QPT_UD;
-	ia.cap.max_send_wr = ia.cap.max_recv_wr = 4;
-	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
-	cr_assert_eq(sv_create_qp(s->pd, &ia, &s->qp), 0);
-	at.qp_state = SV_QPS_INIT;
-	at.port_num = 1;
-	at.qkey = SV_CM_UDP_QKEY;
-	cr_assert_eq(sv_modify_qp(s->qp, &at, SV_QP_STATE | SV_QP_PKEY_INDEX | SV_QP_PORT |
-				  SV_QP_QKEY), 0);
-	at.qp_state = SV_QPS_RTR;
-	cr_assert_eq(sv_modify_qp(s->qp, &at, SV_QP_STATE), 0);
-	at.qp_state = SV_QPS_RTS;
-	cr_assert_eq(sv_modify_qp(s->qp, &at, SV_QP_STATE | SV_QP_SQ_PSN), 0);
-	cr_assert_eq(sv_reg_mr(s->pd, s->buf, sizeof(s->buf), SV_ACCESS_LOCAL_WRITE, &s->mr), 0);
-	cr_assert_eq(sv_cm_create_channel(&s->ch), 0);
-	cr_assert_eq(sv_cm_create_id_ps(s->ch, s->ctx, s, SV_CM_PS_UDP, &s->id), 0);
-	cr_assert_eq(sv_cm_create_id_ps(s->ch, s->ctx, s, SV_CM_PS_UDP, &s->id2), 0);
-}
-
-static void side_close(struct side *s)
-{
-	if (s->req)
-		cr_assert_eq(sv_cm_destroy_id(s->req), 0);
-	cr_assert_eq(sv_cm_destroy_id(s->id2), 0);
-	cr_assert_eq(sv_cm_destroy_id(s->id), 0);
-	cr_assert_eq(sv_cm_destroy_channel(s->ch), 0);
-	cr_assert_eq(sv_destroy_qp(s->qp), 0);
-	cr_assert_eq(sv_dereg_mr(s->mr), 0);
-	cr_assert_eq(sv_destroy_cq(s->cq), 0);
-	cr_assert_eq(sv_dealloc_pd(s->pd), 0);
-	cr_assert_eq(sv_close_device(s->ctx), 0);
-}
-
-/* The next CM event of s, which must be want; the caller acks it. */
-static struct sv_cm_event *cm_event(struct side *s, enum sv_cm_event_type want)
-{
-	struct pollfd p = { .fd = sv_cm_channel_fd(s->ch), .events = POLLIN };
-	struct sv_cm_event *ev;
-
-	cr_assert_eq(poll(&p, 1, WAIT_MS), 1, "no CM event (wanted %s)", sv_cm_event_str(want));
-	cr_assert_eq(sv_cm_get_event(s->ch, &ev), 0);
-	cr_assert_eq(ev->event, want, "got %s, wanted %s", sv_cm_event_str(ev->event),
-		     sv_cm_event_str(want));
-	return ev;
-}
-
-static void wait_cq(struct sv_cq *cq)
-{
-	uint64_t end = cap_now_ms() + WAIT_MS;
-	struct sv_wc wc;
-	int r;
-
-	while ((r = sv_poll_cq(cq, 1, &wc)) == 0) {
-		cr_assert_lt(cap_now_ms(), end, "no completion");
-		usleep(100);
-	}
-	cr_assert_eq(r, 1);
-	cr_assert_eq(wc.status, SV_WC_SUCCESS, "%s", sv_wc_status_str(wc.status));
+	ru_cm_open(s, port, -1, NULL, SV_QPT_UD, SV_CM_PS_UDP, 4096, SV_ACCESS_LOCAL_WRITE);
 }
 
 /* Refused (nobody listens on 4242 in the UDP port space), then resolved, then one UD
@@ -155,8 +74,8 @@ static uint16_t run_session(void)
 	uint16_t service;
 
 	dst.sin_port = htons(4242);
-	cr_assert_eq(sv_cm_connect(a.id2, NULL, (struct sockaddr *)&dst, &rq), 0);
-	ev = cm_event(&a, SV_CM_EVENT_UNREACHABLE);
+	cr_assert_eq(sv_cm_connect(refused, NULL, (struct sockaddr *)&dst, &rq), 0);
+	ev = ru_cm_event(a.ch, SV_CM_EVENT_UNREACHABLE, WAIT_MS);
 	cr_assert_eq(ev->status, -ECONNREFUSED);
 	cr_assert_eq(sv_cm_ack_event(ev), 0);
 
@@ -166,12 +85,12 @@ static uint16_t run_session(void)
 	service = ntohs(((struct sockaddr_in *)&ss)->sin_port);
 	dst.sin_port = htons(service);
 	cr_assert_eq(sv_cm_connect(a.id, NULL, (struct sockaddr *)&dst, &rq), 0);
-	ev = cm_event(&b, SV_CM_EVENT_CONNECT_REQUEST);
-	b.req = ev->id;
+	ev = ru_cm_event(b.ch, SV_CM_EVENT_CONNECT_REQUEST, WAIT_MS);
+	b.conn = ev->id;
 	cr_assert_eq(sv_cm_ack_event(ev), 0);
 	cr_assert_eq(sv_post_recv(b.qp, &rw, &rbad), 0);
-	cr_assert_eq(sv_cm_accept(b.req, b.qp, &rp), 0);
-	ev = cm_event(&a, SV_CM_EVENT_ESTABLISHED);
+	cr_assert_eq(sv_cm_accept(b.conn, b.qp, &rp), 0);
+	ev = ru_cm_event(a.ch, SV_CM_EVENT_ESTABLISHED, WAIT_MS);
 	cr_assert_eq(sv_create_ah(a.pd, &ev->ud.ah_attr, &ah), 0);
 	sw.wr.ud.ah = ah;
 	sw.wr.ud.remote_qpn = ev->ud.qp_num;
@@ -179,45 +98,27 @@ static uint16_t run_session(void)
 	cr_assert_eq(sv_cm_ack_event(ev), 0);
 	memcpy(a.buf, "ud-payload", 10);
 	cr_assert_eq(sv_post_send(a.qp, &sw, &sbad), 0);
-	wait_cq(a.cq);
-	wait_cq(b.cq);
+	wait_cq(a.cq, 1);
+	wait_cq(b.cq, 1);
 	cr_assert_eq(memcmp(b.buf + 40, "ud-payload", 10), 0);
 	cr_assert_eq(sv_destroy_ah(ah), 0);
 	return service;
 }
 
-/* Our own reading of one captured datagram of the session (port p on both ends). */
-static void read_datagram(const uint8_t *ip, size_t len, uint16_t p)
+/* Our own reading of one captured datagram of the session (*port on both ends). */
+static void read_datagram(const uint8_t *ip, size_t len, void *port)
 {
-	struct sockaddr_in src = { .sin_family = AF_INET }, dst = { .sin_family = AF_INET };
-	struct sv_icrc_ipv4 v4;
-	const uint8_t *udp = ip + 20, *ib = ip + 28;
+	uint16_t p = *(const uint16_t *)port;
 	struct dg *d;
 
 	cr_assert_geq(len, 28);
-	if (ip[9] != 17 || sv__get_be16(udp) != p || sv__get_be16(udp + 2) != p)
+	if (ip[9] != 17 || sv__get_be16(ip + 20) != p || sv__get_be16(ip + 22) != p)
 		return;			/* the sentinel */
 	cr_assert_lt(ndg, MAX_DG);
 	d = &dgs[ndg];
-	cr_assert_geq(sv__ib_pkt_decode(&d->pkt, ib, len - 28), 0, "datagram %u", ndg);
-	memcpy(&src.sin_addr, ip + 12, 4);
-	memcpy(&dst.sin_addr, ip + 16, 4);
-	src.sin_port = dst.sin_port = htons(p);
-	v4.id = sv__get_be16(ip + 4);
-	v4.df = ip[6] & 0x40;
-	cr_assert_eq(sv__icrc_verify((struct sockaddr *)&src, (struct sockaddr *)&dst, &v4, ib,
-				     len - 28), 0, "datagram %u: ICRC", ndg);
-	d->mad = d->pkt.bth.dest_qp == SV_GSI_QPN;
-	if (d->mad) {
-		/* IBA 13.5: GSI traffic is UD from QP1 with the well-known Q_Key. */
-		cr_assert_eq(d->pkt.bth.opcode, SV_IB_UD | SV_IB_OP_SEND_ONLY);
-		cr_assert_eq(d->pkt.deth.src_qp, SV_GSI_QPN);
-		cr_assert_eq(d->pkt.deth.qkey, SV_QP1_QKEY);
-		cr_assert_eq(d->pkt.payload_len, SV_MAD_LEN);
-		cr_assert_eq(sv__cm_decode(&d->cm, d->pkt.payload, d->pkt.payload_len),
-			     SV_MAD_LEN, "datagram %u", ndg);
+	d->mad = dgram_check(ip, len, 4096, ndg, &d->pkt, &d->cm);
+	if (d->mad)
 		memcpy(d->raw, d->pkt.payload, SV_MAD_LEN);
-	}
 	ndg++;
 }
 
@@ -299,9 +200,6 @@ static void tshark_agrees(const char *path, uint16_t p)
 Test(wire_sidr, resolve_refuse_and_send, .timeout = 180)
 {
 	struct capture cap;
-	struct pcap_reader r;
-	const uint8_t *ip;
-	size_t len;
 	char filter[64];
 	const struct dg *req, *rep, *req0, *rep0, *ud = NULL;
 	struct sv_cm_ip_hdr h;
@@ -310,18 +208,16 @@ Test(wire_sidr, resolve_refuse_and_send, .timeout = 180)
 	if (!cap_have_tools())
 		cr_skip_test("tshark/dumpcap not installed (apt-get install tshark)");
 	port = cap_free_port(SOCK_DGRAM);
-	side_open(&a, port);
-	side_open(&b, port);
+	ud_side_open(&a, port);
+	ud_side_open(&b, port);
 	cr_assert_neq(a.ip.s_addr, b.ip.s_addr);
+	cr_assert_eq(sv_cm_create_id_ps(a.ch, a.ctx, NULL, SV_CM_PS_UDP, &refused), 0);
 	snprintf(filter, sizeof(filter), "udp port %u", port);
 	cap_start(&cap, filter);
 	service = run_session();
 	cap_stop(&cap);
 
-	pcap_open(&r, cap.path);
-	while (pcap_next_ipv4(&r, &ip, &len))
-		read_datagram(ip, len, port);
-	pcap_close(&r);
+	pcap_each(cap.path, false, read_datagram, &port);
 	/* No loss on lo: one request and one answer each, and the SEND. */
 	cr_assert_eq(count_attr(SV_CM_ATTR_SIDR_REQ), 2);
 	cr_assert_eq(count_attr(SV_CM_ATTR_SIDR_REP), 2);
@@ -361,7 +257,8 @@ Test(wire_sidr, resolve_refuse_and_send, .timeout = 180)
 	cr_assert_eq(ud->pkt.deth.src_qp, a.qp->qp_num);
 
 	tshark_agrees(cap.path, port);
-	side_close(&a);
-	side_close(&b);
+	cr_assert_eq(sv_cm_destroy_id(refused), 0);
+	ru_cm_close(&a);
+	ru_cm_close(&b);
 	cap_cleanup(&cap);
 }
