@@ -466,6 +466,23 @@ void *e2e_alloc(size_t len)
 	return p;
 }
 
+void e2e_bufs_open(struct e2e_pair *p, struct e2e_bufs *b, size_t len, unsigned srv_access)
+{
+	b->len = len;
+	b->cbuf = e2e_alloc(len);
+	b->sbuf = e2e_alloc(len);
+	b->cmr = e2e_reg(&p->cli, b->cbuf, len, E2E_ACCESS_ALL);
+	b->smr = e2e_reg(&p->srv, b->sbuf, len, srv_access);
+}
+
+void e2e_bufs_close(struct e2e_bufs *b)
+{
+	cr_assert_eq(sv_dereg_mr(b->cmr), 0);
+	cr_assert_eq(sv_dereg_mr(b->smr), 0);
+	free(b->cbuf);
+	free(b->sbuf);
+}
+
 uint8_t e2e_pat(unsigned seed, size_t i)
 {
 	uint32_t x = (uint32_t)i * 0x9e3779b1u + seed * 0x85ebca77u + 0x165667b1u;

@@ -151,6 +151,19 @@ struct sv_mr *e2e_reg(struct e2e_side *s, void *buf, size_t len, unsigned access
 /* A zeroed, page-aligned buffer (freed with free()). */
 void *e2e_alloc(size_t len);
 
+/* A buffer on each side of a pair. */
+struct e2e_bufs {
+	uint8_t *cbuf, *sbuf;		/* the client's, the server's */
+	struct sv_mr *cmr, *smr;
+	size_t len;
+};
+
+/* len zeroed bytes on each side of p, the client's registered with every right, the
+ * server's with srv_access. */
+void e2e_bufs_open(struct e2e_pair *p, struct e2e_bufs *b, size_t len, unsigned srv_access);
+/* Deregisters and frees both buffers. */
+void e2e_bufs_close(struct e2e_bufs *b);
+
 /* A deterministic byte pattern: byte i of stream seed is pat(seed, i). */
 uint8_t e2e_pat(unsigned seed, size_t i);
 void e2e_fill(void *buf, size_t len, unsigned seed, size_t first_index);

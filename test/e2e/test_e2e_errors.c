@@ -134,34 +134,35 @@ static void expect_recv_flushed(struct e2e_side *s, uint64_t first, int n)
 	e2e_expect_no_wc(s->recv_cq, 20);
 }
 
-struct bufs {
-	uint8_t *cbuf, *sbuf;
-	struct sv_mr *cmr, *smr;
-};
-
 /* A connected pair, a client buffer with every right and a server buffer with
  * srv_access, and two receives posted on the server (wr_ids 500, 501). */
-static void open_pair(struct e2e_pair *p, struct bufs *b, unsigned srv_access)
+static void open_pair(struct e2e_pair *p, struct e2e_bufs *b, unsigned srv_access)
 {
 	struct e2e_pair_opts o;
 
 	e2e_pair_opts_init(&o);
 	e2e_pair_open(p, &o, NULL, NULL);
-	b->cbuf = e2e_alloc(MiB);
-	b->sbuf = e2e_alloc(MiB);
-	b->cmr = e2e_reg(&p->cli, b->cbuf, MiB, E2E_ACCESS_ALL);
-	b->smr = e2e_reg(&p->srv, b->sbuf, MiB, srv_access);
+	e2e_bufs_open(p, b, MiB, srv_access);
 	e2e_post_recv(p->srv.qp, 500, b->smr, b->sbuf, 4096);
 	e2e_post_recv(p->srv.qp, 501, b->smr, b->sbuf + 4096, 4096);
 }
 
-static void close_pair(struct e2e_pair *p, struct bufs *b)
+static void close_pair(struct e2e_pair *p, struct e2e_bufs *b)
 {
-	cr_assert_eq(sv_dereg_mr(b->cmr), 0);
-	cr_assert_eq(sv_dereg_mr(b->smr), 0);
+	e2e_bufs_close(b);
 	e2e_pair_close(p);
-	free(b->cbuf);
-	free(b->sbuf);
+}
+
+/* After a request the responder refused with Terminate t: the responder reports
+ * QP_ACCESS_ERR with t, the requester the same triple as the peer's, the requester's later
+ * WRs flush, and the responder goes to ERR with its receives (open_pair's) flushed. */
+static void expect_refused(struct e2e_pair *p, struct triple t)
+{
+	expect_qp_error_event(&p->srv, EV(SV_EVENT_QP_ACCESS_ERR), &t, false, "responder");
+	expect_qp_error_event(&p->cli, QP_ERR_EVENTS, &t, true, "requester");
+	expect_dead_sq(&p->cli, 2);
+	e2e_wait_qp_state(p->srv.qp, SV_QPS_ERR, E2E_WAIT_MS);
+	expect_recv_flushed(&p->srv, 500, 2);
 }
 
 /*
@@ -173,7 +174,7 @@ static void refused_read(unsigned srv_access, uint64_t raddr_off, uint32_t len,
 			 int rkey_xor, struct triple t)
 {
 	struct e2e_pair p;
-	struct bufs b;
+	struct e2e_bufs b;
 	struct sv_wc wc;
 
 	open_pair(&p, &b, srv_access);
@@ -185,11 +186,7 @@ static void refused_read(unsigned srv_access, uint64_t raddr_off, uint32_t len,
 	cr_assert_eq(wc.vendor_err, vendor_err_of(t), "vendor_err 0x%06x, expected 0x%06x",
 		     wc.vendor_err, vendor_err_of(t));
 	e2e_assert_bytes(b.cbuf, len, 0, "READ sink after a refused READ");
-	expect_qp_error_event(&p.srv, EV(SV_EVENT_QP_ACCESS_ERR), &t, false, "responder");
-	expect_qp_error_event(&p.cli, QP_ERR_EVENTS, &t, true, "requester");
-	expect_dead_sq(&p.cli, 2);
-	e2e_wait_qp_state(p.srv.qp, SV_QPS_ERR, E2E_WAIT_MS);
-	expect_recv_flushed(&p.srv, 500, 2);
+	expect_refused(&p, t);
 	close_pair(&p, &b);
 }
 
@@ -224,7 +221,7 @@ static void refused_write(unsigned srv_access, uint64_t raddr_off, uint32_t len,
 			  uint32_t rkey_xor, struct triple t)
 {
 	struct e2e_pair p;
-	struct bufs b;
+	struct e2e_bufs b;
 	struct sv_wc wc;
 
 	open_pair(&p, &b, srv_access);
@@ -236,11 +233,7 @@ static void refused_write(unsigned srv_access, uint64_t raddr_off, uint32_t len,
 	cr_assert_eq(wc.wr_id, 1);
 	cr_assert(wc.status == SV_WC_SUCCESS || wc.status == SV_WC_REM_ACCESS_ERR,
 		  "refused WRITE completed with %s", sv_wc_status_str(wc.status));
-	expect_qp_error_event(&p.srv, EV(SV_EVENT_QP_ACCESS_ERR), &t, false, "responder");
-	expect_qp_error_event(&p.cli, QP_ERR_EVENTS, &t, true, "requester");
-	expect_dead_sq(&p.cli, 2);
-	e2e_wait_qp_state(p.srv.qp, SV_QPS_ERR, E2E_WAIT_MS);
-	expect_recv_flushed(&p.srv, 500, 2);
+	expect_refused(&p, t);
 	if (raddr_off < MiB)
 		e2e_assert_bytes(b.sbuf + raddr_off, MiB - raddr_off < len ? MiB - raddr_off : len,
 				 0x33, "target of a refused WRITE");
@@ -263,7 +256,7 @@ Test(e2e_errors, write_without_remote_write, .timeout = 30)
 		      T_DDP_T_INV_STAG);
 }
 
-static void post_atomic(struct e2e_pair *p, struct bufs *b, uint64_t raddr_off)
+static void post_atomic(struct e2e_pair *p, struct e2e_bufs *b, uint64_t raddr_off)
 {
 	struct sv_sge sge = { .addr = (uintptr_t)b->cbuf, .length = 8, .lkey = b->cmr->lkey };
 	struct sv_send_wr wr;
@@ -278,7 +271,7 @@ static void post_atomic(struct e2e_pair *p, struct bufs *b, uint64_t raddr_off)
 Test(e2e_errors, atomic_without_remote_atomic, .timeout = 30)
 {
 	struct e2e_pair p;
-	struct bufs b;
+	struct e2e_bufs b;
 	struct sv_wc wc;
 
 	open_pair(&p, &b, SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_WRITE |
@@ -300,7 +293,7 @@ Test(e2e_errors, atomic_without_remote_atomic, .timeout = 30)
 Test(e2e_errors, atomic_misaligned, .timeout = 30)
 {
 	struct e2e_pair p;
-	struct bufs b;
+	struct e2e_bufs b;
 	struct sv_wc wc;
 
 	open_pair(&p, &b, E2E_ACCESS_ALL);
@@ -375,7 +368,7 @@ Test(e2e_errors, send_without_posted_receive, .timeout = 30)
 Test(e2e_errors, receive_buffer_too_small, .timeout = 30)
 {
 	struct e2e_pair p;
-	struct bufs b;
+	struct e2e_bufs b;
 	struct sv_wc wc[2];
 	struct sv_mr *small;
 	uint8_t *rb = e2e_alloc(4096);
@@ -628,33 +621,47 @@ static void expect_server_terminates(struct fake_client *f, const struct triple 
 	fake_client_server_still_serves(f);
 }
 
-Test(e2e_errors, wire_bad_crc, .timeout = 40)
+/* Connects f and sends a Send of payload whose ULPDU byte at is changed to
+ * (byte & ~mask) | v (mask 0: unchanged), with a corrupted CRC when bad_crc; the server
+ * must answer as expect_server_terminates() says, with triple t. */
+static void bad_send(struct fake_client *f, const char *payload, size_t at, uint8_t mask,
+		     uint8_t v, bool bad_crc, const struct triple *t, const char *what)
 {
-	struct fake_client f;
 	uint8_t ulpdu[128];
 	size_t n;
 
-	fake_client_open(&f);
-	n = fp_send_msg(&f.c, ulpdu, sizeof(ulpdu), "corrupted", 9);
-	fp_send_ulpdu(&f.c, ulpdu, n, true);
-	expect_server_terminates(&f, &T_LLP_CRC, QP_ERR_EVENTS, "bad CRC");
+	fake_client_open(f);
+	n = fp_send_msg(&f->c, ulpdu, sizeof(ulpdu), payload, strlen(payload));
+	ulpdu[at] = (uint8_t)((ulpdu[at] & ~mask) | v);
+	fp_send_ulpdu(&f->c, ulpdu, n, bad_crc);
+	expect_server_terminates(f, t, QP_ERR_EVENTS, what);
+}
+
+Test(e2e_errors, wire_bad_crc, .timeout = 40)
+{
+	struct fake_client f;
+
+	bad_send(&f, "corrupted", 0, 0, 0, true, &T_LLP_CRC, "bad CRC");
 	cr_assert_neq(memcmp(f.rbuf, "corrupted", 9), 0, "a frame with a bad CRC was placed");
 	fake_client_close(&f);
 }
 
-Test(e2e_errors, wire_bad_ddp_version_untagged, .timeout = 40)
-{
-	struct fake_client f;
-	uint8_t ulpdu[128];
-	size_t n;
+/* A Send with one header field wrong, which the server must refuse with Terminate t. */
+#define WIRE_BAD_SEND(name, payload, at, mask, v, t, what)                                 \
+	Test(e2e_errors, name, .timeout = 40)                                              \
+	{                                                                                  \
+		struct fake_client f;                                                      \
+                                                                                           \
+		bad_send(&f, payload, at, mask, v, false, &t, what);                       \
+		fake_client_close(&f);                                                     \
+	}
 
-	fake_client_open(&f);
-	n = fp_send_msg(&f.c, ulpdu, sizeof(ulpdu), "v2", 2);
-	ulpdu[0] = (uint8_t)((ulpdu[0] & ~SV_DDP_DV_MASK) | 2);
-	fp_send_ulpdu(&f.c, ulpdu, n, false);
-	expect_server_terminates(&f, &T_DDP_U_VERSION, QP_ERR_EVENTS, "bad DDP version");
-	fake_client_close(&f);
-}
+WIRE_BAD_SEND(wire_bad_ddp_version_untagged, "v2", 0, SV_DDP_DV_MASK, 2, T_DDP_U_VERSION,
+	      "bad DDP version")
+WIRE_BAD_SEND(wire_unknown_opcode, "op12", 1, 0xff,
+	      (SV_RDMAP_VERSION << SV_RDMAP_RV_SHIFT) | 0x0c, T_RDMAP_OPCODE, "unknown opcode")
+WIRE_BAD_SEND(wire_bad_rdmap_version, "rv2", 1, 0xff, (2 << SV_RDMAP_RV_SHIFT) | SV_RDMAP_SEND,
+	      T_RDMAP_VERSION, "bad RDMAP version")
 
 Test(e2e_errors, wire_bad_ddp_version_tagged, .timeout = 40)
 {
@@ -675,34 +682,6 @@ Test(e2e_errors, wire_bad_ddp_version_tagged, .timeout = 40)
 	fp_send_ulpdu(&f.c, ulpdu, n, false);
 	expect_server_terminates(&f, &T_DDP_T_VERSION, QP_ERR_EVENTS, "bad tagged DDP version");
 	cr_assert_neq(memcmp(f.rbuf + 4096, "tagged", 6), 0, "bad-version Write was placed");
-	fake_client_close(&f);
-}
-
-Test(e2e_errors, wire_unknown_opcode, .timeout = 40)
-{
-	struct fake_client f;
-	uint8_t ulpdu[128];
-	size_t n;
-
-	fake_client_open(&f);
-	n = fp_send_msg(&f.c, ulpdu, sizeof(ulpdu), "op12", 4);
-	ulpdu[1] = (uint8_t)((SV_RDMAP_VERSION << SV_RDMAP_RV_SHIFT) | 0x0c);
-	fp_send_ulpdu(&f.c, ulpdu, n, false);
-	expect_server_terminates(&f, &T_RDMAP_OPCODE, QP_ERR_EVENTS, "unknown opcode");
-	fake_client_close(&f);
-}
-
-Test(e2e_errors, wire_bad_rdmap_version, .timeout = 40)
-{
-	struct fake_client f;
-	uint8_t ulpdu[128];
-	size_t n;
-
-	fake_client_open(&f);
-	n = fp_send_msg(&f.c, ulpdu, sizeof(ulpdu), "rv2", 3);
-	ulpdu[1] = (uint8_t)((2 << SV_RDMAP_RV_SHIFT) | SV_RDMAP_SEND);
-	fp_send_ulpdu(&f.c, ulpdu, n, false);
-	expect_server_terminates(&f, &T_RDMAP_VERSION, QP_ERR_EVENTS, "bad RDMAP version");
 	fake_client_close(&f);
 }
 
@@ -1040,7 +1019,7 @@ Test(e2e_errors, dereg_during_remote_reads, .timeout = 40)
 Test(e2e_errors, send_bad_lkey, .timeout = 30)
 {
 	struct e2e_pair p;
-	struct bufs b;
+	struct e2e_bufs b;
 	struct sv_sge sge;
 	struct sv_send_wr wr;
 	struct sv_wc wc;
@@ -1073,7 +1052,7 @@ Test(e2e_errors, send_bad_lkey, .timeout = 30)
 Test(e2e_errors, read_sink_outside_mr, .timeout = 30)
 {
 	struct e2e_pair p;
-	struct bufs b;
+	struct e2e_bufs b;
 	struct sv_wc wc;
 
 	open_pair(&p, &b, E2E_ACCESS_ALL);
@@ -1124,7 +1103,7 @@ Test(e2e_errors, recv_bad_lkey, .timeout = 30)
 Test(e2e_errors, busy_objects_refuse_destruction, .timeout = 30)
 {
 	struct e2e_pair p;
-	struct bufs b;
+	struct e2e_bufs b;
 	struct sv_comp_channel *ch;
 	struct sv_cq *cq;
 	int rc;

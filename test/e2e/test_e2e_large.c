@@ -3,6 +3,7 @@
  * polls, so its progress thread alone has to parse every FPDU and answer every READ,
  * however the bytes were batched by TCP and read ahead into its buffers.
  */
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,47 +13,50 @@
 
 #define MiB (1u << 20)
 
+/* A connected pair (completion channels when comp_channel) with len bytes a side. */
+static void pair_open(struct e2e_pair *p, struct e2e_bufs *b, size_t len, bool comp_channel)
+{
+	struct e2e_pair_opts o;
+
+	e2e_pair_opts_init(&o);
+	o.comp_channel = comp_channel;
+	e2e_pair_open(p, &o, NULL, NULL);
+	e2e_bufs_open(p, b, len, E2E_ACCESS_ALL);
+}
+
 /* 16 MiB WRITE, READ and SEND in one go, each with its own pattern. */
 Test(e2e_large, sixteen_mib_messages, .timeout = 60)
 {
 	const size_t big = 16 * MiB;
-	struct e2e_pair_opts o;
 	struct e2e_pair p;
-	uint8_t *cbuf = e2e_alloc(2 * big), *sbuf = e2e_alloc(2 * big);
-	struct sv_mr *cmr, *smr;
+	struct e2e_bufs b;
 	struct sv_wc wc[3];
 
-	e2e_pair_opts_init(&o);
-	e2e_pair_open(&p, &o, NULL, NULL);
-	cmr = e2e_reg(&p.cli, cbuf, 2 * big, E2E_ACCESS_ALL);
-	smr = e2e_reg(&p.srv, sbuf, 2 * big, E2E_ACCESS_ALL);
-	e2e_fill(cbuf, big, 1, 0);
-	e2e_fill(sbuf + big, big, 2, 0);
-	e2e_post_recv(p.srv.qp, 1, smr, sbuf, (uint32_t)big);
-	e2e_post_one(p.cli.qp, 1, SV_WR_RDMA_WRITE, cmr, cbuf, (uint32_t)big, SV_SEND_SIGNALED,
-		     (uintptr_t)sbuf, smr->rkey, 0);
-	e2e_post_one(p.cli.qp, 2, SV_WR_RDMA_READ, cmr, cbuf + big, (uint32_t)big,
-		     SV_SEND_SIGNALED, (uintptr_t)sbuf + big, smr->rkey, 0);
+	pair_open(&p, &b, 2 * big, false);
+	e2e_fill(b.cbuf, big, 1, 0);
+	e2e_fill(b.sbuf + big, big, 2, 0);
+	e2e_post_recv(p.srv.qp, 1, b.smr, b.sbuf, (uint32_t)big);
+	e2e_post_one(p.cli.qp, 1, SV_WR_RDMA_WRITE, b.cmr, b.cbuf, (uint32_t)big, SV_SEND_SIGNALED,
+		     (uintptr_t)b.sbuf, b.smr->rkey, 0);
+	e2e_post_one(p.cli.qp, 2, SV_WR_RDMA_READ, b.cmr, b.cbuf + big, (uint32_t)big,
+		     SV_SEND_SIGNALED, (uintptr_t)b.sbuf + big, b.smr->rkey, 0);
 	e2e_poll_n(p.cli.send_cq, wc, 2, 30000);
 	e2e_assert_wc(&wc[0], 1, SV_WC_SUCCESS, "16 MiB WRITE");
 	e2e_assert_wc(&wc[1], 2, SV_WC_SUCCESS, "16 MiB READ");
 	cr_assert_eq(wc[1].byte_len, big);
-	e2e_assert_pat(cbuf + big, big, 2, 0, "16 MiB READ data");
+	e2e_assert_pat(b.cbuf + big, big, 2, 0, "16 MiB READ data");
 	/* the SEND lands on top of the WRITE's data: the receive proves both arrived */
-	e2e_fill(cbuf, big, 3, 0);
-	e2e_post_one(p.cli.qp, 3, SV_WR_SEND, cmr, cbuf, (uint32_t)big, SV_SEND_SIGNALED, 0, 0,
+	e2e_fill(b.cbuf, big, 3, 0);
+	e2e_post_one(p.cli.qp, 3, SV_WR_SEND, b.cmr, b.cbuf, (uint32_t)big, SV_SEND_SIGNALED, 0, 0,
 		     0);
 	e2e_poll_n(p.srv.recv_cq, wc, 1, 30000);
 	e2e_assert_wc(&wc[0], 1, SV_WC_SUCCESS, "16 MiB SEND received");
 	cr_assert_eq(wc[0].byte_len, big);
-	e2e_assert_pat(sbuf, big, 3, 0, "16 MiB SEND data");
+	e2e_assert_pat(b.sbuf, big, 3, 0, "16 MiB SEND data");
 	e2e_poll_n(p.cli.send_cq, wc, 1, 30000);
 	e2e_assert_wc(&wc[0], 3, SV_WC_SUCCESS, "16 MiB SEND");
-	cr_assert_eq(sv_dereg_mr(cmr), 0);
-	cr_assert_eq(sv_dereg_mr(smr), 0);
+	e2e_bufs_close(&b);
 	e2e_pair_close(&p);
-	free(cbuf);
-	free(sbuf);
 }
 
 /*
@@ -65,36 +69,28 @@ Test(e2e_large, sixteen_mib_messages, .timeout = 60)
 Test(e2e_large, read_behind_large_write_idle_responder, .timeout = 60)
 {
 	enum { ROUNDS = 60 };
-	struct e2e_pair_opts o;
 	struct e2e_pair p;
-	uint8_t *cbuf = e2e_alloc(2 * MiB), *sbuf = e2e_alloc(2 * MiB);
-	struct sv_mr *cmr, *smr;
+	struct e2e_bufs b;
 	struct sv_wc wc[2];
 
-	e2e_pair_opts_init(&o);
-	e2e_pair_open(&p, &o, NULL, NULL);
-	cmr = e2e_reg(&p.cli, cbuf, 2 * MiB, E2E_ACCESS_ALL);
-	smr = e2e_reg(&p.srv, sbuf, 2 * MiB, E2E_ACCESS_ALL);
+	pair_open(&p, &b, 2 * MiB, false);
 	for (int r = 0; r < ROUNDS; r++) {
 		int n;
 
-		e2e_fill(cbuf, MiB, (unsigned)r, 0);
-		e2e_post_one(p.cli.qp, 1, SV_WR_RDMA_WRITE, cmr, cbuf, MiB, SV_SEND_SIGNALED,
-			     (uintptr_t)sbuf, smr->rkey, 0);
-		e2e_post_one(p.cli.qp, 2, SV_WR_RDMA_READ, cmr, cbuf + MiB, 64, SV_SEND_SIGNALED,
-			     (uintptr_t)sbuf + MiB - 64, smr->rkey, 0);
+		e2e_fill(b.cbuf, MiB, (unsigned)r, 0);
+		e2e_post_one(p.cli.qp, 1, SV_WR_RDMA_WRITE, b.cmr, b.cbuf, MiB, SV_SEND_SIGNALED,
+			     (uintptr_t)b.sbuf, b.smr->rkey, 0);
+		e2e_post_one(p.cli.qp, 2, SV_WR_RDMA_READ, b.cmr, b.cbuf + MiB, 64, SV_SEND_SIGNALED,
+			     (uintptr_t)b.sbuf + MiB - 64, b.smr->rkey, 0);
 		n = e2e_poll(p.cli.send_cq, wc, 2, 5000);
 		cr_assert_eq(n, 2, "round %d: %d of 2 completions (the READ behind the WRITE "
 			     "was never answered by the idle responder)", r, n);
 		e2e_assert_wc(&wc[0], 1, SV_WC_SUCCESS, "WRITE");
 		e2e_assert_wc(&wc[1], 2, SV_WC_SUCCESS, "READ");
-		e2e_assert_pat(cbuf + MiB, 64, (unsigned)r, MiB - 64, "READ of the WRITE's tail");
+		e2e_assert_pat(b.cbuf + MiB, 64, (unsigned)r, MiB - 64, "READ of the WRITE's tail");
 	}
-	cr_assert_eq(sv_dereg_mr(cmr), 0);
-	cr_assert_eq(sv_dereg_mr(smr), 0);
+	e2e_bufs_close(&b);
 	e2e_pair_close(&p);
-	free(cbuf);
-	free(sbuf);
 }
 
 /*
@@ -105,27 +101,21 @@ Test(e2e_large, read_behind_large_write_idle_responder, .timeout = 60)
 Test(e2e_large, event_driven_receiver_gets_every_send, .timeout = 60)
 {
 	enum { ROUNDS = 30 };
-	struct e2e_pair_opts o;
 	struct e2e_pair p;
-	uint8_t *cbuf = e2e_alloc(2 * MiB), *sbuf = e2e_alloc(2 * MiB);
-	struct sv_mr *cmr, *smr;
+	struct e2e_bufs b;
 	struct sv_wc wc[2];
 
-	e2e_pair_opts_init(&o);
-	o.comp_channel = true;
-	e2e_pair_open(&p, &o, NULL, NULL);
-	cmr = e2e_reg(&p.cli, cbuf, 2 * MiB, E2E_ACCESS_ALL);
-	smr = e2e_reg(&p.srv, sbuf, 2 * MiB, E2E_ACCESS_ALL);
+	pair_open(&p, &b, 2 * MiB, true);
 	for (int r = 0; r < ROUNDS; r++) {
 		int got = 0;
 
-		e2e_post_recv(p.srv.qp, 1, smr, sbuf, MiB);
-		e2e_post_recv(p.srv.qp, 2, smr, sbuf + MiB, 64);
-		e2e_fill(cbuf, MiB, (unsigned)r, 0);
-		e2e_fill(cbuf + MiB, 64, (unsigned)r + 1000, 0);
+		e2e_post_recv(p.srv.qp, 1, b.smr, b.sbuf, MiB);
+		e2e_post_recv(p.srv.qp, 2, b.smr, b.sbuf + MiB, 64);
+		e2e_fill(b.cbuf, MiB, (unsigned)r, 0);
+		e2e_fill(b.cbuf + MiB, 64, (unsigned)r + 1000, 0);
 		cr_assert_eq(sv_req_notify_cq(p.srv.recv_cq, 0), 0);
-		e2e_post_one(p.cli.qp, 1, SV_WR_SEND, cmr, cbuf, MiB, 0, 0, 0, 0);
-		e2e_post_one(p.cli.qp, 2, SV_WR_SEND, cmr, cbuf + MiB, 64, SV_SEND_SIGNALED, 0, 0,
+		e2e_post_one(p.cli.qp, 1, SV_WR_SEND, b.cmr, b.cbuf, MiB, 0, 0, 0, 0);
+		e2e_post_one(p.cli.qp, 2, SV_WR_SEND, b.cmr, b.cbuf + MiB, 64, SV_SEND_SIGNALED, 0, 0,
 			     0);
 		e2e_poll_n(p.cli.send_cq, wc, 1, E2E_WAIT_MS);
 		e2e_assert_wc(&wc[0], 2, SV_WC_SUCCESS, "SEND");
@@ -146,12 +136,9 @@ Test(e2e_large, event_driven_receiver_gets_every_send, .timeout = 60)
 		}
 		e2e_assert_wc(&wc[0], 1, SV_WC_SUCCESS, "1 MiB SEND received");
 		e2e_assert_wc(&wc[1], 2, SV_WC_SUCCESS, "small SEND received");
-		e2e_assert_pat(sbuf, MiB, (unsigned)r, 0, "1 MiB SEND data");
-		e2e_assert_pat(sbuf + MiB, 64, (unsigned)r + 1000, 0, "small SEND data");
+		e2e_assert_pat(b.sbuf, MiB, (unsigned)r, 0, "1 MiB SEND data");
+		e2e_assert_pat(b.sbuf + MiB, 64, (unsigned)r + 1000, 0, "small SEND data");
 	}
-	cr_assert_eq(sv_dereg_mr(cmr), 0);
-	cr_assert_eq(sv_dereg_mr(smr), 0);
+	e2e_bufs_close(&b);
 	e2e_pair_close(&p);
-	free(cbuf);
-	free(sbuf);
 }

@@ -20,36 +20,13 @@
 
 #define MiB (1u << 20)
 
-struct bufs {
-	uint8_t *cbuf, *sbuf;
-	struct sv_mr *cmr, *smr;
-	size_t len;
-};
-
-static void bufs_open(struct e2e_pair *p, struct bufs *b, size_t len)
-{
-	b->len = len;
-	b->cbuf = e2e_alloc(len);
-	b->sbuf = e2e_alloc(len);
-	b->cmr = e2e_reg(&p->cli, b->cbuf, len, E2E_ACCESS_ALL);
-	b->smr = e2e_reg(&p->srv, b->sbuf, len, E2E_ACCESS_ALL);
-}
-
-static void bufs_close(struct bufs *b)
-{
-	cr_assert_eq(sv_dereg_mr(b->cmr), 0);
-	cr_assert_eq(sv_dereg_mr(b->smr), 0);
-	free(b->cbuf);
-	free(b->sbuf);
-}
-
-static void open_default(struct e2e_pair *p, struct bufs *b, size_t len)
+static void open_default(struct e2e_pair *p, struct e2e_bufs *b, size_t len)
 {
 	struct e2e_pair_opts o;
 
 	e2e_pair_opts_init(&o);
 	e2e_pair_open(p, &o, NULL, NULL);
-	bufs_open(p, b, len);
+	e2e_bufs_open(p, b, len, E2E_ACCESS_ALL);
 }
 
 /* 60 mixed WRs posted back to back: the requester's completions come in posting order
@@ -62,7 +39,7 @@ Test(e2e_order, many_wrs_complete_in_posting_order, .timeout = 30)
 	static const enum sv_wc_opcode wcops[4] = { SV_WC_RDMA_WRITE, SV_WC_SEND,
 						    SV_WC_RDMA_READ, SV_WC_RDMA_WRITE };
 	struct e2e_pair p;
-	struct bufs b;
+	struct e2e_bufs b;
 	struct sv_wc wc[N];
 	int nrecv = 0;
 
@@ -116,7 +93,7 @@ Test(e2e_order, many_wrs_complete_in_posting_order, .timeout = 30)
 				       "WRITE data");
 	}
 	cr_assert_eq(nrecv, N / 2);
-	bufs_close(&b);
+	e2e_bufs_close(&b);
 	e2e_pair_close(&p);
 }
 
@@ -125,7 +102,7 @@ Test(e2e_order, send_after_writes_sees_the_data, .timeout = 30)
 {
 	enum { W = 8, WSZ = 128 * 1024 };
 	struct e2e_pair p;
-	struct bufs b;
+	struct e2e_bufs b;
 	struct sv_wc wc;
 
 	open_default(&p, &b, 2 * MiB);
@@ -144,7 +121,7 @@ Test(e2e_order, send_after_writes_sees_the_data, .timeout = 30)
 	e2e_poll_n(p.cli.send_cq, &wc, 1, E2E_WAIT_MS);
 	e2e_assert_wc(&wc, 99, SV_WC_SUCCESS, "only the signaled SEND completes");
 	e2e_expect_no_wc(p.cli.send_cq, 50);
-	bufs_close(&b);
+	e2e_bufs_close(&b);
 	e2e_pair_close(&p);
 }
 
@@ -153,7 +130,7 @@ Test(e2e_order, send_after_writes_sees_the_data, .timeout = 30)
 Test(e2e_order, read_after_write_observes_it, .timeout = 30)
 {
 	struct e2e_pair p;
-	struct bufs b;
+	struct e2e_bufs b;
 	struct sv_wc wc[2];
 
 	open_default(&p, &b, 2 * MiB);
@@ -167,7 +144,7 @@ Test(e2e_order, read_after_write_observes_it, .timeout = 30)
 	e2e_assert_wc(&wc[0], 1, SV_WC_SUCCESS, "WRITE");
 	e2e_assert_wc(&wc[1], 2, SV_WC_SUCCESS, "READ");
 	e2e_assert_pat(b.cbuf + MiB, MiB / 2, 300, 0, "READ after WRITE");
-	bufs_close(&b);
+	e2e_bufs_close(&b);
 	e2e_pair_close(&p);
 }
 
@@ -180,7 +157,7 @@ Test(e2e_order, read_after_write_observes_it, .timeout = 30)
 Test(e2e_order, fence_holds_send_until_read_done, .timeout = 30)
 {
 	struct e2e_pair p;
-	struct bufs b;
+	struct e2e_bufs b;
 	struct sv_wc wc[2];
 
 	open_default(&p, &b, 2 * MiB);
@@ -202,18 +179,18 @@ Test(e2e_order, fence_holds_send_until_read_done, .timeout = 30)
 		e2e_assert_wc(&wc[1], 2, SV_WC_SUCCESS, "fenced SEND");
 		e2e_assert_pat(b.cbuf, MiB, 400 + (unsigned)round, 0, "READ data");
 	}
-	bufs_close(&b);
+	e2e_bufs_close(&b);
 	e2e_pair_close(&p);
 }
 
-static void open_with_channel(struct e2e_pair *p, struct bufs *b)
+static void open_with_channel(struct e2e_pair *p, struct e2e_bufs *b)
 {
 	struct e2e_pair_opts o;
 
 	e2e_pair_opts_init(&o);
 	o.comp_channel = true;
 	e2e_pair_open(p, &o, NULL, NULL);
-	bufs_open(p, b, 64 * 1024);
+	e2e_bufs_open(p, b, 64 * 1024, E2E_ACCESS_ALL);
 }
 
 /* Takes one event from the server's completion channel and checks it names the
@@ -231,7 +208,7 @@ static void take_cq_event(struct e2e_pair *p)
 	sv_ack_cq_events(cq, 1);
 }
 
-static void send_to_server(struct e2e_pair *p, struct bufs *b, uint64_t wr_id,
+static void send_to_server(struct e2e_pair *p, struct e2e_bufs *b, uint64_t wr_id,
 			   enum sv_wr_opcode op, unsigned flags)
 {
 	struct sv_wc wc;
@@ -252,7 +229,7 @@ static void expect_no_event(struct e2e_pair *p, int ms, const char *why)
 Test(e2e_order, solicited_only_notification, .timeout = 30)
 {
 	struct e2e_pair p;
-	struct bufs b;
+	struct e2e_bufs b;
 	struct sv_wc wc;
 	int fd;
 
@@ -287,7 +264,7 @@ Test(e2e_order, solicited_only_notification, .timeout = 30)
 	e2e_assert_wc(&wc, 53, SV_WC_SUCCESS, "solicited WRITE_WITH_IMM received");
 	cr_assert_eq(wc.opcode, SV_WC_RECV_RDMA_WITH_IMM);
 
-	bufs_close(&b);
+	e2e_bufs_close(&b);
 	e2e_pair_close(&p);
 }
 
@@ -296,7 +273,7 @@ Test(e2e_order, solicited_only_notification, .timeout = 30)
 Test(e2e_order, solicited_only_wakes_on_error, .timeout = 30)
 {
 	struct e2e_pair p;
-	struct bufs b;
+	struct e2e_bufs b;
 	struct sv_wc wc;
 
 	open_with_channel(&p, &b);
@@ -308,14 +285,14 @@ Test(e2e_order, solicited_only_wakes_on_error, .timeout = 30)
 	take_cq_event(&p);
 	e2e_poll_n(p.srv.recv_cq, &wc, 1, E2E_WAIT_MS);
 	e2e_assert_wc(&wc, 70, SV_WC_LOC_LEN_ERR, "receive too small");
-	bufs_close(&b);
+	e2e_bufs_close(&b);
 	e2e_pair_close(&p);
 }
 
 Test(e2e_order, next_completion_notification, .timeout = 30)
 {
 	struct e2e_pair p;
-	struct bufs b;
+	struct e2e_bufs b;
 	struct sv_wc wc[2];
 	int fd;
 
@@ -351,7 +328,7 @@ Test(e2e_order, next_completion_notification, .timeout = 30)
 	e2e_poll_n(p.srv.recv_cq, wc, 1, E2E_WAIT_MS);
 	e2e_assert_wc(&wc[0], 63, SV_WC_SUCCESS, "fourth receive");
 
-	bufs_close(&b);
+	e2e_bufs_close(&b);
 	e2e_pair_close(&p);
 }
 
@@ -530,7 +507,7 @@ static void exchange_all(int cli_crc, int srv_crc, int cli_markers, int srv_mark
 {
 	struct e2e_pair_opts o;
 	struct e2e_pair p;
-	struct bufs b;
+	struct e2e_bufs b;
 	struct sv_wc wc[3];
 
 	e2e_pair_opts_init(&o);
@@ -539,7 +516,7 @@ static void exchange_all(int cli_crc, int srv_crc, int cli_markers, int srv_mark
 	o.cli_markers = cli_markers;
 	o.srv_markers = srv_markers;
 	e2e_pair_open(&p, &o, NULL, NULL);
-	bufs_open(&p, &b, MiB);
+	e2e_bufs_open(&p, &b, MiB, E2E_ACCESS_ALL);
 	e2e_fill(b.cbuf, 100000, 600, 0);
 	e2e_fill(b.sbuf + MiB / 2, 70001, 601, 0);
 	e2e_post_recv(p.srv.qp, 1, b.smr, b.sbuf, 200000);
@@ -558,7 +535,7 @@ static void exchange_all(int cli_crc, int srv_crc, int cli_markers, int srv_mark
 	e2e_assert_pat(b.sbuf, 100000, 600, 0, "SEND data");
 	e2e_assert_pat(b.sbuf + 200000, 100000, 600, 0, "WRITE data");
 	e2e_assert_pat(b.cbuf + MiB / 2, 70001, 601, 0, "READ data");
-	bufs_close(&b);
+	e2e_bufs_close(&b);
 	e2e_pair_close(&p);
 }
 

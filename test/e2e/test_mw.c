@@ -131,6 +131,35 @@ static void bind2(struct mt *t, struct sv_mw *mw, uint8_t key, struct sv_mr *mr,
 	}
 }
 
+/* A bind that must fail with MW_BIND_ERR (REMOTE_READ on side 1's MR), which takes side
+ * 1's QP to ERR. */
+static void bind2_refused(struct mt *t, struct sv_mw *mw, uint8_t key, void *addr,
+			  uint64_t len)
+{
+	bind2(t, mw, key, t->mr[1], addr, len, SV_ACCESS_REMOTE_READ, SV_WC_MW_BIND_ERR);
+	e2e_wait_qp_state(t->qp[1], SV_QPS_ERR, WAIT);
+}
+
+/* Opens t (side 1's MR allows MW_BIND) and binds a type 2 window of side 1 with key to len
+ * bytes at off in side 1's buffer, granting access; returns the window. */
+static struct sv_mw *mt_open_window(struct mt *t, bool udp, uint8_t key, size_t off,
+				    uint64_t len, unsigned access)
+{
+	struct sv_mw *mw;
+
+	mt_open(t, udp, SV_ACCESS_LOCAL_WRITE | SV_ACCESS_MW_BIND);
+	cr_assert_eq(sv_alloc_mw(t->pd[1], SV_MW_TYPE_2, &mw), 0);
+	bind2(t, mw, key, t->mr[1], t->buf[1] + off, len, access, SV_WC_SUCCESS);
+	return mw;
+}
+
+/* Frees the window, then t. */
+static void mt_close_window(struct mt *t, struct sv_mw *mw)
+{
+	cr_assert_eq(sv_dealloc_mw(mw), 0);
+	mt_close(t);
+}
+
 /* One WRITE/READ of len bytes between side 0's buffer at off0 and the remote va. */
 static enum sv_wc_status rdma(struct mt *t, enum sv_wr_opcode op, uint32_t off0, uint32_t len,
 			      uint64_t va, uint32_t rkey)
@@ -210,8 +239,7 @@ BOTH(type2_zero_based)
 	/* The MR's own key grants nothing remote. */
 	cr_assert_eq(rdma(&t, SV_WR_RDMA_READ, 0, 8, (uint64_t)(uintptr_t)win, t.mr[1]->rkey),
 		     SV_WC_REM_ACCESS_ERR);
-	cr_assert_eq(sv_dealloc_mw(mw), 0);
-	mt_close(&t);
+	mt_close_window(&t, mw);
 }
 
 /* A zero-based window starting at an address that is not 8-byte aligned: offset 0 is
@@ -222,15 +250,11 @@ BOTH(atomic_misaligned_through_zero_based_window)
 	struct mt t;
 	struct sv_mw *mw;
 
-	mt_open(&t, udp, SV_ACCESS_LOCAL_WRITE | SV_ACCESS_MW_BIND);
-	cr_assert_eq(sv_alloc_mw(t.pd[1], SV_MW_TYPE_2, &mw), 0);
-	bind2(&t, mw, 0x13, t.mr[1], t.buf[1] + 4, 64,
-	      SV_ACCESS_REMOTE_ATOMIC | SV_ACCESS_ZERO_BASED, SV_WC_SUCCESS);
+	mw = mt_open_window(&t, udp, 0x13, 4, 64, SV_ACCESS_REMOTE_ATOMIC | SV_ACCESS_ZERO_BASED);
 	cr_assert_eq(fetch_add(&t, 0, mw->rkey, 1), SV_WC_REM_INV_REQ_ERR);
 	e2e_wait_qp_state(t.qp[1], SV_QPS_ERR, WAIT);
 	e2e_assert_bytes(t.buf[1], 16, 0, "nothing was added");
-	cr_assert_eq(sv_dealloc_mw(mw), 0);
-	mt_close(&t);
+	mt_close_window(&t, mw);
 }
 
 /* verbs.md 7: a bind is ordered with the WRs after it, so the key may travel in a SEND
@@ -272,8 +296,7 @@ BOTH(bind_then_send_the_key)
 	e2e_assert_pat(t.buf[0], 256, 61, 0, "read through the new window");
 	wc = wc1(t.scq[1]);
 	e2e_assert_wc(&wc, 0x5e, SV_WC_SUCCESS, "the unsignaled bind, then the SEND");
-	cr_assert_eq(sv_dealloc_mw(mw), 0);
-	mt_close(&t);
+	mt_close_window(&t, mw);
 }
 
 BOTH(outside_window)
@@ -281,15 +304,12 @@ BOTH(outside_window)
 	struct mt t;
 	struct sv_mw *mw;
 
-	mt_open(&t, udp, SV_ACCESS_LOCAL_WRITE | SV_ACCESS_MW_BIND);
-	cr_assert_eq(sv_alloc_mw(t.pd[1], SV_MW_TYPE_2, &mw), 0);
-	bind2(&t, mw, 0x11, t.mr[1], t.buf[1] + 1024, 2048,
-	      SV_ACCESS_REMOTE_READ | SV_ACCESS_ZERO_BASED, SV_WC_SUCCESS);
+	mw = mt_open_window(&t, udp, 0x11, 1024, 2048,
+			    SV_ACCESS_REMOTE_READ | SV_ACCESS_ZERO_BASED);
 	cr_assert_eq(rdma(&t, SV_WR_RDMA_READ, 0, 64, 2048 - 64, mw->rkey), SV_WC_SUCCESS);
 	/* Inside the MR, beyond the window's end. */
 	read_refused(&t, 2048 - 32, mw->rkey, "read across the window's end");
-	cr_assert_eq(sv_dealloc_mw(mw), 0);
-	mt_close(&t);
+	mt_close_window(&t, mw);
 }
 
 BOTH(type1_bind_unbind)
@@ -334,8 +354,7 @@ BOTH(type1_bind_unbind)
 	wc = wc1(t.scq[1]);
 	e2e_assert_wc(&wc, 0x71, SV_WC_SUCCESS, "type 1 unbind");
 	read_refused(&t, (uint64_t)(uintptr_t)win, mw->rkey, "unbound type 1 window");
-	cr_assert_eq(sv_dealloc_mw(mw), 0);
-	mt_close(&t);
+	mt_close_window(&t, mw);
 }
 
 /* A second connection into side 1's context: a new peer and a new QP q2 on side 1's PD
@@ -490,10 +509,8 @@ BOTH(local_inv_then_use)
 	struct sv_mw *mw;
 	uint32_t old;
 
-	mt_open(&t, udp, SV_ACCESS_LOCAL_WRITE | SV_ACCESS_MW_BIND);
-	cr_assert_eq(sv_alloc_mw(t.pd[1], SV_MW_TYPE_2, &mw), 0);
-	bind2(&t, mw, 0x21, t.mr[1], t.buf[1], 4096,
-	      SV_ACCESS_REMOTE_WRITE | SV_ACCESS_REMOTE_READ, SV_WC_SUCCESS);
+	mw = mt_open_window(&t, udp, 0x21, 0, 4096,
+			    SV_ACCESS_REMOTE_WRITE | SV_ACCESS_REMOTE_READ);
 	cr_assert_eq(rdma(&t, SV_WR_RDMA_WRITE, 0, 16, (uint64_t)(uintptr_t)t.buf[1], mw->rkey),
 		     SV_WC_SUCCESS);
 	/* On TCP a WRITE completes once handed to TCP: a READ behind it proves the target
@@ -509,8 +526,7 @@ BOTH(local_inv_then_use)
 		     SV_WC_SUCCESS);
 	local_inv(&t, mw->rkey, SV_WC_SUCCESS);
 	read_refused(&t, (uint64_t)(uintptr_t)t.buf[1], mw->rkey, "read after LOCAL_INV");
-	cr_assert_eq(sv_dealloc_mw(mw), 0);
-	mt_close(&t);
+	mt_close_window(&t, mw);
 }
 
 /* IBA 10.6.5.1: a LOCAL_INV posted right behind a SEND waits for the SEND's completion
@@ -524,9 +540,7 @@ BOTH(local_inv_waits_for_earlier_wrs)
 	struct sv_send_wr *bad;
 	struct sv_wc wc;
 
-	mt_open(&t, udp, SV_ACCESS_LOCAL_WRITE | SV_ACCESS_MW_BIND);
-	cr_assert_eq(sv_alloc_mw(t.pd[1], SV_MW_TYPE_2, &mw), 0);
-	bind2(&t, mw, 0x29, t.mr[1], t.buf[1], 4096, SV_ACCESS_REMOTE_READ, SV_WC_SUCCESS);
+	mw = mt_open_window(&t, udp, 0x29, 0, 4096, SV_ACCESS_REMOTE_READ);
 	e2e_post_recv(t.qp[0], 0x4ec, t.mr[0], t.buf[0], 4096);
 	sge = (struct sv_sge){ (uint64_t)(uintptr_t)t.buf[1] + 4096, 3000, t.mr[1]->lkey };
 	e2e_wr(&wr[0], 0x5e, SV_WR_SEND, &sge, 1, SV_SEND_SIGNALED);
@@ -546,8 +560,7 @@ BOTH(local_inv_waits_for_earlier_wrs)
 	e2e_assert_wc(&wc, 0x4ec, SV_WC_SUCCESS, "the SEND arrived");
 	cr_assert_eq(wc.byte_len, 3000);
 	read_refused(&t, (uint64_t)(uintptr_t)t.buf[1], mw->rkey, "read after LOCAL_INV");
-	cr_assert_eq(sv_dealloc_mw(mw), 0);
-	mt_close(&t);
+	mt_close_window(&t, mw);
 }
 
 BOTH(bind_bound_type2_fails)
@@ -555,14 +568,10 @@ BOTH(bind_bound_type2_fails)
 	struct mt t;
 	struct sv_mw *mw;
 
-	mt_open(&t, udp, SV_ACCESS_LOCAL_WRITE | SV_ACCESS_MW_BIND);
-	cr_assert_eq(sv_alloc_mw(t.pd[1], SV_MW_TYPE_2, &mw), 0);
-	bind2(&t, mw, 0x31, t.mr[1], t.buf[1], 4096, SV_ACCESS_REMOTE_READ, SV_WC_SUCCESS);
+	mw = mt_open_window(&t, udp, 0x31, 0, 4096, SV_ACCESS_REMOTE_READ);
 	/* o10-37.2.30: a type 2 window binds only while free. */
-	bind2(&t, mw, 0x32, t.mr[1], t.buf[1], 4096, SV_ACCESS_REMOTE_READ, SV_WC_MW_BIND_ERR);
-	e2e_wait_qp_state(t.qp[1], SV_QPS_ERR, WAIT);
-	cr_assert_eq(sv_dealloc_mw(mw), 0);
-	mt_close(&t);
+	bind2_refused(&t, mw, 0x32, t.buf[1], 4096);
+	mt_close_window(&t, mw);
 }
 
 static void post_send_inv(struct mt *t, uint32_t len, uint32_t key, unsigned flags)
@@ -582,10 +591,7 @@ static void send_inv_ok(bool udp, uint32_t len, unsigned flags)
 	struct sv_wc wc;
 	uint32_t key;
 
-	mt_open(&t, udp, SV_ACCESS_LOCAL_WRITE | SV_ACCESS_MW_BIND);
-	cr_assert_eq(sv_alloc_mw(t.pd[1], SV_MW_TYPE_2, &mw), 0);
-	bind2(&t, mw, 0x44, t.mr[1], t.buf[1] + 49152, 1024, SV_ACCESS_REMOTE_READ,
-	      SV_WC_SUCCESS);
+	mw = mt_open_window(&t, udp, 0x44, 49152, 1024, SV_ACCESS_REMOTE_READ);
 	key = mw->rkey;
 	cr_assert_eq(rdma(&t, SV_WR_RDMA_READ, 0, 64, (uint64_t)(uintptr_t)t.buf[1] + 49152, key),
 		     SV_WC_SUCCESS);
@@ -607,8 +613,7 @@ static void send_inv_ok(bool udp, uint32_t len, unsigned flags)
 	/* The key is dead; the window is free for a new bind on the same QP... */
 	read_refused(&t, (uint64_t)(uintptr_t)t.buf[1] + 49152, key,
 		     "read after remote invalidate");
-	cr_assert_eq(sv_dealloc_mw(mw), 0);
-	mt_close(&t);
+	mt_close_window(&t, mw);
 }
 
 BOTH(send_with_inv)
@@ -708,8 +713,7 @@ BOTH(local_inv_errors)
 	e2e_wait_qp_state(t.qp[1], SV_QPS_ERR, WAIT);
 	/* The window stayed bound: the MR is still busy. */
 	cr_assert_eq(sv_dereg_mr(t.mr[1]), -EBUSY);
-	cr_assert_eq(sv_dealloc_mw(mw), 0);
-	mt_close(&t);
+	mt_close_window(&t, mw);
 }
 
 BOTH(local_inv_of_mr_fails)
@@ -731,17 +735,14 @@ BOTH(dereg_with_bound_window)
 	struct mt t;
 	struct sv_mw *mw;
 
-	mt_open(&t, udp, SV_ACCESS_LOCAL_WRITE | SV_ACCESS_MW_BIND);
-	cr_assert_eq(sv_alloc_mw(t.pd[1], SV_MW_TYPE_2, &mw), 0);
-	bind2(&t, mw, 0x61, t.mr[1], t.buf[1], 128, SV_ACCESS_REMOTE_READ, SV_WC_SUCCESS);
+	mw = mt_open_window(&t, udp, 0x61, 0, 128, SV_ACCESS_REMOTE_READ);
 	cr_assert_eq(sv_dereg_mr(t.mr[1]), -EBUSY, "verbs.md 6: a window is bound");
 	cr_assert_eq(sv_dealloc_pd(t.pd[1]), -EBUSY);
 	/* Still usable: the failed dereg changed nothing. */
 	cr_assert_eq(rdma(&t, SV_WR_RDMA_READ, 0, 128, (uint64_t)(uintptr_t)t.buf[1],
 			  mw->rkey), SV_WC_SUCCESS);
 	local_inv(&t, mw->rkey, SV_WC_SUCCESS);
-	cr_assert_eq(sv_dealloc_mw(mw), 0);
-	mt_close(&t);			/* deregisters the MR: no window left */
+	mt_close_window(&t, mw);	/* deregisters the MR: no window left */
 }
 
 BOTH(bind_window_of_other_pd)
@@ -762,8 +763,7 @@ BOTH(bind_window_of_other_pd)
 	/* C10-72: a type 2 window of another PD fails when the bind runs. */
 	cr_assert_eq(sv_alloc_mw(pd2, SV_MW_TYPE_2, &mw), 0);
 	cr_assert_eq(sv_dealloc_pd(pd2), -EBUSY, "a window remains");
-	bind2(&t, mw, 0x01, t.mr[1], t.buf[1], 64, SV_ACCESS_REMOTE_READ, SV_WC_MW_BIND_ERR);
-	e2e_wait_qp_state(t.qp[1], SV_QPS_ERR, WAIT);
+	bind2_refused(&t, mw, 0x01, t.buf[1], 64);
 	cr_assert_eq(sv_dealloc_mw(mw), 0);
 	cr_assert_eq(sv_dealloc_pd(pd2), 0);
 	mt_close(&t);
@@ -777,10 +777,8 @@ BOTH(bind_needs_mw_bind_right)
 	mt_open(&t, udp, SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_READ);
 	cr_assert_eq(sv_alloc_mw(t.pd[1], SV_MW_TYPE_2, &mw), 0);
 	/* C10-73: the MR was registered without MW_BIND. */
-	bind2(&t, mw, 0x02, t.mr[1], t.buf[1], 64, SV_ACCESS_REMOTE_READ, SV_WC_MW_BIND_ERR);
-	e2e_wait_qp_state(t.qp[1], SV_QPS_ERR, WAIT);
-	cr_assert_eq(sv_dealloc_mw(mw), 0);
-	mt_close(&t);
+	bind2_refused(&t, mw, 0x02, t.buf[1], 64);
+	mt_close_window(&t, mw);
 }
 
 BOTH(bind_outside_mr_and_bad_requests)
@@ -797,11 +795,8 @@ BOTH(bind_outside_mr_and_bad_requests)
 	cr_assert_eq(sv_post_send(t.qp[1], &wr, &bad), -EINVAL);
 	cr_assert_eq(bad, &wr);
 	/* C10-75: the window must lie inside the MR. */
-	bind2(&t, mw, 0x03, t.mr[1], t.buf[1] + BUF - 32, 64, SV_ACCESS_REMOTE_READ,
-	      SV_WC_MW_BIND_ERR);
-	e2e_wait_qp_state(t.qp[1], SV_QPS_ERR, WAIT);
-	cr_assert_eq(sv_dealloc_mw(mw), 0);
-	mt_close(&t);
+	bind2_refused(&t, mw, 0x03, t.buf[1] + BUF - 32, 64);
+	mt_close_window(&t, mw);
 }
 
 /* UDP under loss and duplication: each SEND_WITH_INV invalidates exactly its window once,

@@ -93,6 +93,29 @@ Test(crypto_icrc, datenlord_vector_by_hand, .init = dl_init)
 }
 
 /* Our own datagrams: IPv4 id 0 with DF, FECN set in flight, odd payload with pad. */
+/*
+ * The library's ICRC of pkt (pkt_len bytes, its ICRC last) from s to d, against a bitwise
+ * CRC-32 over buf: 8 bytes of ones, then the masked IP and UDP headers the test spelled
+ * out (pseudo_len bytes, which must also be the library's pseudo-header), then here pkt
+ * without its ICRC and with byte 4 (FECN, BECN, reserved) as ones. Returns the ICRC.
+ */
+static uint32_t against_bitwise(const struct sockaddr *s, const struct sockaddr *d,
+				const uint8_t *pkt, size_t pkt_len, uint8_t *buf, size_t buf_len,
+				int pseudo_len)
+{
+	uint8_t pseudo[SV_ICRC_PSEUDO_MAX];
+	uint32_t icrc;
+
+	cr_assert_eq(buf_len, 8 + (size_t)pseudo_len + pkt_len - 4);
+	memcpy(buf + 8 + pseudo_len, pkt, pkt_len - 4);
+	buf[8 + pseudo_len + 4] = 0xff;
+	cr_assert_eq(sv__icrc_pseudo_hdr(pseudo, s, d, pkt_len, NULL), pseudo_len);
+	cr_assert_arr_eq(pseudo, buf + 8, (size_t)pseudo_len);
+	cr_assert_eq(sv__icrc_packet(&icrc, s, d, NULL, pkt, pkt_len), 0);
+	cr_assert_eq(icrc, crc32_bitwise(buf, buf_len));
+	return icrc;
+}
+
 Test(crypto_icrc, ipv4_default_against_bitwise)
 {
 	struct sockaddr_in s = v4("127.0.0.1", 0xc001), d = v4("127.0.0.2", 4791);
@@ -107,16 +130,9 @@ Test(crypto_icrc, ipv4_default_against_bitwise)
 		0x7f, 0x00, 0x00, 0x01, 0x7f, 0x00, 0x00, 0x02,
 		0xc0, 0x01, 0x12, 0xb7, 0x00, 0x20, 0xff, 0xff,
 	};
-	uint8_t pseudo[SV_ICRC_PSEUDO_MAX];
-	uint32_t icrc;
+	uint32_t icrc = against_bitwise(SA(s), SA(d), pkt, sizeof(pkt), buf, sizeof(buf),
+					SV_ICRC_PSEUDO_V4_LEN);
 
-	memcpy(buf + 36, pkt, 20);
-	buf[36 + 4] = 0xff;
-	cr_assert_eq(sv__icrc_pseudo_hdr(pseudo, SA(s), SA(d), sizeof(pkt), NULL),
-		     SV_ICRC_PSEUDO_V4_LEN);
-	cr_assert_arr_eq(pseudo, buf + 8, SV_ICRC_PSEUDO_V4_LEN);
-	cr_assert_eq(sv__icrc_packet(&icrc, SA(s), SA(d), NULL, pkt, sizeof(pkt)), 0);
-	cr_assert_eq(icrc, crc32_bitwise(buf, sizeof(buf)));
 	/* FECN/BECN/reserved may change in flight: not covered. Byte 3 (P_Key) is. */
 	sv__put_le32(pkt + 20, icrc);
 	pkt[4] = 0x00;
@@ -150,16 +166,7 @@ Test(crypto_icrc, ipv6_against_bitwise)
 		0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x02,
 		0xc3, 0x50, 0x12, 0xb7, 0x00, 0x1c, 0xff, 0xff,
 	};
-	uint8_t pseudo[SV_ICRC_PSEUDO_MAX];
-	uint32_t icrc;
-
-	memcpy(buf + 56, pkt, 16);
-	buf[56 + 4] = 0xff;
-	cr_assert_eq(sv__icrc_pseudo_hdr(pseudo, SA(s), SA(d), sizeof(pkt), NULL),
-		     SV_ICRC_PSEUDO_V6_LEN);
-	cr_assert_arr_eq(pseudo, buf + 8, SV_ICRC_PSEUDO_V6_LEN);
-	cr_assert_eq(sv__icrc_packet(&icrc, SA(s), SA(d), NULL, pkt, sizeof(pkt)), 0);
-	cr_assert_eq(icrc, crc32_bitwise(buf, sizeof(buf)));
+	against_bitwise(SA(s), SA(d), pkt, sizeof(pkt), buf, sizeof(buf), SV_ICRC_PSEUDO_V6_LEN);
 }
 
 /* A dual-stack socket reports IPv4 peers as ::ffff:a.b.c.d; on the wire it is IPv4. */
