@@ -229,6 +229,43 @@ static inline int parse_u64(const char *s, uint64_t *out)
 	return 0;
 }
 
+/* The options both tools take, spelled the same in each. Each returns 0 or -EINVAL. */
+
+/* --transport tcp|udp */
+static inline int parse_transport(const char *s, enum sv_transport *out)
+{
+	if (!strcmp(s, "tcp"))
+		*out = SV_TRANSPORT_TCP;
+	else if (!strcmp(s, "udp"))
+		*out = SV_TRANSPORT_UDP;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+/* --crc on|off (or 1|0) */
+static inline int parse_on_off(const char *s, int *out)
+{
+	if (!strcmp(s, "on") || !strcmp(s, "1"))
+		*out = 1;
+	else if (!strcmp(s, "off") || !strcmp(s, "0"))
+		*out = 0;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+/* --timeout SEC: 1 s to a day. */
+static inline int parse_timeout(const char *s, unsigned *out)
+{
+	uint64_t v;
+
+	if (parse_u64(s, &v) < 0 || v == 0 || v > 86400)
+		return -EINVAL;
+	*out = (unsigned)v;
+	return 0;
+}
+
 /* Resolves host:port to a socket address (numeric or by name; IPv4 preferred). */
 static inline int resolve_addr(const char *host, uint16_t port, struct sockaddr_storage *ss,
 			       socklen_t *len)
@@ -713,19 +750,6 @@ static inline const char *loopback_listen_addr(enum sv_transport transport)
 	return transport == SV_TRANSPORT_UDP ? "0.0.0.0" : "127.0.0.1";
 }
 
-/* Deregisters each MR that is set and clears its pointer; failures are reported, not
- * fatal, so teardown always goes on to the rest. */
-static inline void dereg_mrs(const char *prog, struct sv_mr **mrs[], size_t n)
-{
-	for (size_t i = 0; i < n; i++) {
-		int rc;
-
-		if (*mrs[i] && (rc = sv_dereg_mr(*mrs[i])) < 0)
-			report(prog, "sv_dereg_mr", rc);
-		*mrs[i] = NULL;
-	}
-}
-
 /* Destroys what ep_open/ep_create_qp/ep_listen/... made, in reverse order. Registered
  * memory must be deregistered by the caller first. Returns the first error. */
 static inline int ep_close(struct tool_ep *ep)
@@ -758,6 +782,28 @@ static inline int ep_close(struct tool_ep *ep)
 #undef EP_STEP
 	memset(ep, 0, sizeof(*ep));
 	return first;
+}
+
+/*
+ * A side's end, in the order the verbs want: each MR that is set deregistered (failures
+ * are reported, not fatal, so the rest still goes), then the endpoint closed, then the
+ * memory freed. Clears the MR and memory pointers it is given.
+ */
+static inline void ep_teardown(struct tool_ep *ep, struct sv_mr **mrs[], size_t n_mrs,
+			       uint8_t **mem[], size_t n_mem)
+{
+	for (size_t i = 0; i < n_mrs; i++) {
+		int rc;
+
+		if (*mrs[i] && (rc = sv_dereg_mr(*mrs[i])) < 0)
+			report(ep->prog, "sv_dereg_mr", rc);
+		*mrs[i] = NULL;
+	}
+	ep_close(ep);
+	for (size_t i = 0; i < n_mem; i++) {
+		free(*mem[i]);
+		*mem[i] = NULL;
+	}
 }
 
 #endif /* SV_TOOL_H */

@@ -877,17 +877,12 @@ static int side_init(struct perf *p, const struct config *c, int server, const c
 static void side_free(struct perf *p)
 {
 	struct sv_mr **mrs[] = { &p->buf_mr, &p->rx_mr, &p->ctl_mr };
+	uint8_t **mem[] = { &p->buf, &p->rx, &p->ctl, &p->expect };
 
-	dereg_mrs(p->prog, mrs, sizeof(mrs) / sizeof(mrs[0]));
-	ep_close(&p->ep);
-	free(p->buf);
-	free(p->rx);
-	free(p->ctl);
-	free(p->expect);
+	ep_teardown(&p->ep, mrs, sizeof(mrs) / sizeof(mrs[0]), mem, sizeof(mem) / sizeof(mem[0]));
 	free(p->rx_seq);
 	free(p->lat);
 	free(p->sig_t);
-	p->buf = p->rx = p->ctl = p->expect = NULL;
 	p->rx_seq = p->lat = p->sig_t = NULL;
 }
 
@@ -1183,6 +1178,28 @@ static int client_finish(struct perf *p)
 	return 0;
 }
 
+/* What a side tells its peer in the CM private data: the test (the client's, which the
+ * server adopted) and this side's buffer. */
+static void priv_fill(const struct perf *p, struct priv *pv)
+{
+	const struct config *c = &p->cfg;
+
+	memset(pv, 0, sizeof(*pv));
+	pv->op = c->op;
+	pv->mode = c->mode;
+	pv->crc = p->crc_asked;
+	pv->wait_mem = c->wait_mem;
+	pv->server_spin = c->server_spin;
+	pv->size = c->size;
+	pv->iters = c->iters;
+	pv->seed = c->seed;
+	pv->addr = (uintptr_t)p->buf;
+	pv->len = p->buf_len;
+	pv->rkey = p->buf_mr->rkey;
+	pv->slots = p->slots;
+	pv->depth = c->depth;
+}
+
 static int run_client(struct perf *p, const char *host, uint16_t port)
 {
 	struct config *c = &p->cfg;
@@ -1194,20 +1211,9 @@ static int run_client(struct perf *p, const char *host, uint16_t port)
 	size_window(p);
 	if ((rc = setup_buffers(p)) < 0)
 		return rc;
-	memset(&pv, 0, sizeof(pv));
-	pv.op = c->op;
-	pv.mode = c->mode;
-	pv.crc = p->crc_asked;
-	pv.wait_mem = c->wait_mem;
-	pv.server_spin = c->server_spin;
-	pv.size = c->size;
-	pv.iters = c->iters;
-	pv.seed = c->seed;
-	pv.addr = (uintptr_t)p->buf;
-	pv.len = c->mode == MODE_LAT && is_pingpong(c) ? 2 * c->size : p->buf_len;
-	pv.rkey = p->buf_mr->rkey;
-	pv.slots = p->slots;
-	pv.depth = c->depth;
+	priv_fill(p, &pv);
+	if (c->mode == MODE_LAT && is_pingpong(c))
+		pv.len = 2 * c->size;	/* the target regions; the sources are ours */
 	priv_encode(mine, &pv);
 	if ((rc = ep_connect(&p->ep, host, port, mine, PRIV_LEN, p->deadline, theirs,
 			     &theirs_len)) < 0)
@@ -1380,21 +1386,8 @@ static int run_server(struct perf *p)
 	}
 	if (c->mode == MODE_BW && uses_recv(c->op))
 		p->credit_init = p->rx_n - CTL_RESERVE;
-	memset(&pv, 0, sizeof(pv));
-	pv.op = c->op;
-	pv.mode = c->mode;
-	pv.crc = p->crc_asked;
-	pv.wait_mem = c->wait_mem;
-	pv.server_spin = c->server_spin;
-	pv.size = c->size;
-	pv.iters = c->iters;
-	pv.seed = c->seed;
-	pv.addr = (uintptr_t)p->buf;
-	pv.len = p->buf_len;
-	pv.rkey = p->buf_mr->rkey;
-	pv.slots = p->slots;
+	priv_fill(p, &pv);
 	pv.credits = (uint32_t)p->credit_init;
-	pv.depth = c->depth;
 	priv_encode(mine, &pv);
 	p->credit_sent = p->credit_init;
 	if ((rc = ep_accept(&p->ep, mine, PRIV_LEN, p->deadline)) < 0)
@@ -1615,11 +1608,7 @@ static int parse_args(int argc, char **argv, struct config *c)
 	while ((opt = getopt_long(argc, argv, "s:n:D:p:d:h", longopts, NULL)) != -1) {
 		switch (opt) {
 		case O_TRANSPORT:
-			if (!strcmp(optarg, "tcp"))
-				c->transport = SV_TRANSPORT_TCP;
-			else if (!strcmp(optarg, "udp"))
-				c->transport = SV_TRANSPORT_UDP;
-			else
+			if (parse_transport(optarg, &c->transport) < 0)
 				goto bad;
 			break;
 		case O_OP: {
@@ -1687,11 +1676,7 @@ static int parse_args(int argc, char **argv, struct config *c)
 			c->loopback = 1;
 			break;
 		case O_CRC:
-			if (!strcmp(optarg, "on") || !strcmp(optarg, "1"))
-				c->crc = 1;
-			else if (!strcmp(optarg, "off") || !strcmp(optarg, "0"))
-				c->crc = 0;
-			else
+			if (parse_on_off(optarg, &c->crc) < 0)
 				goto bad;
 			break;
 		case O_MULPDU:
@@ -1718,9 +1703,8 @@ static int parse_args(int argc, char **argv, struct config *c)
 			c->bind = optarg;
 			break;
 		case O_TIMEOUT:
-			if (parse_u64(optarg, &v) < 0 || v == 0 || v > 86400)
+			if (parse_timeout(optarg, &c->timeout_s) < 0)
 				goto bad;
-			c->timeout_s = (unsigned)v;
 			break;
 		case 'h':
 		case O_HELP:

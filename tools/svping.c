@@ -143,13 +143,9 @@ static int setup(struct ping *p)
 static void teardown(struct ping *p)
 {
 	struct sv_mr **mrs[] = { &p->a_mr, &p->b_mr, &p->msg_mr };
+	uint8_t **mem[] = { &p->a, &p->b, &p->msgs };
 
-	dereg_mrs(p->prog, mrs, sizeof(mrs) / sizeof(mrs[0]));
-	ep_close(&p->ep);
-	free(p->a);
-	free(p->b);
-	free(p->msgs);
-	p->a = p->b = p->msgs = NULL;
+	ep_teardown(&p->ep, mrs, sizeof(mrs) / sizeof(mrs[0]), mem, sizeof(mem) / sizeof(mem[0]));
 }
 
 static int send_msg(struct ping *p, const struct msg *m)
@@ -541,31 +537,22 @@ static int parse_args(int argc, char **argv, struct config *c)
 			c->verbose = 1;
 			break;
 		case O_TRANSPORT:
-			if (!strcmp(optarg, "tcp"))
-				c->transport = SV_TRANSPORT_TCP;
-			else if (!strcmp(optarg, "udp"))
-				c->transport = SV_TRANSPORT_UDP;
-			else
+			if (parse_transport(optarg, &c->transport) < 0)
 				goto bad;
 			break;
 		case O_LOOPBACK:
 			c->loopback = 1;
 			break;
 		case O_CRC:
-			if (!strcmp(optarg, "on") || !strcmp(optarg, "1"))
-				c->crc = 1;
-			else if (!strcmp(optarg, "off") || !strcmp(optarg, "0"))
-				c->crc = 0;
-			else
+			if (parse_on_off(optarg, &c->crc) < 0)
 				goto bad;
 			break;
 		case O_BUSY:
 			c->busy = 1;
 			break;
 		case O_TIMEOUT:
-			if (parse_u64(optarg, &v) < 0 || v == 0 || v > 86400)
+			if (parse_timeout(optarg, &c->timeout_s) < 0)
 				goto bad;
-			c->timeout_s = (unsigned)v;
 			break;
 		case O_SEED:
 			if (parse_u64(optarg, &c->seed) < 0)
