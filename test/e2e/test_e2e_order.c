@@ -539,38 +539,24 @@ static void exchange_all(int cli_crc, int srv_crc, int cli_markers, int srv_mark
 	e2e_pair_close(&p);
 }
 
-Test(e2e_order, crc_off_both_sides, .timeout = 30)
-{
-	exchange_all(0, 0, 0, 0);
-}
+/* One exchange_all() per test: name, then the client's and the server's CRC and marker
+ * requests. */
+#define EXCHANGE(name, cli_crc, srv_crc, cli_markers, srv_markers)                         \
+	Test(e2e_order, name, .timeout = 30)                                               \
+	{                                                                                  \
+		exchange_all(cli_crc, srv_crc, cli_markers, srv_markers);                  \
+	}
 
-Test(e2e_order, crc_client_only, .timeout = 30)
-{
-	exchange_all(1, 0, 0, 0);
-}
-
-Test(e2e_order, crc_server_only, .timeout = 30)
-{
-	exchange_all(0, 1, 0, 0);
-}
+EXCHANGE(crc_off_both_sides, 0, 0, 0, 0)
+EXCHANGE(crc_client_only, 1, 0, 0, 0)
+EXCHANGE(crc_server_only, 0, 1, 0, 0)
 
 /* MPA markers (RFC 5044 section 5.5) every 512 stream bytes, asked for by either side or
  * both, with and without CRC: messages of 100000 and 70001 bytes cross hundreds of
  * marker positions, in the middle of headers, payloads and trailers alike. */
-Test(e2e_order, markers_towards_client, .timeout = 30)
-{
-	exchange_all(1, 1, 1, 0);
-}
-
-Test(e2e_order, markers_towards_server, .timeout = 30)
-{
-	exchange_all(1, 1, 0, 1);
-}
-
-Test(e2e_order, markers_both_ways_without_crc, .timeout = 30)
-{
-	exchange_all(0, 0, 1, 1);
-}
+EXCHANGE(markers_towards_client, 1, 1, 1, 0)
+EXCHANGE(markers_towards_server, 1, 1, 0, 1)
+EXCHANGE(markers_both_ways_without_crc, 0, 0, 1, 1)
 
 /*
  * On the wire, a softverbs server (crc as given) against a fake client asking for CRC
