@@ -870,8 +870,7 @@ Test(e2e_order, ord_limits_reads_without_error, .timeout = 30)
 	struct e2e_pair p;
 	struct sv_qp_attr ca, sa;
 	struct sv_qp_init_attr ia;
-	uint8_t *cbuf = e2e_alloc(NR * 1024), *sbuf = e2e_alloc(NR * 1024);
-	struct sv_mr *cmr, *smr;
+	struct e2e_bufs b;
 	struct sv_wc wc[NR];
 
 	e2e_pair_opts_init(&o);
@@ -888,19 +887,15 @@ Test(e2e_order, ord_limits_reads_without_error, .timeout = 30)
 		  "server ORD %u vs client IRD %u", sa.max_rd_atomic, ca.max_dest_rd_atomic);
 	cr_assert_leq(ca.max_rd_atomic, 2, "client ORD %u above what it asked for",
 		      ca.max_rd_atomic);
-	cmr = e2e_reg(&p.cli, cbuf, NR * 1024, E2E_ACCESS_ALL);
-	smr = e2e_reg(&p.srv, sbuf, NR * 1024, E2E_ACCESS_ALL);
-	e2e_fill(sbuf, NR * 1024, 800, 0);
+	e2e_bufs_open(&p, &b, NR * 1024, E2E_ACCESS_ALL);
+	e2e_fill(b.sbuf, NR * 1024, 800, 0);
 	for (int i = 0; i < NR; i++)
-		e2e_post_one(p.cli.qp, (uint64_t)i, SV_WR_RDMA_READ, cmr, cbuf + i * 1024, 1024,
-			     SV_SEND_SIGNALED, (uintptr_t)sbuf + (uint64_t)i * 1024, smr->rkey, 0);
+		e2e_post_one(p.cli.qp, (uint64_t)i, SV_WR_RDMA_READ, b.cmr, b.cbuf + i * 1024, 1024,
+			     SV_SEND_SIGNALED, (uintptr_t)b.sbuf + (uint64_t)i * 1024, b.smr->rkey, 0);
 	e2e_poll_n(p.cli.send_cq, wc, NR, E2E_WAIT_MS);
 	for (int i = 0; i < NR; i++)
 		e2e_assert_wc(&wc[i], (uint64_t)i, SV_WC_SUCCESS, "READ beyond ORD");
-	e2e_assert_pat(cbuf, NR * 1024, 800, 0, "READ data");
-	cr_assert_eq(sv_dereg_mr(cmr), 0);
-	cr_assert_eq(sv_dereg_mr(smr), 0);
+	e2e_assert_pat(b.cbuf, NR * 1024, 800, 0, "READ data");
+	e2e_bufs_close(&b);
 	e2e_pair_close(&p);
-	free(cbuf);
-	free(sbuf);
 }
