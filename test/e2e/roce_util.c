@@ -65,27 +65,43 @@ void ru_open(struct rside *s, int retx, const char *impair, size_t buflen, uint3
 	ru_open_at(s, "127.0.0.1", retx, impair, buflen, depth);
 }
 
-void ru_open_at(struct rside *s, const char *bind_addr, int retx, const char *impair,
-		size_t buflen, uint32_t depth)
+uint16_t ru_open_device(struct sv_context **ctx, const char *bind_addr, uint16_t port,
+			int retx, const char *impair)
 {
 	struct sv_device_opts o;
-	struct sv_qp_init_attr ia = { 0 };
 	int rc = -1;
 
-	memset(s, 0, sizeof(*s));
 	sv_device_opts_init(&o);
 	o.transport = SV_TRANSPORT_UDP;
 	snprintf(o.bind_addr, sizeof(o.bind_addr), "%s", bind_addr);
-	o.retx = retx;
+	if (retx >= 0)
+		o.retx = retx;
 	if (impair)
 		snprintf(o.impair, sizeof(o.impair), "%s", impair);
 	/* Retry with another port if a concurrent test took ours in between. */
 	for (int i = 0; i < 5 && rc < 0; i++) {
-		o.port = ru_free_port(strchr(bind_addr, ':') ? AF_INET6 : AF_INET);
-		rc = sv_open_device(&o, &s->ctx);
+		o.port = port ? port : ru_free_port(strchr(bind_addr, ':') ? AF_INET6 : AF_INET);
+		rc = sv_open_device(&o, ctx);
+		if (port)
+			break;
 	}
-	cr_assert_eq(rc, 0, "open: %s", sv_strerror(rc));
-	s->port = o.port;
+	cr_assert_eq(rc, 0, "open [%s]:%u: %s", bind_addr, o.port, sv_strerror(rc));
+	return o.port;
+}
+
+void ru_open_at(struct rside *s, const char *bind_addr, int retx, const char *impair,
+		size_t buflen, uint32_t depth)
+{
+	ru_open_port(s, bind_addr, 0, retx, impair, buflen, depth);
+}
+
+void ru_open_port(struct rside *s, const char *bind_addr, uint16_t port, int retx,
+		  const char *impair, size_t buflen, uint32_t depth)
+{
+	struct sv_qp_init_attr ia = { 0 };
+
+	memset(s, 0, sizeof(*s));
+	s->port = ru_open_device(&s->ctx, bind_addr, port, retx, impair);
 	cr_assert_eq(sv_query_gid(s->ctx, 1, 0, s->gid), 0);
 	cr_assert_eq(sv_alloc_pd(s->ctx, &s->pd), 0);
 	cr_assert_eq(sv_create_cq(s->ctx, (int)(2 * depth), NULL, NULL, 0, &s->cq), 0);
@@ -227,21 +243,10 @@ struct sv_qp *ru_ud_qp(struct sv_pd *pd, struct sv_cq *cq, uint32_t qkey, uint32
 void ru_cm_open(struct cmside *s, uint16_t port, int retx, const char *impair,
 		enum sv_qp_type qpt, enum sv_cm_port_space ps, size_t buflen, unsigned access)
 {
-	struct sv_device_opts o;
 	struct sv_qp_init_attr ia = { 0 };
-	int rc;
 
 	memset(s, 0, sizeof(*s));
-	sv_device_opts_init(&o);
-	o.transport = SV_TRANSPORT_UDP;
-	o.bind_addr[0] = '\0';		/* 127.0.0.1, .2, ... whichever is free */
-	o.port = port;
-	if (retx >= 0)
-		o.retx = retx;
-	if (impair)
-		snprintf(o.impair, sizeof(o.impair), "%s", impair);
-	rc = sv_open_device(&o, &s->ctx);
-	cr_assert_eq(rc, 0, "open: %s", sv_strerror(rc));
+	ru_open_device(&s->ctx, "", port, retx, impair);	/* "": 127.0.0.1, .2, ... */
 	cr_assert_eq(sv_query_gid(s->ctx, 1, 0, s->gid), 0);
 	memcpy(&s->ip, s->gid + 12, 4);
 	cr_assert_eq(sv_alloc_pd(s->ctx, &s->pd), 0);

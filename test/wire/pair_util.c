@@ -20,22 +20,10 @@
 void side_open(struct side *s, const char *bind_addr, uint16_t port, uint32_t psn,
 	       unsigned access)
 {
-	struct sv_device_opts o;
 	struct sv_qp_init_attr ia = { 0 };
-	int rc = -1;
 
 	memset(s, 0, sizeof(*s));
-	sv_device_opts_init(&o);
-	o.transport = SV_TRANSPORT_UDP;
-	snprintf(o.bind_addr, sizeof(o.bind_addr), "%s", bind_addr);
-	for (int i = 0; i < 5 && rc < 0; i++) {
-		o.port = port ? port : cap_free_port(SOCK_DGRAM);
-		rc = sv_open_device(&o, &s->ctx);
-		if (port)
-			break;
-	}
-	cr_assert_eq(rc, 0, "open [%s]:%u: %s", bind_addr, o.port, sv_strerror(rc));
-	s->port = o.port;
+	s->port = ru_open_device(&s->ctx, bind_addr, port, -1, NULL);
 	s->psn = psn;
 	cr_assert_eq(sv_query_gid(s->ctx, 1, 0, s->gid), 0);
 	cr_assert_eq(sv_alloc_pd(s->ctx, &s->pd), 0);
