@@ -123,17 +123,17 @@ void ru_open_port(struct rside *s, const char *bind_addr, uint16_t port, int ret
 	s->psn = (uint32_t)rand() & 0xffffff;
 }
 
-void ru_to_rts(struct rside *s, const struct rside *peer, const struct rlink *l)
+void ru_qp_to_rts(struct sv_qp *qp, unsigned access, const struct rpeer *peer,
+		  uint32_t sq_psn, const struct rlink *l)
 {
 	struct sv_qp_attr a;
 	int rc;
 
 	memset(&a, 0, sizeof(a));
 	a.qp_state = SV_QPS_INIT;
-	a.qp_access_flags = SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_WRITE |
-			    SV_ACCESS_REMOTE_READ | SV_ACCESS_REMOTE_ATOMIC;
+	a.qp_access_flags = access;
 	a.port_num = 1;
-	cr_assert_eq(sv_modify_qp(s->qp, &a, SV_QP_STATE | SV_QP_PKEY_INDEX | SV_QP_PORT |
+	cr_assert_eq(sv_modify_qp(qp, &a, SV_QP_STATE | SV_QP_PKEY_INDEX | SV_QP_PORT |
 				  SV_QP_ACCESS_FLAGS), 0);
 	memset(&a, 0, sizeof(a));
 	a.qp_state = SV_QPS_RTR;
@@ -141,23 +141,31 @@ void ru_to_rts(struct rside *s, const struct rside *peer, const struct rlink *l)
 	a.ah_attr.dport = peer->port;
 	a.ah_attr.port_num = 1;
 	a.path_mtu = l->mtu;
-	a.dest_qp_num = peer->qp->qp_num;
+	a.dest_qp_num = peer->qpn;
 	a.rq_psn = peer->psn;
 	a.max_dest_rd_atomic = l->rd_atomic;
 	a.min_rnr_timer = l->min_rnr_timer;
-	rc = sv_modify_qp(s->qp, &a, SV_QP_STATE | SV_QP_AV | SV_QP_PATH_MTU | SV_QP_DEST_QPN |
+	rc = sv_modify_qp(qp, &a, SV_QP_STATE | SV_QP_AV | SV_QP_PATH_MTU | SV_QP_DEST_QPN |
 			  SV_QP_RQ_PSN | SV_QP_MAX_DEST_RD_ATOMIC | SV_QP_MIN_RNR_TIMER);
 	cr_assert_eq(rc, 0, "RTR: %s", sv_strerror(rc));
 	memset(&a, 0, sizeof(a));
 	a.qp_state = SV_QPS_RTS;
-	a.sq_psn = s->psn;
+	a.sq_psn = sq_psn;
 	a.timeout = l->timeout;
 	a.retry_cnt = l->retry_cnt;
 	a.rnr_retry = l->rnr_retry;
 	a.max_rd_atomic = l->rd_atomic;
-	rc = sv_modify_qp(s->qp, &a, SV_QP_STATE | SV_QP_SQ_PSN | SV_QP_TIMEOUT |
+	rc = sv_modify_qp(qp, &a, SV_QP_STATE | SV_QP_SQ_PSN | SV_QP_TIMEOUT |
 			  SV_QP_RETRY_CNT | SV_QP_RNR_RETRY | SV_QP_MAX_QP_RD_ATOMIC);
 	cr_assert_eq(rc, 0, "RTS: %s", sv_strerror(rc));
+}
+
+void ru_to_rts(struct rside *s, const struct rside *peer, const struct rlink *l)
+{
+	struct rpeer p = { peer->gid, peer->port, peer->qp->qp_num, peer->psn };
+
+	ru_qp_to_rts(s->qp, SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_WRITE |
+		     SV_ACCESS_REMOTE_READ | SV_ACCESS_REMOTE_ATOMIC, &p, s->psn, l);
 }
 
 void ru_connect(struct rside *a, struct rside *b, const struct rlink *l)

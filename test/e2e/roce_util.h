@@ -51,7 +51,18 @@ void ru_open_port(struct rside *s, const char *bind_addr, uint16_t port, int ret
 uint16_t ru_free_port(int family);
 /* Whether a UDP socket can bind ::1 (IPv6 loopback configured). */
 bool ru_have_ipv6_loopback(void);
-/* Moves s (in RESET) to RTS towards peer. */
+/* Where a QP connected out of band sends: the peer's GID, UDP port, QPN and first PSN. */
+struct rpeer {
+	const uint8_t *gid;
+	uint16_t port;
+	uint32_t qpn, psn;
+};
+
+/* Moves qp (in RESET) to INIT granting access, to RTR towards peer and to RTS starting at
+ * sq_psn, with the parameters of link l. */
+void ru_qp_to_rts(struct sv_qp *qp, unsigned access, const struct rpeer *peer,
+		  uint32_t sq_psn, const struct rlink *l);
+/* Moves s (in RESET) to RTS towards peer, granting every remote right. */
 void ru_to_rts(struct rside *s, const struct rside *peer, const struct rlink *l);
 /* Connects a and b both ways with the link parameters. */
 void ru_connect(struct rside *a, struct rside *b, const struct rlink *l);
