@@ -231,13 +231,7 @@ Test(wire, tshark_decodes_every_frame, .timeout = 240)
 	snprintf(flt, sizeof(flt), "tcp.stream == %lu", stream);
 
 	/* 1. no malformed frames and no expert errors */
-	snprintf(args, sizeof(args),
-		 "-r %s -Y '%s && (_ws.malformed || _ws.expert.severity >= \"Error\")' "
-		 "-T fields -e frame.number -e _ws.expert.message",
-		 path, flt);
-	out = cap_tshark(args);
-	cr_assert_str_empty(out, "frames with errors (frame, message):\n%s", out);
-	free(out);
+	cap_no_errors(path, "", "%s", flt);
 
 	/* 2. every TCP payload is MPA (or a piece of an MPA PDU reassembled elsewhere); two
 	 * passes (-2), because a segment in the middle of a PDU only learns where it was
