@@ -79,7 +79,11 @@ loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
 
 # pair NAME SERVER-CMD... -- CLIENT-ARGS...: runs the server command in the background and
 # the same command plus the client arguments in the foreground; the client's output goes
-# to $tmp/NAME.out, the server's to $tmp/NAME.srv.
+# to $tmp/NAME.out, the server's to $tmp/NAME.srv. A client argument @server stands for
+# the address an svperf server announces ("connect to ADDR"): on UDP the IP names the
+# device, which is 127.0.0.1 only if no other process holds 127.0.0.1:4791 (wire/roce.c
+# falls back to 127.0.0.2 and up), and a client sent to 127.0.0.1 then reaches that other
+# process and is refused.
 pair() {
 	name=$1
 	shift
@@ -93,7 +97,16 @@ pair() {
 	timeout "$lim" $srv >"$tmp/$name.srv" 2>&1 &
 	spid=$!
 	sleep 0.5
-	timeout "$lim" $srv "$@" >"$tmp/$name.out" 2>&1 ||
+	cli=""
+	for a in "$@"; do
+		if [ "$a" = @server ]; then
+			a=$(sed -n 's/.*(connect to \([^)]*\)).*/\1/p' "$tmp/$name.srv")
+			[ -n "$a" ] || a=127.0.0.1
+		fi
+		cli="$cli $a"
+	done
+	# shellcheck disable=SC2086 # word lists on purpose
+	timeout "$lim" $srv $cli >"$tmp/$name.out" 2>&1 ||
 		echo "dropin.sh: $name: client exited with status $?" >&2
 	wait "$spid" 2>/dev/null || echo "dropin.sh: $name: server exited with status $?" >&2
 	spid=""
@@ -108,7 +121,7 @@ sv_bw() {
 	p=$(free_port)
 	pair "sv_$1_bw_$2_$3" "$build/svperf" --transport "$1" -p "$p" -- \
 		--op write --mode bw -s "$2" --duration "$seconds" --depth 128 --server-spin \
-		--json 127.0.0.1
+		--json @server
 }
 
 echo "dropin.sh: $(nproc) cores, $(uname -r), load average $(loadavg)" >&2
@@ -134,7 +147,7 @@ for tr in $transports; do
 		for w in memory cq; do
 			p=$(free_port)
 			pair "sv_${tr}_lat_${w}_$r" "$build/svperf" --transport "$tr" -p "$p" -- \
-				--op write --mode lat --wait "$w" -s 8 -n "$lat_iters" --json 127.0.0.1
+				--op write --mode lat --wait "$w" -s 8 -n "$lat_iters" --json @server
 		done
 		r=$((r + 1))
 	done

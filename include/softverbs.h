@@ -856,17 +856,22 @@ int sv_cm_destroy_id(struct sv_cm_id *id);
  * Listens on addr (port 0 = the device's opts.port, or any free port if that is 0).
  * On the UDP transport the CM speaks IB CM MADs on QP1 of the device's UDP socket, and
  * an address IP:port means "the device at IP, service port" as in rdma_cm: IP must be
- * the device's own address (or the wildcard) for a listener, and the peer device of a
- * connect is found at IP:<this device's configured opts.port>, so both ends configure
- * the same opts.port; the port becomes the service ID 0x0000000001060000 | port. REQ
+ * the device's own address (or the wildcard) for a listener, or on a loopback device any
+ * loopback address, and the peer device of a connect is found at IP:<this device's
+ * configured opts.port>, so both ends configure the same opts.port; on loopback (Linux)
+ * a connect to a loopback IP goes to the device whose listener serves that IP and port,
+ * whichever 127.0.0.x (or ::1 port) it got by opening later, so "127.0.0.1" reaches a
+ * server whatever the order the devices opened in. The port becomes the service ID
+ * 0x0000000001060000 | port. REQ
  * private data is at most 56 bytes there (36 go to the rdma_cm IP header); REP carries
  * up to 196, REJ 148, and private data arrives padded to those sizes as on InfiniBand.
  * Addresses are of the device's family: sockaddr_in (or a v4-mapped sockaddr_in6) on a
  * device bound to IPv4, sockaddr_in6 on one bound to IPv6; -EAFNOSUPPORT otherwise.
  * Two processes (or contexts) on ::1: give both SV_BIND_ADDR=::1 and the same SV_PORT
- * (or none: 4791). The listener's device must open first and gets the port; the other
- * falls back to port + 1 (+ 2 ...), and its CM still reaches the listener at the
- * configured port, while the listener answers wherever the REQ came from.
+ * (or none: 4791). The device that opens first gets the port, the other falls back to
+ * port + 1 (+ 2 ...); the CM finds the listener on either (on Linux; elsewhere the
+ * listener's device must open first), and the listener answers wherever the REQ came
+ * from.
  */
 int sv_cm_listen(struct sv_cm_id *id, const struct sockaddr *addr, int backlog);
 /* The address an id is bound or connected to (after listen/connect), and its peer's. */

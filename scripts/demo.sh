@@ -4,7 +4,7 @@
 #
 # Two device contexts in one process talk over real TCP sockets on 127.0.0.1. The tour
 # uses every work-request opcode: SEND, SEND_WITH_IMM, RDMA WRITE, WRITE_WITH_IMM, READ,
-# FETCH_ADD and CMP_SWAP; then, if this build has it, one run over the UDP transport
+# FETCH_ADD and CMP_SWAP; then, if this build has it, three runs over the UDP transport
 # (RoCEv2 framing). Every run checks the bytes that arrived (svping and svperf
 # compare against seeded patterns on both sides), and any failure makes this script exit
 # non-zero. Bounded: each step has its own timeout; the whole tour takes seconds.
@@ -97,21 +97,43 @@ run "read" bw 65536 2000 \
 run send bw 65536 2000 \
 	"SEND bandwidth: 64 KiB messages into receives the server reposts (credit flow control)."
 
-# 3. The other wire mode: the same verbs over UDP datagrams with RoCEv2 framing.
+# 3. The other wire mode: the same verbs over UDP datagrams with RoCEv2 framing. Tiny
+# messages too: there every WR is a datagram of its own, at the highest packet rate,
+# and the WRITE ping-pong notices replies in memory, not on its CQ. $1 op, $2 mode,
+# $3 size, $4 iterations, $5 extra options, $6 words. Exit status 2: no UDP in this build.
+udp_run() {
+	out="$tmp/udp-$1-$2-$3.json"
+	# shellcheck disable=SC2086 # $5: a word list on purpose
+	"$perf" --loopback --transport udp --op "$1" --mode "$2" --size "$3" --iters "$4" \
+		$5 --timeout 20 --json >"$out" 2>"$tmp/udp.err"
+	st=$?
+	if [ "$st" -eq 0 ] && [ "$(field verified "$out")" = true ]; then
+		if [ "$2" = lat ]; then
+			figure="median latency $(field lat_us_p50 "$out") us"
+		else
+			figure="$(field gbit_per_s "$out") Gbit/s, $(field msg_per_s "$out") msg/s"
+		fi
+		echo "$6"
+		echo "  $4 x $3 bytes over UDP datagrams, verified; $figure."
+	elif [ "$st" -eq 2 ]; then
+		echo "UDP (RoCEv2 framing): not available in this build; skipped."
+		return 2
+	else
+		echo "UDP (RoCEv2 framing) $1 $2 $3 B: FAILED"
+		sed 's/^/  /' "$out" "$tmp/udp.err"
+		failures=$((failures + 1))
+	fi
+	return 0
+}
+
 echo
-"$perf" --loopback --transport udp --op write --mode bw --size 4096 --iters 500 \
-	--timeout 20 --json >"$tmp/udp.json" 2>"$tmp/udp.err"
-case $? in
-0)
-	echo "UDP (RoCEv2 framing): 500 RDMA WRITEs of 4 KiB over UDP datagrams, verified;"
-	echo "  $(field gbit_per_s "$tmp/udp.json") Gbit/s. Same API, other wire." ;;
-2)
-	echo "UDP (RoCEv2 framing): not available in this build; skipped." ;;
-*)
-	echo "UDP (RoCEv2 framing) WRITE: FAILED"
-	sed 's/^/  /' "$tmp/udp.json" "$tmp/udp.err"
-	failures=$((failures + 1)) ;;
-esac
+if udp_run write bw 4096 500 "" \
+	"UDP (RoCEv2 framing): RDMA WRITEs of 4 KiB. Same API, other wire."; then
+	udp_run write bw 2 2000 "--depth 128" \
+		"UDP: 2-byte RDMA WRITEs, 128 in flight: a datagram each, as fast as they go."
+	udp_run write lat 8 2000 "" \
+		"UDP: 8-byte WRITE ping-pong; each side reaps its completions as it goes."
+fi
 
 echo
 if [ "$failures" -eq 0 ]; then

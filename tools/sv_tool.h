@@ -580,6 +580,12 @@ static inline int ep_wait_established(struct tool_ep *ep, uint64_t deadline_ns,
 			rc = ev->status < 0 ? ev->status : -ECONNREFUSED;
 			fprintf(stderr, "%s: connection failed: %s (%s)\n", ep->prog,
 				sv_cm_event_str(ev->event), sv_strerror(rc));
+			if (ep->attr.transport == SV_TRANSPORT_UDP &&
+			    ev->event == SV_CM_EVENT_UNREACHABLE)
+				/* Another process may own 127.0.0.1:4791 (wire/roce.c). */
+				fprintf(stderr, "%s: over UDP the address names the server's "
+					"device: use the one it printed (\"connect to ...\")\n",
+					ep->prog);
 			sv_cm_ack_event(ev);
 			return rc;
 		}

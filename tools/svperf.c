@@ -950,6 +950,25 @@ static int client_bw(struct perf *p)
 	return 0;
 }
 
+/*
+ * Ping-pong: before data WR i goes out, polls until fewer than `depth` data WRs are
+ * outstanding. The loop notices the peer's WRITE in memory, not on the CQ, so it can go
+ * on for many rounds without polling while the progress thread completes each WR it
+ * posted; those completions must not outgrow the CQ (an overrun puts the QP in ERR).
+ */
+static int reap_sends(struct perf *p, uint64_t i)
+{
+	int rc;
+
+	while (i - p->done >= p->depth) {
+		if ((rc = progress(p)) < 0)
+			return rc;
+		if (rc == 0 && (rc = check_deadline(p, "waiting for a send completion")) < 0)
+			return rc;
+	}
+	return 0;
+}
+
 /* --wait memory: how long the last byte may stay unchanged before the CQ is looked at
  * (for the peer's DONE or a failure). Far above a round trip, so a run never polls. */
 #define MEM_WAIT_POLL_NS 20000000ull
@@ -1082,6 +1101,8 @@ static int client_lat(struct perf *p)
 		if (is_pingpong(c)) {
 			size_t src = c->op == OP_WRITE || c->op == OP_WRITE_IMM ? 2 * size : 0;
 
+			if ((rc = reap_sends(p, i)) < 0)
+				return rc;
 			stamp(p->buf + src + (i & 1) * size, size, i);
 			t0 = now_ns();
 			if ((rc = post_data(p, i, 1)) < 0 ||
@@ -1226,6 +1247,8 @@ static int server_pingpong(struct perf *p)
 			return rc;
 		if (rc == 1)
 			break;
+		if ((rc = reap_sends(p, i)) < 0)
+			return rc;
 		stamp(p->buf + src + (i & 1) * c->size, (size_t)c->size, i);
 		if ((rc = post_data(p, i, 1)) < 0 ||
 		    (c->wait_mem && (rc = wait_sent(p, i)) < 0))

@@ -13,6 +13,7 @@
  *   roce_ud.c     UD QPs (SEND_ONLY with DETH, GRH in the receive buffer) and the
  *                 datagram sender UD and the CM share
  *   roce_cm.c     in-band connection management: IB CM MADs on QP1
+ *   roce_cm_dir.c host-local resolution of CM addresses on loopback (who listens where)
  *   impair.c      fault injection on the transmit path
  *
  * Threads: the context's socket and its poll handle belong to the loop. Whoever holds

@@ -22,6 +22,10 @@
  *    addresses), so the application's REQ private data is at most 92 - 36 = 56 bytes.
  * Private data arrives at the fixed size of each message as on InfiniBand (REQ 56 after
  * the IP header, REP 196, REJ 148), zero-padded after what the peer sent.
+ * On loopback, where devices take 127.0.0.x in the order they open, an IP need not name
+ * the listener's device: listeners publish themselves host-locally and the active side
+ * looks the service up before sending to IP:port (roce_cm_dir.c), so "rping -s -a
+ * 127.0.0.1" and "rping -c -a 127.0.0.1" meet whichever process opened first.
  *
  * Handshake (IBA 12.6): REQ (QPN, starting PSN, responder resources / initiator depth,
  * path MTU, retry counts, private data) -> REP (the accepting QP's QPN and PSN) -> RTU.
@@ -80,6 +84,7 @@
 
 #include "wire/ib_cm.h"
 #include "wire/roce.h"
+#include "wire/roce_cm_dir.h"
 
 #define CM_RETRY_MS 250
 #define CM_RESPONSE_TIMEOUT 16		/* what the REQ announces: 4.096 us * 2^16 = 268 ms */
@@ -127,6 +132,7 @@ struct sv__tep {
 	uint8_t msg[SV_MAD_LEN];	/* the last MAD sent, for retransmission */
 	unsigned tries;
 	uint64_t deadline_ns;		/* 0: nothing to retransmit */
+	int dir_fd;			/* listener: its host-local directory entry, or -1 */
 };
 
 static uint64_t ms_ns(uint64_t ms)
@@ -174,6 +180,37 @@ static void ip_hdr_addr(uint8_t out[16], const union sv__roce_addr *a)
 		memcpy(out, a->v6.sin6_addr.s6_addr, 16);
 	else
 		memcpy(out + 12, &a->v4.sin_addr, 4);
+}
+
+/*
+ * A passive endpoint's local address: the device's, with the listener's service port.
+ * On a loopback device, the address the peer asked for (the rdma_cm IP header's
+ * destination) instead when it is a loopback address too: the host-local directory
+ * (roce_cm_dir.c) may have led the peer to this device for another 127/8 address than
+ * its own, and a socket listening on 0.0.0.0 reports the address it was reached at.
+ */
+static void passive_local(const struct sv__rctx *rc, uint16_t port, const struct sv_cm_ip_hdr *ip,
+			  union sv__roce_addr *a)
+{
+	union sv__roce_addr asked;
+
+	local_addr(rc, port, a);
+	if (!ip || !sv__roce_addr_loopback(&rc->local))
+		return;
+	memset(&asked, 0, sizeof(asked));
+	if (rc->local.sa.sa_family == AF_INET6 && ip->ip_version == 6) {
+		asked.v6.sin6_family = AF_INET6;
+		memcpy(asked.v6.sin6_addr.s6_addr, ip->dst_addr, 16);
+	} else if (rc->local.sa.sa_family == AF_INET && ip->ip_version == 4) {
+		asked.v4.sin_family = AF_INET;
+		memcpy(&asked.v4.sin_addr, ip->dst_addr + 12, 4);
+	} else {
+		return;
+	}
+	if (!sv__roce_addr_loopback(&asked))
+		return;
+	sv__roce_addr_set_port(&asked, port);
+	*a = asked;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -257,6 +294,7 @@ static struct sv__tep *ep_new(struct sv__rctx *rc, enum ep_state st)
 		return NULL;
 	ep->rc = rc;
 	ep->state = st;
+	ep->dir_fd = -1;
 	/* Communication IDs: unique per context, never 0 (0 means "unknown" in a REJ). */
 	if (++rc->cm_next_id == 0)
 		rc->cm_next_id = 1;
@@ -405,6 +443,7 @@ static void rx_req(struct sv__rctx *rc, const union sv__roce_addr *src,
 	struct sv_cm_ip_hdr ip;
 	struct sv__tep *l = NULL, *ep;
 	uint16_t sport = 0;
+	bool has_ip = false;
 
 	for (struct sv__tep *e = rc->cm_eps; e; e = e->next) {
 		if (e->state == EP_LISTEN || e->sidr)
@@ -450,7 +489,6 @@ static void rx_req(struct sv__rctx *rc, const union sv__roce_addr *src,
 	ep->remote_qpn = req->local_qpn;
 	ep->req_tid = m->mad.tid;
 	ep->gsi = *src;
-	local_addr(rc, sv__roce_addr_port(&l->local), &ep->local);
 	ep->mtu = req->path_mtu;
 	ep->sr_set = false;
 	ep->retry_cnt = req->retry_count;
@@ -461,6 +499,7 @@ static void rx_req(struct sv__rctx *rc, const union sv__roce_addr *src,
 	/* An rdma_cm peer puts its IP header first (IP version 4 or 6); anyone else's
 	 * private data is all the application's. */
 	if (sv__cm_ip_hdr_decode(&ip, req->private_data, SV_CM_REQ_PRIVATE_LEN) > 0) {
+		has_ip = true;
 		sport = ip.src_port;
 		ep->sr_set = true;
 		ep->sr = req->private_data[1] & SV__CM_HDR_SR;
@@ -470,6 +509,7 @@ static void rx_req(struct sv__rctx *rc, const union sv__roce_addr *src,
 		p.priv = req->private_data;
 		p.priv_len = SV_CM_REQ_PRIVATE_LEN;
 	}
+	passive_local(rc, sv__roce_addr_port(&l->local), has_ip ? &ip : NULL, &ep->local);
 	ep->peer = *src;
 	sv__roce_addr_set_port(&ep->peer, sport);
 	p.ird = req->responder_resources;
@@ -648,15 +688,16 @@ static void rx_sidr_req(struct sv__rctx *rc, const union sv__roce_addr *src,
 	ep->remote_id = req->request_id;
 	ep->req_tid = m->mad.tid;
 	ep->gsi = *src;
-	local_addr(rc, sv__roce_addr_port(&l->local), &ep->local);
 	ep->peer = *src;
 	sv__roce_addr_set_port(&ep->peer, 0);
 	/* An rdma_cm requester puts its IP header first (its service port in it). */
 	if (sv__cm_ip_hdr_decode(&ip, req->private_data, SV_CM_SIDR_REQ_PRIVATE_LEN) > 0) {
+		passive_local(rc, sv__roce_addr_port(&l->local), &ip, &ep->local);
 		sv__roce_addr_set_port(&ep->peer, ip.src_port);
 		p.priv = req->private_data + SV_CM_IP_HDR_LEN;
 		p.priv_len = SV_CM_SIDR_IP_PRIVATE_MAX;
 	} else {
+		local_addr(rc, sv__roce_addr_port(&l->local), &ep->local);
 		p.priv = req->private_data;
 		p.priv_len = SV_CM_SIDR_REQ_PRIVATE_LEN;
 	}
@@ -854,20 +895,30 @@ static int cm_addr(const struct sv__rctx *rc, const struct sockaddr *sa, union s
 	return -EAFNOSUPPORT;
 }
 
-/* The device's own address, or the wildcard of its family, is the only one we can
- * listen on. */
-static int check_local(const struct sv__rctx *rc, const union sv__roce_addr *a)
+/*
+ * Where a device can listen: its own address or the wildcard of its family (*own), and
+ * on a loopback device any other loopback address too, reachable only through the
+ * host-local directory (roce_cm_dir.c): "rping -s -a 127.0.0.1" works whichever 127/8
+ * address the device got.
+ */
+static int check_local(const struct sv__rctx *rc, const union sv__roce_addr *a, bool *own)
 {
-	char want[INET6_ADDRSTRLEN + 8], have[INET6_ADDRSTRLEN + 8];
 	bool any = a->sa.sa_family == AF_INET6 ? IN6_IS_ADDR_UNSPECIFIED(&a->v6.sin6_addr) :
 		   a->v4.sin_addr.s_addr == htonl(INADDR_ANY);
 
-	if (any || sv__roce_addr_same_ip(a, &rc->local))
+	*own = any || sv__roce_addr_same_ip(a, &rc->local);
+	if (*own || (sv__roce_addr_loopback(a) && sv__roce_addr_loopback(&rc->local)))
 		return 0;
+	return -EADDRNOTAVAIL;
+}
+
+static void log_not_local(const struct sv__rctx *rc, const union sv__roce_addr *a)
+{
+	char want[INET6_ADDRSTRLEN + 8], have[INET6_ADDRSTRLEN + 8];
+
 	sv__log(SV_LOG_ERROR, "softverbs udp: cannot listen on %s: the device is %s",
 		sv__roce_addr_str(a, want, sizeof(want)),
 		sv__roce_addr_str(&rc->local, have, sizeof(have)));
-	return -EADDRNOTAVAIL;
 }
 
 static int listen_ps(struct sv_context *ctx, void *cm, const struct sockaddr *addr,
@@ -877,10 +928,15 @@ static int listen_ps(struct sv_context *ctx, void *cm, const struct sockaddr *ad
 	union sv__roce_addr a;
 	uint16_t port;
 	struct sv__tep *ep;
+	bool own;
 	int r;
 
-	if ((r = cm_addr(rc, addr, &a)) < 0 || (r = check_local(rc, &a)) < 0)
+	if ((r = cm_addr(rc, addr, &a)) < 0)
 		return r;
+	if ((r = check_local(rc, &a, &own)) < 0) {
+		log_not_local(rc, &a);
+		return r;
+	}
 	port = sv__roce_addr_port(&a);
 	if (port && port_used(rc, ps, port))
 		return -EADDRINUSE;
@@ -892,6 +948,26 @@ static int listen_ps(struct sv_context *ctx, void *cm, const struct sockaddr *ad
 	ep->ps = ps;
 	ep->sidr = ps != SV_CMA_PS_TCP;
 	local_addr(rc, port, &ep->local);
+	if (!own) {
+		ep->local = a;			/* reported as the application named it */
+		sv__roce_addr_set_port(&ep->local, port);
+	}
+	/* On loopback, make the listener findable by the address it listens on (and by
+	 * the device's own); elsewhere the address is the device's and needs no help. */
+	if (sv__roce_addr_loopback(&rc->local)) {
+		r = sv__roce_cm_dir_publish(rc->dport_default, ps, port, &a, &rc->local);
+		if (r >= 0) {
+			ep->dir_fd = r;
+		} else if (!own) {
+			log_not_local(rc, &a);
+			ep_unlink(ep);
+			free(ep);
+			return -EADDRNOTAVAIL;
+		} else {
+			sv__log(SV_LOG_DEBUG, "softverbs udp: CM listener not published "
+				"host-locally: %s", strerror(-r));
+		}
+	}
 	*lep = ep;
 	return 0;
 }
@@ -930,6 +1006,10 @@ static int active_ep(struct sv__rctx *rc, void *cm, const union sv__roce_addr *d
 	ep->peer = *d;
 	ep->gsi = *d;
 	sv__roce_addr_set_port(&ep->gsi, rc->dport_default);
+	/* On loopback the IP alone may name another device than the listener's (roce.c
+	 * hands 127.0.0.x out in the order devices open): ask the host-local directory,
+	 * as rdma_resolve_addr asks ARP on a fabric. The IP header keeps d. */
+	(void)sv__roce_cm_dir_lookup(rc->dport_default, ps, d, &ep->gsi);
 	*out = ep;
 	return 0;
 }
@@ -1224,6 +1304,7 @@ void sv__roce_cm_ep_destroy(struct sv__tep *ep)
 	else if (ep->state == EP_REQ_RCVD)
 		send_rej(rc, &ep->gsi, ep->req_tid, ep->local_id, ep->remote_id,
 			 SV_CM_MSG_REQ, SV_CM_REJ_CONSUMER_DEFINED, NULL, 0);
+	sv__roce_cm_dir_withdraw(ep->dir_fd);
 	detach_qp(ep);
 	ep_unlink(ep);
 	free(ep);

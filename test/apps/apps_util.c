@@ -242,10 +242,48 @@ char *apps_output(const struct apps_proc *p)
 	return buf;
 }
 
+/* With the server s started at `start` and ready, starts the client, waits for both and
+ * asserts both exit 0; the outputs go to the caller. */
+static void pair_finish(struct apps_proc *s, const char *const server[],
+			const char *const client[], long start, int timeout_ms, char **server_out,
+			char **client_out)
+{
+	struct apps_proc c;
+	int rs, rc;
+	char *so, *co;
+
+	apps_start(&c, client);
+	rc = apps_wait(&c, timeout_ms);
+	rs = apps_wait(s, (int)(timeout_ms - (now_ms() - start) > 5000 ?
+				timeout_ms - (now_ms() - start) : 5000));
+	apps_kill(&c);
+	so = apps_output(s);
+	co = apps_output(&c);
+	cr_assert(rs == 0 && rc == 0,
+		  "%s: server exit %d, client exit %d (-1 = killed at the deadline)\n"
+		  "--- server ---\n%s\n--- client ---\n%s", server[0], rs, rc, so, co);
+	*server_out = so;
+	*client_out = co;
+}
+
 void apps_pair(const char *const server[], const char *const client[], int port,
 	       int timeout_ms, char **server_out, char **client_out)
 {
-	apps_pair_env(NULL, server, client, port, timeout_ms, server_out, client_out);
+	struct apps_proc s;
+	long start = now_ms();
+	char *so;
+
+	apps_start(&s, server);
+	if (port) {
+		if (!apps_wait_listen(&s, port, 10000)) {
+			apps_kill(&s);
+			so = apps_output(&s);
+			cr_assert_fail("%s never listened on port %d:\n%s", server[0], port, so);
+		}
+	} else {
+		nap_ms(500);
+	}
+	pair_finish(&s, server, client, start, timeout_ms, server_out, client_out);
 }
 
 /* Whether a UDP socket is bound to addr:port (from /proc/net/udp; addr in network order). */
@@ -267,43 +305,47 @@ static bool udp_bound(uint32_t addr, int port)
 	return found;
 }
 
-const char *apps_free_roce_addr(void)
+/* The published listener on service port `port` (listening on listen_ip unless NULL):
+ * the entries wire/roce_cm_dir.c binds, abstract names that /proc/net/unix shows as
+ * "@softverbs/<uid>/roce-cm/<fabric>/<ps>/<port>/<listen IP>/<device IP>/<UDP port>". */
+static bool cm_published(int port, const char *listen_ip, struct apps_cm_listener *out)
 {
-	static char buf[32];
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(4791) };
-	int n, fd;
+	char line[512], path[512], prefix[64], lip[64], dip[64];
+	unsigned fabric, ps, svc;
+	int n, udp;
+	bool found = false;
+	FILE *f = fopen("/proc/net/unix", "r");
 
-	/* Tests run in parallel processes: each starts its search at its own place, so two
-	 * of them rarely find the same free address before either server binds it. */
-	int start = (int)(getpid() % 150);
-
-	for (int i = 0; i < 150; i++) {
-		n = 100 + (start + i) % 150;
-		snprintf(buf, sizeof(buf), "127.0.0.%d", n);
-		inet_pton(AF_INET, buf, &a.sin_addr);
-		fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-		cr_assert(fd >= 0);
-		if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0) {
-			close(fd);
-			return buf;
+	if (!f)
+		return false;
+	snprintf(prefix, sizeof(prefix), "@softverbs/%u/roce-cm/", (unsigned)getuid());
+	n = (int)strlen(prefix);
+	while (!found && fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%*s %*s %*s %*s %*s %*s %*s %511s", path) != 1 ||
+		    strncmp(path, prefix, (size_t)n) != 0)
+			continue;
+		if (sscanf(path + n, "%u/%u/%u/%63[^/]/%63[^/]/%d", &fabric, &ps, &svc, lip, dip,
+			   &udp) != 6 || (int)svc != port || (listen_ip && strcmp(lip, listen_ip)))
+			continue;
+		found = true;
+		if (out) {
+			snprintf(out->listen_ip, sizeof(out->listen_ip), "%s", lip);
+			snprintf(out->dev_ip, sizeof(out->dev_ip), "%s", dip);
+			out->udp_port = udp;
 		}
-		close(fd);
 	}
-	cr_assert_fail("no free 127.0.0.x:4791 for a RoCE device");
-	return NULL;
+	fclose(f);
+	return found;
 }
 
-bool apps_wait_roce(struct apps_proc *p, const char *addr, int timeout_ms)
+bool apps_wait_cm_listen(struct apps_proc *p, int port, const char *listen_ip,
+			 struct apps_cm_listener *out, int timeout_ms)
 {
 	long end = now_ms() + timeout_ms;
-	struct in_addr in;
 
-	inet_pton(AF_INET, addr, &in);
 	while (now_ms() < end) {
-		if (udp_bound(in.s_addr, 4791)) {
-			nap_ms(300);	/* the device is open; its listener follows at once */
+		if (cm_published(port, listen_ip, out))
 			return true;
-		}
 		if (reap(p, false))
 			return false;
 		nap_ms(20);
@@ -311,46 +353,56 @@ bool apps_wait_roce(struct apps_proc *p, const char *addr, int timeout_ms)
 	return false;
 }
 
-void apps_pair_env(const char *roce_addr, const char *const server[],
-		   const char *const client[], int port, int timeout_ms, char **server_out,
-		   char **client_out)
+const char *apps_free_cm_addr(int port)
 {
-	struct apps_proc s, c;
-	long start = now_ms();
-	int rs, rc;
-	char *so, *co, bind_env[64];
-	const char *env[] = { bind_env, NULL };
+	static char buf[32];
+	int start = (int)(getpid() % 150);
 
-	snprintf(bind_env, sizeof(bind_env), "SV_BIND_ADDR=%s", roce_addr ? roce_addr : "");
-	apps_start_env(&s, roce_addr ? env : NULL, server);
-	if (roce_addr) {
-		if (!apps_wait_roce(&s, roce_addr, 10000)) {
-			apps_kill(&s);
-			so = apps_output(&s);
-			cr_assert_fail("%s never opened its RoCE device at %s:\n%s", server[0],
-				       roce_addr, so);
-		}
-	} else if (port) {
-		if (!apps_wait_listen(&s, port, 10000)) {
-			apps_kill(&s);
-			so = apps_output(&s);
-			cr_assert_fail("%s never listened on port %d:\n%s", server[0], port, so);
-		}
-	} else {
-		nap_ms(500);
+	/* Tests run in parallel processes: each starts its search at its own place. */
+	for (int i = 0; i < 150; i++) {
+		snprintf(buf, sizeof(buf), "127.0.0.%d", 100 + (start + i) % 150);
+		if (!cm_published(port, buf, NULL) && !udp_bound(inet_addr(buf), 4791))
+			return buf;
 	}
-	apps_start(&c, client);
-	rc = apps_wait(&c, timeout_ms);
-	rs = apps_wait(&s, (int)(timeout_ms - (now_ms() - start) > 5000 ?
-				timeout_ms - (now_ms() - start) : 5000));
-	apps_kill(&c);
-	so = apps_output(&s);
-	co = apps_output(&c);
-	cr_assert(rs == 0 && rc == 0,
-		  "%s: server exit %d, client exit %d (-1 = killed at the deadline)\n"
-		  "--- server ---\n%s\n--- client ---\n%s", server[0], rs, rc, so, co);
-	*server_out = so;
-	*client_out = co;
+	cr_assert_fail("no loopback address free for a listener on service port %d", port);
+	return NULL;
+}
+
+void apps_hold_loopback(struct apps_proc *h)
+{
+	char port[16];
+	/* Bounded by itself too, in case the test dies before it kills it. */
+	const char *argv[] = { "--transport", "udp", "timeout", "300", "rping", "-s", "-a",
+			       "127.0.0.1", "-p", port, NULL };
+	char *out;
+
+	snprintf(port, sizeof(port), "%d", apps_free_port());
+	apps_start(h, argv);
+	if (!apps_wait_cm_listen(h, atoi(port), NULL, NULL, 10000)) {
+		apps_kill(h);
+		out = apps_output(h);
+		cr_assert_fail("the holder never listened:\n%s", out);
+	}
+	/* Ours or an earlier process's: either way not the next device's. */
+	cr_assert(udp_bound(inet_addr("127.0.0.1"), 4791), "127.0.0.1:4791 is not held");
+}
+
+void apps_pair_cm(const char *const server[], const char *const client[], int port,
+		  const char *listen_ip, int timeout_ms, char **server_out, char **client_out,
+		  struct apps_cm_listener *l)
+{
+	struct apps_proc s;
+	long start = now_ms();
+	char *so;
+
+	apps_start(&s, server);
+	if (!apps_wait_cm_listen(&s, port, listen_ip, l, 10000)) {
+		apps_kill(&s);
+		so = apps_output(&s);
+		cr_assert_fail("%s never published a CM listener on port %d:\n%s", server[0],
+			       port, so);
+	}
+	pair_finish(&s, server, client, start, timeout_ms, server_out, client_out);
 }
 
 int apps_count(const char *h, const char *needle)

@@ -31,13 +31,6 @@ void apps_start(struct apps_proc *p, const char *const argv[]);
 /* The same with extra "KEY=VALUE" environment entries (env NULL-terminated, or NULL). */
 void apps_start_env(struct apps_proc *p, const char *const env[], const char *const argv[]);
 
-/* A loopback address whose RoCE UDP port (4791) is free, for a server's sv_udp0 to bind
- * (SV_BIND_ADDR): with the UDP transport's CM the address names the device. */
-const char *apps_free_roce_addr(void);
-
-/* Waits until a UDP socket is bound at addr:4791 (the server opened its device). */
-bool apps_wait_roce(struct apps_proc *p, const char *addr, int timeout_ms);
-
 /* Waits until the process listens on TCP port `port` (from /proc/net/tcp) or exits;
  * false at the deadline. */
 bool apps_wait_listen(struct apps_proc *p, int port, int timeout_ms);
@@ -63,11 +56,37 @@ char *apps_output(const struct apps_proc *p);
 void apps_pair(const char *const server[], const char *const client[], int port,
 	       int timeout_ms, char **server_out, char **client_out);
 
-/* apps_pair for the UDP transport's CM: the server runs with SV_BIND_ADDR=roce_addr and
- * the client starts once that device is open (roce_addr NULL: plain apps_pair). */
-void apps_pair_env(const char *roce_addr, const char *const server[],
-		   const char *const client[], int port, int timeout_ms, char **server_out,
-		   char **client_out);
+/* A listener of a softverbs UDP device's CM, as published host-locally
+ * (wire/roce_cm_dir.c): what it listens on and the device it is on. */
+struct apps_cm_listener {
+	char listen_ip[64];	/* "0.0.0.0" / "::" for the wildcard */
+	char dev_ip[64];
+	int udp_port;
+};
+
+/* Waits until a CM listener on service port `port` (any port space; on listen_ip unless
+ * NULL) is published, or the process exits; false at the deadline. *out (if not NULL)
+ * gets the listener. */
+bool apps_wait_cm_listen(struct apps_proc *p, int port, const char *listen_ip,
+			 struct apps_cm_listener *out, int timeout_ms);
+
+/* A loopback address (127.0.0.100 and up) nobody's CM listener on service port `port`
+ * listens on and no device has, for a server to listen on (for programs with a fixed
+ * service port, as udaddy's 7174). */
+const char *apps_free_cm_addr(int port);
+
+/* Starts a process that keeps a UDP device open (an rping server on a free port, never
+ * served) and waits until it listens; then 127.0.0.1:4791 is held, by it or by a process
+ * that had it before, so the devices opened next get other loopback addresses. The
+ * caller apps_kill()s it and frees apps_output(). */
+void apps_hold_loopback(struct apps_proc *h);
+
+/* apps_pair for the UDP transport's CM: the client starts once the server's CM listener
+ * on service port `port` (on listen_ip unless NULL) is published; *l (if not NULL) gets
+ * it, the device the server opened. */
+void apps_pair_cm(const char *const server[], const char *const client[], int port,
+		  const char *listen_ip, int timeout_ms, char **server_out, char **client_out,
+		  struct apps_cm_listener *l);
 
 /* Counts occurrences of needle in haystack. */
 int apps_count(const char *haystack, const char *needle);

@@ -3,9 +3,10 @@
  * --transport udp, SV_BIND_ADDR=::1): ibv_devinfo lists the GID as ::1, a RoCE v2 GID,
  * and rping runs between two processes on ::1 through the UDP transport's CM. Both
  * processes are given the same SV_PORT, as softverbs.h says: the server's device opens
- * first and owns the port, the client's falls back to a later one and still finds the
- * server's CM at the configured port. Skipped when the programs are not installed or ::1
- * cannot be bound.
+ * first here and owns the port, the client's falls back to a later one and still finds
+ * the server's CM at the configured port (the other order, where the CM finds the
+ * listener on a later port host-locally, is test/e2e/test_roce_cm_dir.c's). Skipped when
+ * the programs are not installed or ::1 cannot be bound.
  */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>

@@ -3,8 +3,8 @@
  * loopback, each "with and without -R where a real device of that kind supports it":
  *  - sv_udp0 (RoCE v2) supports both: without -R the QPs are connected out of band
  *    (GID 0 via -x 0, QPN/PSN over perftest's TCP socket), with -R through rdma_cm (the
- *    UDP transport's IB CM). The -R server's device is bound to a free loopback address
- *    (SV_BIND_ADDR) that the client names, since that address names the device.
+ *    UDP transport's IB CM). The -R client names 127.0.0.1 whichever loopback address
+ *    the server's device got (the CM finds the listener host-locally).
  *  - sv_tcp0 (iWARP) connects QPs only through the CM: with -R every program runs;
  *    without -R perftest 4.5 does not switch to rdma_cm by itself for iWARP (it keys
  *    rdma_cm on -R only), so, as on a real iWARP device, its modify_qp to RTR is refused
@@ -115,13 +115,11 @@ static void run_on(enum mode m, int want_rows, unsigned long want_first,
 
 	apps_require(progs);
 	if (m == UDP_CM) {
-		/* The CM address names the server's device: bind it where the client looks.
-		 * The server must be listening before the client starts (perftest 4.5
-		 * crashes in its retry path on a refusal): apps_pair_env waits for the
-		 * device, and the drop-in retries a refused connect while it listens. */
-		snprintf(addr, sizeof(addr), "%s", apps_free_roce_addr());
+		/* The server must be listening before the client starts (perftest 4.5
+		 * crashes in its retry path on a refusal): apps_pair_cm waits until its
+		 * CM listener is published. */
 		perf_cmd(&c, m, line, addr);
-		apps_pair_env(addr, c.srv, c.cli, 0, 150000, &so, &co);
+		apps_pair_cm(c.srv, c.cli, c.p, NULL, 150000, &so, &co, NULL);
 	} else {
 		perf_cmd(&c, m, line, addr);
 		apps_pair(c.srv, c.cli, c.p, 150000, &so, &co);

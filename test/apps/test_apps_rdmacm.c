@@ -43,28 +43,52 @@ static void fill(const char *out[], bool udp, const char *const in[], const char
 	out[n] = NULL;
 }
 
+static bool has(const char *const v[], const char *word)
+{
+	for (; *v; v++)
+		if (!strcmp(*v, word))
+			return true;
+	return false;
+}
+
 /* Runs the server command line srv, then cli, through svrun on sv_tcp0 or (udp) sv_udp0;
- * apps_pair asserts that both exit 0 within timeout_ms. In both, ADDR and PORT stand for
- * where the server listens: on sv_tcp0 127.0.0.1 and a free port; on sv_udp0 a free
- * loopback address that the server's device is bound to (the address a client connects to
- * names the device) and port 7174. The outputs are returned (the caller frees them). */
+ * both must exit 0 within timeout_ms. In both, ADDR and PORT stand for where the server
+ * listens: 127.0.0.1 and a free port, on either transport with no configuration. On
+ * sv_udp0 127.0.0.1 is held by another softverbs process meanwhile, so the server's
+ * device is some other 127.0.0.x, and the client's CM must find the listener
+ * host-locally (wire/roce_cm_dir.c). A program whose service port is fixed (udaddy's
+ * 7174, no PORT) listens on ADDR, a loopback address no other listener on that port has
+ * (so that tests running at once do not meet), which is not its device's either. The
+ * outputs are returned (the caller frees them). */
 static void pair(bool udp, const char *const srv[], const char *const cli[], int timeout_ms,
 		 char **so, char **co)
 {
 	char addr[32] = "127.0.0.1", port[16] = "7174";
 	const char *s[32], *c[32];
-	int p = 0;
+	bool fixed = !has(cli, PORT);
+	struct apps_cm_listener l;
+	struct apps_proc h;
+	int p = 7174;
 
 	apps_require(progs);
-	if (udp) {
-		snprintf(addr, sizeof(addr), "%s", apps_free_roce_addr());
+	if (fixed) {
+		snprintf(addr, sizeof(addr), "%s", apps_free_cm_addr(p));
 	} else {
 		p = apps_free_port();
 		snprintf(port, sizeof(port), "%d", p);
 	}
 	fill(s, udp, srv, addr, port);
 	fill(c, udp, cli, addr, port);
-	apps_pair_env(udp ? addr : NULL, s, c, p, timeout_ms, so, co);
+	if (!udp) {
+		apps_pair(s, c, p, timeout_ms, so, co);
+		return;
+	}
+	apps_hold_loopback(&h);
+	apps_pair_cm(s, c, p, fixed ? addr : NULL, timeout_ms, so, co, &l);
+	apps_kill(&h);
+	free(apps_output(&h));
+	cr_expect_str_neq(l.dev_ip, "127.0.0.1", "the server's device is not the address the "
+			  "client names");
 }
 
 /* A test on sv_tcp0 and one on sv_udp0 (named udp_<name>), through rdma_cm over iWARP's
@@ -144,7 +168,7 @@ TCP_AND_UDP(rdma_server_client)
  * completions before "data transfers complete"; four connections at once. */
 Test(apps_rdmacm, udp_udaddy, .timeout = 120)
 {
-	const char *srv[] = { "udaddy", "-c", "4", "-C", "50", "-S", "1024", NULL };
+	const char *srv[] = { "udaddy", "-b", ADDR, "-c", "4", "-C", "50", "-S", "1024", NULL };
 	const char *cli[] = { "udaddy", "-s", ADDR, "-c", "4", "-C", "50", "-S", "1024", NULL };
 	char *so, *co;
 
@@ -160,7 +184,7 @@ Test(apps_rdmacm, udp_udaddy, .timeout = 120)
 /* The IPoIB port space (-P ipoib) is a UD port space as well. */
 Test(apps_rdmacm, udp_udaddy_ipoib_port_space, .timeout = 120)
 {
-	const char *srv[] = { "udaddy", "-P", "ipoib", NULL };
+	const char *srv[] = { "udaddy", "-P", "ipoib", "-b", ADDR, NULL };
 	const char *cli[] = { "udaddy", "-P", "ipoib", "-s", ADDR, NULL };
 	char *so, *co;
 

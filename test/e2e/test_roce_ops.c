@@ -272,18 +272,29 @@ Test(roce_ops, small_mtu_and_inline)
 	cr_assert_eq(memcmp(a.buf, b.buf + 600000, 40), 0);
 }
 
-Test(roce_ops, cm_listens_on_the_device_address_only)
+/* A device listens on its own address, the wildcard, or (a loopback device, through the
+ * host-local directory of wire/roce_cm_dir.c) another loopback address, reported as
+ * asked; never on an address of another interface. */
+Test(roce_ops, cm_listens_on_the_device_or_a_loopback_address)
 {
 	struct sv_cm_channel *ch;
-	struct sv_cm_id *id;
+	struct sv_cm_id *id, *id2;
 	struct sockaddr_in sa = { .sin_family = AF_INET };
+	struct sockaddr_storage ss;
 
-	sa.sin_addr.s_addr = htonl(0x7f0000c8);	/* 127.0.0.200: not the device */
+	sa.sin_addr.s_addr = htonl(0xc0000201);	/* 192.0.2.1: not loopback */
 	cr_assert_eq(sv_cm_create_channel(&ch), 0);
 	cr_assert_eq(sv_cm_create_id(ch, a.ctx, NULL, &id), 0);
+	cr_assert_eq(sv_cm_create_id(ch, a.ctx, NULL, &id2), 0);
 	cr_assert_eq(sv_cm_listen(id, (struct sockaddr *)&sa, 1), -EADDRNOTAVAIL);
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	sa.sin_addr.s_addr = htonl(0x7f0000c8);	/* 127.0.0.200: not the device */
 	cr_assert_eq(sv_cm_listen(id, (struct sockaddr *)&sa, 1), 0);
+	cr_assert_eq(sv_cm_local_addr(id, &ss), 0);
+	cr_assert_eq(((struct sockaddr_in *)&ss)->sin_addr.s_addr, sa.sin_addr.s_addr);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	sa.sin_port = htons(7001);		/* the first took the device's port */
+	cr_assert_eq(sv_cm_listen(id2, (struct sockaddr *)&sa, 1), 0);
+	cr_assert_eq(sv_cm_destroy_id(id2), 0);
 	cr_assert_eq(sv_cm_destroy_id(id), 0);
 	cr_assert_eq(sv_cm_destroy_channel(ch), 0);
 }

@@ -1,0 +1,224 @@
+/*
+ * roce_cm_dir.c — host-local address resolution for the UDP transport's CM on loopback:
+ * which device serves a loopback IP and rdma_cm service port.
+ *
+ * Why. The CM sends a REQ (or SIDR_REQ) to the device an IP names: its UDP socket at
+ * IP:<configured port> (roce_cm.c). Across hosts every device has its interface address
+ * and that is exact. On one host, devices take loopback addresses in the order they
+ * open (127.0.0.1, then .2, ... in roce.c), so the address an application gives
+ * ("rping -s -a 127.0.0.1" and "rping -c -a 127.0.0.1") names the server's device only
+ * if the server opened first; otherwise the REQ reaches the client's own device, or a
+ * third process's, and is refused. On a real fabric rdma_resolve_addr finds the peer's
+ * GID through routing and ARP; loopback needs the same step, host-locally.
+ *
+ * How. A listener on a device bound to a loopback address publishes itself by binding
+ * an abstract AF_UNIX socket (Linux, unix(7)) named
+ *     softverbs/<uid>/roce-cm/<fabric>/<ps>/<service port>/<listen IP>/<device IP>/<UDP port>
+ * where fabric is the configured UDP port (the CM's peers must configure the same one,
+ * so it delimits who can talk to whom: tests running at once on different ports never
+ * see each other's listeners), ps the rdma_cm port space, the listen IP what the
+ * application listened on (the device's own, another loopback address, or the wildcard)
+ * and the last two where the device's socket is. An abstract name vanishes with the
+ * last descriptor, so a process that dies leaves nothing stale, and the uid keeps
+ * users apart (a separation, not a protection: as with ARP, anyone on the host could
+ * publish a name). Nothing is ever sent to that socket; it only holds the name.
+ *
+ * The connecting side, for a loopback destination, reads the bound abstract names from
+ * /proc/net/unix and takes, among the listeners of its fabric, port space and service
+ * port, the best match for the destination IP:
+ *   4  the device at exactly IP:<fabric port>, where the REQ would go without us;
+ *   3  a device bound to IP (an IPv6 ::1 device that fell back to another port);
+ *   2  a listener on IP given explicitly, on another loopback device;
+ *   1  a wildcard listener on any loopback device (a wildcard socket on Linux accepts
+ *      connections to every local address).
+ * A listener bound to its device's own address (the application named it) is found for
+ * that address only, as a socket bound to one 127/8 address is on Linux. Ties (two
+ * devices listening on the same service port, which a real host would refuse) go to the
+ * lexically smallest name, so every client decides alike. The first rank keeps
+ * whatever worked without the directory working the same way.
+ *
+ * Elsewhere (no abstract sockets or no /proc), publishing reports -EOPNOTSUPP and a
+ * lookup finds nothing: the CM sends where the IP names, as before.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "wire/roce_cm_dir.h"
+
+#define DIR_ROOT "softverbs"
+#define DIR_KIND "roce-cm"
+#define PROC_UNIX "/proc/net/unix"
+
+bool sv__roce_addr_loopback(const union sv__roce_addr *a)
+{
+	if (a->sa.sa_family == AF_INET6)
+		return IN6_IS_ADDR_LOOPBACK(&a->v6.sin6_addr);
+	return a->sa.sa_family == AF_INET && (ntohl(a->v4.sin_addr.s_addr) >> 24) == 127;
+}
+
+static bool is_any(const union sv__roce_addr *a)
+{
+	if (a->sa.sa_family == AF_INET6)
+		return IN6_IS_ADDR_UNSPECIFIED(&a->v6.sin6_addr);
+	return a->v4.sin_addr.s_addr == htonl(INADDR_ANY);
+}
+
+static const void *ip_of(const union sv__roce_addr *a)
+{
+	return a->sa.sa_family == AF_INET6 ? (const void *)&a->v6.sin6_addr :
+	       (const void *)&a->v4.sin_addr;
+}
+
+/* "softverbs/<uid>/roce-cm/<fabric>/<ps>/<svc>/": what every entry of one service
+ * starts with. */
+static int service_prefix(char *buf, size_t cap, uint16_t fabric, uint16_t ps, uint16_t svc)
+{
+	int n = snprintf(buf, cap, DIR_ROOT "/%u/" DIR_KIND "/%u/%u/%u/", (unsigned)getuid(),
+			 fabric, ps, svc);
+
+	return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : n;
+}
+
+#ifdef __linux__
+
+int sv__roce_cm_dir_publish(uint16_t fabric, uint16_t ps, uint16_t svc,
+			    const union sv__roce_addr *listen_ip, const union sv__roce_addr *dev)
+{
+	struct sockaddr_un un = { .sun_family = AF_UNIX };
+	char lip[INET6_ADDRSTRLEN], dip[INET6_ADDRSTRLEN];
+	size_t cap = sizeof(un.sun_path) - 1;		/* sun_path[0] is the abstract NUL */
+	int n, m, fd;
+
+	if (!sv__roce_addr_loopback(dev) || listen_ip->sa.sa_family != dev->sa.sa_family)
+		return -EOPNOTSUPP;
+	if (!inet_ntop(dev->sa.sa_family, ip_of(listen_ip), lip, sizeof(lip)) ||
+	    !inet_ntop(dev->sa.sa_family, ip_of(dev), dip, sizeof(dip)))
+		return -EINVAL;
+	if ((n = service_prefix(un.sun_path + 1, cap, fabric, ps, svc)) < 0)
+		return n;
+	m = snprintf(un.sun_path + 1 + n, cap - (size_t)n, "%s/%s/%u", lip, dip,
+		     sv__roce_addr_port(dev));
+	if (m < 0 || (size_t)m >= cap - (size_t)n)
+		return -ENAMETOOLONG;
+	if ((fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0)) < 0)
+		return -errno;
+	/* The name's length is exact: abstract names are not NUL-terminated. */
+	if (bind(fd, (struct sockaddr *)&un, (socklen_t)(offsetof(struct sockaddr_un,
+							sun_path) + 1 + (size_t)(n + m))) < 0) {
+		int err = -errno;
+
+		close(fd);
+		return err;
+	}
+	return fd;
+}
+
+void sv__roce_cm_dir_withdraw(int fd)
+{
+	if (fd >= 0)
+		close(fd);
+}
+
+/* How well the entry rest ("<listen IP>/<device IP>/<UDP port>") serves dst; 0: not
+ * at all. *dev gets the entry's device socket. */
+static int rank(char *rest, const union sv__roce_addr *dst, uint16_t fabric,
+		union sv__roce_addr *dev)
+{
+	union sv__roce_addr lip;
+	char *dip = strchr(rest, '/'), *port, *end;
+	unsigned long p;
+	int fam = dst->sa.sa_family;
+
+	if (!dip || !(port = strchr(dip + 1, '/')))
+		return 0;
+	*dip++ = '\0';
+	*port++ = '\0';
+	p = strtoul(port, &end, 10);
+	if (*end || !p || p > 65535)
+		return 0;
+	memset(&lip, 0, sizeof(lip));
+	memset(dev, 0, sizeof(*dev));
+	lip.sa.sa_family = dev->sa.sa_family = (sa_family_t)fam;
+	if (inet_pton(fam, rest, (void *)ip_of(&lip)) != 1 ||
+	    inet_pton(fam, dip, (void *)ip_of(dev)) != 1)
+		return 0;
+	sv__roce_addr_set_port(dev, (uint16_t)p);
+	if (sv__roce_addr_same_ip(dev, dst))
+		return p == fabric ? 4 : 3;
+	if (sv__roce_addr_same_ip(&lip, dst))
+		return 2;
+	return is_any(&lip) ? 1 : 0;
+}
+
+int sv__roce_cm_dir_lookup(uint16_t fabric, uint16_t ps, const union sv__roce_addr *dst,
+			   union sv__roce_addr *dev)
+{
+	char prefix[sizeof(((struct sockaddr_un *)0)->sun_path) + 1];
+	char line[512], path[sizeof(line)], name[sizeof(line)], best[sizeof(line)] = "";
+	union sv__roce_addr cand;
+	int n, best_rank = 0, r;
+	FILE *f;
+
+	if (!sv__roce_addr_loopback(dst))
+		return -ENOENT;
+	/* /proc shows an abstract name with '@' for its leading NUL. */
+	prefix[0] = '@';
+	if ((n = service_prefix(prefix + 1, sizeof(prefix) - 1, fabric, ps,
+				sv__roce_addr_port(dst))) < 0)
+		return n;
+	n++;
+	if (!(f = fopen(PROC_UNIX, "re")))
+		return -ENOENT;
+	while (fgets(line, sizeof(line), f)) {
+		/* Num RefCount Protocol Flags Type St Inode Path */
+		if (sscanf(line, "%*s %*s %*s %*s %*s %*s %*s %511s", path) != 1 ||
+		    strncmp(path, prefix, (size_t)n) != 0)
+			continue;
+		memcpy(name, path, sizeof(name));	/* rank() cuts path up */
+		r = rank(path + n, dst, fabric, &cand);
+		if (r > best_rank || (r && r == best_rank && strcmp(name, best) < 0)) {
+			best_rank = r;
+			memcpy(best, name, sizeof(best));
+			*dev = cand;
+		}
+	}
+	fclose(f);
+	return best_rank ? 0 : -ENOENT;
+}
+
+#else
+
+int sv__roce_cm_dir_publish(uint16_t fabric, uint16_t ps, uint16_t svc,
+			    const union sv__roce_addr *listen_ip, const union sv__roce_addr *dev)
+{
+	(void)fabric;
+	(void)ps;
+	(void)svc;
+	(void)listen_ip;
+	(void)dev;
+	return -EOPNOTSUPP;
+}
+
+void sv__roce_cm_dir_withdraw(int fd)
+{
+	(void)fd;
+}
+
+int sv__roce_cm_dir_lookup(uint16_t fabric, uint16_t ps, const union sv__roce_addr *dst,
+			   union sv__roce_addr *dev)
+{
+	(void)fabric;
+	(void)ps;
+	(void)dst;
+	(void)dev;
+	return -ENOENT;
+}
+
+#endif
