@@ -4,8 +4,9 @@
  * and rping runs between two processes on ::1 through the UDP transport's CM. Both
  * processes are given the same SV_PORT, as softverbs.h says: the server's device opens
  * first here and owns the port, the client's falls back to a later one and still finds
- * the server's CM at the configured port (the other order, where the CM finds the
- * listener on a later port host-locally, is test/e2e/test_roce_cm_dir.c's). Skipped when
+ * the server's CM at the configured port. And the other way round: a third process
+ * owns the configured port, so the server's device falls back too, and the client's CM
+ * finds the listener on its later port host-locally (wire/roce_cm_dir.c). Skipped when
  * the programs are not installed or ::1 cannot be bound.
  */
 #include <arpa/inet.h>
@@ -102,6 +103,52 @@ Test(apps_ipv6, rping_two_processes_on_one_address, .timeout = 120)
 	co = apps_output(&c);
 	cr_expect_eq(apps_count(so, "server ping data: rdma-ping-"), 300, "%s", so);
 	cr_expect_eq(apps_count(co, "ping data: rdma-ping-"), 300, "%s", co);
+	free(so);
+	free(co);
+}
+
+/* [::1]:port is held by another rping server (on another service port, never served):
+ * the server's device opens on port + 1 and the client's on port + 2, and the client's
+ * REQ for [::1]:<service> must still reach the server, not the holder at the configured
+ * port. */
+Test(apps_ipv6, rping_with_the_configured_port_held, .timeout = 120)
+{
+	char env_port[32], hport[16], sport[16], *so, *co;
+	const char *env[] = { "SV_BIND_ADDR=::1", env_port, NULL };
+	const char *hold[] = { "--transport", "udp", "timeout", "300", "rping", "-s", "-a", "::1",
+			       "-p", hport, NULL };
+	const char *srv[] = { "--transport", "udp", "rping", "-s", "-a", "::1", "-p", sport,
+			      "-V", "-v", "-C", "100", NULL };
+	const char *cli[] = { "--transport", "udp", "rping", "-c", "-a", "::1", "-p", sport,
+			      "-V", "-v", "-C", "100", NULL };
+	struct apps_cm_listener l;
+	struct apps_proc h, s, c;
+	uint16_t port;
+	int rs, rc;
+
+	apps_require(progs);
+	port = free_port6();
+	snprintf(env_port, sizeof(env_port), "SV_PORT=%u", port);
+	snprintf(hport, sizeof(hport), "%d", apps_free_port());
+	snprintf(sport, sizeof(sport), "%d", apps_free_port());
+	apps_start_env(&h, env, hold);
+	cr_assert(apps_wait_cm_listen(&h, atoi(hport), NULL, &l, 10000), "no holder");
+	cr_assert_eq(l.udp_port, port, "the holder has the configured port");
+	apps_start_env(&s, env, srv);
+	cr_assert(apps_wait_cm_listen(&s, atoi(sport), "::1", &l, 10000),
+		  "the server never listened");
+	cr_assert_neq(l.udp_port, port);
+	apps_start_env(&c, env, cli);
+	rc = apps_wait(&c, 90000);
+	rs = apps_wait(&s, 30000);
+	apps_kill(&h);
+	free(apps_output(&h));
+	so = apps_output(&s);
+	co = apps_output(&c);
+	cr_expect_eq(rc, 0, "rping client failed:\n%s", co);
+	cr_expect_eq(rs, 0, "rping server failed:\n%s", so);
+	cr_expect_eq(apps_count(so, "server ping data: rdma-ping-"), 100, "%s", so);
+	cr_expect_eq(apps_count(co, "ping data: rdma-ping-"), 100, "%s", co);
 	free(so);
 	free(co);
 }

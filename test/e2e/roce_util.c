@@ -65,27 +65,43 @@ void ru_open(struct rside *s, int retx, const char *impair, size_t buflen, uint3
 	ru_open_at(s, "127.0.0.1", retx, impair, buflen, depth);
 }
 
-void ru_open_at(struct rside *s, const char *bind_addr, int retx, const char *impair,
-		size_t buflen, uint32_t depth)
+uint16_t ru_open_device(struct sv_context **ctx, const char *bind_addr, uint16_t port,
+			int retx, const char *impair)
 {
 	struct sv_device_opts o;
-	struct sv_qp_init_attr ia = { 0 };
 	int rc = -1;
 
-	memset(s, 0, sizeof(*s));
 	sv_device_opts_init(&o);
 	o.transport = SV_TRANSPORT_UDP;
 	snprintf(o.bind_addr, sizeof(o.bind_addr), "%s", bind_addr);
-	o.retx = retx;
+	if (retx >= 0)
+		o.retx = retx;
 	if (impair)
 		snprintf(o.impair, sizeof(o.impair), "%s", impair);
 	/* Retry with another port if a concurrent test took ours in between. */
 	for (int i = 0; i < 5 && rc < 0; i++) {
-		o.port = ru_free_port(strchr(bind_addr, ':') ? AF_INET6 : AF_INET);
-		rc = sv_open_device(&o, &s->ctx);
+		o.port = port ? port : ru_free_port(strchr(bind_addr, ':') ? AF_INET6 : AF_INET);
+		rc = sv_open_device(&o, ctx);
+		if (port)
+			break;
 	}
-	cr_assert_eq(rc, 0, "open: %s", sv_strerror(rc));
-	s->port = o.port;
+	cr_assert_eq(rc, 0, "open [%s]:%u: %s", bind_addr, o.port, sv_strerror(rc));
+	return o.port;
+}
+
+void ru_open_at(struct rside *s, const char *bind_addr, int retx, const char *impair,
+		size_t buflen, uint32_t depth)
+{
+	ru_open_port(s, bind_addr, 0, retx, impair, buflen, depth);
+}
+
+void ru_open_port(struct rside *s, const char *bind_addr, uint16_t port, int retx,
+		  const char *impair, size_t buflen, uint32_t depth)
+{
+	struct sv_qp_init_attr ia = { 0 };
+
+	memset(s, 0, sizeof(*s));
+	s->port = ru_open_device(&s->ctx, bind_addr, port, retx, impair);
 	cr_assert_eq(sv_query_gid(s->ctx, 1, 0, s->gid), 0);
 	cr_assert_eq(sv_alloc_pd(s->ctx, &s->pd), 0);
 	cr_assert_eq(sv_create_cq(s->ctx, (int)(2 * depth), NULL, NULL, 0, &s->cq), 0);
@@ -107,17 +123,17 @@ void ru_open_at(struct rside *s, const char *bind_addr, int retx, const char *im
 	s->psn = (uint32_t)rand() & 0xffffff;
 }
 
-void ru_to_rts(struct rside *s, const struct rside *peer, const struct rlink *l)
+void ru_qp_to_rts(struct sv_qp *qp, unsigned access, const struct rpeer *peer,
+		  uint32_t sq_psn, const struct rlink *l)
 {
 	struct sv_qp_attr a;
 	int rc;
 
 	memset(&a, 0, sizeof(a));
 	a.qp_state = SV_QPS_INIT;
-	a.qp_access_flags = SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_WRITE |
-			    SV_ACCESS_REMOTE_READ | SV_ACCESS_REMOTE_ATOMIC;
+	a.qp_access_flags = access;
 	a.port_num = 1;
-	cr_assert_eq(sv_modify_qp(s->qp, &a, SV_QP_STATE | SV_QP_PKEY_INDEX | SV_QP_PORT |
+	cr_assert_eq(sv_modify_qp(qp, &a, SV_QP_STATE | SV_QP_PKEY_INDEX | SV_QP_PORT |
 				  SV_QP_ACCESS_FLAGS), 0);
 	memset(&a, 0, sizeof(a));
 	a.qp_state = SV_QPS_RTR;
@@ -125,23 +141,31 @@ void ru_to_rts(struct rside *s, const struct rside *peer, const struct rlink *l)
 	a.ah_attr.dport = peer->port;
 	a.ah_attr.port_num = 1;
 	a.path_mtu = l->mtu;
-	a.dest_qp_num = peer->qp->qp_num;
+	a.dest_qp_num = peer->qpn;
 	a.rq_psn = peer->psn;
 	a.max_dest_rd_atomic = l->rd_atomic;
 	a.min_rnr_timer = l->min_rnr_timer;
-	rc = sv_modify_qp(s->qp, &a, SV_QP_STATE | SV_QP_AV | SV_QP_PATH_MTU | SV_QP_DEST_QPN |
+	rc = sv_modify_qp(qp, &a, SV_QP_STATE | SV_QP_AV | SV_QP_PATH_MTU | SV_QP_DEST_QPN |
 			  SV_QP_RQ_PSN | SV_QP_MAX_DEST_RD_ATOMIC | SV_QP_MIN_RNR_TIMER);
 	cr_assert_eq(rc, 0, "RTR: %s", sv_strerror(rc));
 	memset(&a, 0, sizeof(a));
 	a.qp_state = SV_QPS_RTS;
-	a.sq_psn = s->psn;
+	a.sq_psn = sq_psn;
 	a.timeout = l->timeout;
 	a.retry_cnt = l->retry_cnt;
 	a.rnr_retry = l->rnr_retry;
 	a.max_rd_atomic = l->rd_atomic;
-	rc = sv_modify_qp(s->qp, &a, SV_QP_STATE | SV_QP_SQ_PSN | SV_QP_TIMEOUT |
+	rc = sv_modify_qp(qp, &a, SV_QP_STATE | SV_QP_SQ_PSN | SV_QP_TIMEOUT |
 			  SV_QP_RETRY_CNT | SV_QP_RNR_RETRY | SV_QP_MAX_QP_RD_ATOMIC);
 	cr_assert_eq(rc, 0, "RTS: %s", sv_strerror(rc));
+}
+
+void ru_to_rts(struct rside *s, const struct rside *peer, const struct rlink *l)
+{
+	struct rpeer p = { peer->gid, peer->port, peer->qp->qp_num, peer->psn };
+
+	ru_qp_to_rts(s->qp, SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_WRITE |
+		     SV_ACCESS_REMOTE_READ | SV_ACCESS_REMOTE_ATOMIC, &p, s->psn, l);
 }
 
 void ru_connect(struct rside *a, struct rside *b, const struct rlink *l)
@@ -227,21 +251,10 @@ struct sv_qp *ru_ud_qp(struct sv_pd *pd, struct sv_cq *cq, uint32_t qkey, uint32
 void ru_cm_open(struct cmside *s, uint16_t port, int retx, const char *impair,
 		enum sv_qp_type qpt, enum sv_cm_port_space ps, size_t buflen, unsigned access)
 {
-	struct sv_device_opts o;
 	struct sv_qp_init_attr ia = { 0 };
-	int rc;
 
 	memset(s, 0, sizeof(*s));
-	sv_device_opts_init(&o);
-	o.transport = SV_TRANSPORT_UDP;
-	o.bind_addr[0] = '\0';		/* 127.0.0.1, .2, ... whichever is free */
-	o.port = port;
-	if (retx >= 0)
-		o.retx = retx;
-	if (impair)
-		snprintf(o.impair, sizeof(o.impair), "%s", impair);
-	rc = sv_open_device(&o, &s->ctx);
-	cr_assert_eq(rc, 0, "open: %s", sv_strerror(rc));
+	ru_open_device(&s->ctx, "", port, retx, impair);	/* "": 127.0.0.1, .2, ... */
 	cr_assert_eq(sv_query_gid(s->ctx, 1, 0, s->gid), 0);
 	memcpy(&s->ip, s->gid + 12, 4);
 	cr_assert_eq(sv_alloc_pd(s->ctx, &s->pd), 0);

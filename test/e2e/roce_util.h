@@ -33,16 +33,36 @@ struct rlink {
 	uint8_t rd_atomic;		/* both ORD and IRD */
 };
 
+/* Opens a UDP-transport device on bind_addr ("": the transport's 127.0.0.x fallback) and
+ * port (0: one free there now, retried if a concurrent test takes it first) with retx
+ * (enum sv_retx_mode, or -1 for the default) and impair (a spec or NULL); returns the
+ * port. */
+uint16_t ru_open_device(struct sv_context **ctx, const char *bind_addr, uint16_t port,
+			int retx, const char *impair);
 /* Opens a side on 127.0.0.1: retx is enum sv_retx_mode, impair a spec or NULL. */
 void ru_open(struct rside *s, int retx, const char *impair, size_t buflen, uint32_t depth);
 /* The same on bind_addr ("::1" for IPv6), on a port free there. */
 void ru_open_at(struct rside *s, const char *bind_addr, int retx, const char *impair,
 		size_t buflen, uint32_t depth);
+/* The same on port (0: a free one). */
+void ru_open_port(struct rside *s, const char *bind_addr, uint16_t port, int retx,
+		  const char *impair, size_t buflen, uint32_t depth);
 /* A UDP port free right now on the loopback address (127.0.0.1 or ::1) of family. */
 uint16_t ru_free_port(int family);
 /* Whether a UDP socket can bind ::1 (IPv6 loopback configured). */
 bool ru_have_ipv6_loopback(void);
-/* Moves s (in RESET) to RTS towards peer. */
+/* Where a QP connected out of band sends: the peer's GID, UDP port, QPN and first PSN. */
+struct rpeer {
+	const uint8_t *gid;
+	uint16_t port;
+	uint32_t qpn, psn;
+};
+
+/* Moves qp (in RESET) to INIT granting access, to RTR towards peer and to RTS starting at
+ * sq_psn, with the parameters of link l. */
+void ru_qp_to_rts(struct sv_qp *qp, unsigned access, const struct rpeer *peer,
+		  uint32_t sq_psn, const struct rlink *l);
+/* Moves s (in RESET) to RTS towards peer, granting every remote right. */
 void ru_to_rts(struct rside *s, const struct rside *peer, const struct rlink *l);
 /* Connects a and b both ways with the link parameters. */
 void ru_connect(struct rside *a, struct rside *b, const struct rlink *l);

@@ -318,27 +318,22 @@ Test(e2e_errors, read_on_qp_without_remote_read, .timeout = 30)
 	struct e2e_pair_opts o;
 	struct e2e_pair p;
 	struct sv_wc wc;
-	uint8_t *cbuf = e2e_alloc(4096), *sbuf = e2e_alloc(4096);
-	struct sv_mr *cmr, *smr;
+	struct e2e_bufs b;
 
 	e2e_pair_opts_init(&o);
 	o.srv_qp_access = SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_WRITE;
 	e2e_pair_open(&p, &o, NULL, NULL);
-	cmr = e2e_reg(&p.cli, cbuf, 4096, E2E_ACCESS_ALL);
-	smr = e2e_reg(&p.srv, sbuf, 4096, E2E_ACCESS_ALL);
-	e2e_post_one(p.cli.qp, 1, SV_WR_RDMA_READ, cmr, cbuf, 64, SV_SEND_SIGNALED,
-		     (uintptr_t)sbuf, smr->rkey, 0);
+	e2e_bufs_open(&p, &b, 4096, E2E_ACCESS_ALL);
+	e2e_post_one(p.cli.qp, 1, SV_WR_RDMA_READ, b.cmr, b.cbuf, 64, SV_SEND_SIGNALED,
+		     (uintptr_t)b.sbuf, b.smr->rkey, 0);
 	e2e_poll_n(p.cli.send_cq, &wc, 1, E2E_WAIT_MS);
 	cr_assert_eq(wc.wr_id, 1);
 	cr_assert(wc.status == SV_WC_REM_ACCESS_ERR || wc.status == SV_WC_REM_INV_REQ_ERR,
 		  "READ on a QP without REMOTE_READ: %s", sv_wc_status_str(wc.status));
 	expect_qp_error_event(&p.srv, QP_ERR_EVENTS, NULL, false, "responder");
 	expect_dead_sq(&p.cli, 2);
-	cr_assert_eq(sv_dereg_mr(cmr), 0);
-	cr_assert_eq(sv_dereg_mr(smr), 0);
+	e2e_bufs_close(&b);
 	e2e_pair_close(&p);
-	free(cbuf);
-	free(sbuf);
 }
 
 /* iWARP has no RNR: a SEND with no receive posted is DDP "no buffer" (verbs.md 10). */
@@ -1143,19 +1138,17 @@ Test(e2e_errors, destroy_qp_with_work_in_flight, .timeout = 30)
 	struct e2e_pair_opts o;
 	struct e2e_pair p;
 	struct sv_cm_event *ev;
-	uint8_t *cbuf = e2e_alloc(8 * MiB), *sbuf = e2e_alloc(8 * MiB);
-	struct sv_mr *cmr, *smr;
+	struct e2e_bufs b;
 	struct sv_wc wc[32];
 	int n, total = 0, flushed = 0;
 
 	e2e_pair_opts_init(&o);
 	e2e_pair_open(&p, &o, NULL, NULL);
-	cmr = e2e_reg(&p.cli, cbuf, 8 * MiB, E2E_ACCESS_ALL);
-	smr = e2e_reg(&p.srv, sbuf, 8 * MiB, E2E_ACCESS_ALL);
+	e2e_bufs_open(&p, &b, 8 * MiB, E2E_ACCESS_ALL);
 	for (int i = 0; i < 16; i++)
-		e2e_post_one(p.cli.qp, (uint64_t)i, i % 2 ? SV_WR_RDMA_READ : SV_WR_RDMA_WRITE, cmr,
-			     cbuf + (size_t)(i % 8) * MiB, MiB, SV_SEND_SIGNALED,
-			     (uintptr_t)sbuf + (uint64_t)(i % 8) * MiB, smr->rkey, 0);
+		e2e_post_one(p.cli.qp, (uint64_t)i, i % 2 ? SV_WR_RDMA_READ : SV_WR_RDMA_WRITE, b.cmr,
+			     b.cbuf + (size_t)(i % 8) * MiB, MiB, SV_SEND_SIGNALED,
+			     (uintptr_t)b.sbuf + (uint64_t)(i % 8) * MiB, b.smr->rkey, 0);
 	cr_assert_eq(sv_cm_destroy_id(p.cli.id), 0);
 	p.cli.id = NULL;
 	cr_assert_eq(sv_destroy_qp(p.cli.qp), 0, "destroy_qp with 16 WRs outstanding");
@@ -1182,11 +1175,8 @@ Test(e2e_errors, destroy_qp_with_work_in_flight, .timeout = 30)
 	ev = e2e_cm_wait(p.srv.cm_ch, SV_CM_EVENT_DISCONNECTED, E2E_WAIT_MS);
 	cr_assert_eq(sv_cm_ack_event(ev), 0);
 	e2e_wait_qp_state(p.srv.qp, SV_QPS_ERR, E2E_WAIT_MS);
-	cr_assert_eq(sv_dereg_mr(cmr), 0);
-	cr_assert_eq(sv_dereg_mr(smr), 0);
+	e2e_bufs_close(&b);
 	e2e_pair_close(&p);
-	free(cbuf);
-	free(sbuf);
 }
 
 /* The server destroys its listener, then the request id it never answered: the client

@@ -24,44 +24,21 @@
 static const uint32_t sizes[] = { 0, 1, 4095, 4096, BIG };
 #define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
 
-/* One registered buffer per side, large enough for the biggest message plus guards. */
-struct bufs {
-	uint8_t *cbuf;
-	uint8_t *sbuf;
-	struct sv_mr *cmr;
-	struct sv_mr *smr;
-};
-
-static void bufs_open(struct e2e_pair *p, struct bufs *b)
-{
-	b->cbuf = e2e_alloc(BIG + SLACK);
-	b->sbuf = e2e_alloc(BIG + SLACK);
-	b->cmr = e2e_reg(&p->cli, b->cbuf, BIG + SLACK, E2E_ACCESS_ALL);
-	b->smr = e2e_reg(&p->srv, b->sbuf, BIG + SLACK, E2E_ACCESS_ALL);
-}
-
-static void bufs_close(struct bufs *b)
-{
-	cr_assert_eq(sv_dereg_mr(b->cmr), 0);
-	cr_assert_eq(sv_dereg_mr(b->smr), 0);
-	free(b->cbuf);
-	free(b->sbuf);
-}
-
-static void open_pair(struct e2e_pair *p, struct bufs *b)
+static void open_pair(struct e2e_pair *p, struct e2e_bufs *b)
 {
 	struct e2e_pair_opts o;
 
 	e2e_pair_opts_init(&o);
 	e2e_pair_open(p, &o, NULL, NULL);
-	bufs_open(p, b);
+	/* One buffer a side, large enough for the biggest message plus guards. */
+	e2e_bufs_open(p, b, BIG + SLACK, E2E_ACCESS_ALL);
 	cr_assert_geq(p->cli.attr.max_msg_size, BIG, "device max_msg_size %u < 1 MiB",
 		      p->cli.attr.max_msg_size);
 }
 
-static void close_pair(struct e2e_pair *p, struct bufs *b)
+static void close_pair(struct e2e_pair *p, struct e2e_bufs *b)
 {
-	bufs_close(b);
+	e2e_bufs_close(b);
 	e2e_pair_close(p);
 }
 
@@ -105,7 +82,7 @@ static void expect_recv_wc(struct e2e_pair *p, uint64_t wr_id, enum sv_wc_opcode
 Test(e2e_ops, send_sizes, .timeout = 60)
 {
 	struct e2e_pair p;
-	struct bufs b;
+	struct e2e_bufs b;
 
 	open_pair(&p, &b);
 	for (size_t i = 0; i < NSIZES; i++) {
@@ -128,7 +105,7 @@ Test(e2e_ops, send_sizes, .timeout = 60)
 Test(e2e_ops, send_with_imm_sizes, .timeout = 60)
 {
 	struct e2e_pair p;
-	struct bufs b;
+	struct e2e_bufs b;
 
 	open_pair(&p, &b);
 	for (size_t i = 0; i < NSIZES; i++) {
@@ -154,7 +131,7 @@ Test(e2e_ops, send_with_imm_sizes, .timeout = 60)
 Test(e2e_ops, rdma_write_sizes, .timeout = 60)
 {
 	struct e2e_pair p;
-	struct bufs b;
+	struct e2e_bufs b;
 	const size_t off = 7;
 
 	open_pair(&p, &b);
@@ -184,7 +161,7 @@ Test(e2e_ops, rdma_write_sizes, .timeout = 60)
 Test(e2e_ops, rdma_write_with_imm_sizes, .timeout = 60)
 {
 	struct e2e_pair p;
-	struct bufs b;
+	struct e2e_bufs b;
 	uint8_t *rbuf = e2e_alloc(256);
 	struct sv_mr *rmr;
 
@@ -217,7 +194,7 @@ Test(e2e_ops, rdma_write_with_imm_sizes, .timeout = 60)
 Test(e2e_ops, rdma_read_sizes, .timeout = 60)
 {
 	struct e2e_pair p;
-	struct bufs b;
+	struct e2e_bufs b;
 
 	open_pair(&p, &b);
 	e2e_fill(b.sbuf, BIG + SLACK, 41, 0);
@@ -257,7 +234,7 @@ static void post_atomic(struct e2e_pair *p, uint64_t wr_id, enum sv_wr_opcode op
 Test(e2e_ops, atomics, .timeout = 30)
 {
 	struct e2e_pair p;
-	struct bufs b;
+	struct e2e_bufs b;
 	uint64_t *target, *result;
 
 	open_pair(&p, &b);
@@ -312,7 +289,7 @@ static const uint32_t g_off[3] = { 1, 2003, 8193 };
 static const uint32_t g_len[3] = { 1000, 1, 3001 };
 #define G_TOTAL 4002u
 
-static void fill_gather(struct bufs *b, struct sv_sge *sge, unsigned seed)
+static void fill_gather(struct e2e_bufs *b, struct sv_sge *sge, unsigned seed)
 {
 	size_t idx = 0;
 
@@ -331,7 +308,7 @@ Test(e2e_ops, multi_sge_send_scatter, .timeout = 30)
 	static const uint32_t r_off[3] = { 3, 20001, 40961 };
 	static const uint32_t r_len[3] = { 7, 2500, 4000 };
 	struct e2e_pair p;
-	struct bufs b;
+	struct e2e_bufs b;
 	struct sv_sge gs[3], rs[3];
 	struct sv_recv_wr rwr = { .wr_id = 77, .sg_list = rs, .num_sge = 3 };
 	struct sv_recv_wr *rbad = NULL;
@@ -367,7 +344,7 @@ Test(e2e_ops, multi_sge_send_scatter, .timeout = 30)
 Test(e2e_ops, multi_sge_write_gather, .timeout = 30)
 {
 	struct e2e_pair p;
-	struct bufs b;
+	struct e2e_bufs b;
 	struct sv_sge gs[3];
 	struct sv_send_wr wr;
 
@@ -400,7 +377,7 @@ Test(e2e_ops, multi_sge_write_gather, .timeout = 30)
 Test(e2e_ops, multi_sge_read_scatter, .timeout = 30)
 {
 	struct e2e_pair p;
-	struct bufs b;
+	struct e2e_bufs b;
 	struct sv_sge s[3];
 	struct sv_send_wr wr;
 	int nsge;
@@ -438,7 +415,7 @@ Test(e2e_ops, multi_sge_read_scatter, .timeout = 30)
 Test(e2e_ops, inline_send_and_write, .timeout = 30)
 {
 	struct e2e_pair p;
-	struct bufs b;
+	struct e2e_bufs b;
 	uint8_t stackbuf[48];
 	struct sv_sge sge = { .addr = (uintptr_t)stackbuf, .length = sizeof(stackbuf),
 			      .lkey = 0xdeadbe00u };
@@ -484,7 +461,7 @@ Test(e2e_ops, inline_send_and_write, .timeout = 30)
 Test(e2e_ops, inline_too_large_is_refused, .timeout = 30)
 {
 	struct e2e_pair p;
-	struct bufs b;
+	struct e2e_bufs b;
 	struct sv_qp_attr qa;
 	struct sv_qp_init_attr qia;
 	struct sv_sge sge;
@@ -511,7 +488,7 @@ Test(e2e_ops, inline_too_large_is_refused, .timeout = 30)
 Test(e2e_ops, unsignaled_wrs, .timeout = 30)
 {
 	struct e2e_pair p;
-	struct bufs b;
+	struct e2e_bufs b;
 	struct sv_wc wc[8];
 
 	open_pair(&p, &b);
@@ -542,13 +519,13 @@ Test(e2e_ops, sq_sig_all, .timeout = 30)
 {
 	struct e2e_pair p;
 	struct e2e_pair_opts o;
-	struct bufs b;
+	struct e2e_bufs b;
 	struct sv_wc wc[4];
 
 	e2e_pair_opts_init(&o);
 	o.sq_sig_all = 1;
 	e2e_pair_open(&p, &o, NULL, NULL);
-	bufs_open(&p, &b);
+	e2e_bufs_open(&p, &b, BIG + SLACK, E2E_ACCESS_ALL);
 	e2e_fill(b.sbuf, 4096, 99, 0);
 	for (int i = 0; i < 3; i++)
 		e2e_post_one(p.cli.qp, (uint64_t)i, SV_WR_RDMA_READ, b.cmr, b.cbuf + i * 64, 64,
@@ -566,7 +543,7 @@ Test(e2e_ops, sq_sig_all, .timeout = 30)
 Test(e2e_ops, zero_based_mr, .timeout = 30)
 {
 	struct e2e_pair p;
-	struct bufs b;
+	struct e2e_bufs b;
 	struct sv_mr *zmr;
 	struct sv_wc wc;
 
@@ -597,7 +574,7 @@ Test(e2e_ops, zero_based_mr, .timeout = 30)
 Test(e2e_ops, post_chain_stops_at_bad_wr, .timeout = 30)
 {
 	struct e2e_pair p;
-	struct bufs b;
+	struct e2e_bufs b;
 	struct sv_sge sge[32];
 	struct sv_send_wr wr[3], *bad = NULL;
 	struct sv_qp_attr qa;
@@ -639,7 +616,7 @@ Test(e2e_ops, post_chain_stops_at_bad_wr, .timeout = 30)
 Test(e2e_ops, reg_mr_rules_and_stale_keys, .timeout = 30)
 {
 	struct e2e_pair p;
-	struct bufs b;
+	struct e2e_bufs b;
 	struct sv_mr *mr = NULL, *m2;
 	struct sv_wc wc;
 	uint32_t old_rkey;

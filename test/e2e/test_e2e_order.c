@@ -539,38 +539,24 @@ static void exchange_all(int cli_crc, int srv_crc, int cli_markers, int srv_mark
 	e2e_pair_close(&p);
 }
 
-Test(e2e_order, crc_off_both_sides, .timeout = 30)
-{
-	exchange_all(0, 0, 0, 0);
-}
+/* One exchange_all() per test: name, then the client's and the server's CRC and marker
+ * requests. */
+#define EXCHANGE(name, cli_crc, srv_crc, cli_markers, srv_markers)                         \
+	Test(e2e_order, name, .timeout = 30)                                               \
+	{                                                                                  \
+		exchange_all(cli_crc, srv_crc, cli_markers, srv_markers);                  \
+	}
 
-Test(e2e_order, crc_client_only, .timeout = 30)
-{
-	exchange_all(1, 0, 0, 0);
-}
-
-Test(e2e_order, crc_server_only, .timeout = 30)
-{
-	exchange_all(0, 1, 0, 0);
-}
+EXCHANGE(crc_off_both_sides, 0, 0, 0, 0)
+EXCHANGE(crc_client_only, 1, 0, 0, 0)
+EXCHANGE(crc_server_only, 0, 1, 0, 0)
 
 /* MPA markers (RFC 5044 section 5.5) every 512 stream bytes, asked for by either side or
  * both, with and without CRC: messages of 100000 and 70001 bytes cross hundreds of
  * marker positions, in the middle of headers, payloads and trailers alike. */
-Test(e2e_order, markers_towards_client, .timeout = 30)
-{
-	exchange_all(1, 1, 1, 0);
-}
-
-Test(e2e_order, markers_towards_server, .timeout = 30)
-{
-	exchange_all(1, 1, 0, 1);
-}
-
-Test(e2e_order, markers_both_ways_without_crc, .timeout = 30)
-{
-	exchange_all(0, 0, 1, 1);
-}
+EXCHANGE(markers_towards_client, 1, 1, 1, 0)
+EXCHANGE(markers_towards_server, 1, 1, 0, 1)
+EXCHANGE(markers_both_ways_without_crc, 0, 0, 1, 1)
 
 /*
  * On the wire, a softverbs server (crc as given) against a fake client asking for CRC
@@ -884,8 +870,7 @@ Test(e2e_order, ord_limits_reads_without_error, .timeout = 30)
 	struct e2e_pair p;
 	struct sv_qp_attr ca, sa;
 	struct sv_qp_init_attr ia;
-	uint8_t *cbuf = e2e_alloc(NR * 1024), *sbuf = e2e_alloc(NR * 1024);
-	struct sv_mr *cmr, *smr;
+	struct e2e_bufs b;
 	struct sv_wc wc[NR];
 
 	e2e_pair_opts_init(&o);
@@ -902,19 +887,15 @@ Test(e2e_order, ord_limits_reads_without_error, .timeout = 30)
 		  "server ORD %u vs client IRD %u", sa.max_rd_atomic, ca.max_dest_rd_atomic);
 	cr_assert_leq(ca.max_rd_atomic, 2, "client ORD %u above what it asked for",
 		      ca.max_rd_atomic);
-	cmr = e2e_reg(&p.cli, cbuf, NR * 1024, E2E_ACCESS_ALL);
-	smr = e2e_reg(&p.srv, sbuf, NR * 1024, E2E_ACCESS_ALL);
-	e2e_fill(sbuf, NR * 1024, 800, 0);
+	e2e_bufs_open(&p, &b, NR * 1024, E2E_ACCESS_ALL);
+	e2e_fill(b.sbuf, NR * 1024, 800, 0);
 	for (int i = 0; i < NR; i++)
-		e2e_post_one(p.cli.qp, (uint64_t)i, SV_WR_RDMA_READ, cmr, cbuf + i * 1024, 1024,
-			     SV_SEND_SIGNALED, (uintptr_t)sbuf + (uint64_t)i * 1024, smr->rkey, 0);
+		e2e_post_one(p.cli.qp, (uint64_t)i, SV_WR_RDMA_READ, b.cmr, b.cbuf + i * 1024, 1024,
+			     SV_SEND_SIGNALED, (uintptr_t)b.sbuf + (uint64_t)i * 1024, b.smr->rkey, 0);
 	e2e_poll_n(p.cli.send_cq, wc, NR, E2E_WAIT_MS);
 	for (int i = 0; i < NR; i++)
 		e2e_assert_wc(&wc[i], (uint64_t)i, SV_WC_SUCCESS, "READ beyond ORD");
-	e2e_assert_pat(cbuf, NR * 1024, 800, 0, "READ data");
-	cr_assert_eq(sv_dereg_mr(cmr), 0);
-	cr_assert_eq(sv_dereg_mr(smr), 0);
+	e2e_assert_pat(b.cbuf, NR * 1024, 800, 0, "READ data");
+	e2e_bufs_close(&b);
 	e2e_pair_close(&p);
-	free(cbuf);
-	free(sbuf);
 }

@@ -38,8 +38,7 @@ Test(e2e_stress, two_thousand_small_sends_in_chains, .timeout = 60)
 	enum { N = 2000, CHAIN = 50, SLOT = 128 };
 	struct e2e_pair_opts o;
 	struct e2e_pair p;
-	uint8_t *cbuf = e2e_alloc(N * SLOT), *sbuf = e2e_alloc(N * SLOT);
-	struct sv_mr *cmr, *smr;
+	struct e2e_bufs b;
 	struct sv_sge sge[CHAIN];
 	struct sv_send_wr wr[CHAIN], *bad;
 	struct sv_wc wc[CHAIN];
@@ -50,19 +49,18 @@ Test(e2e_stress, two_thousand_small_sends_in_chains, .timeout = 60)
 	o.max_recv_wr = N;
 	o.cqe = 4096;
 	e2e_pair_open(&p, &o, NULL, NULL);
-	cmr = e2e_reg(&p.cli, cbuf, N * SLOT, E2E_ACCESS_ALL);
-	smr = e2e_reg(&p.srv, sbuf, N * SLOT, E2E_ACCESS_ALL);
+	e2e_bufs_open(&p, &b, N * SLOT, E2E_ACCESS_ALL);
 	for (int i = 0; i < N; i++)
-		e2e_post_recv(p.srv.qp, (uint64_t)i, smr, sbuf + i * SLOT, SLOT);
+		e2e_post_recv(p.srv.qp, (uint64_t)i, b.smr, b.sbuf + i * SLOT, SLOT);
 	for (int base = 0; base < N; base += CHAIN) {
 		for (int k = 0; k < CHAIN; k++) {
 			int i = base + k;
 			uint32_t len = 1 + (uint32_t)(i % 97);
 
-			e2e_fill(cbuf + i * SLOT, len, (unsigned)i, 0);
-			sge[k].addr = (uintptr_t)cbuf + (uint64_t)i * SLOT;
+			e2e_fill(b.cbuf + i * SLOT, len, (unsigned)i, 0);
+			sge[k].addr = (uintptr_t)b.cbuf + (uint64_t)i * SLOT;
 			sge[k].length = len;
-			sge[k].lkey = cmr->lkey;
+			sge[k].lkey = b.cmr->lkey;
 			e2e_wr(&wr[k], (uint64_t)i, SV_WR_SEND, &sge[k], 1,
 			       i % 10 == 9 ? SV_SEND_SIGNALED : 0);
 			wr[k].next = k + 1 < CHAIN ? &wr[k + 1] : NULL;
@@ -97,16 +95,13 @@ Test(e2e_stress, two_thousand_small_sends_in_chains, .timeout = 60)
 
 			e2e_assert_wc(&wc[k], (uint64_t)i, SV_WC_SUCCESS, "receive in order");
 			cr_assert_eq(wc[k].byte_len, 1 + (uint32_t)(i % 97), "length of SEND %d", i);
-			e2e_assert_pat(sbuf + i * SLOT, wc[k].byte_len, (unsigned)i, 0,
+			e2e_assert_pat(b.sbuf + i * SLOT, wc[k].byte_len, (unsigned)i, 0,
 				       "small SEND data");
 		}
 		got_recv += n;
 	}
-	cr_assert_eq(sv_dereg_mr(cmr), 0);
-	cr_assert_eq(sv_dereg_mr(smr), 0);
+	e2e_bufs_close(&b);
 	e2e_pair_close(&p);
-	free(cbuf);
-	free(sbuf);
 }
 
 /* Both ends WRITE to and READ from each other at the same time on one connection:
@@ -269,9 +264,7 @@ Test(e2e_stress, concurrent_posters_on_one_qp, .timeout = 60)
 	struct e2e_pair p;
 	struct poster t[THREADS];
 	pthread_t tid[THREADS];
-	uint8_t *cbuf = e2e_alloc(THREADS * PER_THREAD * MSG);
-	uint8_t *sbuf = e2e_alloc(THREADS * PER_THREAD * MSG);
-	struct sv_mr *cmr, *smr;
+	struct e2e_bufs b;
 	struct sv_wc wc[64];
 	int next_seq[THREADS] = { 0 }, next_sent[THREADS] = { 0 };
 	int sends = 0, recvs = 0;
@@ -282,12 +275,11 @@ Test(e2e_stress, concurrent_posters_on_one_qp, .timeout = 60)
 	o.max_recv_wr = THREADS * PER_THREAD;
 	o.cqe = 1024;
 	e2e_pair_open(&p, &o, NULL, NULL);
-	cmr = e2e_reg(&p.cli, cbuf, THREADS * PER_THREAD * MSG, E2E_ACCESS_ALL);
-	smr = e2e_reg(&p.srv, sbuf, THREADS * PER_THREAD * MSG, E2E_ACCESS_ALL);
+	e2e_bufs_open(&p, &b, THREADS * PER_THREAD * MSG, E2E_ACCESS_ALL);
 	for (int i = 0; i < THREADS * PER_THREAD; i++)
-		e2e_post_recv(p.srv.qp, (uint64_t)i, smr, sbuf + i * MSG, MSG);
+		e2e_post_recv(p.srv.qp, (uint64_t)i, b.smr, b.sbuf + i * MSG, MSG);
 	for (int k = 0; k < THREADS; k++) {
-		t[k] = (struct poster){ .qp = p.cli.qp, .mr = cmr, .buf = cbuf, .id = k };
+		t[k] = (struct poster){ .qp = p.cli.qp, .mr = b.cmr, .buf = b.cbuf, .id = k };
 		cr_assert_eq(pthread_create(&tid[k], NULL, poster_run, &t[k]), 0);
 	}
 	deadline = e2e_now_ms() + 30000;
@@ -310,7 +302,7 @@ Test(e2e_stress, concurrent_posters_on_one_qp, .timeout = 60)
 		n = sv_poll_cq(p.srv.recv_cq, 64, wc);
 		cr_assert_geq(n, 0);
 		for (int k = 0; k < n; k++) {
-			const uint8_t *m = sbuf + wc[k].wr_id * MSG;
+			const uint8_t *m = b.sbuf + wc[k].wr_id * MSG;
 			int who = m[0], seq = m[1] << 8 | m[2];
 
 			e2e_assert_wc(&wc[k], (uint64_t)recvs + (uint64_t)k, SV_WC_SUCCESS,
@@ -331,9 +323,6 @@ Test(e2e_stress, concurrent_posters_on_one_qp, .timeout = 60)
 	}
 	cr_assert_eq(sends, THREADS * PER_THREAD, "send completions: %d", sends);
 	cr_assert_eq(recvs, THREADS * PER_THREAD, "receives: %d", recvs);
-	cr_assert_eq(sv_dereg_mr(cmr), 0);
-	cr_assert_eq(sv_dereg_mr(smr), 0);
+	e2e_bufs_close(&b);
 	e2e_pair_close(&p);
-	free(cbuf);
-	free(sbuf);
 }

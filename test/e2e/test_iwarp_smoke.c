@@ -114,11 +114,30 @@ static void post_recv(struct side *s, uint64_t off, uint32_t len, uint64_t wr_id
 	cr_assert_eq(sv_post_recv(s->qp, &wr, &bad), 0);
 }
 
+/* A listener on srv at the loopback address of family, on a free port: a is where it
+ * listens, port included. */
+static void listen_srv(struct sockaddr_storage *a, int family)
+{
+	struct sockaddr_storage bound;
+
+	memset(a, 0, sizeof(*a));
+	a->ss_family = (sa_family_t)family;
+	if (family == AF_INET6)
+		inet_pton(AF_INET6, "::1", &((struct sockaddr_in6 *)a)->sin6_addr);
+	else
+		inet_pton(AF_INET, "127.0.0.1", &((struct sockaddr_in *)a)->sin_addr);
+	cr_assert_eq(sv_cm_create_id(srv.ch, srv.ctx, NULL, &listener), 0);
+	cr_assert_eq(sv_cm_listen(listener, (struct sockaddr *)a, 8), 0);
+	cr_assert_eq(sv_cm_local_addr(listener, &bound), 0);
+	/* The port sits at the same offset in sockaddr_in and sockaddr_in6. */
+	((struct sockaddr_in *)a)->sin_port = ((struct sockaddr_in *)&bound)->sin_port;
+	cr_assert_neq(((struct sockaddr_in *)a)->sin_port, 0);
+}
+
 static void connect_pair_at(int crc_srv, int crc_cli, int markers_srv, int markers_cli,
 			    int family)
 {
-	struct sockaddr_storage a = { .ss_family = (sa_family_t)family };
-	struct sockaddr_storage bound;
+	struct sockaddr_storage a;
 	struct sv_conn_param cp = { .private_data = "hello", .private_data_len = 5,
 				    .responder_resources = 4, .initiator_depth = 4 };
 	struct sv_conn_param ap = { .private_data = "world!", .private_data_len = 6,
@@ -127,16 +146,7 @@ static void connect_pair_at(int crc_srv, int crc_cli, int markers_srv, int marke
 
 	side_open(&srv, crc_srv, markers_srv);
 	side_open(&cli, crc_cli, markers_cli);
-	if (family == AF_INET6)
-		inet_pton(AF_INET6, "::1", &((struct sockaddr_in6 *)&a)->sin6_addr);
-	else
-		inet_pton(AF_INET, "127.0.0.1", &((struct sockaddr_in *)&a)->sin_addr);
-	cr_assert_eq(sv_cm_create_id(srv.ch, srv.ctx, NULL, &listener), 0);
-	cr_assert_eq(sv_cm_listen(listener, (struct sockaddr *)&a, 8), 0);
-	cr_assert_eq(sv_cm_local_addr(listener, &bound), 0);
-	/* The port sits at the same offset in sockaddr_in and sockaddr_in6. */
-	((struct sockaddr_in *)&a)->sin_port = ((struct sockaddr_in *)&bound)->sin_port;
-	cr_assert_neq(((struct sockaddr_in *)&a)->sin_port, 0);
+	listen_srv(&a, family);
 
 	cr_assert_eq(sv_cm_create_id(cli.ch, cli.ctx, NULL, &cli.id), 0);
 	cr_assert_eq(sv_cm_connect(cli.id, cli.qp, (struct sockaddr *)&a, &cp), 0);
@@ -424,18 +434,13 @@ Test(iwarp_smoke, send_without_receive_terminates, .fini = teardown, .timeout = 
 
 Test(iwarp_smoke, reject_with_private_data, .fini = teardown, .timeout = 60)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET };
-	struct sockaddr_storage bound;
+	struct sockaddr_storage a;
 	struct sv_conn_param cp = { .private_data = "knock", .private_data_len = 5 };
 	struct sv_cm_event *ev;
 
 	side_open(&srv, 1, 0);
 	side_open(&cli, 1, 0);
-	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-	cr_assert_eq(sv_cm_create_id(srv.ch, srv.ctx, NULL, &listener), 0);
-	cr_assert_eq(sv_cm_listen(listener, (struct sockaddr *)&a, 8), 0);
-	cr_assert_eq(sv_cm_local_addr(listener, &bound), 0);
-	a.sin_port = ((struct sockaddr_in *)&bound)->sin_port;
+	listen_srv(&a, AF_INET);
 	cr_assert_eq(sv_cm_create_id(cli.ch, cli.ctx, NULL, &cli.id), 0);
 	cr_assert_eq(sv_cm_connect(cli.id, cli.qp, (struct sockaddr *)&a, &cp), 0);
 	ev = wait_event(srv.ch, SV_CM_EVENT_CONNECT_REQUEST);
@@ -450,18 +455,13 @@ Test(iwarp_smoke, reject_with_private_data, .fini = teardown, .timeout = 60)
 
 Test(iwarp_smoke, nothing_listening_is_unreachable, .fini = teardown, .timeout = 60)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET };
-	struct sockaddr_storage bound;
+	struct sockaddr_storage a;
 	struct sv_cm_event *ev;
 
 	side_open(&srv, 1, 0);
 	side_open(&cli, 1, 0);
-	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
 	/* A port that was just free: listen, read it back, close. */
-	cr_assert_eq(sv_cm_create_id(srv.ch, srv.ctx, NULL, &listener), 0);
-	cr_assert_eq(sv_cm_listen(listener, (struct sockaddr *)&a, 8), 0);
-	cr_assert_eq(sv_cm_local_addr(listener, &bound), 0);
-	a.sin_port = ((struct sockaddr_in *)&bound)->sin_port;
+	listen_srv(&a, AF_INET);
 	sv_cm_destroy_id(listener);
 	listener = NULL;
 	cr_assert_eq(sv_cm_create_id(cli.ch, cli.ctx, NULL, &cli.id), 0);
@@ -505,16 +505,11 @@ Test(iwarp_smoke, qps_reconnect_after_reset, .fini = teardown, .timeout = 60)
 	cr_assert_eq(sv_modify_qp(srv.qp, &attr, SV_QP_STATE), 0);
 	cr_assert_eq(sv_modify_qp(cli.qp, &attr, SV_QP_STATE), 0);
 	{
-		struct sockaddr_in a = { .sin_family = AF_INET };
-		struct sockaddr_storage bound;
+		struct sockaddr_storage a;
 		struct sv_cm_event *ev;
 		int rc;
 
-		inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-		cr_assert_eq(sv_cm_create_id(srv.ch, srv.ctx, NULL, &listener), 0);
-		cr_assert_eq(sv_cm_listen(listener, (struct sockaddr *)&a, 8), 0);
-		cr_assert_eq(sv_cm_local_addr(listener, &bound), 0);
-		a.sin_port = ((struct sockaddr_in *)&bound)->sin_port;
+		listen_srv(&a, AF_INET);
 		cr_assert_eq(sv_cm_create_id(cli.ch, cli.ctx, NULL, &cli.id), 0);
 		rc = sv_cm_connect(cli.id, cli.qp, (struct sockaddr *)&a, NULL);
 		cr_assert_eq(rc, 0, "%s", sv_strerror(rc));

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "crypto/icrc.h"
+#include "roce_util.h"
 #include "softverbs.h"
 #include "wire/byteorder.h"
 #include "wire/ib_cm.h"
@@ -53,16 +54,10 @@ static uint16_t free_udp_port(void)
 
 static void dev_open(struct dev *d, uint16_t port, int retx)
 {
-	struct sv_device_opts o;
 	struct sv_qp_init_attr ia = { 0 };
 
 	memset(d, 0, sizeof(*d));
-	sv_device_opts_init(&o);
-	o.transport = SV_TRANSPORT_UDP;
-	o.bind_addr[0] = '\0';
-	o.port = port;
-	o.retx = retx;
-	cr_assert_eq(sv_open_device(&o, &d->ctx), 0);
+	ru_open_device(&d->ctx, "", port, retx, NULL);
 	cr_assert_eq(sv_query_gid(d->ctx, 1, 0, d->gid), 0);
 	cr_assert_eq(sv_alloc_pd(d->ctx, &d->pd), 0);
 	cr_assert_eq(sv_create_cq(d->ctx, 16, NULL, NULL, 0, &d->cq), 0);

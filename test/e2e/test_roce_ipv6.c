@@ -334,35 +334,11 @@ struct cm_ids {
 
 static struct cm_ids ca, cb;
 
-/* A device on bind_addr with opts.port = port (both sides the same) and an RC QP. */
+/* A device on bind_addr with opts.port = port (both sides the same), an RC QP and a CM
+ * channel and id. */
 static void cm_open(struct rside *s, struct cm_ids *c, const char *bind_addr, uint16_t port)
 {
-	struct sv_device_opts o;
-	struct sv_qp_init_attr ia = { 0 };
-	int rc;
-
-	memset(s, 0, sizeof(*s));
-	sv_device_opts_init(&o);
-	o.transport = SV_TRANSPORT_UDP;
-	snprintf(o.bind_addr, sizeof(o.bind_addr), "%s", bind_addr);
-	o.port = port;
-	rc = sv_open_device(&o, &s->ctx);
-	cr_assert_eq(rc, 0, "open on %s port %u: %s", bind_addr, port, sv_strerror(rc));
-	cr_assert_eq(sv_query_gid(s->ctx, 1, 0, s->gid), 0);
-	cr_assert_eq(sv_alloc_pd(s->ctx, &s->pd), 0);
-	cr_assert_eq(sv_create_cq(s->ctx, 128, NULL, NULL, 0, &s->cq), 0);
-	ia.send_cq = ia.recv_cq = s->cq;
-	ia.qp_type = SV_QPT_RC;
-	ia.cap.max_send_wr = ia.cap.max_recv_wr = 64;
-	ia.cap.max_send_sge = ia.cap.max_recv_sge = 2;
-	cr_assert_eq(sv_create_qp(s->pd, &ia, &s->qp), 0);
-	s->len = BUF;
-	s->buf = aligned_alloc(4096, BUF);
-	cr_assert(s->buf);
-	memset(s->buf, 0, BUF);
-	cr_assert_eq(sv_reg_mr(s->pd, s->buf, BUF, SV_ACCESS_LOCAL_WRITE |
-			       SV_ACCESS_REMOTE_WRITE | SV_ACCESS_REMOTE_READ |
-			       SV_ACCESS_REMOTE_ATOMIC, &s->mr), 0);
+	ru_open_port(s, bind_addr, port, -1, NULL, BUF, 64);
 	memset(c, 0, sizeof(*c));
 	cr_assert_eq(sv_cm_create_channel(&c->ch), 0);
 	cr_assert_eq(sv_cm_create_id(c->ch, s->ctx, s, &c->id), 0);

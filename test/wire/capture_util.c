@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -252,6 +253,23 @@ char *cap_tshark(const char *args)
 		  status, cmd);
 	free(cmd);
 	return out;
+}
+
+void cap_no_errors(const char *path, const char *opts, const char *fmt, ...)
+{
+	char flt[256], args[1024], *out;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(flt, sizeof(flt), fmt, ap);
+	va_end(ap);
+	snprintf(args, sizeof(args), "-r %s %s -Y '(%s) && (_ws.malformed || "
+		 "_ws.expert.severity >= \"Error\")' -T fields -e frame.number -e _ws.malformed "
+		 "-e _ws.expert.message", path, opts, flt);
+	out = cap_tshark(args);
+	cr_assert_str_empty(out, "frames with errors (frame, malformed, message) among %s:\n%s",
+			    flt, out);
+	free(out);
 }
 
 size_t cap_count(const char *hay, const char *needle)

@@ -52,6 +52,12 @@ void cap_cleanup(struct capture *c);
  * test when tshark fails. */
 char *cap_tshark(const char *args);
 
+/* tshark, with options opts (decode-as rules, or ""), finds no frame of the capture at
+ * path that matches the display filter made from fmt and is malformed or carries an expert
+ * error; the test fails listing them otherwise. */
+void cap_no_errors(const char *path, const char *opts, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
 /* Occurrences of needle in hay. */
 size_t cap_count(const char *hay, const char *needle);
 

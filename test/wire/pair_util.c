@@ -20,22 +20,10 @@
 void side_open(struct side *s, const char *bind_addr, uint16_t port, uint32_t psn,
 	       unsigned access)
 {
-	struct sv_device_opts o;
 	struct sv_qp_init_attr ia = { 0 };
-	int rc = -1;
 
 	memset(s, 0, sizeof(*s));
-	sv_device_opts_init(&o);
-	o.transport = SV_TRANSPORT_UDP;
-	snprintf(o.bind_addr, sizeof(o.bind_addr), "%s", bind_addr);
-	for (int i = 0; i < 5 && rc < 0; i++) {
-		o.port = port ? port : cap_free_port(SOCK_DGRAM);
-		rc = sv_open_device(&o, &s->ctx);
-		if (port)
-			break;
-	}
-	cr_assert_eq(rc, 0, "open [%s]:%u: %s", bind_addr, o.port, sv_strerror(rc));
-	s->port = o.port;
+	s->port = ru_open_device(&s->ctx, bind_addr, port, -1, NULL);
 	s->psn = psn;
 	cr_assert_eq(sv_query_gid(s->ctx, 1, 0, s->gid), 0);
 	cr_assert_eq(sv_alloc_pd(s->ctx, &s->pd), 0);
@@ -54,36 +42,11 @@ void side_open(struct side *s, const char *bind_addr, uint16_t port, uint32_t ps
 
 void side_to_rts(struct side *s, const struct side *peer, unsigned access)
 {
-	struct sv_qp_attr a;
+	static const struct rlink link = { .mtu = SV_MTU_256, .timeout = 14, .retry_cnt = 7,
+					   .rnr_retry = 7, .min_rnr_timer = 1, .rd_atomic = 4 };
+	struct rpeer p = { peer->gid, peer->port, peer->qp->qp_num, peer->psn };
 
-	memset(&a, 0, sizeof(a));
-	a.qp_state = SV_QPS_INIT;
-	a.qp_access_flags = SV_ACCESS_LOCAL_WRITE | (access & REMOTE_RIGHTS);
-	a.port_num = 1;
-	cr_assert_eq(sv_modify_qp(s->qp, &a, SV_QP_STATE | SV_QP_PKEY_INDEX | SV_QP_PORT |
-				  SV_QP_ACCESS_FLAGS), 0);
-	memset(&a, 0, sizeof(a));
-	a.qp_state = SV_QPS_RTR;
-	memcpy(a.ah_attr.dgid, peer->gid, 16);
-	a.ah_attr.dport = peer->port;
-	a.ah_attr.port_num = 1;
-	a.path_mtu = SV_MTU_256;
-	a.dest_qp_num = peer->qp->qp_num;
-	a.rq_psn = peer->psn;
-	a.max_dest_rd_atomic = 4;
-	a.min_rnr_timer = 1;
-	cr_assert_eq(sv_modify_qp(s->qp, &a, SV_QP_STATE | SV_QP_AV | SV_QP_PATH_MTU |
-				  SV_QP_DEST_QPN | SV_QP_RQ_PSN | SV_QP_MAX_DEST_RD_ATOMIC |
-				  SV_QP_MIN_RNR_TIMER), 0);
-	memset(&a, 0, sizeof(a));
-	a.qp_state = SV_QPS_RTS;
-	a.sq_psn = s->psn;
-	a.timeout = 14;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	a.max_rd_atomic = 4;
-	cr_assert_eq(sv_modify_qp(s->qp, &a, SV_QP_STATE | SV_QP_SQ_PSN | SV_QP_TIMEOUT |
-				  SV_QP_RETRY_CNT | SV_QP_RNR_RETRY | SV_QP_MAX_QP_RD_ATOMIC), 0);
+	ru_qp_to_rts(s->qp, SV_ACCESS_LOCAL_WRITE | (access & REMOTE_RIGHTS), &p, s->psn, &link);
 }
 
 void side_close(struct side *s)

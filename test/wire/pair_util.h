@@ -32,7 +32,7 @@ struct side {
 };
 
 /*
- * Opens a UDP device bound to bind_addr on port (0: a port free on 127.0.0.1 now, retried
+ * Opens a UDP device bound to bind_addr on port (0: a port free there now, retried
  * if a concurrent test takes it first) with a 64-entry CQ, an RC QP with 32 send and
  * receive WQEs, and its buffer registered with access (filled with a pattern of psn).
  */

@@ -23,10 +23,7 @@
  * dumpcap's capabilities.
  */
 #include <arpa/inet.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +35,7 @@
 #include "capture_util.h"
 #include "dgram_util.h"
 #include "pair_util.h"
+#include "tcp_util.h"
 #include "softverbs.h"
 #include "wire/byteorder.h"
 #include "wire/ib_hdr.h"
@@ -210,13 +208,7 @@ Test(wire_inv, send_with_invalidate_on_udp, .timeout = 180)
 
 	snprintf(dec, sizeof(dec), "-d udp.port==%u,infiniband -d udp.port==%u,infiniband",
 		 s.p1, s.p2);
-	snprintf(args, sizeof(args), "-r %s %s -Y '(udp.port == %u || udp.port == %u) && "
-		 "(_ws.malformed || _ws.expert.severity >= \"Error\")' -T fields "
-		 "-e frame.number -e _ws.malformed -e _ws.expert.message",
-		 cap.path, dec, s.p1, s.p2);
-	out = cap_tshark(args);
-	cr_assert_str_empty(out, "frames with errors (frame, malformed, message):\n%s", out);
-	free(out);
+	cap_no_errors(cap.path, dec, "udp.port == %u || udp.port == %u", s.p1, s.p2);
 	snprintf(args, sizeof(args), "-r %s %s -Y 'infiniband.ieth' -T fields -E occurrence=f "
 		 "-e infiniband.bth.opcode -e infiniband.ieth", cap.path, dec);
 	out = cap_tshark(args);
@@ -239,88 +231,12 @@ Test(wire_inv, send_with_invalidate_on_udp, .timeout = 180)
  * TCP: a refused Send with Invalidate.
  */
 
-struct tend {
-	struct sv_context *ctx;
-	struct sv_pd *pd;
-	struct sv_cq *cq;
-	struct sv_qp *qp;
-	struct sv_cm_channel *ch;
-	struct sv_cm_id *id;
-	struct sv_mr *mr;
-	uint8_t *buf;
-};
-
-static struct sv_cm_event *tcm_wait(struct tend *e, enum sv_cm_event_type type)
-{
-	uint64_t deadline = cap_now_ms() + WAIT_MS;
-	struct sv_cm_event *ev = NULL;
-	struct pollfd p = { .fd = sv_cm_channel_fd(e->ch), .events = POLLIN };
-	int rc;
-
-	while ((rc = sv_cm_get_event(e->ch, &ev)) == -EAGAIN) {
-		cr_assert_lt(cap_now_ms(), deadline, "no CM event %s", sv_cm_event_str(type));
-		poll(&p, 1, 100);
-	}
-	cr_assert_eq(rc, 0);
-	cr_assert_eq(ev->event, type, "CM event %s", sv_cm_event_str(ev->event));
-	return ev;
-}
-
-static void tend_open(struct tend *e)
-{
-	struct sv_device_opts d;
-	struct sv_qp_init_attr ia = { 0 };
-
-	memset(e, 0, sizeof(*e));
-	sv_device_opts_init(&d);
-	d.transport = SV_TRANSPORT_TCP;
-	cr_assert_eq(sv_open_device(&d, &e->ctx), 0);
-	cr_assert_eq(sv_alloc_pd(e->ctx, &e->pd), 0);
-	cr_assert_eq(sv_create_cq(e->ctx, 64, NULL, NULL, 0, &e->cq), 0);
-	ia.send_cq = ia.recv_cq = e->cq;
-	ia.qp_type = SV_QPT_RC;
-	ia.cap.max_send_wr = ia.cap.max_recv_wr = 8;
-	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
-	cr_assert_eq(sv_create_qp(e->pd, &ia, &e->qp), 0);
-	cr_assert_eq(sv_cm_create_channel(&e->ch), 0);
-	fcntl(sv_cm_channel_fd(e->ch), F_SETFL, fcntl(sv_cm_channel_fd(e->ch), F_GETFL) |
-	      O_NONBLOCK);
-	e->buf = aligned_alloc(4096, BUF_LEN);
-	cr_assert_not_null(e->buf);
-	memset(e->buf, 0x6d, BUF_LEN);
-	cr_assert_eq(sv_reg_mr(e->pd, e->buf, BUF_LEN, SV_ACCESS_LOCAL_WRITE |
-			       SV_ACCESS_REMOTE_READ, &e->mr), 0);
-}
-
-static void tend_close(struct tend *e)
-{
-	struct sv_async_event ev;
-	struct sv_cm_event *cev;
-
-	fcntl(sv_async_fd(e->ctx), F_SETFL, fcntl(sv_async_fd(e->ctx), F_GETFL) | O_NONBLOCK);
-	while (sv_get_async_event(e->ctx, &ev) == 0)
-		sv_ack_async_event(&ev);
-	while (sv_cm_get_event(e->ch, &cev) == 0)
-		sv_cm_ack_event(cev);
-	if (e->id)
-		cr_assert_eq(sv_cm_destroy_id(e->id), 0);
-	cr_assert_eq(sv_destroy_qp(e->qp), 0);
-	cr_assert_eq(sv_cm_destroy_channel(e->ch), 0);
-	cr_assert_eq(sv_dereg_mr(e->mr), 0);
-	cr_assert_eq(sv_destroy_cq(e->cq), 0);
-	cr_assert_eq(sv_dealloc_pd(e->pd), 0);
-	cr_assert_eq(sv_close_device(e->ctx), 0);
-	free(e->buf);
-}
-
 Test(wire_inv, refused_send_with_invalidate_on_tcp, .timeout = 180)
 {
 	struct capture cap;
-	struct tend cli, srv;
+	struct tcp_end cli, srv;
 	struct sv_cm_id *lid;
-	struct sv_cm_event *ev;
 	struct sv_conn_param cp = { .responder_resources = 4, .initiator_depth = 4 };
-	struct sockaddr_in addr = { .sin_family = AF_INET };
 	struct sv_sge sge, rsge;
 	struct sv_send_wr wr = { 0 }, *bad;
 	struct sv_recv_wr rwr = { 0 }, *rbad;
@@ -336,23 +252,12 @@ Test(wire_inv, refused_send_with_invalidate_on_tcp, .timeout = 180)
 	snprintf(filter, sizeof(filter), "tcp port %u", port);
 	cap_start(&cap, filter);
 
-	tend_open(&cli);
-	tend_open(&srv);
-	cr_assert_eq(sv_cm_create_id(srv.ch, srv.ctx, NULL, &lid), 0);
-	addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	addr.sin_port = htons(port);
-	cr_assert_eq(sv_cm_listen(lid, (struct sockaddr *)&addr, 4), 0);
-	cr_assert_eq(sv_cm_create_id(cli.ch, cli.ctx, NULL, &cli.id), 0);
-	cr_assert_eq(sv_cm_connect(cli.id, cli.qp, (struct sockaddr *)&addr, &cp), 0);
-	ev = tcm_wait(&srv, SV_CM_EVENT_CONNECT_REQUEST);
-	srv.id = ev->id;
-	sv_cm_ack_event(ev);
+	tcp_end_open(&cli, BUF_LEN, 0x6d, SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_READ, false);
+	tcp_end_open(&srv, BUF_LEN, 0x6d, SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_READ, false);
+	lid = tcp_connect(&cli, &srv, port, &cp);
 	rsge = (struct sv_sge){ (uintptr_t)srv.buf, 1024, srv.mr->lkey };
 	rwr.sg_list = &rsge;
 	rwr.num_sge = 1;
-	cr_assert_eq(sv_cm_accept(srv.id, srv.qp, &cp), 0);
-	sv_cm_ack_event(tcm_wait(&cli, SV_CM_EVENT_ESTABLISHED));
-	sv_cm_ack_event(tcm_wait(&srv, SV_CM_EVENT_ESTABLISHED));
 	cr_assert_eq(sv_post_recv(srv.qp, &rwr, &rbad), 0);
 
 	sge = (struct sv_sge){ (uintptr_t)cli.buf, 64, cli.mr->lkey };
@@ -376,17 +281,12 @@ Test(wire_inv, refused_send_with_invalidate_on_tcp, .timeout = 180)
 		cr_assert_lt(cap_now_ms(), end, "the client never saw the Terminate");
 	}
 	mr_key = srv.mr->rkey;
-	tend_close(&cli);
+	tcp_end_close(&cli);
 	cr_assert_eq(sv_cm_destroy_id(lid), 0);
-	tend_close(&srv);
+	tcp_end_close(&srv);
 	cap_stop(&cap);
 
-	snprintf(args, sizeof(args), "-r %s -Y 'tcp.port == %u && (_ws.malformed || "
-		 "_ws.expert.severity >= \"Error\")' -T fields -e frame.number "
-		 "-e _ws.expert.message", cap.path, port);
-	out = cap_tshark(args);
-	cr_assert_str_empty(out, "frames with errors (frame, message):\n%s", out);
-	free(out);
+	cap_no_errors(cap.path, "", "tcp.port == %u", port);
 	snprintf(args, sizeof(args), "-r %s -Y 'tcp.port == %u && iwarp_rdma' -T fields "
 		 "-e iwarp_rdma.opcode -e iwarp_rdma.inval_stag -e iwarp_rdma.term_layer "
 		 "-e iwarp_rdma.term_etype_rdma -e iwarp_rdma.term_errcode_rdma", cap.path, port);

@@ -22,9 +22,6 @@
  * dumpcap's capabilities (CI runs as root).
  */
 #include <arpa/inet.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,121 +31,17 @@
 #include <criterion/criterion.h>
 
 #include "capture_util.h"
+#include "tcp_util.h"
 #include "softverbs.h"
 
 #define WAIT_MS 8000
 #define MiB (1u << 20)
-
-static bool wait_fd(int fd, int ms)
-{
-	struct pollfd pfd = { .fd = fd, .events = POLLIN };
-
-	return poll(&pfd, 1, ms) > 0;
-}
-
-/* ---------------------------------------------------------------------------------------
- * The session: two device contexts in this process.
- */
-
-struct end {
-	struct sv_context *ctx;
-	struct sv_pd *pd;
-	struct sv_cq *cq;
-	struct sv_qp *qp;
-	struct sv_cm_channel *ch;
-	struct sv_cm_id *id;
-	uint8_t *buf;
-	struct sv_mr *mr;
-};
-
-static struct sv_cm_event *cm_wait(struct end *e, enum sv_cm_event_type type)
-{
-	struct sv_cm_event *ev = NULL;
-	uint64_t deadline = cap_now_ms() + WAIT_MS;
-	int rc;
-
-	while ((rc = sv_cm_get_event(e->ch, &ev)) == -EAGAIN) {
-		uint64_t now = cap_now_ms();
-
-		cr_assert(now < deadline && wait_fd(sv_cm_channel_fd(e->ch), (int)(deadline - now)),
-			  "no CM event %s", sv_cm_event_str(type));
-	}
-	cr_assert_eq(rc, 0, "sv_cm_get_event: %s", sv_strerror(rc));
-	cr_assert_eq(ev->event, type, "CM event %s, expected %s", sv_cm_event_str(ev->event),
-		     sv_cm_event_str(type));
-	return ev;
-}
-
-static void end_open(struct end *e)
-{
-	struct sv_device_opts d;
-	struct sv_qp_init_attr ia;
-	struct sv_qp_attr qa;
-	int fl;
-
-	memset(e, 0, sizeof(*e));
-	sv_device_opts_init(&d);
-	d.transport = SV_TRANSPORT_TCP;
-	d.crc = 1;
-	cr_assert_eq(sv_open_device(&d, &e->ctx), 0);
-	cr_assert_eq(sv_alloc_pd(e->ctx, &e->pd), 0);
-	cr_assert_eq(sv_create_cq(e->ctx, 256, NULL, NULL, 0, &e->cq), 0);
-	memset(&ia, 0, sizeof(ia));
-	ia.send_cq = e->cq;
-	ia.recv_cq = e->cq;
-	ia.cap.max_send_wr = 32;
-	ia.cap.max_recv_wr = 32;
-	ia.cap.max_send_sge = 2;
-	ia.cap.max_recv_sge = 2;
-	ia.qp_type = SV_QPT_RC;
-	cr_assert_eq(sv_create_qp(e->pd, &ia, &e->qp), 0);
-	/* INIT now, so receives can be posted before the connection exists */
-	memset(&qa, 0, sizeof(qa));
-	qa.qp_state = SV_QPS_INIT;
-	qa.port_num = 1;
-	qa.qp_access_flags = SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_WRITE |
-			     SV_ACCESS_REMOTE_READ | SV_ACCESS_REMOTE_ATOMIC;
-	cr_assert_eq(sv_modify_qp(e->qp, &qa, SV_QP_STATE | SV_QP_PKEY_INDEX | SV_QP_PORT |
-						      SV_QP_ACCESS_FLAGS), 0);
-	cr_assert_eq(sv_cm_create_channel(&e->ch), 0);
-	fl = fcntl(sv_cm_channel_fd(e->ch), F_GETFL);
-	fcntl(sv_cm_channel_fd(e->ch), F_SETFL, fl | O_NONBLOCK);
-	e->buf = aligned_alloc(4096, 2 * MiB);
-	cr_assert_not_null(e->buf);
-	memset(e->buf, 0, 2 * MiB);
-	cr_assert_eq(sv_reg_mr(e->pd, e->buf, 2 * MiB,
-			       SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_WRITE |
-				       SV_ACCESS_REMOTE_READ | SV_ACCESS_REMOTE_ATOMIC |
-				       SV_ACCESS_MW_BIND,
-			       &e->mr),
-		     0);
-}
-
-static void end_close(struct end *e)
-{
-	struct sv_async_event ev;
-	struct sv_cm_event *cev;
-	int fl = fcntl(sv_async_fd(e->ctx), F_GETFL);
-
-	fcntl(sv_async_fd(e->ctx), F_SETFL, fl | O_NONBLOCK);
-	while (sv_get_async_event(e->ctx, &ev) == 0)
-		sv_ack_async_event(&ev);
-	while (sv_cm_get_event(e->ch, &cev) == 0)
-		sv_cm_ack_event(cev);
-	if (e->id)
-		cr_assert_eq(sv_cm_destroy_id(e->id), 0);
-	cr_assert_eq(sv_destroy_qp(e->qp), 0);
-	cr_assert_eq(sv_cm_destroy_channel(e->ch), 0);
-	cr_assert_eq(sv_dereg_mr(e->mr), 0);
-	cr_assert_eq(sv_destroy_cq(e->cq), 0);
-	cr_assert_eq(sv_dealloc_pd(e->pd), 0);
-	cr_assert_eq(sv_close_device(e->ctx), 0);
-	free(e->buf);
-}
+#define TSHARK_ACCESS (SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_WRITE | SV_ACCESS_REMOTE_READ | \
+		       SV_ACCESS_REMOTE_ATOMIC | SV_ACCESS_MW_BIND)
 
 /* Posts a signaled WR on e from e->buf + off; peer (if any) names the remote buffer. */
-static void post_key(struct end *e, uint64_t wr_id, enum sv_wr_opcode op, uint32_t off,
-		     uint32_t len, unsigned flags, struct end *peer, uint64_t roff,
+static void post_key(struct tcp_end *e, uint64_t wr_id, enum sv_wr_opcode op, uint32_t off,
+		     uint32_t len, unsigned flags, struct tcp_end *peer, uint64_t roff,
 		     uint32_t rkey_xor)
 {
 	struct sv_sge sge = { .addr = (uintptr_t)e->buf + off, .length = len,
@@ -176,13 +69,13 @@ static void post_key(struct end *e, uint64_t wr_id, enum sv_wr_opcode op, uint32
 	cr_assert_eq(rc, 0, "sv_post_send(opcode %d): %s", op, sv_strerror(rc));
 }
 
-static void post(struct end *e, uint64_t wr_id, enum sv_wr_opcode op, uint32_t off,
-		 uint32_t len, unsigned flags, struct end *peer, uint64_t roff)
+static void post(struct tcp_end *e, uint64_t wr_id, enum sv_wr_opcode op, uint32_t off,
+		 uint32_t len, unsigned flags, struct tcp_end *peer, uint64_t roff)
 {
 	post_key(e, wr_id, op, off, len, flags, peer, roff, 0);
 }
 
-static void post_recv(struct end *e, uint64_t wr_id, uint32_t off)
+static void post_recv(struct tcp_end *e, uint64_t wr_id, uint32_t off)
 {
 	struct sv_sge sge = { .addr = (uintptr_t)e->buf + off, .length = 65536,
 			      .lkey = e->mr->lkey };
@@ -192,7 +85,7 @@ static void post_recv(struct end *e, uint64_t wr_id, uint32_t off)
 }
 
 /* Polls n completions of cq; returns the status of the last. */
-static enum sv_wc_status poll_n(struct end *e, int n)
+static enum sv_wc_status poll_n(struct tcp_end *e, int n)
 {
 	uint64_t deadline = cap_now_ms() + WAIT_MS;
 	struct sv_wc wc;
@@ -212,7 +105,7 @@ static enum sv_wc_status poll_n(struct end *e, int n)
 }
 
 /* A type 2 window over [off, off+len) of e's buffer, bound on e's QP with key8. */
-static struct sv_mw *bind_window(struct end *e, uint32_t off, uint32_t len, uint8_t key8)
+static struct sv_mw *bind_window(struct tcp_end *e, uint32_t off, uint32_t len, uint8_t key8)
 {
 	struct sv_send_wr wr, *bad;
 	struct sv_mw *mw;
@@ -239,36 +132,20 @@ static void run_session(uint16_t port, uint32_t inv[2])
 	struct sv_mw *mw[2];
 	struct sv_send_wr wr, *bad;
 	struct sv_sge sge;
-	struct end cli, srv;
+	struct tcp_end cli, srv;
 	struct sv_cm_id *lid;
-	struct sv_cm_event *ev;
 	struct sv_conn_param cp;
-	struct sockaddr_in addr;
 
-	end_open(&cli);
-	end_open(&srv);
+	tcp_end_open(&cli, 2 * MiB, 0, TSHARK_ACCESS, true);
+	tcp_end_open(&srv, 2 * MiB, 0, TSHARK_ACCESS, true);
 	for (int i = 0; i < 8; i++)
 		post_recv(&srv, 100 + (uint64_t)i, (uint32_t)i * 65536);
-	cr_assert_eq(sv_cm_create_id(srv.ch, srv.ctx, NULL, &lid), 0);
-	memset(&addr, 0, sizeof(addr));
-	addr.sin_family = AF_INET;
-	addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	addr.sin_port = htons(port);
-	cr_assert_eq(sv_cm_listen(lid, (struct sockaddr *)&addr, 4), 0, "listen on port %u",
-		     port);
 	memset(&cp, 0, sizeof(cp));
 	cp.private_data = "tshark";
 	cp.private_data_len = 6;
 	cp.responder_resources = 4;
 	cp.initiator_depth = 4;
-	cr_assert_eq(sv_cm_create_id(cli.ch, cli.ctx, NULL, &cli.id), 0);
-	cr_assert_eq(sv_cm_connect(cli.id, cli.qp, (struct sockaddr *)&addr, &cp), 0);
-	ev = cm_wait(&srv, SV_CM_EVENT_CONNECT_REQUEST);
-	srv.id = ev->id;
-	sv_cm_ack_event(ev);
-	cr_assert_eq(sv_cm_accept(srv.id, srv.qp, &cp), 0);
-	sv_cm_ack_event(cm_wait(&cli, SV_CM_EVENT_ESTABLISHED));
-	sv_cm_ack_event(cm_wait(&srv, SV_CM_EVENT_ESTABLISHED));
+	lid = tcp_connect(&cli, &srv, port, &cp);
 
 	for (uint32_t i = 0; i < 2 * MiB; i++)
 		cli.buf[i] = (uint8_t)(i * 7 + 3);
@@ -311,9 +188,9 @@ static void run_session(uint16_t port, uint32_t inv[2])
 	post_key(&cli, 12, SV_WR_RDMA_READ, 0, 64, 0, &srv, 0, 0x55);
 	cr_assert_eq(poll_n(&cli, 1), SV_WC_REM_ACCESS_ERR, "READ with a bad key");
 
-	end_close(&cli);
+	tcp_end_close(&cli);
 	cr_assert_eq(sv_cm_destroy_id(lid), 0);
-	end_close(&srv);
+	tcp_end_close(&srv);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -354,13 +231,7 @@ Test(wire, tshark_decodes_every_frame, .timeout = 240)
 	snprintf(flt, sizeof(flt), "tcp.stream == %lu", stream);
 
 	/* 1. no malformed frames and no expert errors */
-	snprintf(args, sizeof(args),
-		 "-r %s -Y '%s && (_ws.malformed || _ws.expert.severity >= \"Error\")' "
-		 "-T fields -e frame.number -e _ws.expert.message",
-		 path, flt);
-	out = cap_tshark(args);
-	cr_assert_str_empty(out, "frames with errors (frame, message):\n%s", out);
-	free(out);
+	cap_no_errors(path, "", "%s", flt);
 
 	/* 2. every TCP payload is MPA (or a piece of an MPA PDU reassembled elsewhere); two
 	 * passes (-2), because a segment in the middle of a PDU only learns where it was
