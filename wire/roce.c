@@ -460,25 +460,31 @@ static bool pktinfo_dst(struct msghdr *m, union sv__roce_addr *dst)
 }
 
 /*
- * Checks and dispatches one datagram from src to dst. self is the QP whose poller runs
- * this (its lock held), NULL on the loop. Returns the RC QP it touched (locked and
- * unlocked here), or NULL. *defer: a poller may not handle it here (another QP, a UD or
- * CM datagram); the caller hands it to the loop.
+ * What the receive path does with one datagram, decided before any QP lock is taken.
  */
-static struct sv__rqp *dispatch(struct sv__rctx *rc, uint8_t *buf, size_t len,
+enum rx_verdict {
+	RX_DROP,		/* dropped (or counted) here */
+	RX_DEFER,		/* a poller may not handle it: the loop's */
+	RX_UD,			/* a UD or CM datagram, handled on the loop by rx_ud() */
+	RX_RC,			/* an RC packet for *qp, decoded into *k: rx_set_add() */
+};
+
+/*
+ * Checks one datagram from src to dst. self is the QP whose poller runs this (its lock
+ * held), NULL on the loop. Only the checks that need no QP lock are made here; deliver()
+ * makes the rest under the lock.
+ */
+static enum rx_verdict classify(struct sv__rctx *rc, const uint8_t *buf, size_t len,
 				const union sv__roce_addr *src, const union sv__roce_addr *dst,
-				struct sv__rqp *self, bool *kept, bool *defer)
+				struct sv__rqp *self, struct sv__rqp **qp, struct sv_ib_pkt *k)
 {
-	struct sv_ib_pkt k;
 	struct sv__rqp *q;
 
 	if (len < SV_BTH_LEN + SV_ICRC_LEN)
-		return NULL;
+		return RX_DROP;
 	q = tbl_find(rc, sv__get_be24(buf + 5));
-	if (self && q != self) {
-		*defer = true;
-		return NULL;
-	}
+	if (self && q != self)
+		return RX_DEFER;
 	if (sv__icrc_verify(&src->sa, &dst->sa, NULL, buf, len) < 0) {
 		/* IBA 9.8.2.x: a packet failing its ICRC is silently dropped. */
 		if (q) {
@@ -488,66 +494,119 @@ static struct sv__rqp *dispatch(struct sv__rctx *rc, uint8_t *buf, size_t len,
 		} else {
 			rc->icrc_errors_unknown++;
 		}
-		return NULL;
+		return RX_DROP;
 	}
 	/* UD datagrams: the CM's MADs on QP1 and UD QPs (roce_cm.c, roce_ud.c), loop only. */
-	if (sv__roce_op_is_ud(buf[0])) {
-		if (self)
-			*defer = true;
-		else if (sv__get_be24(buf + 5) == SV_GSI_QPN)
-			sv__roce_cm_rx(rc, src, buf, len);
-		else if (q)
-			sv__roce_ud_rx(q, src, dst, buf, len);
-		return NULL;
-	}
+	if (sv__roce_op_is_ud(buf[0]))
+		return self ? RX_DEFER : RX_UD;
 	/* The shared decoder over the whole datagram (ICRC included), then what it leaves
 	 * to the receiver: an RC opcode, our P_Key, and no data on an opcode without any
 	 * but the selective-repeat NAK's PSN. A packet failing these is silently dropped
 	 * (IBA 9.6); the responder judges the data of SEND and WRITE against its MTU. */
-	if (!q || sv__ib_pkt_decode(&k, buf, len) < 0 ||
-	    (k.bth.opcode & SV_IB_TRANSPORT_MASK) != SV_IB_RC ||
-	    !sv__ib_pkey_match(k.bth.pkey, SV_PKEY_DEFAULT) || sv__ib_pkt_payload_check(&k, 0) < 0)
-		return NULL;
-	sv__qp_lock(q->qp);
+	if (!q || sv__ib_pkt_decode(k, buf, len) < 0 ||
+	    (k->bth.opcode & SV_IB_TRANSPORT_MASK) != SV_IB_RC ||
+	    !sv__ib_pkey_match(k->bth.pkey, SV_PKEY_DEFAULT) || sv__ib_pkt_payload_check(k, 0) < 0)
+		return RX_DROP;
+	*qp = q;
+	return RX_RC;
+}
+
+/* [loop] A UD datagram (classify() said RX_UD). */
+static void rx_ud(struct sv__rctx *rc, const uint8_t *buf, size_t len,
+		  const union sv__roce_addr *src, const union sv__roce_addr *dst)
+{
+	uint32_t qpn = sv__get_be24(buf + 5);
+	struct sv__rqp *q;
+
+	if (qpn == SV_GSI_QPN)
+		sv__roce_cm_rx(rc, src, buf, len);
+	else if ((q = tbl_find(rc, qpn)))
+		sv__roce_ud_rx(q, src, dst, buf, len);
+}
+
+/* [qp-locked] Hands a classified RC packet in buf (the receive buffer, which the
+ * responder may keep: *kept) to its QP. Returns whether the QP took it. */
+static bool deliver(struct sv__rqp *q, const struct sv_ib_pkt *k, uint8_t *buf, size_t len,
+		    const union sv__roce_addr *src, bool *kept)
+{
 	/* Only the peer of a connected QP may talk to it (the AV it was given). */
-	if (q->qp->qp_type != SV_QPT_RC || q->err || !q->live || !sv__roce_addr_eq(src, &q->peer)) {
-		sv__qp_unlock(q->qp);
-		return NULL;
-	}
+	if (q->qp->qp_type != SV_QPT_RC || q->err || !q->live || !sv__roce_addr_eq(src, &q->peer))
+		return false;
 	q->st.rx_packets++;
 	q->st.rx_bytes += len;
 	q->now_ns = sv__now_ns();
-	if (k.flags & SV_IB_OPF_RESP)
-		sv__roce_req_rx(q, &k);
+	if (k->flags & SV_IB_OPF_RESP)
+		sv__roce_req_rx(q, k);
 	else
-		sv__roce_resp_rx(q, &k, buf, SV__ROCE_RX_BUF, kept);
-	sv__qp_unlock(q->qp);
-	return q;
+		sv__roce_resp_rx(q, k, buf, SV__ROCE_RX_BUF, kept);
+	return true;
 }
 
-static void touch(struct sv__rqp **touched, unsigned *nt, struct sv__rqp *q)
+/*
+ * RC packets of one receive batch, in arrival order, waiting for their QPs. Each QP's
+ * packets are handed over under one acquisition of its lock, and its replies (one
+ * coalesced ACK, what the window opened) go out before that lock is released: the QP
+ * lock is taken once per QP per batch, not once per packet, so a thread posting on the
+ * QP meanwhile rarely makes the receiver sleep on it.
+ */
+struct rx_item {
+	struct sv__rqp *q;		/* NULL once handed over */
+	struct sv_ib_pkt k;
+	uint8_t *buf;
+	size_t len;
+	const union sv__roce_addr *src;
+	unsigned tag;			/* the caller's: which buffer this is */
+	bool kept;			/* the responder kept buf */
+};
+
+struct rx_set {
+	unsigned n;
+	struct rx_item it[SV__ROCE_RX_BATCH];
+};
+
+/* Hands every packet of the set to its QP, QP by QP (each QP's packets in their order;
+ * packets of different QPs are independent), then runs each touched QP's round. */
+static void rx_set_run(struct rx_set *s)
 {
-	unsigned t;
+	for (unsigned a = 0; a < s->n; a++) {
+		struct sv__rqp *q = s->it[a].q;
+		bool any = false;
 
-	for (t = 0; t < *nt && touched[t] != q; t++)
-		;
-	if (t == *nt)
-		touched[(*nt)++] = q;
-}
-
-/* Coalesced replies: one ACK per QP per batch, then whatever the window opened on the
- * requester side. */
-static void finish_round(struct sv__rqp **touched, unsigned nt)
-{
-	for (unsigned t = 0; t < nt; t++) {
-		struct sv__rqp *q = touched[t];
-
+		if (!q)
+			continue;
 		sv__qp_lock(q->qp);
-		q->now_ns = sv__now_ns();
-		qp_round(q);
-		sv__roce_timer_update(q);
+		for (unsigned b = a; b < s->n; b++) {
+			struct rx_item *it = &s->it[b];
+
+			if (it->q != q)
+				continue;
+			it->q = NULL;
+			if (deliver(q, &it->k, it->buf, it->len, it->src, &it->kept))
+				any = true;
+		}
+		/* Coalesced replies: one ACK per QP per batch, then whatever the window
+		 * opened on the requester side. */
+		if (any) {
+			q->now_ns = sv__now_ns();
+			qp_round(q);
+			sv__roce_timer_update(q);
+		}
 		sv__qp_unlock(q->qp);
 	}
+}
+
+static struct rx_item *rx_set_add(struct rx_set *s, struct sv__rqp *q, uint8_t *buf,
+				  size_t len, const union sv__roce_addr *src, unsigned tag)
+{
+	struct rx_item *it = &s->it[s->n++];
+
+	it->q = q;
+	it->buf = buf;
+	it->len = len;
+	it->src = src;
+	it->tag = tag;
+	it->kept = false;
+	return it;
 }
 
 static void defer_push(struct sv__rctx *rc, unsigned i, const union sv__roce_addr *dst)
@@ -574,13 +633,29 @@ static void defer_push(struct sv__rctx *rc, unsigned i, const union sv__roce_add
 	uv_async_send(&rc->defer_wake);
 }
 
+/* [rx_lock] Runs the ring's pending RC packets; a ring slot whose buffer the responder
+ * kept (an out-of-order packet) gets a new one. */
+static void ring_run(struct sv__rctx *rc, struct rx_set *s)
+{
+	rx_set_run(s);
+	for (unsigned j = 0; j < s->n; j++) {
+		if (s->it[j].kept) {
+			uint8_t *nb = malloc(SV__ROCE_RX_BUF);
+
+			if (nb)
+				rc->rx_buf[s->it[j].tag] = nb;
+		}
+	}
+	s->n = 0;
+}
+
 /* [rx_lock] One recvmmsg batch, dispatched. Returns the datagrams received. */
 static int rx_round(struct sv__rctx *rc, struct sv__rqp *self)
 {
-	struct sv__rqp *touched[SV__ROCE_RX_BATCH];
-	unsigned nt = 0;
+	struct rx_set s;
 	int n;
 
+	s.n = 0;
 	for (unsigned i = 0; i < SV__ROCE_RX_BATCH; i++) {
 		struct msghdr *m = &rc->rx_msgs[i].msg_hdr;
 
@@ -597,31 +672,34 @@ static int rx_round(struct sv__rctx *rc, struct sv__rqp *self)
 	n = recvmmsg(rc->fd, rc->rx_msgs, SV__ROCE_RX_BATCH, MSG_DONTWAIT, NULL);
 	for (int i = 0; i < n; i++) {
 		union sv__roce_addr dst = rc->local;
-		bool kept = false, defer = false;
-		struct sv__rqp *q;
+		uint8_t *buf = rc->rx_buf[i];
+		size_t len = rc->rx_msgs[i].msg_len;
+		struct sv__rqp *q = NULL;
+		struct sv_ib_pkt k;
 
 		/* A source of another family cannot occur: the IPv6 socket is V6ONLY. */
 		if ((rc->rx_msgs[i].msg_hdr.msg_flags & MSG_TRUNC) ||
 		    rc->rx_src[i].sa.sa_family != rc->local.sa.sa_family ||
 		    !pktinfo_dst(&rc->rx_msgs[i].msg_hdr, &dst))
 			continue;
-		q = dispatch(rc, rc->rx_buf[i], rc->rx_msgs[i].msg_len, &rc->rx_src[i], &dst, self,
-			     &kept, &defer);
-		if (defer) {
+		switch (classify(rc, buf, len, &rc->rx_src[i], &dst, self, &q, &k)) {
+		case RX_DEFER:
 			defer_push(rc, (unsigned)i, &dst);
-			continue;
+			break;
+		case RX_UD:
+			/* Whatever came before it first: a CM message may change the state
+			 * of a QP whose earlier packets are pending. */
+			ring_run(rc, &s);
+			rx_ud(rc, buf, len, &rc->rx_src[i], &dst);
+			break;
+		case RX_RC:
+			rx_set_add(&s, q, buf, len, &rc->rx_src[i], (unsigned)i)->k = k;
+			break;
+		case RX_DROP:
+			break;
 		}
-		if (kept) {
-			/* The responder keeps this buffer (an out-of-order packet). */
-			uint8_t *nb = malloc(SV__ROCE_RX_BUF);
-
-			if (nb)
-				rc->rx_buf[i] = nb;
-		}
-		if (q)
-			touch(touched, &nt, q);
 	}
-	finish_round(touched, nt);
+	ring_run(rc, &s);
 	return n < 0 ? 0 : n;
 }
 
@@ -637,14 +715,30 @@ static void rx_cb(uv_poll_t *h, int status, int events)
 	pthread_mutex_unlock(&rc->rx_lock);
 }
 
+/* [rx_lock] Runs the pending deferred RC packets, then frees their records (and the
+ * buffers the responder did not keep). */
+static void deferred_run(struct rx_set *s, struct sv__roce_deferred **ds)
+{
+	rx_set_run(s);
+	for (unsigned j = 0; j < s->n; j++) {
+		struct sv__roce_deferred *d = ds[s->it[j].tag];
+
+		if (!s->it[j].kept)
+			free(d->buf);
+		free(d);
+	}
+	s->n = 0;
+}
+
 /* The loop takes over what pollers could not handle. */
 static void defer_cb(uv_async_t *a)
 {
 	struct sv__rctx *rc = a->data;
 	struct sv__roce_deferred *d, *next;
-	struct sv__rqp *touched[SV__ROCE_RX_BATCH];
-	unsigned nt = 0;
+	struct sv__roce_deferred *ds[SV__ROCE_RX_BATCH];
+	struct rx_set s;
 
+	s.n = 0;
 	pthread_mutex_lock(&rc->defer_lock);
 	d = rc->defer_head;
 	rc->defer_head = NULL;
@@ -652,22 +746,29 @@ static void defer_cb(uv_async_t *a)
 	pthread_mutex_unlock(&rc->defer_lock);
 	pthread_mutex_lock(&rc->rx_lock);
 	for (; d; d = next) {
-		bool kept = false, defer = false;
-		struct sv__rqp *q = dispatch(rc, d->buf, d->len, &d->src, &d->dst, NULL, &kept,
-					     &defer);
+		struct sv__rqp *q = NULL;
+		struct sv_ib_pkt k;
 
 		next = d->next;
-		if (!kept)
-			free(d->buf);
-		free(d);
-		if (q)
-			touch(touched, &nt, q);
-		if (nt == SV__ROCE_RX_BATCH) {
-			finish_round(touched, nt);
-			nt = 0;
+		switch (classify(rc, d->buf, d->len, &d->src, &d->dst, NULL, &q, &k)) {
+		case RX_RC:
+			ds[s.n] = d;
+			rx_set_add(&s, q, d->buf, d->len, &d->src, s.n)->k = k;
+			if (s.n == SV__ROCE_RX_BATCH)
+				deferred_run(&s, ds);
+			continue;
+		case RX_UD:
+			deferred_run(&s, ds);
+			rx_ud(rc, d->buf, d->len, &d->src, &d->dst);
+			break;
+		case RX_DEFER:
+		case RX_DROP:
+			break;
 		}
+		free(d->buf);
+		free(d);
 	}
-	finish_round(touched, nt);
+	deferred_run(&s, ds);
 	pthread_mutex_unlock(&rc->rx_lock);
 }
 
