@@ -62,6 +62,7 @@ static bool on_loop(const struct sv__rctx *rc)
 }
 
 static void timer_cb(uv_timer_t *t);
+static bool inbox_run(struct sv__rqp *q);
 
 int sv__roce_iov_slice(const struct iovec *iov, int niov, uint32_t off, uint32_t len,
 		       struct iovec *out)
@@ -350,6 +351,8 @@ static void timer_cb(uv_timer_t *t)
 	sv__qp_lock(q->qp);
 	q->timer_armed_ns = 0;
 	if (!q->err && q->live) {
+		/* Responses that arrived before the timer fired count first. */
+		inbox_run(q);
 		sv__roce_req_timer(q);
 		qp_round(q);
 	}
@@ -542,6 +545,160 @@ static bool deliver(struct sv__rqp *q, const struct sv_ib_pkt *k, uint8_t *buf, 
 	return true;
 }
 
+/* [qp-locked] The end of a round that handed q packets: the coalesced replies (one ACK
+ * per QP per batch), then whatever the window opened on the requester side. */
+static void round_end(struct sv__rqp *q)
+{
+	q->now_ns = sv__now_ns();
+	qp_round(q);
+	sv__roce_timer_update(q);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Inboxes. The loop must not wait for a QP lock while it holds rx_lock: the application
+ * thread, which takes the QP lock in every post and every poll, would find rx_lock taken
+ * in its poll and go without receiving, take the QP lock again and again before the
+ * sleeping loop got its turn, and pay a futex wake-up at each release. So when the loop
+ * finds a QP's lock busy it copies that QP's packets into the QP's inbox and goes on.
+ * Order is kept: only the rx_lock holder appends, and whoever hands a QP packets under
+ * its lock (the loop, a poller, a post, the QP's timer) empties its inbox first. Once
+ * rx_lock is released, the loop waits for the inbox to be emptied, which the lock holder
+ * does itself in its next post or poll; only if that does not come soon (the thread went
+ * to sleep on a completion channel) does the loop take the QP lock and empty it.
+ */
+
+#define INBOX_SPIN_NS 20000
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
+}
+
+/* [loop, rx_lock] Appends a copy of packet k (in buf, len bytes from src) to q's inbox. */
+static void inbox_put(struct sv__rctx *rc, struct sv__rqp *q, const struct sv_ib_pkt *k,
+		      const uint8_t *buf, size_t len, const union sv__roce_addr *src)
+{
+	struct sv__roce_inpkt *p = malloc(sizeof(*p));
+	uint8_t *copy = malloc(len);
+
+	if (!p || !copy) {
+		/* A loss: the reliability layer repairs it. */
+		free(p);
+		free(copy);
+		return;
+	}
+	memcpy(copy, buf, len);
+	p->next = NULL;
+	p->k = *k;
+	if (k->payload)
+		p->k.payload = copy + (k->payload - buf);
+	p->buf = copy;
+	p->len = len;
+	p->src = *src;
+	pthread_mutex_lock(&rc->inbox_lock);
+	*q->inbox_tail = p;
+	q->inbox_tail = &p->next;
+	atomic_store_explicit(&q->inbox_any, true, memory_order_release);
+	pthread_mutex_unlock(&rc->inbox_lock);
+	if (!q->inbox_queued) {
+		q->inbox_queued = true;
+		q->inbox_next = rc->inbox_qs;
+		rc->inbox_qs = q;
+	}
+}
+
+/* Takes q's inbox list (oldest first). */
+static struct sv__roce_inpkt *inbox_take(struct sv__rqp *q)
+{
+	struct sv__roce_inpkt *p;
+
+	if (!atomic_load_explicit(&q->inbox_any, memory_order_acquire))
+		return NULL;
+	pthread_mutex_lock(&q->rc->inbox_lock);
+	p = q->inbox;
+	q->inbox = NULL;
+	q->inbox_tail = &q->inbox;
+	atomic_store_explicit(&q->inbox_any, false, memory_order_relaxed);
+	pthread_mutex_unlock(&q->rc->inbox_lock);
+	return p;
+}
+
+/* [qp-locked] Hands q the packets of its inbox, oldest first. Returns whether it took
+ * any (the caller then ends the round: round_end()). */
+static bool inbox_run(struct sv__rqp *q)
+{
+	struct sv__roce_inpkt *p = inbox_take(q), *next;
+	bool any = false;
+
+	for (; p; p = next) {
+		bool kept = false;
+
+		next = p->next;
+		if (deliver(q, &p->k, p->buf, p->len, &p->src, &kept))
+			any = true;
+		if (!kept)
+			free(p->buf);
+		free(p);
+	}
+	return any;
+}
+
+/* Drops whatever q's inbox holds (the QP failed or goes away). */
+static void inbox_clear(struct sv__rqp *q)
+{
+	struct sv__roce_inpkt *p = inbox_take(q), *next;
+
+	for (; p; p = next) {
+		next = p->next;
+		free(p->buf);
+		free(p);
+	}
+}
+
+/* [loop, not rx_lock] Sees to it that the inboxes filled since the last call are
+ * emptied: by the lock holder if it does so within INBOX_SPIN_NS, else here. */
+static void inbox_service(struct sv__rctx *rc)
+{
+	struct sv__rqp *q = rc->inbox_qs, *next;
+
+	rc->inbox_qs = NULL;
+	for (; q; q = next) {
+		uint64_t until = 0;
+
+		next = q->inbox_next;
+		q->inbox_queued = false;
+		for (unsigned i = 0;; i++) {
+			if (!atomic_load_explicit(&q->inbox_any, memory_order_acquire))
+				break;			/* the lock holder took them */
+			if (sv__qp_trylock(q->qp)) {
+				if (inbox_run(q))
+					round_end(q);
+				sv__qp_unlock(q->qp);
+				break;
+			}
+			/* The clock is read every 16 rounds only: a pause is tens of ns. */
+			if ((i & 15) == 15) {
+				uint64_t now = sv__now_ns();
+
+				if (!until) {
+					until = now + INBOX_SPIN_NS;
+				} else if (now >= until) {
+					sv__qp_lock(q->qp);
+					if (inbox_run(q))
+						round_end(q);
+					sv__qp_unlock(q->qp);
+					break;
+				}
+			}
+			cpu_relax();
+		}
+	}
+}
+
 /*
  * RC packets of one receive batch, in arrival order, waiting for their QPs. Each QP's
  * packets are handed over under one acquisition of its lock, and its replies (one
@@ -564,33 +721,35 @@ struct rx_set {
 	struct rx_item it[SV__ROCE_RX_BATCH];
 };
 
-/* Hands every packet of the set to its QP, QP by QP (each QP's packets in their order;
- * packets of different QPs are independent), then runs each touched QP's round. */
-static void rx_set_run(struct rx_set *s)
+/* [rx_lock] Hands every packet of the set to its QP, QP by QP (each QP's packets in
+ * their order; packets of different QPs are independent), each after its inbox, then
+ * ends each touched QP's round. On the loop (self NULL), a QP whose lock is busy gets
+ * its packets in its inbox instead. */
+static void rx_set_run(struct sv__rctx *rc, struct rx_set *s, struct sv__rqp *self)
 {
 	for (unsigned a = 0; a < s->n; a++) {
 		struct sv__rqp *q = s->it[a].q;
-		bool any = false;
+		bool any, locked;
 
 		if (!q)
 			continue;
-		sv__qp_lock(q->qp);
+		locked = self ? (sv__qp_lock(q->qp), true) : sv__qp_trylock(q->qp);
+		any = locked && inbox_run(q);
 		for (unsigned b = a; b < s->n; b++) {
 			struct rx_item *it = &s->it[b];
 
 			if (it->q != q)
 				continue;
 			it->q = NULL;
-			if (deliver(q, &it->k, it->buf, it->len, it->src, &it->kept))
+			if (!locked)
+				inbox_put(rc, q, &it->k, it->buf, it->len, it->src);
+			else if (deliver(q, &it->k, it->buf, it->len, it->src, &it->kept))
 				any = true;
 		}
-		/* Coalesced replies: one ACK per QP per batch, then whatever the window
-		 * opened on the requester side. */
-		if (any) {
-			q->now_ns = sv__now_ns();
-			qp_round(q);
-			sv__roce_timer_update(q);
-		}
+		if (!locked)
+			continue;
+		if (any)
+			round_end(q);
 		sv__qp_unlock(q->qp);
 	}
 }
@@ -635,9 +794,9 @@ static void defer_push(struct sv__rctx *rc, unsigned i, const union sv__roce_add
 
 /* [rx_lock] Runs the ring's pending RC packets; a ring slot whose buffer the responder
  * kept (an out-of-order packet) gets a new one. */
-static void ring_run(struct sv__rctx *rc, struct rx_set *s)
+static void ring_run(struct sv__rctx *rc, struct rx_set *s, struct sv__rqp *self)
 {
-	rx_set_run(s);
+	rx_set_run(rc, s, self);
 	for (unsigned j = 0; j < s->n; j++) {
 		if (s->it[j].kept) {
 			uint8_t *nb = malloc(SV__ROCE_RX_BUF);
@@ -689,7 +848,7 @@ static int rx_round(struct sv__rctx *rc, struct sv__rqp *self)
 		case RX_UD:
 			/* Whatever came before it first: a CM message may change the state
 			 * of a QP whose earlier packets are pending. */
-			ring_run(rc, &s);
+			ring_run(rc, &s, self);
 			rx_ud(rc, buf, len, &rc->rx_src[i], &dst);
 			break;
 		case RX_RC:
@@ -699,7 +858,7 @@ static int rx_round(struct sv__rctx *rc, struct sv__rqp *self)
 			break;
 		}
 	}
-	ring_run(rc, &s);
+	ring_run(rc, &s, self);
 	return n < 0 ? 0 : n;
 }
 
@@ -713,13 +872,15 @@ static void rx_cb(uv_poll_t *h, int status, int events)
 	for (int rounds = 16; rounds-- && rx_round(rc, NULL) == SV__ROCE_RX_BATCH;)
 		;
 	pthread_mutex_unlock(&rc->rx_lock);
+	inbox_service(rc);
 }
 
 /* [rx_lock] Runs the pending deferred RC packets, then frees their records (and the
  * buffers the responder did not keep). */
-static void deferred_run(struct rx_set *s, struct sv__roce_deferred **ds)
+static void deferred_run(struct sv__rctx *rc, struct rx_set *s,
+			 struct sv__roce_deferred **ds)
 {
-	rx_set_run(s);
+	rx_set_run(rc, s, NULL);
 	for (unsigned j = 0; j < s->n; j++) {
 		struct sv__roce_deferred *d = ds[s->it[j].tag];
 
@@ -755,10 +916,10 @@ static void defer_cb(uv_async_t *a)
 			ds[s.n] = d;
 			rx_set_add(&s, q, d->buf, d->len, &d->src, s.n)->k = k;
 			if (s.n == SV__ROCE_RX_BATCH)
-				deferred_run(&s, ds);
+				deferred_run(rc, &s, ds);
 			continue;
 		case RX_UD:
-			deferred_run(&s, ds);
+			deferred_run(rc, &s, ds);
 			rx_ud(rc, d->buf, d->len, &d->src, &d->dst);
 			break;
 		case RX_DEFER:
@@ -768,8 +929,9 @@ static void defer_cb(uv_async_t *a)
 		free(d->buf);
 		free(d);
 	}
-	deferred_run(&s, ds);
+	deferred_run(rc, &s, ds);
 	pthread_mutex_unlock(&rc->rx_lock);
+	inbox_service(rc);
 }
 
 /*
@@ -783,11 +945,20 @@ static int poll_qp(struct sv_qp *qp)
 	struct sv__rctx *rc = q->rc;
 	int n;
 
-	if (q->err || !q->live || pthread_mutex_trylock(&rc->rx_lock) != 0)
+	bool took;
+
+	if (q->err || !q->live)
 		return 0;
+	/* What the loop left here while this thread held the QP lock, before anything
+	 * newer (rx_round() would run it too, but only when it gets rx_lock). */
+	took = inbox_run(q);
+	if (took)
+		round_end(q);
+	if (pthread_mutex_trylock(&rc->rx_lock) != 0)
+		return took;
 	n = rx_round(rc, q);
 	pthread_mutex_unlock(&rc->rx_lock);
-	return n > 0;
+	return took || n > 0;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -925,6 +1096,7 @@ static void rctx_free(struct sv__rctx *rc)
 	}
 	pthread_mutex_destroy(&rc->rx_lock);
 	pthread_mutex_destroy(&rc->defer_lock);
+	pthread_mutex_destroy(&rc->inbox_lock);
 	free(rc->tbl);
 	free(rc);
 }
@@ -959,6 +1131,7 @@ static int ctx_init(struct sv_context *ctx, void **tctx)
 	rc->tbl_mask = 2047;		/* > 2x SV max_qp (1024) */
 	pthread_mutex_init(&rc->rx_lock, NULL);
 	pthread_mutex_init(&rc->defer_lock, NULL);
+	pthread_mutex_init(&rc->inbox_lock, NULL);
 	rc->defer_tail = &rc->defer_head;
 	if (!(rc->tbl = calloc(rc->tbl_mask + 1, sizeof(*rc->tbl)))) {
 		r = -ENOMEM;
@@ -1073,6 +1246,7 @@ static int qp_create(struct sv_qp *qp, void **tqp)
 	q->recs = calloc(n, sizeof(*q->recs));
 	q->rec_mask = n - 1;
 	q->txb = calloc(1, sizeof(*q->txb));
+	q->inbox_tail = &q->inbox;
 	if (!q->recs || !q->txb)
 		goto err_free;
 	if ((r = sv__roce_resp_init(q)) < 0)
@@ -1101,6 +1275,15 @@ static void qp_destroy(struct sv_qp *qp, void *tqp)
 	pthread_mutex_lock(&q->rc->rx_lock);
 	tbl_del(q->rc, q);
 	pthread_mutex_unlock(&q->rc->rx_lock);
+	inbox_clear(q);
+	if (q->inbox_queued) {
+		struct sv__rqp **pp = &q->rc->inbox_qs;
+
+		while (*pp != q)
+			pp = &(*pp)->inbox_next;
+		*pp = q->inbox_next;
+		q->inbox_queued = false;
+	}
 	uv_timer_stop(&q->timer);
 	uv_close((uv_handle_t *)&q->timer, timer_closed);
 }
@@ -1156,6 +1339,11 @@ static void sq_kick(struct sv_qp *qp)
 		sv__roce_ud_send(q);
 		return;
 	}
+	/* ACKs the loop left in the inbox first: they may open the window for these. */
+	if (inbox_run(q)) {
+		round_end(q);
+		return;
+	}
 	q->now_ns = sv__now_ns();
 	sv__roce_req_progress(q);
 	sv__roce_flush(q);
@@ -1168,6 +1356,7 @@ static void loop_kick(struct sv_qp *qp)
 
 	if (qp->qp_type == SV_QPT_UD)
 		return;			/* UD sends complete in sq_kick, never later */
+	inbox_run(q);
 	q->now_ns = sv__now_ns();
 	qp_round(q);
 	arm_timer(q);
@@ -1189,6 +1378,7 @@ static void qp_error(struct sv_qp *qp)
 		q->txb->n = 0;
 	}
 	q->live = false;
+	inbox_clear(q);
 	sv__roce_resp_abort(q);
 	sv__roce_req_init(q);
 	/* The timer is the loop's; it finds err set and stops itself. */

@@ -20,16 +20,18 @@
  * the context's rx_lock receives: the loop, or an application thread polling a CQ (only
  * its own QP's datagrams; the rest are handed to the loop). Transmission happens under
  * the QP lock from whichever thread holds it (the application in post_send, the loop
- * otherwise). A UDP datagram send is atomic, so
- * QPs sharing the socket need no lock between them. Per-QP state is touched only with the
- * QP lock held. The QPN table changes only on the loop (qp_create/qp_destroy), under
- * rx_lock.
+ * otherwise). A UDP datagram send is atomic, so QPs sharing the socket need no lock
+ * between them. Per-QP state is touched only with the QP lock held. The QPN table changes
+ * only on the loop (qp_create/qp_destroy), under rx_lock. The loop never waits for a QP
+ * lock while it holds rx_lock: a QP whose lock is busy gets its packets in its inbox,
+ * which whoever holds the QP lock next empties first (roce.c, "Inboxes").
  */
 #ifndef SV_WIRE_ROCE_H
 #define SV_WIRE_ROCE_H
 
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -106,6 +108,16 @@ struct sv__roce_deferred {
 	uint8_t *buf;			/* SV__ROCE_RX_BUF bytes, malloc'd */
 };
 
+/* An RC packet the loop received for a QP whose lock was busy (roce.c, "Inboxes"),
+ * decoded; k.payload points into buf, a copy of the datagram. */
+struct sv__roce_inpkt {
+	struct sv__roce_inpkt *next;
+	struct sv_ib_pkt k;
+	uint8_t *buf;			/* malloc'd, len bytes */
+	size_t len;
+	union sv__roce_addr src;
+};
+
 /* Per-context state. */
 struct sv__rctx {
 	struct sv_context *ctx;
@@ -131,6 +143,10 @@ struct sv__rctx {
 	pthread_mutex_t defer_lock;
 	struct sv__roce_deferred *defer_head, **defer_tail;
 	uv_async_t defer_wake;
+	/* Inboxes (roce.c): a leaf lock over every QP's inbox list and the list of QPs
+	 * whose inbox the loop must see to (linked through inbox_next). */
+	pthread_mutex_t inbox_lock;
+	struct sv__rqp *inbox_qs;
 	/* QPN table, open addressing: written on the loop under rx_lock, read under it. */
 	struct sv__rqp **tbl;
 	uint32_t tbl_mask;
@@ -255,6 +271,12 @@ struct sv__rqp {
 	uint16_t *ooo_len;
 	struct sv__rqp_stats st;
 	struct sv__roce_txb *txb;
+	/* Inbox: packets for this QP the loop received while another thread held the QP
+	 * lock, oldest first, under rc->inbox_lock; inbox_any says it is not empty. */
+	struct sv__roce_inpkt *inbox, **inbox_tail;
+	atomic_bool inbox_any;
+	bool inbox_queued;		/* on rc->inbox_qs */
+	struct sv__rqp *inbox_next;
 	/* UD QPs. */
 	uint32_t ud_psn;
 	uint64_t qkey_drops, ud_no_recv_drops, ud_tx_drops;
