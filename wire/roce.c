@@ -733,7 +733,12 @@ static void rx_set_run(struct sv__rctx *rc, struct rx_set *s, struct sv__rqp *se
 
 		if (!q)
 			continue;
-		locked = self ? (sv__qp_lock(q->qp), true) : sv__qp_trylock(q->qp);
+		if (self) {
+			sv__qp_lock(q->qp);	/* the poller's own, held already */
+			locked = true;
+		} else {
+			locked = sv__qp_trylock(q->qp);
+		}
 		any = locked && inbox_run(q);
 		for (unsigned b = a; b < s->n; b++) {
 			struct rx_item *it = &s->it[b];
@@ -943,21 +948,21 @@ static int poll_qp(struct sv_qp *qp)
 {
 	struct sv__rqp *q = sv__rqp(qp);
 	struct sv__rctx *rc = q->rc;
-	int n;
-
 	bool took;
+	int n = 0;
 
 	if (q->err || !q->live)
 		return 0;
 	/* What the loop left here while this thread held the QP lock, before anything
-	 * newer (rx_round() would run it too, but only when it gets rx_lock). */
+	 * newer; one round then answers both (rx_round() ends its own when it has
+	 * packets for this QP, and an ended round has nothing left to send). */
 	took = inbox_run(q);
+	if (pthread_mutex_trylock(&rc->rx_lock) == 0) {
+		n = rx_round(rc, q);
+		pthread_mutex_unlock(&rc->rx_lock);
+	}
 	if (took)
 		round_end(q);
-	if (pthread_mutex_trylock(&rc->rx_lock) != 0)
-		return took;
-	n = rx_round(rc, q);
-	pthread_mutex_unlock(&rc->rx_lock);
 	return took || n > 0;
 }
 

@@ -22,9 +22,10 @@
  * the QP lock from whichever thread holds it (the application in post_send, the loop
  * otherwise). A UDP datagram send is atomic, so QPs sharing the socket need no lock
  * between them. Per-QP state is touched only with the QP lock held. The QPN table changes
- * only on the loop (qp_create/qp_destroy), under rx_lock. The loop never waits for a QP
- * lock while it holds rx_lock: a QP whose lock is busy gets its packets in its inbox,
- * which whoever holds the QP lock next empties first (roce.c, "Inboxes").
+ * only on the loop (qp_create/qp_destroy), under rx_lock. The loop does not wait for a QP
+ * lock while it holds rx_lock to hand the QP packets: a QP whose lock is busy gets them
+ * in its inbox, which whoever holds the QP lock next empties first (roce.c, "Inboxes").
+ * Only a packet failing its ICRC, counted on its QP, waits for the lock there.
  */
 #ifndef SV_WIRE_ROCE_H
 #define SV_WIRE_ROCE_H
@@ -143,8 +144,9 @@ struct sv__rctx {
 	pthread_mutex_t defer_lock;
 	struct sv__roce_deferred *defer_head, **defer_tail;
 	uv_async_t defer_wake;
-	/* Inboxes (roce.c): a leaf lock over every QP's inbox list and the list of QPs
-	 * whose inbox the loop must see to (linked through inbox_next). */
+	/* Inboxes (roce.c): a leaf lock over every QP's inbox list; and the QPs whose
+	 * inbox the loop filled and must see emptied (loop only, linked through
+	 * inbox_next). */
 	pthread_mutex_t inbox_lock;
 	struct sv__rqp *inbox_qs;
 	/* QPN table, open addressing: written on the loop under rx_lock, read under it. */
@@ -275,8 +277,8 @@ struct sv__rqp {
 	 * lock, oldest first, under rc->inbox_lock; inbox_any says it is not empty. */
 	struct sv__roce_inpkt *inbox, **inbox_tail;
 	atomic_bool inbox_any;
-	bool inbox_queued;		/* on rc->inbox_qs */
-	struct sv__rqp *inbox_next;
+	bool inbox_queued;		/* on rc->inbox_qs (loop only) */
+	struct sv__rqp *inbox_next;	/* (loop only) */
 	/* UD QPs. */
 	uint32_t ud_psn;
 	uint64_t qkey_drops, ud_no_recv_drops, ud_tx_drops;
