@@ -12,7 +12,9 @@
  *  - seeded data patterns, addressable by byte offset, so a receiver can check any slice
  *    of what a sender wrote without having seen the sender's buffer;
  *  - CM and CQ waits that poll() the channel fds with a timeout;
- *  - size and number parsing, address resolution.
+ *  - size, number and option parsing, address resolution;
+ *  - an endpoint (device, PD, CQ, RC QP, CM id) from open to teardown;
+ *  - the --loopback server side on a thread of its own.
  */
 #ifndef SV_TOOL_H
 #define SV_TOOL_H
@@ -22,6 +24,7 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -804,6 +807,53 @@ static inline void ep_teardown(struct tool_ep *ep, struct sv_mr **mrs[], size_t 
 		free(*mem[i]);
 		*mem[i] = NULL;
 	}
+}
+
+/* ---------------------------------------------------------------------------------------
+ * --loopback: the server side of a run on a thread of its own
+ */
+
+struct loopback_server {
+	int (*run)(void *side);		/* the tool's server, serving one client */
+	void *side;
+	volatile sig_atomic_t *stop;	/* set when run fails, so the client gives up */
+	int rc;				/* what run returned */
+	pthread_t tid;
+};
+
+static inline void *loopback_server_main(void *arg)
+{
+	struct loopback_server *s = arg;
+
+	s->rc = s->run(s->side);
+	if (s->rc < 0)
+		*s->stop = 1;
+	return NULL;
+}
+
+/* Starts run(side) on a new thread. Returns 0, or reports and returns a negative errno. */
+static inline int loopback_server_start(struct loopback_server *s, const char *prog,
+					int (*run)(void *side), void *side,
+					volatile sig_atomic_t *stop)
+{
+	int rc;
+
+	s->run = run;
+	s->side = side;
+	s->stop = stop;
+	s->rc = 0;
+	if ((rc = pthread_create(&s->tid, NULL, loopback_server_main, s)) != 0) {
+		fprintf(stderr, "%s: pthread_create: %s\n", prog, strerror(rc));
+		return -rc;
+	}
+	return 0;
+}
+
+/* Waits for the server thread; returns what its run returned. */
+static inline int loopback_server_join(struct loopback_server *s)
+{
+	pthread_join(s->tid, NULL);
+	return s->rc;
 }
 
 #endif /* SV_TOOL_H */

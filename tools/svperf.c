@@ -1548,17 +1548,12 @@ static int fail_early(const struct config *c, int rc)
 
 struct server_thread {
 	struct perf side;
-	int rc;
+	struct loopback_server thr;
 };
 
-static void *server_main(void *arg)
+static int loopback_serve(void *side)
 {
-	struct server_thread *t = arg;
-
-	t->rc = run_server(&t->side);
-	if (t->rc < 0)
-		g_stop = 1;
-	return NULL;
+	return run_server(side);
 }
 
 static int parse_args(int argc, char **argv, struct config *c)
@@ -1754,7 +1749,6 @@ int main(int argc, char **argv)
 	struct config c;
 	struct perf cli;
 	struct server_thread *srv = NULL;
-	pthread_t tid;
 	char host[INET6_ADDRSTRLEN] = "";
 	uint16_t port;
 	int rc, status;
@@ -1794,10 +1788,8 @@ int main(int argc, char **argv)
 			return fail_early(&c, rc);
 		}
 		srv->side.quiet = 1;
-		if ((rc = pthread_create(&tid, NULL, server_main, srv)) != 0) {
-			fprintf(stderr, "%s: pthread_create: %s\n", PROG, strerror(rc));
+		if (loopback_server_start(&srv->thr, PROG, loopback_serve, &srv->side, &g_stop) < 0)
 			return 3;
-		}
 	}
 	if ((rc = side_init(&cli, &c, 0, PROG)) < 0) {
 		if (srv) {
@@ -1817,9 +1809,8 @@ int main(int argc, char **argv)
 		_exit(3);
 	}
 	if (srv) {
-		pthread_join(tid, NULL);
-		if (srv->rc < 0) {
-			rc = srv->rc;
+		if (loopback_server_join(&srv->thr) < 0) {
+			rc = srv->thr.rc;
 			fprintf(stderr, "%s: the server side failed: %s\n", PROG, sv_strerror(rc));
 		} else if (!srv->side.ok) {
 			fail_check(&cli, "server side: %s", srv->side.why);

@@ -454,17 +454,12 @@ static int run_client(struct ping *p, const char *host, uint16_t port, struct rt
 
 struct server_thread {
 	struct ping side;
-	int rc;
+	struct loopback_server thr;
 };
 
-static void *server_main(void *arg)
+static int loopback_serve(void *side)
 {
-	struct server_thread *t = arg;
-
-	t->rc = run_server(&t->side);
-	if (t->rc < 0)
-		g_stop = 1;
-	return NULL;
+	return run_server(side);
 }
 
 static int side_init(struct ping *p, const struct config *c, const char *prog)
@@ -586,7 +581,6 @@ int main(int argc, char **argv)
 	struct ping cli;
 	struct server_thread *srv = NULL;
 	struct rtt r = { 0 };
-	pthread_t tid;
 	char host[INET6_ADDRSTRLEN] = "";
 	uint16_t port;
 	int rc, ok;
@@ -621,10 +615,8 @@ int main(int argc, char **argv)
 		    (rc = ep_listen(&srv->side.ep, loopback_listen_addr(c.transport), c.port, &port,
 				     host)) < 0)
 			return rc == -EPROTONOSUPPORT || rc == -EOPNOTSUPP ? 2 : 3;
-		if ((rc = pthread_create(&tid, NULL, server_main, srv)) != 0) {
-			fprintf(stderr, "%s: pthread_create: %s\n", PROG, strerror(rc));
+		if (loopback_server_start(&srv->thr, PROG, loopback_serve, &srv->side, &g_stop) < 0)
 			return 3;
-		}
 	}
 	if ((rc = side_init(&cli, &c, PROG)) < 0)
 		return rc == -EPROTONOSUPPORT || rc == -EOPNOTSUPP ? 2 : 3;
@@ -636,11 +628,8 @@ int main(int argc, char **argv)
 		fflush(stdout);
 		_exit(3);
 	}
-	if (srv) {
-		pthread_join(tid, NULL);
-		if (srv->rc < 0)
-			rc = srv->rc;
-	}
+	if (srv && loopback_server_join(&srv->thr) < 0)
+		rc = srv->thr.rc;
 	ok = rc == 0 && cli.good == c.count && cli.rounds == c.count;
 	printf("svping: %llu rounds of %llu bytes (SEND + READ + WRITE each), %llu verified%s\n",
 	       (unsigned long long)cli.rounds, (unsigned long long)c.size,
