@@ -15,6 +15,8 @@
 # (default /tmp/softverbs-bench.json). Every step is bounded by a timeout. Needs python3
 # (for JSON only), iperf3 and sockperf; not part of CI.
 set -eu
+# shellcheck source=bench/lib.sh
+. "$(dirname "$0")/lib.sh"
 
 build=build
 out=/tmp/softverbs-bench.json
@@ -28,23 +30,9 @@ while [ $# -gt 0 ]; do
 	*) echo "compare.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
-for t in python3 iperf3 sockperf "$build/svperf"; do
-	command -v "$t" >/dev/null 2>&1 || [ -x "$t" ] ||
-		{ echo "compare.sh: $t not found" >&2; exit 2; }
-done
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/svbench.XXXXXX")
-pids=""
-cleanup() {
-	for p in $pids; do kill "$p" 2>/dev/null || true; done
-	rm -rf "$tmp"
-}
-trap cleanup EXIT INT TERM
+need compare.sh python3 iperf3 sockperf "$build/svperf"
+bench_tmp svbench
 lim=$((secs + 30))
-
-free_port() {
-	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
 
 wait_listen() {	# port: until something listens on 127.0.0.1:port (at most ~5 s)
 	python3 - "$1" <<'EOF'

@@ -28,6 +28,8 @@
 # /tmp/softverbs-dropin.json). Every step runs under a timeout. Needs perftest, python3
 # and a build with the drop-ins.
 set -eu
+# shellcheck source=bench/lib.sh
+. "$(dirname "$0")/lib.sh"
 
 build=build
 out=/tmp/softverbs-dropin.json
@@ -50,10 +52,7 @@ while [ $# -gt 0 ]; do
 	*) echo "dropin.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
-for t in python3 ib_write_bw ib_write_lat "$build/svperf" "$build/svrun"; do
-	command -v "$t" >/dev/null 2>&1 || [ -x "$t" ] ||
-		{ echo "dropin.sh: $t not found" >&2; exit 2; }
-done
+need dropin.sh python3 ib_write_bw ib_write_lat "$build/svperf" "$build/svrun"
 build=$(cd "$build" && pwd)
 if [ -z "$sizes" ]; then
 	s=2
@@ -63,19 +62,7 @@ if [ -z "$sizes" ]; then
 	done
 fi
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/svdropin.XXXXXX")
-spid=""
-cleanup() {
-	[ -z "$spid" ] || kill "$spid" 2>/dev/null || true
-	rm -rf "$tmp"
-}
-trap cleanup EXIT INT TERM
-
-free_port() {
-	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
-loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
+bench_tmp svdropin
 
 # pair NAME SERVER-CMD... -- CLIENT-ARGS...: runs the server command in the background and
 # the same command plus the client arguments in the foreground; the client's output goes
@@ -95,7 +82,7 @@ pair() {
 	done
 	shift
 	timeout "$lim" $srv >"$tmp/$name.srv" 2>&1 &
-	spid=$!
+	pids=$!
 	sleep 0.5
 	cli=""
 	for a in "$@"; do
@@ -108,8 +95,8 @@ pair() {
 	# shellcheck disable=SC2086 # word lists on purpose
 	timeout "$lim" $srv $cli >"$tmp/$name.out" 2>&1 ||
 		echo "dropin.sh: $name: client exited with status $?" >&2
-	wait "$spid" 2>/dev/null || echo "dropin.sh: $name: server exited with status $?" >&2
-	spid=""
+	wait "$pids" 2>/dev/null || echo "dropin.sh: $name: server exited with status $?" >&2
+	pids=""
 }
 
 pt_bw() { # transport size rep

@@ -15,6 +15,8 @@
 # user-space instructions of that verb) is an upper bound on its share of the verb's
 # time. Needs valgrind, perftest and a build with the drop-ins.
 set -eu
+# shellcheck source=bench/lib.sh
+. "$(dirname "$0")/lib.sh"
 
 build=build
 iters=2000
@@ -28,24 +30,11 @@ while [ $# -gt 0 ]; do
 	*) echo "dropin_cost.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
-for t in valgrind callgrind_annotate python3 ib_write_lat ib_send_lat ib_write_bw \
-	"$build/svrun"; do
-	command -v "$t" >/dev/null 2>&1 || [ -x "$t" ] ||
-		{ echo "dropin_cost.sh: $t not found" >&2; exit 2; }
-done
+need dropin_cost.sh valgrind callgrind_annotate python3 ib_write_lat ib_send_lat ib_write_bw \
+	"$build/svrun"
 build=$(cd "$build" && pwd)
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/svcost.XXXXXX")
-spid=""
-cleanup() {
-	[ -z "$spid" ] || kill "$spid" 2>/dev/null || true
-	rm -rf "$tmp"
-}
-trap cleanup EXIT INT TERM
-
-free_port() {
-	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
+bench_tmp svcost
 
 # profile NAME PROGRAM ARGS...: server natively, client under callgrind; the annotated
 # call trees go to $tmp/NAME.caller and $tmp/NAME.calling.
@@ -54,7 +43,7 @@ profile() {
 	shift
 	p=$(free_port)
 	timeout 600 "$build/svrun" "$@" $dev -p "$p" >"$tmp/$name.srv" 2>&1 &
-	spid=$!
+	pids=$!
 	sleep 0.5
 	if ! timeout 600 "$build/svrun" valgrind --tool=callgrind \
 		--callgrind-out-file="$tmp/$name.cg" "$@" $dev -p "$p" 127.0.0.1 \
@@ -62,8 +51,8 @@ profile() {
 		echo "dropin_cost.sh: $name: client failed" >&2
 		sed 's/^/  /' "$tmp/$name.out" >&2
 	fi
-	wait "$spid" 2>/dev/null || echo "dropin_cost.sh: $name: server failed" >&2
-	spid=""
+	wait "$pids" 2>/dev/null || echo "dropin_cost.sh: $name: server failed" >&2
+	pids=""
 	for tree in caller calling; do
 		callgrind_annotate --inclusive=yes --tree=$tree --threshold=100 "$tmp/$name.cg" \
 			>"$tmp/$name.$tree" 2>/dev/null || true

@@ -300,3 +300,12 @@ struct sv_cm_event *ru_cm_event(struct sv_cm_channel *ch, enum sv_cm_event_type 
 		     sv_cm_event_str(want));
 	return ev;
 }
+
+void ru_cm_expect(struct sv_cm_channel *ch, enum sv_cm_event_type want, int status, int ms)
+{
+	struct sv_cm_event *ev = ru_cm_event(ch, want, ms);
+
+	cr_assert_eq(ev->status, status, "%s with status %d, wanted %d", sv_cm_event_str(want),
+		     ev->status, status);
+	cr_assert_eq(sv_cm_ack_event(ev), 0);
+}

@@ -109,6 +109,8 @@ void ru_cm_open(struct cmside *s, uint16_t port, int retx, const char *impair,
 void ru_cm_close(struct cmside *s);
 /* The next CM event on ch within ms, which must be of type want. The caller acks it. */
 struct sv_cm_event *ru_cm_event(struct sv_cm_channel *ch, enum sv_cm_event_type want, int ms);
+/* The same for an event that must carry status, which is acked here. */
+void ru_cm_expect(struct sv_cm_channel *ch, enum sv_cm_event_type want, int status, int ms);
 uint32_t ru_crc(const uint8_t *p, size_t n);
 
 #endif
