@@ -37,6 +37,8 @@
  * a row found it empty (wire/iwarp.c poll_qp()). */
 #define SV__IW_DRY_RUN 64
 #define SV__IW_DRY_EVERY 32
+/* While the socket is full, an application poll tries to write every TX_RETRY-th time. */
+#define SV__IW_TX_RETRY 4
 #define SV__IW_SPIN_GAP_NS 20000
 #define SV__IW_SPIN_STREAK 8
 #define SV__IW_PARK_MS 1
@@ -207,6 +209,7 @@ struct sv__iwqp {
 	uint64_t poll_rx_ns;		/* last time such a poll read an FPDU */
 	unsigned poll_dry;		/* such polls' reads in a row that found no bytes */
 	unsigned poll_skips;		/* polls that left the socket alone since the last read */
+	unsigned poll_tx_tries;		/* polls that found the socket full (TX_RETRY) */
 	bool rx_again;			/* an RX pass ran out of budget: the loop owes another */
 	/* TX */
 	uint64_t tx_off;		/* stream offset (markers) */

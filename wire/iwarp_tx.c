@@ -515,6 +515,7 @@ static void advance(struct sv__iw_txbatch *b, size_t n)
 int sv__iw_tx_progress(struct sv__iwqp *iq)
 {
 	struct sv__iw_txbatch *b = iq->tb;
+	bool waiting = iq->want_write;	/* the loop already watches for writability */
 	int moved = 0;
 
 	if (iq->fd < 0 || !iq->up || iq->shut_done)
@@ -536,7 +537,8 @@ int sv__iw_tx_progress(struct sv__iwqp *iq)
 				continue;
 			if (errno == EAGAIN || errno == EWOULDBLOCK) {
 				iq->want_write = true;
-				sv__qp_kick(iq->qp);
+				if (!waiting)
+					sv__qp_kick(iq->qp);
 				break;
 			}
 			/* EPIPE, ECONNRESET: the loop turns this into the LLP error. */
