@@ -154,15 +154,6 @@ void *sv__qp_tqp(struct sv_qp *qp)
  */
 #define QP_LOCK_SPIN_NS 20000
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ __volatile__("yield");
-#endif
-}
-
 void sv__qp_lock(struct sv_qp *qp)
 {
 	pthread_mutex_t *m = &to_qp(qp)->lock;
@@ -180,7 +171,7 @@ void sv__qp_lock(struct sv_qp *qp)
 			else if (now >= until)
 				break;
 		}
-		cpu_relax();
+		sv__cpu_relax();
 	}
 	pthread_mutex_lock(m);
 }

@@ -199,6 +199,18 @@ void *sv__ctx_tctx(struct sv_context *ctx);
 /* Monotonic clock in nanoseconds (one clock for the whole library). */
 uint64_t sv__now_ns(void);
 
+/* One step of a bounded spin on a lock or flag another core will change: tells the CPU
+ * it is a spin-wait (x86 PAUSE, arm64 YIELD), so it saves power and lets the sibling
+ * hyperthread run. */
+static inline void sv__cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
+}
+
 /* The transport's per-QP state returned by qp_create. */
 void *sv__qp_tqp(struct sv_qp *qp);
 

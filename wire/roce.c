@@ -569,15 +569,6 @@ static void round_end(struct sv__rqp *q)
 
 #define INBOX_SPIN_NS 20000
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ __volatile__("yield");
-#endif
-}
-
 /* [loop, rx_lock] Appends a copy of packet k (in buf, len bytes from src) to q's inbox. */
 static void inbox_put(struct sv__rctx *rc, struct sv__rqp *q, const struct sv_ib_pkt *k,
 		      const uint8_t *buf, size_t len, const union sv__roce_addr *src)
@@ -694,7 +685,7 @@ static void inbox_service(struct sv__rctx *rc)
 					break;
 				}
 			}
-			cpu_relax();
+			sv__cpu_relax();
 		}
 	}
 }

@@ -22,6 +22,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "e2e_util.h"
 #include "roce_util.h"
 #include "softverbs.h"
 
@@ -111,19 +112,6 @@ static void connect_pair(void)
 	cr_assert_eq(at.dest_qp_num, a.qp->qp_num);
 }
 
-static void wait_wc(struct cmside *s, struct sv_wc *wc)
-{
-	for (int i = 0; i < WAIT_MS * 10; i++) {
-		int n = sv_poll_cq(s->cq, 1, wc);
-
-		cr_assert(n >= 0);
-		if (n == 1)
-			return;
-		usleep(100);
-	}
-	cr_assert_fail("no completion");
-}
-
 static void post_a(enum sv_wr_opcode op, uint64_t id, size_t off, uint32_t len,
 		   uint64_t raddr, uint64_t cmp_add, uint64_t swap)
 {
@@ -147,7 +135,7 @@ static void expect_a(uint64_t id, enum sv_wc_opcode op)
 {
 	struct sv_wc wc;
 
-	wait_wc(&a, &wc);
+	e2e_poll_n(a.cq, &wc, 1, WAIT_MS);
 	cr_assert_eq(wc.status, SV_WC_SUCCESS, "wr %lu: %s", (unsigned long)wc.wr_id,
 		     sv_wc_status_str(wc.status));
 	cr_assert_eq(wc.wr_id, id);
@@ -177,7 +165,7 @@ Test(roce_cm, connect_accept_then_every_opcode)
 	cr_assert_eq(sv_post_recv(b.qp, &rwr, &rbad), 0);
 	post_a(SV_WR_SEND, 1, 0, 150000, 0, 0, 0);
 	expect_a(1, SV_WC_SEND);
-	wait_wc(&b, &wc);
+	e2e_poll_n(b.cq, &wc, 1, WAIT_MS);
 	cr_assert_eq(wc.status, SV_WC_SUCCESS);
 	cr_assert_eq(wc.byte_len, 150000);
 	cr_assert_eq(memcmp(b.buf, a.buf, 150000), 0);
@@ -227,7 +215,7 @@ static void disconnect_from(bool active)
 	cr_assert_eq(sv_query_qp(b.qp, &at, 0, NULL), 0);
 	cr_assert_eq(at.qp_state, SV_QPS_ERR);
 	/* B's posted receive was flushed. */
-	wait_wc(&b, &wc);
+	e2e_poll_n(b.cq, &wc, 1, WAIT_MS);
 	cr_assert_eq(wc.wr_id, 77);
 	cr_assert_eq(wc.status, SV_WC_WR_FLUSH_ERR);
 }

@@ -24,6 +24,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "e2e_util.h"
 #include "roce_util.h"
 #include "softverbs.h"
 
@@ -175,19 +176,6 @@ static uint16_t listen_b(const char *ip)
 	return port_of(&ss);
 }
 
-static void wait_wc(struct dside *s, struct sv_wc *wc)
-{
-	for (long t = 0; t < WAIT_MS * 10; t++) {
-		int n = sv_poll_cq(s->cq, 1, wc);
-
-		cr_assert(n >= 0);
-		if (n == 1)
-			return;
-		usleep(100);
-	}
-	cr_assert_fail("no completion");
-}
-
 /* A connects (RC) to <loopback>:svc, B accepts; a SEND then crosses the connection, and
  * both ends report the addresses of the application's view. */
 static void rc_connect_through_loopback(uint16_t svc)
@@ -236,9 +224,9 @@ static void rc_connect_through_loopback(uint16_t svc)
 		a.buf[i] = (uint8_t)(i * 13 + 5);
 	cr_assert_eq(sv_post_recv(b.qp, &rwr, &rbad), 0);
 	cr_assert_eq(sv_post_send(a.qp, &swr, &sbad), 0);
-	wait_wc(&a, &wc);
+	e2e_poll_n(a.cq, &wc, 1, WAIT_MS);
 	cr_assert_eq(wc.status, SV_WC_SUCCESS, "%s", sv_wc_status_str(wc.status));
-	wait_wc(&b, &wc);
+	e2e_poll_n(b.cq, &wc, 1, WAIT_MS);
 	cr_assert_eq(wc.status, SV_WC_SUCCESS);
 	cr_assert_eq(wc.byte_len, 3000);
 	cr_assert_eq(memcmp(b.buf, a.buf, 3000), 0);
@@ -283,12 +271,12 @@ static void ud_resolve_through_loopback(uint16_t svc)
 		a.buf[i] = (uint8_t)(i * 3 + 1);
 	cr_assert_eq(sv_post_recv(b.qp, &rwr, &rbad), 0);
 	cr_assert_eq(sv_post_send(a.qp, &swr, &sbad), 0);
-	wait_wc(&b, &wc);
+	e2e_poll_n(b.cq, &wc, 1, WAIT_MS);
 	cr_assert_eq(wc.status, SV_WC_SUCCESS);
 	cr_assert_eq(wc.byte_len, GRH + 500);
 	cr_assert_eq(wc.src_qp, a.qp->qp_num);
 	cr_assert_eq(memcmp(b.buf + GRH, a.buf, 500), 0);
-	wait_wc(&a, &wc);
+	e2e_poll_n(a.cq, &wc, 1, WAIT_MS);
 	cr_assert_eq(wc.status, SV_WC_SUCCESS);
 	cr_assert_eq(sv_destroy_ah(ah), 0);
 }
