@@ -946,16 +946,18 @@ static int client_bw(struct perf *p)
 }
 
 /*
- * Ping-pong: before data WR i goes out, polls until fewer than `depth` data WRs are
- * outstanding. The loop notices the peer's WRITE in memory, not on the CQ, so it can go
- * on for many rounds without polling while the progress thread completes each WR it
- * posted; those completions must not outgrow the CQ (an overrun puts the QP in ERR).
+ * Polls until at most `keep` of the `posted` data WRs are still outstanding. The
+ * ping-pong calls it with depth - 1 before data WR i goes out: its loop notices the
+ * peer's WRITE in memory, not on the CQ, so it can go on for many rounds without polling
+ * while the progress thread completes each WR it posted, and those completions must not
+ * outgrow the CQ (an overrun puts the QP in ERR). With 0 it waits for the WR just posted:
+ * a READ or atomic, or, under --wait memory, the WRITE ib_write_lat reaps after each post.
  */
-static int reap_sends(struct perf *p, uint64_t i)
+static int reap_sends(struct perf *p, uint64_t posted, uint64_t keep)
 {
 	int rc;
 
-	while (i - p->done >= p->depth) {
+	while (posted - p->done > keep) {
 		if ((rc = progress(p)) < 0)
 			return rc;
 		if (rc == 0 && (rc = check_deadline(p, "waiting for a send completion")) < 0)
@@ -997,21 +999,6 @@ static int wait_reply_mem(struct perf *p, uint64_t i)
 			return 1;	/* the client finished: no message i will come */
 	}
 	__atomic_thread_fence(__ATOMIC_ACQUIRE);
-	return 0;
-}
-
-/* --wait memory: reap the completion of our own WRITE i, as ib_write_lat does after
- * each post, before waiting for the answer. */
-static int wait_sent(struct perf *p, uint64_t i)
-{
-	int rc;
-
-	while (p->done != i + 1) {
-		if ((rc = progress(p)) < 0)
-			return rc;
-		if (rc == 0 && (rc = check_deadline(p, "waiting for a WRITE to complete")) < 0)
-			return rc;
-	}
 	return 0;
 }
 
@@ -1096,12 +1083,12 @@ static int client_lat(struct perf *p)
 		if (is_pingpong(c)) {
 			size_t src = c->op == OP_WRITE || c->op == OP_WRITE_IMM ? 2 * size : 0;
 
-			if ((rc = reap_sends(p, i)) < 0)
+			if ((rc = reap_sends(p, i, p->depth - 1)) < 0)
 				return rc;
 			stamp(p->buf + src + (i & 1) * size, size, i);
 			t0 = now_ns();
 			if ((rc = post_data(p, i, 1)) < 0 ||
-			    (c->wait_mem && (rc = wait_sent(p, i)) < 0))
+			    (c->wait_mem && (rc = reap_sends(p, i + 1, 0)) < 0))
 				return rc;
 			if ((rc = wait_reply(p, i)) < 0)
 				return rc;
@@ -1118,14 +1105,8 @@ static int client_lat(struct perf *p)
 				memset(p->buf + size - st, 0, st);
 			}
 			t0 = now_ns();
-			if ((rc = post_data(p, i, 1)) < 0)
+			if ((rc = post_data(p, i, 1)) < 0 || (rc = reap_sends(p, i + 1, 0)) < 0)
 				return rc;
-			while (p->done != i + 1) {
-				if ((rc = progress(p)) < 0)
-					return rc;
-				if (rc == 0 && (rc = check_deadline(p, "waiting for a completion")) < 0)
-					return rc;
-			}
 			t1 = now_ns();
 			lat_add(p, t1 - t0);
 			if (c->op == OP_READ && memcmp(p->buf, p->expect, size) != 0)
@@ -1253,11 +1234,11 @@ static int server_pingpong(struct perf *p)
 			return rc;
 		if (rc == 1)
 			break;
-		if ((rc = reap_sends(p, i)) < 0)
+		if ((rc = reap_sends(p, i, p->depth - 1)) < 0)
 			return rc;
 		stamp(p->buf + src + (i & 1) * c->size, (size_t)c->size, i);
 		if ((rc = post_data(p, i, 1)) < 0 ||
-		    (c->wait_mem && (rc = wait_sent(p, i)) < 0))
+		    (c->wait_mem && (rc = reap_sends(p, i + 1, 0)) < 0))
 			return rc;
 		if ((rc = check_reply(p, i)) < 0)
 			return rc;
