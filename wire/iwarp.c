@@ -176,6 +176,7 @@ static int poll_qp(struct sv_qp *qp)
 	now = sv__now_ns();
 	iq->poll_streak = now - iq->poll_ns < SV__IW_SPIN_GAP_NS ? iq->poll_streak + 1 : 1;
 	iq->poll_ns = now;
+	iq->polls++;
 	rc = 0;
 	/* Each read of an empty socket is a syscall that finds nothing. An application
 	 * spinning on a CQ whose QP receives nothing (perftest's -R server polls its
@@ -184,10 +185,9 @@ static int poll_qp(struct sv_qp *qp)
 	 * After DRY_RUN empty reads in a row only every DRY_EVERY-th poll reads: bytes
 	 * that arrive meanwhile wake the loop, or, if the loop is parked (which needs
 	 * polls that found data), wait at most DRY_EVERY polls. */
-	if (iq->poll_dry < SV__IW_DRY_RUN || ++iq->poll_skips >= SV__IW_DRY_EVERY) {
+	if (iq->poll_dry < SV__IW_DRY_RUN || iq->polls % SV__IW_DRY_EVERY == 0) {
 		uint64_t fpdus = iq->cnt.rx_fpdus, bytes = iq->cnt.rx_bytes;
 
-		iq->poll_skips = 0;
 		rc = sv__iw_rx_progress(iq, 16);
 		if (iq->cnt.rx_fpdus != fpdus) {
 			iq->cnt.polled_fpdus += iq->cnt.rx_fpdus - fpdus;
@@ -203,7 +203,7 @@ static int poll_qp(struct sv_qp *qp)
 	 * without waiting for the loop thread to be woken and scheduled: every
 	 * TX_RETRY-th poll tries again (a refused try costs one syscall). */
 	if (!sv__iw_tx_idle(iq) && iq->tx_ok &&
-	    (!iq->want_write || ++iq->poll_tx_tries % SV__IW_TX_RETRY == 0))
+	    (!iq->want_write || iq->polls % SV__IW_TX_RETRY == 0))
 		rc |= sv__iw_tx_progress(iq);
 	return rc;
 }

@@ -33,16 +33,16 @@
  * less than SPIN_GAP apart, SPIN_STREAK times in a row, and whose polls found FPDUs within
  * IDLE, is spinning and reads the socket itself; the loop re-checks every PARK_MS and
  * resumes once polls stopped for IDLE. */
+#define SV__IW_SPIN_GAP_NS 20000
+#define SV__IW_SPIN_STREAK 8
+#define SV__IW_PARK_MS 1
+#define SV__IW_IDLE_NS 200000
 /* An application poll reads the socket only every DRY_EVERY-th time once DRY_RUN reads in
  * a row found it empty (wire/iwarp.c poll_qp()). */
 #define SV__IW_DRY_RUN 64
 #define SV__IW_DRY_EVERY 32
 /* While the socket is full, an application poll tries to write every TX_RETRY-th time. */
 #define SV__IW_TX_RETRY 4
-#define SV__IW_SPIN_GAP_NS 20000
-#define SV__IW_SPIN_STREAK 8
-#define SV__IW_PARK_MS 1
-#define SV__IW_IDLE_NS 200000
 #define SV__IW_MAX_PENDING 64		/* unanswered handshakes per listener */
 #define SV__IW_DEFAULT_MULPDU 8192	/* payload per FPDU when the options say 0 */
 #define SV__IW_MAX_RD 128		/* cap on IRD/ORD resources per QP */
@@ -208,8 +208,7 @@ struct sv__iwqp {
 	unsigned poll_streak;		/* polls in a row, each within SPIN_GAP of the last */
 	uint64_t poll_rx_ns;		/* last time such a poll read an FPDU */
 	unsigned poll_dry;		/* such polls' reads in a row that found no bytes */
-	unsigned poll_skips;		/* polls that left the socket alone since the last read */
-	unsigned poll_tx_tries;		/* polls that found the socket full (TX_RETRY) */
+	unsigned polls;			/* poll() calls (for DRY_EVERY and TX_RETRY) */
 	bool rx_again;			/* an RX pass ran out of budget: the loop owes another */
 	/* TX */
 	uint64_t tx_off;		/* stream offset (markers) */
