@@ -132,6 +132,13 @@ bool sv__roce_addr_same_ip(const union sv__roce_addr *a, const union sv__roce_ad
 	return a->v4.sin_addr.s_addr == b->v4.sin_addr.s_addr;
 }
 
+bool sv__roce_addr_any(const union sv__roce_addr *a)
+{
+	if (a->sa.sa_family == AF_INET6)
+		return IN6_IS_ADDR_UNSPECIFIED(&a->v6.sin6_addr);
+	return a->v4.sin_addr.s_addr == htonl(INADDR_ANY);
+}
+
 bool sv__roce_addr_eq(const union sv__roce_addr *a, const union sv__roce_addr *b)
 {
 	return sv__roce_addr_same_ip(a, b) && sv__roce_addr_port(a) == sv__roce_addr_port(b);

@@ -77,6 +77,8 @@ void sv__roce_addr_set_port(union sv__roce_addr *a, uint16_t port);
 bool sv__roce_addr_eq(const union sv__roce_addr *a, const union sv__roce_addr *b);
 /* Same family and address, ports aside. */
 bool sv__roce_addr_same_ip(const union sv__roce_addr *a, const union sv__roce_addr *b);
+/* The wildcard address of its family (0.0.0.0 or ::). */
+bool sv__roce_addr_any(const union sv__roce_addr *a);
 /* The RoCEv2 GID of an address: ::ffff:a.b.c.d for IPv4, the address itself for IPv6. */
 void sv__roce_addr_gid(const union sv__roce_addr *a, uint8_t gid[16]);
 /* The endpoint a GID and UDP port (0: the device's default port) name for this device:

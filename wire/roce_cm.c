@@ -903,10 +903,7 @@ static int cm_addr(const struct sv__rctx *rc, const struct sockaddr *sa, union s
  */
 static int check_local(const struct sv__rctx *rc, const union sv__roce_addr *a, bool *own)
 {
-	bool any = a->sa.sa_family == AF_INET6 ? IN6_IS_ADDR_UNSPECIFIED(&a->v6.sin6_addr) :
-		   a->v4.sin_addr.s_addr == htonl(INADDR_ANY);
-
-	*own = any || sv__roce_addr_same_ip(a, &rc->local);
+	*own = sv__roce_addr_any(a) || sv__roce_addr_same_ip(a, &rc->local);
 	if (*own || (sv__roce_addr_loopback(a) && sv__roce_addr_loopback(&rc->local)))
 		return 0;
 	return -EADDRNOTAVAIL;

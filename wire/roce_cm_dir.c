@@ -63,13 +63,6 @@ bool sv__roce_addr_loopback(const union sv__roce_addr *a)
 	return a->sa.sa_family == AF_INET && (ntohl(a->v4.sin_addr.s_addr) >> 24) == 127;
 }
 
-static bool is_any(const union sv__roce_addr *a)
-{
-	if (a->sa.sa_family == AF_INET6)
-		return IN6_IS_ADDR_UNSPECIFIED(&a->v6.sin6_addr);
-	return a->v4.sin_addr.s_addr == htonl(INADDR_ANY);
-}
-
 static const void *ip_of(const union sv__roce_addr *a)
 {
 	return a->sa.sa_family == AF_INET6 ? (const void *)&a->v6.sin6_addr :
@@ -154,7 +147,7 @@ static int rank(char *rest, const union sv__roce_addr *dst, uint16_t fabric,
 		return p == fabric ? 4 : 3;
 	if (sv__roce_addr_same_ip(&lip, dst))
 		return 2;
-	return is_any(&lip) ? 1 : 0;
+	return sv__roce_addr_any(&lip) ? 1 : 0;
 }
 
 int sv__roce_cm_dir_lookup(uint16_t fabric, uint16_t ps, const union sv__roce_addr *dst,
