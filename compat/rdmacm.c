@@ -53,6 +53,8 @@ struct svc_channel {
 	pthread_mutex_t lock;
 	struct svc_event *head, *tail;	/* synthesized or set-aside events */
 	int waiters;			/* threads blocked in next_event() */
+	bool reader;			/* rdma_get_cm_event() has been called ... */
+	pthread_t reader_thread;	/* ... last by this thread */
 };
 
 struct svc_id {
@@ -162,7 +164,11 @@ err_free:
 }
 
 /* A thread blocked in rdma_get_cm_event() on this channel must stay blocked (rping's CM
- * thread treats a wake-up as fatal): with a waiter the channel is left in place. */
+ * thread treats a wake-up as fatal): with a waiter the channel is left in place. So it is
+ * when another thread reads the channel's events and is just between two of them (rping's
+ * CM thread handling DISCONNECTED while its main thread tears down): freeing it then
+ * would hand that thread's next rdma_get_cm_event() a closed fd (EBADF, and rping exits
+ * 255) or freed memory. */
 SVC_EXPORT void rdma_destroy_event_channel(struct rdma_event_channel *channel)
 {
 	struct svc_channel *ch;
@@ -172,7 +178,7 @@ SVC_EXPORT void rdma_destroy_event_channel(struct rdma_event_channel *channel)
 		return;
 	ch = to_ch(channel);
 	pthread_mutex_lock(&ch->lock);
-	if (ch->waiters) {
+	if (ch->waiters || (ch->reader && !pthread_equal(ch->reader_thread, pthread_self()))) {
 		pthread_mutex_unlock(&ch->lock);
 		return;
 	}
@@ -449,6 +455,10 @@ SVC_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel,
 
 	if (!channel || !event)
 		return fail(EINVAL);
+	pthread_mutex_lock(&to_ch(channel)->lock);
+	to_ch(channel)->reader = true;
+	to_ch(channel)->reader_thread = pthread_self();
+	pthread_mutex_unlock(&to_ch(channel)->lock);
 	if ((rc = next_event(to_ch(channel), &e)) < 0)
 		return fail(rc);
 	*event = &e->ev;
