@@ -474,7 +474,7 @@ static bool pktinfo_dst(struct msghdr *m, union sv__roce_addr *dst)
  */
 enum rx_verdict {
 	RX_DROP,		/* dropped (or counted) here */
-	RX_DEFER,		/* a poller may not handle it: the loop's */
+	RX_DEFER,		/* a UD or CM datagram a poller read: the loop's (defer_push()) */
 	RX_UD,			/* a UD or CM datagram, handled on the loop by rx_ud() */
 	RX_RC,			/* an RC packet for *qp, decoded into *k: rx_set_add() */
 };
@@ -482,7 +482,8 @@ enum rx_verdict {
 /*
  * Checks one datagram from src to dst. self is the QP whose poller runs this (its lock
  * held), NULL on the loop. Only the checks that need no QP lock are made here; deliver()
- * makes the rest under the lock.
+ * makes the rest under the lock. An RC packet for another QP than self is checked and
+ * decoded here all the same: rx_set_run() puts it in that QP's inbox.
  */
 static enum rx_verdict classify(struct sv__rctx *rc, const uint8_t *buf, size_t len,
 				const union sv__roce_addr *src, const union sv__roce_addr *dst,
@@ -493,7 +494,7 @@ static enum rx_verdict classify(struct sv__rctx *rc, const uint8_t *buf, size_t 
 	if (len < SV_BTH_LEN + SV_ICRC_LEN)
 		return RX_DROP;
 	q = tbl_find(rc, sv__get_be24(buf + 5));
-	if (self && q != self)
+	if (self && sv__roce_op_is_ud(buf[0]))
 		return RX_DEFER;
 	if (sv__icrc_verify(&src->sa, &dst->sa, NULL, buf, len) < 0) {
 		/* IBA 9.8.2.x: a packet failing its ICRC is silently dropped. */
@@ -508,7 +509,7 @@ static enum rx_verdict classify(struct sv__rctx *rc, const uint8_t *buf, size_t 
 	}
 	/* UD datagrams: the CM's MADs on QP1 and UD QPs (roce_cm.c, roce_ud.c), loop only. */
 	if (sv__roce_op_is_ud(buf[0]))
-		return self ? RX_DEFER : RX_UD;
+		return RX_UD;
 	/* The shared decoder over the whole datagram (ICRC included), then what it leaves
 	 * to the receiver: an RC opcode, our P_Key, and no data on an opcode without any
 	 * but the selective-repeat NAK's PSN. A packet failing these is silently dropped
@@ -567,16 +568,27 @@ static void round_end(struct sv__rqp *q)
  * in its poll and go without receiving, take the QP lock again and again before the
  * sleeping loop got its turn, and pay a futex wake-up at each release. So when the loop
  * finds a QP's lock busy it copies that QP's packets into the QP's inbox and goes on.
- * Order is kept: only the rx_lock holder appends, and whoever hands a QP packets under
- * its lock (the loop, a poller, a post, the QP's timer) empties its inbox first. Once
- * rx_lock is released, the loop waits for the inbox to be emptied, which the lock holder
- * does itself in its next post or poll; only if that does not come soon (the thread went
- * to sleep on a completion channel) does the loop take the QP lock and empty it.
+ * A poller (an application thread holding its own QP's lock and rx_lock) does the same
+ * with the RC packets of every other QP: it takes no other QP's lock. (It once handed
+ * them to the loop on a list of their own, where the next packets of the same QP, read
+ * from the socket by the loop or by that QP's poller before the loop got to the list,
+ * overtook them: with 16 QPs, PSN sequence error NAKs at a SEND FIRST just received.)
+ * The inbox is thus the one place a QP's received packets wait, and their order is the
+ * socket's: only the rx_lock holder appends, and whoever hands a QP packets under its
+ * lock (the loop, a poller, a post, the QP's timer) empties its inbox first.
+ *
+ * The QPs whose inboxes were filled are on rc->inbox_qs, under rx_lock; the loop takes
+ * the list as it releases rx_lock (a poller that put a QP on it wakes the loop through
+ * defer_wake) and waits for each inbox to be emptied, which the lock holder does itself
+ * in its next post or poll; only if that does not come soon (the thread went to sleep
+ * on a completion channel) or nobody holds the lock does the loop take the QP lock and
+ * empty it.
  */
 
 #define INBOX_SPIN_NS 20000
 
-/* [loop, rx_lock] Appends a copy of packet k (in buf, len bytes from src) to q's inbox. */
+/* [rx_lock] Appends a copy of packet k (in buf, len bytes from src) to q's inbox and
+ * puts q on the loop's list of inboxes to see emptied, unless it is on it already. */
 static void inbox_put(struct sv__rctx *rc, struct sv__rqp *q, const struct sv_ib_pkt *k,
 		      const uint8_t *buf, size_t len, const union sv__roce_addr *src)
 {
@@ -600,12 +612,14 @@ static void inbox_put(struct sv__rctx *rc, struct sv__rqp *q, const struct sv_ib
 	pthread_mutex_lock(&rc->inbox_lock);
 	*q->inbox_tail = p;
 	q->inbox_tail = &p->next;
-	atomic_store_explicit(&q->inbox_any, true, memory_order_release);
+	atomic_store(&q->inbox_any, true);	/* sequentially consistent: inbox_service() */
 	pthread_mutex_unlock(&rc->inbox_lock);
-	if (!q->inbox_queued) {
-		q->inbox_queued = true;
+	if (!atomic_exchange(&q->inbox_queued, true)) {
 		q->inbox_next = rc->inbox_qs;
 		rc->inbox_qs = q;
+		/* The loop takes the list when it releases rx_lock; a poller has it come. */
+		if (!on_loop(rc))
+			uv_async_send(&rc->defer_wake);
 	}
 }
 
@@ -657,20 +671,32 @@ static void inbox_clear(struct sv__rqp *q)
 	}
 }
 
-/* [loop, not rx_lock] Sees to it that the inboxes filled since the last call are
- * emptied: by the lock holder if it does so within INBOX_SPIN_NS, else here. */
-static void inbox_service(struct sv__rctx *rc)
+/* [loop, rx_lock] Takes the list of QPs whose inboxes were filled, for inbox_service()
+ * once rx_lock is released. */
+static struct sv__rqp *inbox_qs_take(struct sv__rctx *rc)
 {
-	struct sv__rqp *q = rc->inbox_qs, *next;
+	struct sv__rqp *qs = rc->inbox_qs;
 
 	rc->inbox_qs = NULL;
-	for (; q; q = next) {
+	return qs;
+}
+
+/* [loop, not rx_lock] Sees to it that the inboxes of the QPs on list q (from
+ * inbox_qs_take()) are emptied: by the lock holder if it does so within INBOX_SPIN_NS,
+ * else here. */
+static void inbox_service(struct sv__rqp *q)
+{
+	for (struct sv__rqp *next; q; q = next) {
 		uint64_t until = 0;
 
 		next = q->inbox_next;
-		q->inbox_queued = false;
+		/* Off the list before the inbox is looked at, both sequentially consistent,
+		 * as inbox_put() stores inbox_any before it tests inbox_queued: a packet put
+		 * there from now on puts q on rc->inbox_qs again (inbox_next is no longer
+		 * read here), or the test below sees it. */
+		atomic_store(&q->inbox_queued, false);
 		for (unsigned i = 0;; i++) {
-			if (!atomic_load_explicit(&q->inbox_any, memory_order_acquire))
+			if (!atomic_load(&q->inbox_any))
 				break;			/* the lock holder took them */
 			if (sv__qp_trylock(q->qp)) {
 				if (inbox_run(q))
@@ -721,8 +747,9 @@ struct rx_set {
 
 /* [rx_lock] Hands every packet of the set to its QP, QP by QP (each QP's packets in
  * their order; packets of different QPs are independent), each after its inbox, then
- * ends each touched QP's round. On the loop (self NULL), a QP whose lock is busy gets
- * its packets in its inbox instead. */
+ * ends each touched QP's round. A QP that cannot be handed its packets now gets them in
+ * its inbox instead: on the loop (self NULL) one whose lock is busy, on a poller every
+ * QP but its own (self, whose lock it holds). */
 static void rx_set_run(struct sv__rctx *rc, struct rx_set *s, struct sv__rqp *self)
 {
 	for (unsigned a = 0; a < s->n; a++) {
@@ -731,12 +758,7 @@ static void rx_set_run(struct sv__rctx *rc, struct rx_set *s, struct sv__rqp *se
 
 		if (!q)
 			continue;
-		if (self) {
-			sv__qp_lock(q->qp);	/* the poller's own, held already */
-			locked = true;
-		} else {
-			locked = sv__qp_trylock(q->qp);
-		}
+		locked = q == self || (!self && sv__qp_trylock(q->qp));
 		any = locked && inbox_run(q);
 		for (unsigned b = a; b < s->n; b++) {
 			struct rx_item *it = &s->it[b];
@@ -753,7 +775,8 @@ static void rx_set_run(struct sv__rctx *rc, struct rx_set *s, struct sv__rqp *se
 			continue;
 		if (any)
 			round_end(q);
-		sv__qp_unlock(q->qp);
+		if (q != self)
+			sv__qp_unlock(q->qp);
 	}
 }
 
@@ -771,6 +794,7 @@ static struct rx_item *rx_set_add(struct rx_set *s, struct sv__rqp *q, uint8_t *
 	return it;
 }
 
+/* [rx_lock, a poller] Hands the UD or CM datagram in ring slot i to the loop. */
 static void defer_push(struct sv__rctx *rc, unsigned i, const union sv__roce_addr *dst)
 {
 	struct sv__roce_deferred *d = malloc(sizeof(*d));
@@ -788,11 +812,31 @@ static void defer_push(struct sv__rctx *rc, unsigned i, const union sv__roce_add
 		free(d);
 		return;
 	}
-	pthread_mutex_lock(&rc->defer_lock);
 	*rc->defer_tail = d;
 	rc->defer_tail = &d->next;
-	pthread_mutex_unlock(&rc->defer_lock);
 	uv_async_send(&rc->defer_wake);
+}
+
+/* [loop, rx_lock] Handles the datagrams pollers deferred, oldest first. Whoever reads the
+ * socket after them holds rx_lock after this, so none of them is overtaken by a later
+ * datagram of its QP. */
+static void defer_run(struct sv__rctx *rc)
+{
+	struct sv__roce_deferred *d = rc->defer_head, *next;
+
+	rc->defer_head = NULL;
+	rc->defer_tail = &rc->defer_head;
+	for (; d; d = next) {
+		struct sv__rqp *q = NULL;
+		struct sv_ib_pkt k;
+
+		next = d->next;
+		/* UD opcodes only (classify() defers nothing else): RX_UD or RX_DROP. */
+		if (classify(rc, d->buf, d->len, &d->src, &d->dst, NULL, &q, &k) == RX_UD)
+			rx_ud(rc, d->buf, d->len, &d->src, &d->dst);
+		free(d->buf);
+		free(d);
+	}
 }
 
 /* [rx_lock] Runs the ring's pending RC packets; a ring slot whose buffer the responder
@@ -868,79 +912,37 @@ static int rx_round(struct sv__rctx *rc, struct sv__rqp *self)
 static void rx_cb(uv_poll_t *h, int status, int events)
 {
 	struct sv__rctx *rc = h->data;
+	struct sv__rqp *qs;
 
 	if (status < 0 || !(events & UV_READABLE))
 		return;
 	pthread_mutex_lock(&rc->rx_lock);
+	defer_run(rc);
 	for (int rounds = 16; rounds-- && rx_round(rc, NULL) == SV__ROCE_RX_BATCH;)
 		;
+	qs = inbox_qs_take(rc);
 	pthread_mutex_unlock(&rc->rx_lock);
-	inbox_service(rc);
+	inbox_service(qs);
 }
 
-/* [rx_lock] Runs the pending deferred RC packets, then frees their records (and the
- * buffers the responder did not keep). */
-static void deferred_run(struct sv__rctx *rc, struct rx_set *s,
-			 struct sv__roce_deferred **ds)
-{
-	rx_set_run(rc, s, NULL);
-	for (unsigned j = 0; j < s->n; j++) {
-		struct sv__roce_deferred *d = ds[s->it[j].tag];
-
-		if (!s->it[j].kept)
-			free(d->buf);
-		free(d);
-	}
-	s->n = 0;
-}
-
-/* The loop takes over what pollers could not handle. */
+/* defer_wake: pollers deferred datagrams or filled other QPs' inboxes. */
 static void defer_cb(uv_async_t *a)
 {
 	struct sv__rctx *rc = a->data;
-	struct sv__roce_deferred *d, *next;
-	struct sv__roce_deferred *ds[SV__ROCE_RX_BATCH];
-	struct rx_set s;
+	struct sv__rqp *qs;
 
-	s.n = 0;
-	pthread_mutex_lock(&rc->defer_lock);
-	d = rc->defer_head;
-	rc->defer_head = NULL;
-	rc->defer_tail = &rc->defer_head;
-	pthread_mutex_unlock(&rc->defer_lock);
 	pthread_mutex_lock(&rc->rx_lock);
-	for (; d; d = next) {
-		struct sv__rqp *q = NULL;
-		struct sv_ib_pkt k;
-
-		next = d->next;
-		switch (classify(rc, d->buf, d->len, &d->src, &d->dst, NULL, &q, &k)) {
-		case RX_RC:
-			ds[s.n] = d;
-			rx_set_add(&s, q, d->buf, d->len, &d->src, s.n)->k = k;
-			if (s.n == SV__ROCE_RX_BATCH)
-				deferred_run(rc, &s, ds);
-			continue;
-		case RX_UD:
-			deferred_run(rc, &s, ds);
-			rx_ud(rc, d->buf, d->len, &d->src, &d->dst);
-			break;
-		case RX_DEFER:
-		case RX_DROP:
-			break;
-		}
-		free(d->buf);
-		free(d);
-	}
-	deferred_run(rc, &s, ds);
+	defer_run(rc);
+	qs = inbox_qs_take(rc);
 	pthread_mutex_unlock(&rc->rx_lock);
-	inbox_service(rc);
+	inbox_service(qs);
 }
 
 /*
  * [qp-locked] poll op: sv_poll_cq() found the CQ empty. Receive in this thread, so a
  * busy-polling application pays no wake-up of the loop (DESIGN.md, "Thread hops are the
- * latency budget"). Only this QP's datagrams are handled here; the rest go to the loop.
+ * latency budget"). Only this QP's packets are handed over here; other QPs' go to their
+ * inboxes, UD and CM datagrams to the loop.
  */
 static int poll_qp(struct sv_qp *qp)
 {
@@ -1098,7 +1100,6 @@ static void rctx_free(struct sv__rctx *rc)
 		free(d);
 	}
 	pthread_mutex_destroy(&rc->rx_lock);
-	pthread_mutex_destroy(&rc->defer_lock);
 	pthread_mutex_destroy(&rc->inbox_lock);
 	free(rc->tbl);
 	free(rc);
@@ -1133,7 +1134,6 @@ static int ctx_init(struct sv_context *ctx, void **tctx)
 	rc->cwnd_max = o->cwnd_max;
 	rc->tbl_mask = 2047;		/* > 2x SV max_qp (1024) */
 	pthread_mutex_init(&rc->rx_lock, NULL);
-	pthread_mutex_init(&rc->defer_lock, NULL);
 	pthread_mutex_init(&rc->inbox_lock, NULL);
 	rc->defer_tail = &rc->defer_head;
 	if (!(rc->tbl = calloc(rc->tbl_mask + 1, sizeof(*rc->tbl)))) {
@@ -1275,18 +1275,20 @@ static void qp_destroy(struct sv_qp *qp, void *tqp)
 
 	(void)qp;
 	sv__roce_cm_qp_gone(q);
+	/* Unfindable, then off the list of inboxes to empty, which rx_lock holders fill (on
+	 * it, if queued: inbox_service(), which takes QPs off, runs on this thread). */
 	pthread_mutex_lock(&q->rc->rx_lock);
 	tbl_del(q->rc, q);
-	pthread_mutex_unlock(&q->rc->rx_lock);
-	inbox_clear(q);
-	if (q->inbox_queued) {
+	if (atomic_load(&q->inbox_queued)) {
 		struct sv__rqp **pp = &q->rc->inbox_qs;
 
 		while (*pp != q)
 			pp = &(*pp)->inbox_next;
 		*pp = q->inbox_next;
-		q->inbox_queued = false;
+		atomic_store(&q->inbox_queued, false);
 	}
+	pthread_mutex_unlock(&q->rc->rx_lock);
+	inbox_clear(q);
 	uv_timer_stop(&q->timer);
 	uv_close((uv_handle_t *)&q->timer, timer_closed);
 }

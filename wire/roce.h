@@ -17,15 +17,18 @@
  *   impair.c      fault injection on the transmit path
  *
  * Threads: the context's socket and its poll handle belong to the loop. Whoever holds
- * the context's rx_lock receives: the loop, or an application thread polling a CQ (only
- * its own QP's datagrams; the rest are handed to the loop). Transmission happens under
- * the QP lock from whichever thread holds it (the application in post_send, the loop
- * otherwise). A UDP datagram send is atomic, so QPs sharing the socket need no lock
- * between them. Per-QP state is touched only with the QP lock held. The QPN table changes
- * only on the loop (qp_create/qp_destroy), under rx_lock. The loop does not wait for a QP
- * lock while it holds rx_lock to hand the QP packets: a QP whose lock is busy gets them
- * in its inbox, which whoever holds the QP lock next empties first (roce.c, "Inboxes").
- * Only a packet failing its ICRC, counted on its QP, waits for the lock there.
+ * the context's rx_lock receives: the loop, or an application thread polling a CQ (it
+ * hands over its own QP's packets only; other QPs' go to their inboxes, UD and CM
+ * datagrams to the loop). Transmission happens under the QP lock from whichever thread
+ * holds it (the application in post_send, the loop otherwise). A UDP datagram send is
+ * atomic, so QPs sharing the socket need no lock between them. Per-QP state is touched
+ * only with the QP lock held. The QPN table changes only on the loop (qp_create/
+ * qp_destroy), under rx_lock. Neither the loop nor a poller waits for a QP lock while it
+ * holds rx_lock to hand the QP packets: a QP whose lock is busy (or, for a poller, any
+ * QP but its own) gets them in its inbox, which whoever holds the QP lock next empties
+ * first (roce.c, "Inboxes"). Only a packet failing its ICRC, counted on its QP, waits
+ * for the lock there, which is safe as no holder of a QP lock waits for rx_lock or for
+ * another QP's lock.
  */
 #ifndef SV_WIRE_ROCE_H
 #define SV_WIRE_ROCE_H
@@ -103,7 +106,7 @@ static inline void sv__roce_bth_put(uint8_t *p, uint8_t op, bool se, unsigned pa
 	(void)sv__bth_encode(p, SV_BTH_LEN, &b);
 }
 
-/* A received datagram handed from a poller to the loop. */
+/* A UD or CM datagram handed from a poller to the loop. */
 struct sv__roce_deferred {
 	struct sv__roce_deferred *next;
 	union sv__roce_addr src, dst;
@@ -141,14 +144,14 @@ struct sv__rctx {
 	 * holds rx_lock. Taken before any QP lock: the loop blocks on it, a poller (which
 	 * holds its QP lock) only tries. */
 	pthread_mutex_t rx_lock;
-	/* Datagrams a poller received but may not handle on its thread (another QP, UD,
-	 * CM MADs): copied here and handed to the loop. */
-	pthread_mutex_t defer_lock;
+	/* UD and CM datagrams a poller received, which only the loop handles, oldest first
+	 * (under rx_lock); defer_wake brings the loop for them and for the inboxes pollers
+	 * filled. */
 	struct sv__roce_deferred *defer_head, **defer_tail;
 	uv_async_t defer_wake;
 	/* Inboxes (roce.c): a leaf lock over every QP's inbox list; and the QPs whose
-	 * inbox the loop filled and must see emptied (loop only, linked through
-	 * inbox_next). */
+	 * inbox an rx_lock holder filled and the loop must see emptied (under rx_lock,
+	 * linked through inbox_next). */
 	pthread_mutex_t inbox_lock;
 	struct sv__rqp *inbox_qs;
 	/* QPN table, open addressing: written on the loop under rx_lock, read under it. */
@@ -275,12 +278,13 @@ struct sv__rqp {
 	uint16_t *ooo_len;
 	struct sv__rqp_stats st;
 	struct sv__roce_txb *txb;
-	/* Inbox: packets for this QP the loop received while another thread held the QP
-	 * lock, oldest first, under rc->inbox_lock; inbox_any says it is not empty. */
+	/* Inbox: packets for this QP that an rx_lock holder could not hand it (the loop
+	 * while another thread held the QP lock, a poller of another QP), oldest first,
+	 * under rc->inbox_lock; inbox_any says it is not empty. */
 	struct sv__roce_inpkt *inbox, **inbox_tail;
 	atomic_bool inbox_any;
-	bool inbox_queued;		/* on rc->inbox_qs (loop only) */
-	struct sv__rqp *inbox_next;	/* (loop only) */
+	atomic_bool inbox_queued;	/* on rc->inbox_qs or being serviced (roce.c) */
+	struct sv__rqp *inbox_next;	/* (rx_lock, then the loop's inbox_service()) */
 	/* UD QPs. */
 	uint32_t ud_psn;
 	uint64_t qkey_drops, ud_no_recv_drops, ud_tx_drops;

@@ -95,24 +95,31 @@ void ru_open_at(struct rside *s, const char *bind_addr, int retx, const char *im
 	ru_open_port(s, bind_addr, 0, retx, impair, buflen, depth);
 }
 
-void ru_open_port(struct rside *s, const char *bind_addr, uint16_t port, int retx,
-		  const char *impair, size_t buflen, uint32_t depth)
+struct sv_qp *ru_rc_qp(struct sv_pd *pd, struct sv_cq *cq, uint32_t depth)
 {
 	struct sv_qp_init_attr ia = { 0 };
+	struct sv_qp *qp;
 
-	memset(s, 0, sizeof(*s));
-	s->port = ru_open_device(&s->ctx, bind_addr, port, retx, impair);
-	cr_assert_eq(sv_query_gid(s->ctx, 1, 0, s->gid), 0);
-	cr_assert_eq(sv_alloc_pd(s->ctx, &s->pd), 0);
-	cr_assert_eq(sv_create_cq(s->ctx, (int)(2 * depth), NULL, NULL, 0, &s->cq), 0);
-	ia.send_cq = ia.recv_cq = s->cq;
+	ia.send_cq = ia.recv_cq = cq;
 	ia.qp_type = SV_QPT_RC;
 	ia.cap.max_send_wr = depth;
 	ia.cap.max_recv_wr = depth;
 	ia.cap.max_send_sge = 16;
 	ia.cap.max_recv_sge = 16;
 	ia.cap.max_inline_data = 64;
-	cr_assert_eq(sv_create_qp(s->pd, &ia, &s->qp), 0);
+	cr_assert_eq(sv_create_qp(pd, &ia, &qp), 0);
+	return qp;
+}
+
+void ru_open_port(struct rside *s, const char *bind_addr, uint16_t port, int retx,
+		  const char *impair, size_t buflen, uint32_t depth)
+{
+	memset(s, 0, sizeof(*s));
+	s->port = ru_open_device(&s->ctx, bind_addr, port, retx, impair);
+	cr_assert_eq(sv_query_gid(s->ctx, 1, 0, s->gid), 0);
+	cr_assert_eq(sv_alloc_pd(s->ctx, &s->pd), 0);
+	cr_assert_eq(sv_create_cq(s->ctx, (int)(2 * depth), NULL, NULL, 0, &s->cq), 0);
+	s->qp = ru_rc_qp(s->pd, s->cq, depth);
 	s->len = buflen;
 	s->buf = aligned_alloc(4096, (buflen + 4095) & ~(size_t)4095);
 	cr_assert(s->buf);

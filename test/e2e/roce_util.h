@@ -39,6 +39,8 @@ struct rlink {
  * port. */
 uint16_t ru_open_device(struct sv_context **ctx, const char *bind_addr, uint16_t port,
 			int retx, const char *impair);
+/* An RC QP on pd with both queues on cq: depth WRs each, 16 SGEs, 64 bytes inline. */
+struct sv_qp *ru_rc_qp(struct sv_pd *pd, struct sv_cq *cq, uint32_t depth);
 /* Opens a side on 127.0.0.1: retx is enum sv_retx_mode, impair a spec or NULL. */
 void ru_open(struct rside *s, int retx, const char *impair, size_t buflen, uint32_t depth);
 /* The same on bind_addr ("::1" for IPv6), on a port free there. */
