@@ -26,7 +26,10 @@
  * address and port every field the ICRC covers is known (crypto/icrc.h masks the rest:
  * TOS, TTL and checksum, or traffic class, flow label and hop limit): the sender
  * computes the real RoCEv2 ICRC, and the receiver recomputes it from recvmsg's source
- * address and the IP_PKTINFO / IPV6_PKTINFO destination. Packets with a bad ICRC are
+ * address and the IP_PKTINFO / IPV6_PKTINFO destination. Other RoCEv2 senders (Linux's
+ * rxe) set an IPv4 identification the socket does not show: when the ICRC fails for id
+ * 0, the receiver solves it for the id and DF (crypto/icrc.h, doc/interop-icrc.md) and
+ * counts the packets so taken (icrc_ip_solved). Packets no header explains are
  * dropped and counted.
  *
  * Data path copies. TX builds the headers in a small per-batch buffer and hands
@@ -488,14 +491,21 @@ static enum rx_verdict classify(struct sv__rctx *rc, const uint8_t *buf, size_t 
 				const union sv__roce_addr *src, const union sv__roce_addr *dst,
 				struct sv__rqp *self, struct sv__rqp **qp, struct sv_ib_pkt *k)
 {
+	struct sv_icrc_ipv4 ip;
 	struct sv__rqp *q;
+	int icrc;
 
 	if (len < SV_BTH_LEN + SV_ICRC_LEN)
 		return RX_DROP;
 	q = tbl_find(rc, sv__get_be24(buf + 5));
 	if (self && q != self)
 		return RX_DEFER;
-	if (sv__icrc_verify(&src->sa, &dst->sa, NULL, buf, len) < 0) {
+	/* Other senders' IPv4 identification and DF are found from the ICRC itself
+	 * (crypto/icrc.h, doc/interop-icrc.md); ours (id 0, DF) cost one CRC as before. */
+	icrc = sv__icrc_verify_rx(&src->sa, &dst->sa, buf, len, &ip);
+	if (icrc == 1 && q)
+		atomic_fetch_add_explicit(&q->icrc_ip_solved, 1, memory_order_relaxed);
+	if (icrc < 0) {
 		/* IBA 9.8.2.x: a packet failing its ICRC is silently dropped. */
 		if (q) {
 			sv__qp_lock(q->qp);
@@ -1403,6 +1413,7 @@ static int qp_stats(struct sv_qp *qp, struct sv_qp_stats *s)
 	s->rnr_naks_tx = q->st.rnr_naks_tx;
 	s->rnr_naks_rx = q->st.rnr_naks_rx;
 	s->icrc_errors = q->st.icrc_errors;
+	s->icrc_ip_solved = atomic_load_explicit(&q->icrc_ip_solved, memory_order_relaxed);
 	s->duplicates_rx = q->st.dup_rx;
 	s->out_of_order_rx = q->st.ooo_rx;
 	s->qkey_drops = q->qkey_drops;
