@@ -41,6 +41,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
+#include <netinet/udp.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1049,6 +1050,16 @@ static int open_socket(struct sv__rctx *rc, const struct sv_device_opts *o)
 		rc_out = -errno;
 		goto err_close;
 	}
+	/* RFC 6935/6936 let a tunnel protocol send UDP over IPv6 with checksum 0, and RoCEv2
+	 * senders do (Linux's rxe: its ICRC covers the datagram instead); the kernel drops
+	 * such datagrams before any socket (Udp6InCsumErrors) unless the socket opts in.
+	 * Checksums that are present are still verified. Our own datagrams carry one, so a
+	 * kernel without the option only costs interoperation with those senders: said,
+	 * not fatal. */
+	if (v6 && setsockopt(fd, IPPROTO_UDP, UDP_NO_CHECK6_RX, &one, sizeof(one)) < 0)
+		sv__log(SV_LOG_ERROR, "softverbs udp: UDP_NO_CHECK6_RX: %s: IPv6 datagrams "
+			"with a zero UDP checksum will be dropped by the kernel",
+			strerror(errno));
 	/* Bigger socket buffers than the default: a window of 4 KiB packets must fit. The
 	 * kernel caps them at rmem_max/wmem_max; less just means more loss to repair. */
 	(void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sb, sizeof(sb));
