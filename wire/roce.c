@@ -8,7 +8,10 @@
  * (the IPv6 socket is V6ONLY). The GID is the RoCEv2 form of the bound address: IPv4-
  * mapped (::ffff:a.b.c.d) as GIDs of IPv4 interfaces are, or the IPv6 address itself.
  * An AV's GID must be of the device's family. Packets are demultiplexed by BTH DestQP
- * through the context's QPN table, never by source port (spec/roce.md 10).
+ * through the context's QPN table, never by source port (spec/roce.md 10), and an RC QP
+ * takes its peer's packets from any source port of the peer's address: other senders
+ * choose the port per flow (doc/interop-udp.md). We send from the bound port, always
+ * to the peer's RoCE port.
  *
  * Two processes (or two contexts) on one host without configuration: when bind_addr is
  * unset ("" or "0.0.0.0") the context binds 127.0.0.1:4791, and if that is taken,
@@ -550,8 +553,13 @@ static void rx_ud(struct sv__rctx *rc, const uint8_t *buf, size_t len,
 static bool deliver(struct sv__rqp *q, const struct sv_ib_pkt *k, uint8_t *buf, size_t len,
 		    const union sv__roce_addr *src, bool *kept)
 {
-	/* Only the peer of a connected QP may talk to it (the AV it was given). */
-	if (q->qp->qp_type != SV_QPT_RC || q->err || !q->live || !sv__roce_addr_eq(src, &q->peer))
+	/* Only the peer of a connected QP may talk to it: the address of the AV it was
+	 * given, from any UDP source port. RoCEv2 senders choose the source port per flow
+	 * for ECMP entropy (IBA Annex A17, RoCEv2; Linux's rxe: 0xC000 plus a hash of the
+	 * QPNs), so a NIC matches the peer by IP address and the BTH's DestQP, as here;
+	 * replies still go to the peer's RoCE port (q->peer), not to the source port. */
+	if (q->qp->qp_type != SV_QPT_RC || q->err || !q->live ||
+	    !sv__roce_addr_same_ip(src, &q->peer))
 		return false;
 	q->st.rx_packets++;
 	q->st.rx_bytes += len;
