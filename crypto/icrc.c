@@ -4,6 +4,7 @@
  */
 #include <errno.h>
 #include <netinet/in.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <zlib.h>
 
@@ -168,20 +169,23 @@ int sv__icrc_verify(const struct sockaddr *src, const struct sockaddr *dst,
 int sv__icrc_ipv4_solve(uint32_t syndrome, size_t len, struct sv_icrc_ipv4 *ip)
 {
 	/* One stream's packets mostly share a length (the MTU): the factor of the last
-	 * length is kept, per thread (the loop and pollers verify at once). */
-	static __thread size_t last_len;
-	static __thread uint32_t last_factor;
-	uint32_t d;
+	 * length is kept, with its length in one word (the loop and pollers verify at
+	 * once; a racing store leaves a consistent pair; 0 matches no length). */
+	static _Atomic uint64_t last;
+	uint64_t l = atomic_load_explicit(&last, memory_order_relaxed);
+	uint32_t factor, d;
 
-	if (len < BTH_LEN + ICRC_LEN)
+	if (len < BTH_LEN + ICRC_LEN || len > 0xffff)
 		return -EBADMSG;
-	if (len != last_len) {
+	if ((l >> 32) == len) {
+		factor = (uint32_t)l;
+	} else {
 		size_t covered = LRH_LEN + SV_ICRC_PSEUDO_V4_LEN + len - ICRC_LEN;
 
-		last_factor = sv__crc32_x8n_inv(covered - (LRH_LEN + IPV4_ID_OFF));
-		last_len = len;
+		factor = sv__crc32_x8n_inv(covered - (LRH_LEN + IPV4_ID_OFF));
+		atomic_store_explicit(&last, (uint64_t)len << 32 | factor, memory_order_relaxed);
 	}
-	d = sv__crc32_mulmod(syndrome, last_factor);
+	d = sv__crc32_mulmod(syndrome, factor);
 	/* Bytes 0 and 1 are the id difference from 0; byte 2 may differ from DF set in the
 	 * DF bit only (reserved and MF clear, offset 0: an unfragmented datagram), byte 3
 	 * not at all. */
