@@ -277,6 +277,9 @@ struct sv__rqp {
 	uint8_t **ooo;			/* SR: kept packets by PSN slot */
 	uint16_t *ooo_len;
 	struct sv__rqp_stats st;
+	/* Packets whose ICRC held for an IPv4 id or DF other than ours (classify(), which
+	 * runs without the QP lock: atomic). */
+	atomic_uint_least64_t icrc_ip_solved;
 	struct sv__roce_txb *txb;
 	/* Inbox: packets for this QP that an rx_lock holder could not hand it (the loop
 	 * while another thread held the QP lock, a poller of another QP), oldest first,
