@@ -1046,11 +1046,12 @@ static int post_one_send(struct sv__qp *qp, const struct sv_send_wr *wr)
 		w->rkey = 0;
 		w->compare_add = w->swap = 0;
 		w->bind.mw_handle = wr->wr.bind_mw.mw->handle;
-		w->bind.mw_index = wr->wr.bind_mw.mw->rkey >> 8;
+		w->bind.mw_index = sv__key_index(qp->pub.context, wr->wr.bind_mw.mw->rkey);
 		w->bind.rkey = wr->wr.bind_mw.rkey;
 		/* The window's key from now on (ibv_bind_mw(3) semantics), set here in the
 		 * poster's thread; the key table changes when the bind executes. */
-		wr->wr.bind_mw.mw->rkey = (w->bind.mw_index << 8) | (wr->wr.bind_mw.rkey & 0xff);
+		wr->wr.bind_mw.mw->rkey = (wr->wr.bind_mw.mw->rkey & ~0xffu) |
+					  (wr->wr.bind_mw.rkey & 0xffu);
 		/* The MR by key: it may be deregistered before the bind runs. */
 		w->bind.mr_lkey = bi->mr ? bi->mr->lkey : 0;
 		w->bind.addr = bi->addr;

@@ -198,6 +198,9 @@ const struct sv_device_opts *sv__ctx_opts(struct sv_context *ctx);
 void *sv__ctx_tctx(struct sv_context *ctx);
 /* Monotonic clock in nanoseconds (one clock for the whole library). */
 uint64_t sv__now_ns(void);
+/* len bytes from the kernel's CSPRNG (getrandom(2), core/random.c), for identifiers a
+ * peer must not predict (doc/security.md, "Keys and identifiers"). 0 or -errno. */
+int sv__random(void *buf, size_t len);
 
 /* One step of a bounded spin on a lock or flag another core will change: tells the CPU
  * it is a spin-wait (x86 PAUSE, arm64 YIELD), so it saves power and lets the sibling
