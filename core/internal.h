@@ -84,7 +84,8 @@ struct sv_context {
 	pthread_mutex_t obj_lock;
 	uint32_t n_pd, n_cq, n_qp, n_mr, n_comp_channel, n_cm_id;
 	uint32_t n_srq;
-	uint32_t next_pd_handle, next_mr_handle, next_qpn;
+	uint32_t next_pd_handle, next_mr_handle;
+	uint32_t qpns[SV__MAX_QP];	/* the live QPs' numbers, n_qp of them (core/qp.c) */
 
 	/* MR key table (core/mr.c). */
 	pthread_rwlock_t mr_lock;
