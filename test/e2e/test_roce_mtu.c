@@ -7,16 +7,21 @@
  * process, which unshares one), with a veth pair va/vb: va has 198.18.0.1/24 and
  * fd53:7600::1/64 at the MTU the test sets. Nothing answers at 198.18.0.2: the datagrams
  * the tests send there go out of va and are lost, which is all a test of the sending side
- * needs. Not root (no CLONE_NEWNET): skipped, saying so.
+ * needs. The CM tests move vb into a second namespace B (198.18.0.2) and open one
+ * device in each: the REQ asks the port's MTU, the smaller link decides, and a REQ the
+ * passive link cannot carry is rejected. Not root (no CLONE_NEWNET): skipped, saying so.
  */
 #include <criterion/criterion.h>
+#include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "e2e_util.h"
 #include "roce_util.h"
 
 #define PORT 4791
@@ -187,4 +192,179 @@ Test(roce_mtu, packets_at_port_mtu_leave, .fini = teardown, .timeout = 30)
 	cr_assert_eq(st.tx_errors, 0);
 	cr_assert_eq(st.tx_packets, 4, "no resend within the 4 s ACK timeout");
 	cr_assert_eq(st.tx_bytes, 4 * (1024 + 12 + 4) + 0u, "BTH + payload + ICRC each");
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Two hosts: this process's threads in two namespaces (setns before each device opens:
+ * a device's socket and loop thread belong to the namespace its opener was in). va in
+ * A (198.18.0.1) at mtu_a, vb in B (198.18.0.2) at mtu_b.
+ */
+
+struct host {
+	struct sv_context *ctx;
+	struct sv_pd *pd;
+	struct sv_cq *cq;
+	struct sv_qp *qp;
+	struct sv_mr *mr;
+	uint8_t *buf;
+	struct sv_cm_channel *ch;
+	struct sv_cm_id *id, *conn;
+};
+
+static struct host ha, hb;
+static int ns_a = -1, ns_b = -1;
+
+#define HBUF (256u << 10)
+
+static void two_hosts(unsigned mtu_a, unsigned mtu_b)
+{
+	char cmd[512];
+
+	netns(mtu_a);			/* this is A, with va and vb */
+	cr_assert((ns_a = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC)) >= 0);
+	cr_assert_eq(unshare(CLONE_NEWNET), 0);
+	cr_assert((ns_b = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC)) >= 0);
+	cr_assert_eq(setns(ns_a, CLONE_NEWNET), 0);
+	snprintf(cmd, sizeof(cmd), "ip link set vb netns /proc/%d/fd/%d", (int)getpid(), ns_b);
+	sh(cmd);
+	cr_assert_eq(setns(ns_b, CLONE_NEWNET), 0);
+	snprintf(cmd, sizeof(cmd), "ip link set lo up && ip link set vb mtu %u up && "
+		 "ip addr add 198.18.0.2/24 dev vb", mtu_b);
+	sh(cmd);
+	cr_assert_eq(setns(ns_a, CLONE_NEWNET), 0);
+}
+
+static void host_open(struct host *h, int ns, const char *addr)
+{
+	struct sv_qp_init_attr ia = { 0 };
+
+	cr_assert_eq(setns(ns, CLONE_NEWNET), 0);
+	ru_open_device(&h->ctx, addr, PORT, -1, NULL);
+	cr_assert_eq(sv_alloc_pd(h->ctx, &h->pd), 0);
+	cr_assert_eq(sv_create_cq(h->ctx, 64, NULL, NULL, 0, &h->cq), 0);
+	ia.send_cq = ia.recv_cq = h->cq;
+	ia.qp_type = SV_QPT_RC;
+	ia.cap.max_send_wr = ia.cap.max_recv_wr = 16;
+	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+	cr_assert_eq(sv_create_qp(h->pd, &ia, &h->qp), 0);
+	cr_assert((h->buf = calloc(1, HBUF)));
+	cr_assert_eq(sv_reg_mr(h->pd, h->buf, HBUF, SV_ACCESS_LOCAL_WRITE |
+			       SV_ACCESS_REMOTE_WRITE | SV_ACCESS_REMOTE_READ, &h->mr), 0);
+	cr_assert_eq(sv_cm_create_channel(&h->ch), 0);
+	cr_assert_eq(sv_cm_create_id_ps(h->ch, h->ctx, h, SV_CM_PS_TCP, &h->id), 0);
+}
+
+static void host_close(struct host *h)
+{
+	if (!h->ctx)
+		return;
+	if (h->conn)
+		sv_cm_destroy_id(h->conn);
+	sv_cm_destroy_id(h->id);
+	sv_cm_destroy_channel(h->ch);
+	ru_close_dev(h->ctx, h->pd, h->cq, h->qp, h->mr, h->buf);
+	memset(h, 0, sizeof(*h));
+}
+
+static void hosts_down(void)
+{
+	host_close(&ha);
+	host_close(&hb);
+}
+
+static void cm_start(struct host *act, struct host *pas, const char *pas_ip)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(7471) };
+	struct sv_conn_param p = { .responder_resources = 4, .initiator_depth = 4 };
+
+	inet_pton(AF_INET, pas_ip, &sa.sin_addr);
+	cr_assert_eq(sv_cm_listen(pas->id, (struct sockaddr *)&sa, 4), 0);
+	cr_assert_eq(sv_cm_connect(act->id, act->qp, (struct sockaddr *)&sa, &p), 0);
+}
+
+/* The passive host listens on its address, the active one connects, both establish. */
+static void cm_connect(struct host *act, struct host *pas, const char *pas_ip)
+{
+	struct sv_conn_param p = { .responder_resources = 4, .initiator_depth = 4 };
+	struct sv_cm_event *ev;
+
+	cm_start(act, pas, pas_ip);
+	ev = ru_cm_event(pas->ch, SV_CM_EVENT_CONNECT_REQUEST, 10000);
+	pas->conn = ev->id;
+	cr_assert_eq(sv_cm_ack_event(ev), 0);
+	cr_assert_eq(sv_cm_accept(pas->conn, pas->qp, &p), 0);
+	ru_cm_expect(act->ch, SV_CM_EVENT_ESTABLISHED, 0, 10000);
+	ru_cm_expect(pas->ch, SV_CM_EVENT_ESTABLISHED, 0, 10000);
+}
+
+static enum sv_mtu path_mtu(struct host *h)
+{
+	struct sv_qp_attr at;
+	struct sv_qp_init_attr ia;
+
+	cr_assert_eq(sv_query_qp(h->qp, &at, SV_QP_PATH_MTU, &ia), 0);
+	return at.path_mtu;
+}
+
+/* 200 KiB written from act into pas's memory and read back, verified: 200 packets of
+ * the path MTU each way over the veth. */
+static void write_read(struct host *act, struct host *pas)
+{
+	struct sv_sge sge = { (uintptr_t)act->buf, 200u << 10, act->mr->lkey };
+	struct sv_send_wr wr = { .wr_id = 1, .sg_list = &sge, .num_sge = 1,
+				 .opcode = SV_WR_RDMA_WRITE, .send_flags = SV_SEND_SIGNALED },
+			  *bad;
+	struct sv_wc wc;
+
+	for (size_t i = 0; i < sge.length; i++)
+		act->buf[i] = (uint8_t)(i * 7 + 1);
+	wr.wr.rdma.remote_addr = (uintptr_t)pas->buf;
+	wr.wr.rdma.rkey = pas->mr->rkey;
+	cr_assert_eq(sv_post_send(act->qp, &wr, &bad), 0);
+	e2e_poll_n(act->cq, &wc, 1, 20000);
+	cr_assert_eq(wc.status, SV_WC_SUCCESS, "WRITE: %s", sv_wc_status_str(wc.status));
+	cr_assert_eq(memcmp(pas->buf, act->buf, sge.length), 0, "the WRITE's bytes");
+	memset(act->buf, 0, sge.length);
+	wr.wr_id = 2;
+	wr.opcode = SV_WR_RDMA_READ;
+	cr_assert_eq(sv_post_send(act->qp, &wr, &bad), 0);
+	e2e_poll_n(act->cq, &wc, 1, 20000);
+	cr_assert_eq(wc.status, SV_WC_SUCCESS, "READ: %s", sv_wc_status_str(wc.status));
+	cr_assert_eq(memcmp(pas->buf, act->buf, sge.length), 0, "the READ's bytes");
+}
+
+/* Both links 1500: the REQ asks 1024, both QPs take it, and data crosses. */
+Test(roce_mtu, cm_between_hosts_at_1500_uses_1024, .fini = hosts_down, .timeout = 60)
+{
+	two_hosts(1500, 1500);
+	host_open(&ha, ns_a, "198.18.0.1");
+	host_open(&hb, ns_b, "198.18.0.2");
+	cm_connect(&ha, &hb, "198.18.0.2");
+	cr_assert_eq(path_mtu(&ha), SV_MTU_1024);
+	cr_assert_eq(path_mtu(&hb), SV_MTU_1024);
+	write_read(&ha, &hb);
+}
+
+/* A at 9000, B at 1500. B connecting asks 1024, which A takes; A connecting asks 4096,
+ * which B's link cannot carry: B rejects the REQ (reason 26, Invalid Path MTU) rather
+ * than accept a connection whose every full packet would be lost. */
+Test(roce_mtu, cm_smaller_link_decides, .fini = hosts_down, .timeout = 60)
+{
+	struct sv_port_attr pa;
+
+	two_hosts(9000, 1500);
+	host_open(&ha, ns_a, "198.18.0.1");
+	host_open(&hb, ns_b, "198.18.0.2");
+	cr_assert_eq(sv_query_port(ha.ctx, 1, &pa), 0);
+	cr_assert_eq(pa.active_mtu, SV_MTU_4096);
+	cm_connect(&hb, &ha, "198.18.0.1");
+	cr_assert_eq(path_mtu(&ha), SV_MTU_1024);
+	cr_assert_eq(path_mtu(&hb), SV_MTU_1024);
+	write_read(&hb, &ha);
+	hosts_down();
+
+	host_open(&ha, ns_a, "198.18.0.1");
+	host_open(&hb, ns_b, "198.18.0.2");
+	cm_start(&ha, &hb, "198.18.0.2");
+	ru_cm_expect(ha.ch, SV_CM_EVENT_REJECTED, -ECONNREFUSED, 10000);
 }
