@@ -10,7 +10,8 @@
 #
 # Every case asserts what happened: exit codes of both sides, svperf's and svping's
 # verified data, rping -V's comparison of every buffer, perftest's result rows, the
-# pingpongs' byte counts, and the port's active MTU as the device reports it. Every
+# pingpongs' byte counts, and the port's active MTU as the device reports it. Last, a
+# few cases again with both links at 9000 (path MTU 4096). Every
 # process runs under timeout(1) and is ended by PID at the end; the namespaces go with
 # the trap. FILTER (a grep -E pattern) runs only the cases whose name matches it;
 # TWOHOST_KEEP=1 keeps every program's output (the path is printed).
@@ -290,6 +291,27 @@ for dir in A B; do
 			"$svrun" --transport udp ibv_ud_pingpong -d sv_udp0 -g 0 -p $port -n 200 -s $size -- \
 			"$svrun" --transport udp ibv_ud_pingpong -d sv_udp0 -g 0 -p $port -n 200 -s $size @PEER4
 	done
+done
+
+# Jumbo frames: both links at 9000, so the port's active MTU and the path MTU are 4096.
+in_ns "$A" ip link set va mtu 9000 && in_ns "$B" ip link set vb mtu 9000 || exit 1
+mtu_4096() {
+	has "$1" "MTU 9000: active MTU 4096" && has "$2" "MTU 9000: active MTU 4096"
+}
+perf_4096() { perf_rows "$@" && mtu_4096 "$@" && has "$2" "Mtu             : 4096[B]"; }
+pp_4096() { has "$1" "$pp_bytes bytes in" && has "$2" "$pp_bytes bytes in" && mtu_4096 "$@"; }
+for dir in A B; do
+	port=$((port + 1))
+	pair "ib_write_bw_R_udp_mtu9000_srv$dir" $dir 4 "log:CM listening" perf_4096 -- \
+		"$svrun" --transport udp ib_write_bw -d sv_udp0 -R -p $port -n 300 -s 65536 -- \
+		"$svrun" --transport udp ib_write_bw -d sv_udp0 -R -p $port -n 300 -s 65536 @PEER4
+	port=$((port + 1))
+	pp_bytes=$((8192 * 200 * 2))
+	pair "ibv_rc_pingpong_8192_mtu9000_srv$dir" $dir 4 "tcp:$port" pp_4096 -- \
+		"$svrun" --transport udp ibv_rc_pingpong -d sv_udp0 -g 0 -p $port -n 200 -s 8192 \
+		-m 4096 -- \
+		"$svrun" --transport udp ibv_rc_pingpong -d sv_udp0 -g 0 -p $port -n 200 -s 8192 \
+		-m 4096 @PEER4
 done
 
 echo "net2/twohost: $(($(date +%s) - start)) s"
