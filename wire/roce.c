@@ -243,9 +243,10 @@ bool sv__roce_tx_lossy(int e)
 	}
 }
 
-void sv__roce_tx_refused(struct sv__rqp *q, int e, size_t len, unsigned lost)
+void sv__roce_tx_refused(struct sv__rqp *q, const union sv__roce_addr *dst, int e, size_t len,
+			 unsigned lost)
 {
-	char str[INET6_ADDRSTRLEN + 8];
+	char str[INET6_ADDRSTRLEN + 8], what[32] = "";
 
 	if (sv__roce_tx_lossy(e)) {
 		q->st.tx_drops += lost;
@@ -253,17 +254,19 @@ void sv__roce_tx_refused(struct sv__rqp *q, int e, size_t len, unsigned lost)
 		if (e != EAGAIN && e != EWOULDBLOCK &&
 		    !atomic_exchange(&q->rc->tx_loss_logged, true))
 			sv__log(SV_LOG_WARN, "softverbs udp: QP %u: datagrams to %s are lost: %s "
-				"(resent until the retry count runs out)", q->qp->qp_num,
-				sv__roce_addr_str(&q->peer, str, sizeof(str)), strerror(e));
+				"(RC resends them until the retry count runs out)", q->qp->qp_num,
+				sv__roce_addr_str(dst, str, sizeof(str)), strerror(e));
 		return;
 	}
 	q->st.tx_errors++;
 	if (!q->tx_errno) {
 		q->tx_errno = e;
-		sv__log(SV_LOG_ERROR, "softverbs udp: QP %u: the socket refused a %zu-byte "
-			"datagram to %s: %s (path MTU %u, port active MTU %u, link MTU %u): "
-			"local QP operation error", q->qp->qp_num, len,
-			sv__roce_addr_str(&q->peer, str, sizeof(str)), strerror(e), q->mtu,
+		if (len)	/* unknown (0) when the impairment layer sent it */
+			snprintf(what, sizeof(what), " %zu-byte", len);
+		sv__log(SV_LOG_ERROR, "softverbs udp: QP %u: the socket refused a%s datagram "
+			"to %s: %s (path MTU %u, port active MTU %u, link MTU %u): the QP fails",
+			q->qp->qp_num, what, sv__roce_addr_str(dst, str, sizeof(str)),
+			strerror(e), q->mtu,
 			sv__ib_mtu_bytes(q->rc->active_mtu), q->rc->link_mtu);
 	}
 }
@@ -292,7 +295,7 @@ int sv__roce_flush(struct sv__rqp *q)
 
 		imp_arm(rc, next);
 		if (e < 0)
-			sv__roce_tx_refused(q, -e, 0, 1);
+			sv__roce_tx_refused(q, &q->peer, -e, 0, 1);
 		q->st.tx_packets += b->n;
 		for (unsigned i = 0; i < b->n; i++)
 			q->st.tx_bytes += msg_len(&b->msgs[i].msg_hdr);
@@ -304,15 +307,16 @@ int sv__roce_flush(struct sv__rqp *q)
 
 		if (s < 0) {
 			size_t len = msg_len(&b->msgs[done].msg_hdr);
+			int e = errno;
 
-			if (errno == EINTR)
+			if (e == EINTR)
 				continue;
 			/* The datagram at done was refused. A full socket or a transient
 			 * error loses it and the rest of the batch, which the reliability
 			 * layer repairs (resend on NAK or timeout); one that can never go
 			 * fails the QP (tx_failed()), and the rest still go. */
-			sv__roce_tx_refused(q, errno, len, b->n - done);
-			if (sv__roce_tx_lossy(errno)) {
+			sv__roce_tx_refused(q, &q->peer, e, len, b->n - done);
+			if (sv__roce_tx_lossy(e)) {
 				rc_out = -EAGAIN;
 				break;
 			}
@@ -1477,6 +1481,7 @@ static void qp_error(struct sv_qp *qp)
 		q->txb->n = 0;
 	}
 	q->live = false;
+	q->tx_errno = 0;		/* what the final ACK met dies with the QP */
 	inbox_clear(q);
 	sv__roce_resp_abort(q);
 	sv__roce_req_init(q);

@@ -317,11 +317,12 @@ int sv__roce_flush(struct sv__rqp *q);
  * firewall): the reliability layer resends it, or for UD it is lost as on any link. Else
  * the datagram can never go (EMSGSIZE, EINVAL...). */
 bool sv__roce_tx_lossy(int e);
-/* [qp-locked] The socket refused a datagram of len bytes with errno e (lost: how many
- * datagrams that cost). Lossy: counted in tx_drops, logged once per device unless the
+/* [qp-locked] The socket refused a datagram to dst of len bytes (0: unknown) with errno e
+ * (lost: how many datagrams that cost). Lossy: counted in tx_drops, logged once per device unless the
  * socket was only full. Otherwise counted in tx_errors, logged, and recorded in
  * q->tx_errno for the QP to fail at the end of its round. */
-void sv__roce_tx_refused(struct sv__rqp *q, int e, size_t len, unsigned lost);
+void sv__roce_tx_refused(struct sv__rqp *q, const union sv__roce_addr *dst, int e, size_t len,
+			 unsigned lost);
 /* [qp-locked] Re-arms the QP's timer at the earliest deadline (kicks the loop when not
  * on it). */
 void sv__roce_timer_update(struct sv__rqp *q);
