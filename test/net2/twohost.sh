@@ -8,12 +8,19 @@
 # packets that must fit a 1500-byte link (path MTU 1024), a CM that reaches a peer by
 # its interface address, data that crosses a real (virtual) wire.
 #
+# The programs: svperf (every opcode, bw, and SEND latency), svping, rping -V (IPv4
+# and IPv6), ucmatose, perftest -R (ib_write_bw, ib_read_bw, ib_send_bw; ib_atomic_bw on
+# udp) on both transports; on udp also udaddy (UD through SIDR), ibv_rc_pingpong (4096
+# and 512 bytes, IPv4 and IPv6 GIDs), ibv_srq_pingpong -q 16 and ibv_ud_pingpong (1024
+# and 256 bytes), which connect out of band as only RoCE can. Last, a few again with
+# both links at 9000 (path MTU 4096).
+#
 # Every case asserts what happened: exit codes of both sides, svperf's and svping's
 # verified data, rping -V's comparison of every buffer, perftest's result rows, the
-# pingpongs' byte counts, and the port's active MTU as the device reports it. Last, a
-# few cases again with both links at 9000 (path MTU 4096). Every
-# process runs under timeout(1) and is ended by PID at the end; the namespaces go with
-# the trap. FILTER (a grep -E pattern) runs only the cases whose name matches it;
+# pingpongs' byte counts, the CM tools' completed transfers, and on udp the port's active
+# MTU as the device reports it. Every process runs under timeout(1) and is ended by PID
+# at the end; the namespaces go with the trap. FILTER (a grep -E pattern) runs only the
+# cases whose name matches it;
 # TWOHOST_KEEP=1 keeps every program's output (the path is printed).
 #
 # Needs root (namespaces, veth); without it the script says so and exits 77, which
@@ -37,8 +44,8 @@ command -v ip >/dev/null || skip "ip (iproute2) not installed"
 command -v ss >/dev/null || skip "ss (iproute2) not installed"
 command -v timeout >/dev/null || skip "timeout (coreutils) not installed"
 missing=""
-for p in rping ib_write_bw ib_read_bw ib_send_bw ib_atomic_bw ibv_rc_pingpong \
-	ibv_ud_pingpong ibv_devinfo; do
+for p in rping ucmatose udaddy ib_write_bw ib_read_bw ib_send_bw ib_atomic_bw \
+	ibv_rc_pingpong ibv_srq_pingpong ibv_ud_pingpong ibv_devinfo; do
 	command -v "$p" >/dev/null || missing="$missing $p"
 done
 [ -z "$missing" ] || skip "rdma-core programs not installed:$missing (apt-get install" \
@@ -197,6 +204,11 @@ perf_atomic() {	# ib_atomic_bw moves 8 bytes per operation
 		{ echo "no 8-byte result row with a figure in ${2##*/}"; return 1; }
 	mtu_1024 "$@"
 }
+cma_ok() {	# ucmatose and udaddy: every transfer done, status 0, on both sides
+	has "$1" "data transfers complete" && has "$2" "data transfers complete" &&
+		has "$1" "return status 0" && has "$2" "return status 0"
+}
+cma_udp() { cma_ok "$@" && mtu_1024 "$@"; }
 pp_bytes=""
 pp_ok() { has "$1" "$pp_bytes bytes in" && has "$2" "$pp_bytes bytes in" && mtu_1024 "$@"; }
 
@@ -283,6 +295,25 @@ for dir in A B; do
 				"$svrun" --transport udp ibv_rc_pingpong -d sv_udp0 -g 0 -p $port -n 200 -s $size @PEER4
 		done
 	done
+	# ibv_srq_pingpong: 16 QPs on one shared receive queue, 4096-byte messages.
+	port=$((port + 1))
+	pp_bytes=$((4096 * 200 * 2))
+	pair "ibv_srq_pingpong_q16_srv$dir" $dir 4 "tcp:$port" pp_ok -- \
+		"$svrun" --transport udp ibv_srq_pingpong -d sv_udp0 -g 0 -p $port -q 16 -n 200 -- \
+		"$svrun" --transport udp ibv_srq_pingpong -d sv_udp0 -g 0 -p $port -q 16 -n 200 @PEER4
+	# ucmatose (4 connections, 50 SENDs of 8 KiB each way on each) on both transports,
+	# udaddy (4 UD QPs resolved by SIDR, 50 datagrams each way) on udp; both listen on
+	# their fixed service port 7174 where the server's address names them.
+	for tr in udp tcp; do
+		check=cma_ok
+		[ $tr = udp ] && check=cma_udp
+		pair "ucmatose_${tr}_srv$dir" $dir 4 "log:CM listening" $check -- \
+			"$svrun" --transport $tr ucmatose -b "$(ip4_of $dir)" -c 4 -C 50 -S 8192 -- \
+			"$svrun" --transport $tr ucmatose -s @PEER4 -c 4 -C 50 -S 8192
+	done
+	pair "udaddy_udp_srv$dir" $dir 4 "log:CM listening" cma_udp -- \
+		"$svrun" --transport udp udaddy -b "$(ip4_of $dir)" -c 4 -C 50 -S 512 -- \
+		"$svrun" --transport udp udaddy -s @PEER4 -c 4 -C 50 -S 512
 	# ibv_ud_pingpong: one datagram per message, 1024 bytes (the path MTU) and 256.
 	for size in 1024 256; do
 		port=$((port + 1))
