@@ -368,3 +368,47 @@ Test(roce_mtu, cm_smaller_link_decides, .fini = hosts_down, .timeout = 60)
 	cm_start(&ha, &hb, "198.18.0.2");
 	ru_cm_expect(ha.ch, SV_CM_EVENT_REJECTED, -ECONNREFUSED, 10000);
 }
+
+/* A route narrower than the interface (an MTU on the route, as a PMTU discovery result
+ * would set): a UD message of the port's MTU no longer fits. A UD message is one packet,
+ * so it is longer than the port can send: the WR completes with a local length error
+ * and is counted, where a datagram that fits went out. */
+Test(roce_mtu, ud_datagram_over_route_mtu_fails_the_wr, .fini = teardown, .timeout = 30)
+{
+	struct sv_ah_attr aa = { .port_num = 1, .dport = PORT };
+	struct sv_ah *ah;
+	struct sv_qp *ud;
+	struct sv_sge sge;
+	struct sv_send_wr wr = { .sg_list = &sge, .num_sge = 1, .opcode = SV_WR_SEND,
+				 .send_flags = SV_SEND_SIGNALED }, *bad;
+	struct sv_qp_stats st;
+	struct sv_wc wc;
+
+	netns(1500);
+	sh("ip route add 198.18.0.2/32 dev va mtu lock 576");
+	ru_open_port(&a, "198.18.0.1", PORT, -1, NULL, 8192, 16);
+	ud = ru_ud_qp(a.pd, a.cq, 0x11111111, 0);
+	memcpy(aa.dgid, a.gid, 16);
+	aa.dgid[15] = 2;			/* ::ffff:198.18.0.2 */
+	cr_assert_eq(sv_create_ah(a.pd, &aa, &ah), 0);
+	wr.wr.ud.ah = ah;
+	wr.wr.ud.remote_qpn = 2;
+	wr.wr.ud.remote_qkey = 0x11111111;
+	sge = (struct sv_sge){ (uintptr_t)a.buf, 256, a.mr->lkey };
+	wr.wr_id = 1;
+	cr_assert_eq(sv_post_send(ud, &wr, &bad), 0);
+	ru_wait(&a, &wc, 5000);
+	cr_assert_eq(wc.status, SV_WC_SUCCESS, "256 bytes fit 576: %s", sv_wc_status_str(wc.status));
+	sge.length = 1024;
+	wr.wr_id = 2;
+	cr_assert_eq(sv_post_send(ud, &wr, &bad), 0);
+	ru_wait(&a, &wc, 5000);
+	cr_assert_eq(wc.wr_id, 2);
+	cr_assert_eq(wc.status, SV_WC_LOC_LEN_ERR, "%s", sv_wc_status_str(wc.status));
+	cr_assert_eq(sv_query_qp_stats(ud, &st), 0);
+	cr_assert_eq(st.tx_errors, 1);
+	cr_assert_eq(st.tx_packets, 1);
+	cr_assert_eq(st.ud_tx_drops, 0);
+	cr_assert_eq(sv_destroy_qp(ud), 0);
+	cr_assert_eq(sv_destroy_ah(ah), 0);
+}
