@@ -239,6 +239,7 @@ struct sv__rqp {
 	uv_timer_t timer;		/* retransmission / RNR / TX retry */
 	uint64_t timer_armed_ns;	/* deadline the uv timer is set for (0: stopped) */
 	bool err;			/* qp_error ran: data path stopped */
+	int tx_errno;			/* a datagram refused for good: the QP fails (roce.c) */
 	bool live;			/* reached RTR: may receive */
 	bool sr;
 	uint32_t mtu;
@@ -280,7 +281,6 @@ struct sv__rqp {
 	uint16_t *ooo_len;
 	struct sv__rqp_stats st;
 	struct sv__roce_txb *txb;
-	int tx_errno;			/* a datagram refused for good: the QP fails (roce.c) */
 	/* Inbox: packets for this QP the loop received while another thread held the QP
 	 * lock, oldest first, under rc->inbox_lock; inbox_any says it is not empty. */
 	struct sv__roce_inpkt *inbox, **inbox_tail;
