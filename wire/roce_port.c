@@ -15,7 +15,10 @@
  * but live in lo's 127.0.0.0/8, so a loopback address not found exactly takes the
  * loopback interface's MTU. An address on no interface (it left between bind and this
  * look-up) gets 1024, which fits every Ethernet link of the usual 1500 bytes and above;
- * the device says so in its log.
+ * the device says so in its log. (There is no wildcard case: an unset, "0.0.0.0" or "::"
+ * bind address means loopback, roce.c.) The MTU is read when the device opens; rxe
+ * follows later changes of its netdev's MTU, we do not, but a datagram a changed link
+ * no longer carries is still refused by the socket and fails its QP, never lost quietly.
  */
 #include <arpa/inet.h>
 #include <errno.h>
