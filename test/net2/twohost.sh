@@ -33,6 +33,7 @@ filter=${2:-.}
 build=$(cd "$build" && pwd) || exit 2
 svrun=$build/svrun
 T=60			# seconds any one program may run
+BUDGET=900		# seconds for all cases; ctest's TIMEOUT (1200) kills without the trap
 
 skip() {
 	echo "net2/twohost: SKIPPED: $*"
@@ -156,6 +157,10 @@ pair() {
 		esac
 	done
 	echo "$name" | grep -Eq -- "$filter" || return 0
+	if [ $(($(date +%s) - start)) -gt "$BUDGET" ]; then
+		bad "$name" "not run: the group's $BUDGET s were used up"
+		return
+	fi
 	sns=$(ns_of "$sside")
 	bg "$name.srv" "$sside" "$fam" "${srv[@]}"
 	spid=$bgpid
