@@ -334,7 +334,7 @@ int sv__roce_flush(struct sv__rqp *q)
 }
 
 /* [qp-locked] After a flush, outside any packet loop: a datagram the socket refused for
- * good (sv__roce_tx_refused) is a local QP operation error (IBA 10.8.3's completion
+ * good (sv__roce_tx_refused) is a local QP operation error (IBA Vol 1 chapter 10's completion
  * errors: the QP's own configuration, here a path MTU its link cannot carry, keeps it
  * from sending). The oldest outstanding send WR completes with it and the QP goes to
  * ERR; a QP with no send WR outstanding (the refused datagram was a READ response or an

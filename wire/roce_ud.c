@@ -135,7 +135,7 @@ static enum sv_wc_status send_one(struct sv__rqp *q, const struct sv__send_wqe *
 		}
 		/* A datagram that can never go. A UD message is one packet, so one too big
 		 * for the route is longer than the port can send: Local Length Error
-		 * (IBA 10.8.3's completion errors); anything else is the QP's own. */
+		 * (IBA Vol 1 chapter 10's completion errors); anything else is the QP's own. */
 		sv__roce_tx_refused(q, &dst, -e, hlen + w->length + SV_ICRC_LEN, 1);
 		q->tx_errno = 0;
 		return e == -EMSGSIZE ? SV_WC_LOC_LEN_ERR : SV_WC_LOC_QP_OP_ERR;
