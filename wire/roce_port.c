@@ -1,12 +1,12 @@
 /*
  * roce_port.c — the port's active MTU, from the interface the device's address is on.
  *
- * A RoCE port's active MTU is the largest IB MTU (256, 512, 1024, 2048, 4096; IBA 7.7.1)
+ * A RoCE port's active MTU is the largest IB MTU (256, 512, 1024, 2048 or 4096 bytes)
  * whose packets fit in its Ethernet link's MTU, as the kernel's rxe derives it from its
  * netdev: 1500 -> 1024, 9000 -> 4096, loopback's 65536 -> 4096. A packet of one full
  * path MTU of payload carries, besides the payload, the IP header (20 bytes IPv4, 40
  * IPv6), UDP (8), BTH (12), at most RETH (16) and ImmDt (4) (RDMA WRITE Only with
- * Immediate, IBA 9.2) and the ICRC (4). rxe sets 80 bytes aside for all headers whatever
+ * Immediate; IBA Vol 1 chapter 9) and the ICRC (4). rxe sets 80 bytes aside for all headers whatever
  * the family; IPv6's worst case is 84, so we set aside the larger of the two, and only a
  * link MTU within 4 bytes of a boundary tells the two rules apart.
  *
