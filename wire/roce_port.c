@@ -6,9 +6,9 @@
  * netdev: 1500 -> 1024, 9000 -> 4096, loopback's 65536 -> 4096. A packet of one full
  * path MTU of payload carries, besides the payload, the IP header (20 bytes IPv4, 40
  * IPv6), UDP (8), BTH (12), at most RETH (16) and ImmDt (4) (RDMA WRITE Only with
- * Immediate; IBA Vol 1 chapter 9) and the ICRC (4). rxe sets 80 bytes aside for all headers whatever
- * the family; IPv6's worst case is 84, so we set aside the larger of the two, and only a
- * link MTU within 4 bytes of a boundary tells the two rules apart.
+ * Immediate; IBA Vol 1 chapter 9) and the ICRC (4). rxe sets 80 bytes aside for all
+ * headers whatever the family; IPv6's worst case is 84, so we set aside the larger of
+ * the two, and only a link MTU within 4 bytes of a boundary tells the two rules apart.
  *
  * The device's socket is bound to one address, so its interface is the one that has that
  * address (getifaddrs). The loopback fallbacks 127.0.0.2 ... are not interface addresses
