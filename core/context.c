@@ -215,6 +215,11 @@ void *sv__ctx_tctx(struct sv_context *ctx)
 	return ctx->tctx;
 }
 
+enum sv_mtu sv__ctx_active_mtu(struct sv_context *ctx)
+{
+	return ctx->ops->active_mtu ? ctx->ops->active_mtu(ctx) : SV_MTU_4096;
+}
+
 int sv_query_device(struct sv_context *ctx, struct sv_device_attr *attr)
 {
 	const struct sv_device_opts *o;
@@ -262,7 +267,7 @@ int sv_query_port(struct sv_context *ctx, uint8_t port_num, struct sv_port_attr 
 	memset(attr, 0, sizeof(*attr));
 	attr->state = SV_PORT_ACTIVE;
 	attr->max_mtu = SV_MTU_4096;
-	attr->active_mtu = SV_MTU_4096;
+	attr->active_mtu = sv__ctx_active_mtu(ctx);
 	attr->max_msg_sz = ctx->opts.max_msg_size;
 	attr->gid_tbl_len = 1;
 	attr->lid = 0;			/* Ethernet link layer: no LIDs */

@@ -103,6 +103,9 @@ struct sv_context {
 int sv__open_device_with_ops(const struct sv_device_opts *opts,
 			     const struct sv__transport_ops *ops, struct sv_context **ctx);
 
+/* The port's active MTU (the transport's active_mtu op, SV_MTU_4096 without one). */
+enum sv_mtu sv__ctx_active_mtu(struct sv_context *ctx);
+
 /* Runs fn(arg) on the loop thread and returns its result; calls it directly when already
  * on the loop thread. */
 int sv__ctx_run_sync(struct sv_context *ctx, int (*fn)(void *), void *arg);

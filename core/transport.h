@@ -181,6 +181,10 @@ struct sv__transport_ops {
 	/* Optional (NULL: -EOPNOTSUPP to the caller). [any thread, after ctx_init] The
 	 * port's GID at index. */
 	int (*query_gid)(struct sv_context *ctx, int index, uint8_t gid[16]);
+	/* Optional (NULL: SV_MTU_4096, a stream transport's MTU is not its framing). [any
+	 * thread, after ctx_init] The port's active MTU: what its link carries, the
+	 * default path MTU of a new QP and the one the CM asks for. */
+	enum sv_mtu (*active_mtu)(struct sv_context *ctx);
 	/* [qp-locked] Per-QP counters. */
 	int (*qp_stats)(struct sv_qp *qp, struct sv_qp_stats *stats);
 };

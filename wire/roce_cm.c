@@ -478,7 +478,8 @@ static void rx_req(struct sv__rctx *rc, const union sv__roce_addr *src,
 			 SV_CM_REJ_INVALID_TRANSPORT_TYPE, NULL, 0);
 		return;
 	}
-	if (req->path_mtu < SV_MTU_256 || req->path_mtu > SV_MTU_4096) {
+	/* A path MTU our link cannot carry: REJ reason 26, Invalid Path MTU (IBA 12.6.7). */
+	if (req->path_mtu < SV_MTU_256 || req->path_mtu > rc->active_mtu) {
 		send_rej(rc, src, m->mad.tid, 0, req->local_comm_id, SV_CM_MSG_REQ,
 			 SV_CM_REJ_INVALID_MTU, NULL, 0);
 		return;
