@@ -7,6 +7,7 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "crypto/crc32_mod.h"
 #include "crypto/icrc.h"
 #include "wire/byteorder.h"
 
@@ -14,6 +15,9 @@
 #define BTH_MASKED_BYTE 4	/* FECN, BECN, Resv6: may change in flight */
 #define ICRC_LEN 4
 #define IPPROTO_UDP_NUM 17
+#define LRH_LEN 8		/* the eight 0xFF bytes before the IP header */
+#define IPV4_ID_OFF 4		/* identification, then flags + fragment offset */
+#define IPV4_DF 0x40		/* in header byte 6 */
 
 /* A v4-mapped IPv6 address (::ffff:a.b.c.d) travels as IPv4: its four address bytes. */
 static const uint8_t *v4_addr(const struct sockaddr *sa)
@@ -65,7 +69,7 @@ int sv__icrc_pseudo_hdr(uint8_t out[SV_ICRC_PSEUDO_MAX], const struct sockaddr *
 		out[1] = 0xff;
 		sv__put_be16(out + 2, (uint16_t)(udp_len + 20));
 		sv__put_be16(out + 4, v4->id);
-		out[6] = v4->df ? 0x40 : 0x00;
+		out[6] = v4->df ? IPV4_DF : 0x00;
 		out[7] = 0;
 		out[8] = 0xff;
 		out[9] = IPPROTO_UDP_NUM;
@@ -151,4 +155,57 @@ int sv__icrc_verify(const struct sockaddr *src, const struct sockaddr *dst,
 	if (rc < 0)
 		return rc;
 	return icrc == sv__get_le32(p + len - ICRC_LEN) ? 0 : -EBADMSG;
+}
+
+/*
+ * The CRC covers LRH_LEN + 28 + len - 4 bytes, the word at IPv4 header bytes 4..7 (as a
+ * little-endian word: id high, id low, flags/offset high, offset low, which is how a
+ * byte-wise reflected CRC register takes four bytes) starting IPV4_ID_OFF bytes into the
+ * header. XORing d into that word changes the CRC by d * x^(8m) mod P, m the bytes from
+ * the word to the end (crypto/crc32_mod.h): feeding the four bytes is a multiplication by
+ * x^32, and each later byte by x^8. So d = syndrome * x^(-8m).
+ */
+int sv__icrc_ipv4_solve(uint32_t syndrome, size_t len, struct sv_icrc_ipv4 *ip)
+{
+	/* One stream's packets mostly share a length (the MTU): the factor of the last
+	 * length is kept, per thread (the loop and pollers verify at once). */
+	static __thread size_t last_len;
+	static __thread uint32_t last_factor;
+	uint32_t d;
+
+	if (len < BTH_LEN + ICRC_LEN)
+		return -EBADMSG;
+	if (len != last_len) {
+		size_t covered = LRH_LEN + SV_ICRC_PSEUDO_V4_LEN + len - ICRC_LEN;
+
+		last_factor = sv__crc32_x8n_inv(covered - (LRH_LEN + IPV4_ID_OFF));
+		last_len = len;
+	}
+	d = sv__crc32_mulmod(syndrome, last_factor);
+	/* Bytes 0 and 1 are the id difference from 0; byte 2 may differ from DF set in the
+	 * DF bit only (reserved and MF clear, offset 0: an unfragmented datagram), byte 3
+	 * not at all. */
+	if ((d & ~(0xffffu | (uint32_t)IPV4_DF << 16)) != 0)
+		return -EBADMSG;
+	ip->id = (uint16_t)((d & 0xff) << 8 | ((d >> 8) & 0xff));
+	ip->df = !(d & (uint32_t)IPV4_DF << 16);
+	return 0;
+}
+
+int sv__icrc_verify_rx(const struct sockaddr *src, const struct sockaddr *dst,
+		       const uint8_t *p, size_t len, struct sv_icrc_ipv4 *ip)
+{
+	uint32_t icrc, syndrome;
+	int rc = sv__icrc_packet(&icrc, src, dst, NULL, p, len);
+
+	if (rc < 0)
+		return rc;
+	ip->id = 0;
+	ip->df = true;
+	syndrome = icrc ^ sv__get_le32(p + len - ICRC_LEN);
+	if (syndrome == 0)
+		return 0;
+	if (v4_addr(src) == NULL || sv__icrc_ipv4_solve(syndrome, len, ip) < 0)
+		return -EBADMSG;
+	return 1;
 }

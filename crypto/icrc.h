@@ -11,7 +11,10 @@
  * Over a plain UDP socket the sender knows every covered IP field: addresses, lengths,
  * protocol 17, ports, and the IPv4 identification, which Linux sets to 0 on an
  * unconnected socket with IP_PMTUDISC_DO (DF set). A receiver rebuilds the same header
- * from recvmsg's source address and IP_PKTINFO destination.
+ * from recvmsg's source address and IP_PKTINFO destination; all but the IPv4
+ * identification and flags, which a socket does not show and other senders set as they
+ * like (Linux's rxe: a counter, DF). Those the receiver recovers from the ICRC itself
+ * (sv__icrc_verify_rx; the price in strength is in doc/interop-icrc.md).
  */
 #ifndef SV_CRYPTO_ICRC_H
 #define SV_CRYPTO_ICRC_H
@@ -66,5 +69,26 @@ int sv__icrc_packet(uint32_t *icrc, const struct sockaddr *src, const struct soc
  */
 int sv__icrc_verify(const struct sockaddr *src, const struct sockaddr *dst,
 		    const struct sv_icrc_ipv4 *v4, const uint8_t *p, size_t len);
+
+/*
+ * The IPv4 identification and DF of a datagram, found from its ICRC (doc/interop-icrc.md).
+ * syndrome is the received ICRC xor the one computed for id 0 with DF set, len the UDP
+ * payload length (BTH through ICRC). A difference confined to the 32 bits of IPv4 header
+ * bytes 4..7 (identification, flags, fragment offset) changes the CRC by that difference
+ * times a power of x, which is invertible, so exactly one such difference explains any
+ * syndrome: accepted when it lies in the identification and the DF bit only. Returns 0
+ * with *ip the fields for which the ICRC holds, -EBADMSG when no id and DF do.
+ */
+int sv__icrc_ipv4_solve(uint32_t syndrome, size_t len, struct sv_icrc_ipv4 *ip);
+
+/*
+ * Receiver check of the contiguous packet p[0..len) when the IPv4 identification and DF
+ * are not known: 0 when the trailer matches for id 0 with DF (softverbs' own packets, and
+ * the only computation they cost), 1 when it matches for the id and DF found in *ip,
+ * -EBADMSG when no IPv4 header of this datagram explains it, other errors as
+ * sv__icrc_pseudo_hdr. IPv6 has neither field: 0 or -EBADMSG. *ip is set on 0 and 1.
+ */
+int sv__icrc_verify_rx(const struct sockaddr *src, const struct sockaddr *dst,
+		       const uint8_t *p, size_t len, struct sv_icrc_ipv4 *ip);
 
 #endif

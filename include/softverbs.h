@@ -565,6 +565,11 @@ struct sv_qp_stats {
 	uint64_t rx_polled;
 	uint64_t rx_parks;
 	uint64_t rx_park_stalls;
+	/* UDP QPs (appended): received packets whose ICRC held only for an IPv4
+	 * identification or DF flag other than softverbs' own (id 0, DF): another sender's
+	 * packets, accepted by solving the ICRC for those fields, which a UDP socket does
+	 * not show (doc/interop-icrc.md). */
+	uint64_t icrc_ip_solved;
 };
 
 int sv_query_qp_stats(struct sv_qp *qp, struct sv_qp_stats *stats);

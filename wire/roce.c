@@ -8,7 +8,10 @@
  * (the IPv6 socket is V6ONLY). The GID is the RoCEv2 form of the bound address: IPv4-
  * mapped (::ffff:a.b.c.d) as GIDs of IPv4 interfaces are, or the IPv6 address itself.
  * An AV's GID must be of the device's family. Packets are demultiplexed by BTH DestQP
- * through the context's QPN table, never by source port (spec/roce.md 10).
+ * through the context's QPN table, never by source port (spec/roce.md 10), and an RC QP
+ * takes its peer's packets from any source port of the peer's address: other senders
+ * choose the port per flow (doc/interop-udp.md). We send from the bound port, always
+ * to the peer's RoCE port.
  *
  * Two processes (or two contexts) on one host without configuration: when bind_addr is
  * unset ("" or "0.0.0.0") the context binds 127.0.0.1:4791, and if that is taken,
@@ -27,7 +30,10 @@
  * address and port every field the ICRC covers is known (crypto/icrc.h masks the rest:
  * TOS, TTL and checksum, or traffic class, flow label and hop limit): the sender
  * computes the real RoCEv2 ICRC, and the receiver recomputes it from recvmsg's source
- * address and the IP_PKTINFO / IPV6_PKTINFO destination. Packets with a bad ICRC are
+ * address and the IP_PKTINFO / IPV6_PKTINFO destination. Other RoCEv2 senders (Linux's
+ * rxe) set an IPv4 identification the socket does not show: when the ICRC fails for id
+ * 0, the receiver solves it for the id and DF (crypto/icrc.h, doc/interop-icrc.md) and
+ * counts the packets so taken (icrc_ip_solved). Packets no header explains are
  * dropped and counted.
  *
  * Data path copies. TX builds the headers in a small per-batch buffer and hands
@@ -39,6 +45,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
+#include <netinet/udp.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -489,14 +496,21 @@ static enum rx_verdict classify(struct sv__rctx *rc, const uint8_t *buf, size_t 
 				const union sv__roce_addr *src, const union sv__roce_addr *dst,
 				struct sv__rqp *self, struct sv__rqp **qp, struct sv_ib_pkt *k)
 {
+	struct sv_icrc_ipv4 ip;
 	struct sv__rqp *q;
+	int icrc;
 
 	if (len < SV_BTH_LEN + SV_ICRC_LEN)
 		return RX_DROP;
 	q = tbl_find(rc, sv__get_be24(buf + 5));
 	if (self && q != self)
 		return RX_DEFER;
-	if (sv__icrc_verify(&src->sa, &dst->sa, NULL, buf, len) < 0) {
+	/* Other senders' IPv4 identification and DF are found from the ICRC itself
+	 * (crypto/icrc.h, doc/interop-icrc.md); ours (id 0, DF) cost one CRC as before. */
+	icrc = sv__icrc_verify_rx(&src->sa, &dst->sa, buf, len, &ip);
+	if (icrc == 1 && q)
+		atomic_fetch_add_explicit(&q->icrc_ip_solved, 1, memory_order_relaxed);
+	if (icrc < 0) {
 		/* IBA 9.8.2.x: a packet failing its ICRC is silently dropped. */
 		if (q) {
 			sv__qp_lock(q->qp);
@@ -540,8 +554,13 @@ static void rx_ud(struct sv__rctx *rc, const uint8_t *buf, size_t len,
 static bool deliver(struct sv__rqp *q, const struct sv_ib_pkt *k, uint8_t *buf, size_t len,
 		    const union sv__roce_addr *src, bool *kept)
 {
-	/* Only the peer of a connected QP may talk to it (the AV it was given). */
-	if (q->qp->qp_type != SV_QPT_RC || q->err || !q->live || !sv__roce_addr_eq(src, &q->peer))
+	/* Only the peer of a connected QP may talk to it: the address of the AV it was
+	 * given, from any UDP source port. RoCEv2 senders choose the source port per flow
+	 * for ECMP entropy (IBA Annex A17, RoCEv2; Linux's rxe: 0xC000 plus a hash of the
+	 * QPNs), so a NIC matches the peer by IP address and the BTH's DestQP, as here;
+	 * replies still go to the peer's RoCE port (q->peer), not to the source port. */
+	if (q->qp->qp_type != SV_QPT_RC || q->err || !q->live ||
+	    !sv__roce_addr_same_ip(src, &q->peer))
 		return false;
 	q->st.rx_packets++;
 	q->st.rx_bytes += len;
@@ -1040,6 +1059,16 @@ static int open_socket(struct sv__rctx *rc, const struct sv_device_opts *o)
 		rc_out = -errno;
 		goto err_close;
 	}
+	/* RFC 6935/6936 let a tunnel protocol send UDP over IPv6 with checksum 0, and RoCEv2
+	 * senders do (Linux's rxe: its ICRC covers the datagram instead); the kernel drops
+	 * such datagrams before any socket (Udp6InCsumErrors) unless the socket opts in.
+	 * Checksums that are present are still verified. Our own datagrams carry one, so a
+	 * kernel without the option only costs interoperation with those senders: said,
+	 * not fatal. */
+	if (v6 && setsockopt(fd, IPPROTO_UDP, UDP_NO_CHECK6_RX, &one, sizeof(one)) < 0)
+		sv__log(SV_LOG_ERROR, "softverbs udp: UDP_NO_CHECK6_RX: %s: IPv6 datagrams "
+			"with a zero UDP checksum will be dropped by the kernel",
+			strerror(errno));
 	/* Bigger socket buffers than the default: a window of 4 KiB packets must fit. The
 	 * kernel caps them at rmem_max/wmem_max; less just means more loss to repair. */
 	(void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sb, sizeof(sb));
@@ -1404,6 +1433,7 @@ static int qp_stats(struct sv_qp *qp, struct sv_qp_stats *s)
 	s->rnr_naks_tx = q->st.rnr_naks_tx;
 	s->rnr_naks_rx = q->st.rnr_naks_rx;
 	s->icrc_errors = q->st.icrc_errors;
+	s->icrc_ip_solved = atomic_load_explicit(&q->icrc_ip_solved, memory_order_relaxed);
 	s->duplicates_rx = q->st.dup_rx;
 	s->out_of_order_rx = q->st.ooo_rx;
 	s->qkey_drops = q->qkey_drops;

@@ -274,6 +274,9 @@ struct sv__rqp {
 	uint8_t **ooo;			/* SR: kept packets by PSN slot */
 	uint16_t *ooo_len;
 	struct sv__rqp_stats st;
+	/* Packets whose ICRC held for an IPv4 id or DF other than ours (classify(), which
+	 * runs without the QP lock: atomic). */
+	atomic_uint_least64_t icrc_ip_solved;
 	struct sv__roce_txb *txb;
 	/* Inbox: packets for this QP the loop received while another thread held the QP
 	 * lock, oldest first, under rc->inbox_lock; inbox_any says it is not empty. */

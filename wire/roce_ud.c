@@ -146,9 +146,12 @@ void sv__roce_ud_send(struct sv__rqp *q)
 
 /* The IP header a RoCEv2 HCA puts in the 40-byte GRH area of a UD receive buffer: over
  * IPv4 the header in the last 20 bytes, over IPv6 the IPv6 header, which is a GRH's
- * layout (IBA 8.3; rxe and mlx5 deliver the received IP header so). The kernel does not hand us the header it
- * received, so it is rebuilt from what it must have been: our sockets send DF and ID 0
- * (IPv4), traffic class and flow label 0 (IPv6), and a hop limit / TTL of 64. */
+ * layout (IBA 8.3; rxe and mlx5 deliver the received IP header so). The kernel does not
+ * hand us the header it received, so it is rebuilt as our sockets send it: DF and ID 0
+ * (IPv4), traffic class and flow label 0 (IPv6), and a hop limit / TTL of 64. Another
+ * sender's IPv4 identification, which the ICRC check found, is not carried here: on an
+ * unfragmented datagram it means nothing to the receiver (RFC 6864), and readers of the
+ * GRH (rdma-core's ibv_init_ah_from_wc) take the version and addresses from it. */
 static void grh_of(uint8_t grh[SV__ROCE_GRH_LEN], const union sv__roce_addr *src,
 		   const union sv__roce_addr *dst, size_t udp_payload)
 {

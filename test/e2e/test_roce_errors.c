@@ -181,9 +181,13 @@ Test(roce_errors, bad_icrc_dropped_and_counted, .fini = teardown, .timeout = 30)
 	struct rlink l = { .mtu = SV_MTU_4096, .timeout = 14, .retry_cnt = 7, .rnr_retry = 7,
 			   .min_rnr_timer = 1, .rd_atomic = 4 };
 	struct sockaddr_in dst = { .sin_family = AF_INET, .sin_port = htons(0) };
+	struct sockaddr_in src = { .sin_family = AF_INET };
 	uint8_t pkt[SV_BTH_LEN + SV_RETH_LEN + 8 + SV_ICRC_LEN] = { 0 };
+	socklen_t sl = sizeof(src);
+	struct sv_icrc_ipv4 ip;
 	struct sv_reth reth;
 	struct sv_qp_stats st;
+	uint32_t icrc, bad = 1;
 	int fd;
 
 	pair(&l);
@@ -194,8 +198,20 @@ Test(roce_errors, bad_icrc_dropped_and_counted, .fini = teardown, .timeout = 30)
 	memset(pkt + SV_BTH_LEN + SV_RETH_LEN, 0x77, 8);
 	dst.sin_port = htons(b.port);
 	dst.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	src.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	fd = socket(AF_INET, SOCK_DGRAM, 0);
 	cr_assert(fd >= 0);
+	cr_assert_eq(bind(fd, (struct sockaddr *)&src, sizeof(src)), 0);
+	cr_assert_eq(getsockname(fd, (struct sockaddr *)&src, &sl), 0);
+	/* Wrong for every IPv4 header the receiver would accept (crypto/icrc.h finds the id
+	 * of other senders from the ICRC): the right ICRC with one bit flipped that no id
+	 * explains. */
+	cr_assert_eq(sv__icrc_packet(&icrc, (struct sockaddr *)&src, (struct sockaddr *)&dst,
+				     NULL, pkt, sizeof(pkt)), 0);
+	while (sv__icrc_ipv4_solve(bad, sizeof(pkt), &ip) == 0)
+		bad <<= 1;
+	cr_assert_neq(bad, 0);
+	sv__put_le32(pkt + sizeof(pkt) - SV_ICRC_LEN, icrc ^ bad);
 	for (int i = 0; i < 3; i++)
 		cr_assert_eq(sendto(fd, pkt, sizeof(pkt), 0, (struct sockaddr *)&dst, sizeof(dst)),
 			     (ssize_t)sizeof(pkt));

@@ -9,7 +9,11 @@
  * without a PMTU refuses exactly data on an opcode without any (that NAK excepted), and
  * the P_Key match is symmetric. The ICRC of the input is also computed whole and split in
  * two iovecs (at a point the input picks, possibly inside the BTH's masked byte), which
- * must agree. This is the one packet decoder the UDP transport uses.
+ * must agree. The receiver's ICRC check (sv__icrc_verify_rx, which solves for the IPv4
+ * identification) answers consistently with a check for the header it reports, and
+ * never solves anything over IPv6; the rxe_* seeds are test/unit/captures' packets,
+ * checked here for the addresses and ports they were sent with. This is the one packet
+ * decoder the UDP transport uses.
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -43,6 +47,36 @@ static void check_icrc_split(const uint8_t *data, size_t size)
 		abort();
 }
 
+/* Over IPv4 from 198.18.0.2:0xc02c to 198.18.0.1:4791 (where the rxe seeds came from)
+ * and over IPv6 between fd53:7600::2 and ::1 (any ports). */
+static void check_icrc_rx(const uint8_t *data, size_t size)
+{
+	struct sockaddr_in s4 = { .sin_family = AF_INET, .sin_port = htons(0xc02c),
+				  .sin_addr.s_addr = htonl(0xc6120002) };
+	struct sockaddr_in d4 = { .sin_family = AF_INET, .sin_port = htons(4791),
+				  .sin_addr.s_addr = htonl(0xc6120001) };
+	struct sockaddr_in6 s6 = { .sin6_family = AF_INET6, .sin6_port = htons(0xc028),
+				   .sin6_addr.s6_addr = { 0xfd, 0x53, 0x76, [15] = 2 } };
+	struct sockaddr_in6 d6 = { .sin6_family = AF_INET6, .sin6_port = htons(4791),
+				   .sin6_addr.s6_addr = { 0xfd, 0x53, 0x76, [15] = 1 } };
+	struct sv_icrc_ipv4 ip;
+	int rc = sv__icrc_verify_rx((struct sockaddr *)&s4, (struct sockaddr *)&d4, data, size,
+				    &ip);
+	int plain = sv__icrc_verify((struct sockaddr *)&s4, (struct sockaddr *)&d4, NULL, data,
+				    size);
+
+	if ((rc == 0) != (plain == 0) || (rc < 0 && rc != plain) || rc > 1)
+		abort();
+	if (rc == 1 && ((ip.id == 0 && ip.df) ||
+			sv__icrc_verify((struct sockaddr *)&s4, (struct sockaddr *)&d4, &ip, data,
+					size) != 0))
+		abort();
+	rc = sv__icrc_verify_rx((struct sockaddr *)&s6, (struct sockaddr *)&d6, data, size, &ip);
+	if (rc != sv__icrc_verify((struct sockaddr *)&s6, (struct sockaddr *)&d6, NULL, data,
+				  size))
+		abort();
+}
+
 static void check_receiver(const struct sv_ib_pkt *pkt, const struct sv_ib_opinfo *oi,
 			   const uint8_t *data)
 {
@@ -70,6 +104,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	int rc, n;
 
 	check_icrc_split(data, size);
+	check_icrc_rx(data, size);
 	rc = sv__ib_pkt_decode(&pkt, data, size);
 	if (rc < 0) {
 		size_t rest;

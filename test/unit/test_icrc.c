@@ -228,3 +228,104 @@ Test(crypto_icrc, iovec_splits, .init = dl_init)
 		}
 	}
 }
+
+/* ---------------------------------------------------------------------------------------
+ * The IPv4 identification and DF recovered from the ICRC (sv__icrc_ipv4_solve,
+ * sv__icrc_verify_rx; doc/interop-icrc.md).
+ */
+
+/* The datenlord capture carries id 1 without DF: found from its ICRC alone. */
+Test(crypto_icrc, solve_datenlord_id, .init = dl_init)
+{
+	struct sockaddr_in s = v4("192.168.0.2", 4791), d = v4("192.168.0.3", 4791);
+	struct sv_icrc_ipv4 ip;
+
+	sv__put_le32(dl_pkt + 156, 0x982287c6u);
+	cr_assert_eq(sv__icrc_verify_rx(SA(s), SA(d), dl_pkt, sizeof(dl_pkt), &ip), 1);
+	cr_assert_eq(ip.id, 1);
+	cr_assert_eq(ip.df, false);
+	/* One corrupted payload bit: no id explains it (for this packet; in general 2^17 of
+	 * the 2^32 syndromes are explained, doc/interop-icrc.md). */
+	dl_pkt[100] ^= 1;
+	cr_assert_eq(sv__icrc_verify_rx(SA(s), SA(d), dl_pkt, sizeof(dl_pkt), &ip), -EBADMSG);
+}
+
+/* Every id with DF set and clear, on a short and an MTU-sized packet: the ICRC a sender
+ * computes with that header is accepted, and the solve returns exactly that header;
+ * id 0 with DF is the fast path (0). The solve is thus one-to-one on the 2^17 headers. */
+Test(crypto_icrc, solve_every_id)
+{
+	struct sockaddr_in s = v4("198.18.0.2", 0xc0a5), d = v4("198.18.0.1", 4791);
+	static uint8_t pkt[12 + 1024 + 4];
+	const size_t lens[] = { 12 + 4 + 4, sizeof(pkt) };
+
+	pkt[0] = 0x04;
+	for (size_t i = 1; i < sizeof(pkt); i++)
+		pkt[i] = (uint8_t)(i * 7 + 3);
+	for (size_t li = 0; li < 2; li++) {
+		size_t len = lens[li];
+
+		for (uint32_t v = 0; v < 0x20000; v++) {
+			struct sv_icrc_ipv4 snd = { .id = (uint16_t)v, .df = !(v >> 16) }, got;
+			uint32_t icrc;
+
+			cr_assert_eq(sv__icrc_packet(&icrc, SA(s), SA(d), &snd, pkt, len), 0);
+			sv__put_le32(pkt + len - 4, icrc);
+			cr_assert_eq(sv__icrc_verify_rx(SA(s), SA(d), pkt, len, &got), v ? 1 : 0);
+			if (got.id != snd.id || got.df != snd.df)
+				cr_assert_fail("len %zu id %u df %d: solved id %u df %d", len,
+					       snd.id, snd.df, got.id, got.df);
+		}
+	}
+}
+
+/* Syndromes next to the accepted ones are refused: the MF bit, the reserved bit, the
+ * fragment offset, and the flipped bits of a CRC that were not from a header. */
+Test(crypto_icrc, solve_refuses_other_fields)
+{
+	struct sockaddr_in s = v4("198.18.0.2", 4791), d = v4("198.18.0.1", 4791);
+	uint8_t pkt[12 + 64 + 4] = { 0x04 };
+	uint8_t pseudo[SV_ICRC_PSEUDO_MAX];
+	struct iovec iov = { pkt, sizeof(pkt) - 4 };
+	struct sv_icrc_ipv4 ip;
+	uint32_t base, icrc;
+	int n;
+
+	cr_assert_eq(sv__icrc_packet(&base, SA(s), SA(d), NULL, pkt, sizeof(pkt)), 0);
+	/* Headers with MF (0x20), the reserved flag (0x80) or a fragment offset: their
+	 * ICRC must not be taken for some id. */
+	for (int k = 0; k < 3; k++) {
+		static const uint8_t b6[3] = { 0x60, 0xc0, 0x40 };
+		static const uint8_t b7[3] = { 0x00, 0x00, 0x08 };
+
+		n = sv__icrc_pseudo_hdr(pseudo, SA(s), SA(d), sizeof(pkt), NULL);
+		cr_assert_eq(n, SV_ICRC_PSEUDO_V4_LEN);
+		pseudo[4] = 0x12;
+		pseudo[5] = 0x34;
+		pseudo[6] = b6[k];
+		pseudo[7] = b7[k];
+		icrc = sv__icrc_iov(pseudo, (size_t)n, &iov, 1);
+		cr_assert_eq(sv__icrc_ipv4_solve(icrc ^ base, sizeof(pkt), &ip), -EBADMSG,
+			     "flags %02x %02x", b6[k], b7[k]);
+	}
+	/* Single-bit syndromes: of the 32, exactly those that some id/DF produce pass, and
+	 * the solve of a passing one reproduces it. */
+	for (int b = 0; b < 32; b++) {
+		uint32_t syn = 1u << b;
+
+		if (sv__icrc_ipv4_solve(syn, sizeof(pkt), &ip) == 0) {
+			cr_assert_eq(sv__icrc_packet(&icrc, SA(s), SA(d), &ip, pkt, sizeof(pkt)), 0);
+			cr_assert_eq(icrc ^ base, syn, "bit %d", b);
+		}
+	}
+	/* IPv6 has no identification: nothing to solve. */
+	{
+		struct sockaddr_in6 s6 = v6("fd53:7600::2", 4791), d6 = v6("fd53:7600::1", 4791);
+
+		cr_assert_eq(sv__icrc_packet(&icrc, SA(s6), SA(d6), NULL, pkt, sizeof(pkt)), 0);
+		sv__put_le32(pkt + sizeof(pkt) - 4, icrc);
+		cr_assert_eq(sv__icrc_verify_rx(SA(s6), SA(d6), pkt, sizeof(pkt), &ip), 0);
+		pkt[20] ^= 0x10;
+		cr_assert_eq(sv__icrc_verify_rx(SA(s6), SA(d6), pkt, sizeof(pkt), &ip), -EBADMSG);
+	}
+}
