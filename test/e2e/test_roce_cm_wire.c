@@ -4,7 +4,10 @@
  * its ICRC, the CM fields decoded by the shared codec, the rdma_cm IP header with the
  * selective-repeat bit), and a REJ built here by hand comes back to the application as
  * REJECTED with its private data; an unanswered REQ is sent again as the same
- * transaction. The passive side follows the loss recovery mode the REQ asks for.
+ * transaction. The passive side follows the loss recovery mode the REQ asks for. A peer
+ * that sends its MADs from an entropy source port, as rxe does, is answered (REP, RTU,
+ * DREP, SIDR_REP) and reached (data, the SIDR AH) at its RoCE port, with the PSNs its
+ * Starting PSNs asked for.
  */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
@@ -590,5 +593,73 @@ Test(roce_cm_wire, answers_and_data_go_to_the_roce_port)
 	close(roce);
 	close(ent);
 	free(buf);
+	free(m);
+}
+
+/* The same for service ID resolution (IBA 12.11): a SIDR_REP from the entropy port names
+ * the peer's UD QP at its RoCE port (the AH of the ESTABLISHED event), and a SIDR_REQ
+ * from the entropy port is answered at the RoCE port. */
+Test(roce_cm_wire, sidr_answers_go_to_the_roce_port)
+{
+	uint16_t port = free_udp_port();
+	struct sockaddr_in roce_a, ent_a, dev_addr = { .sin_family = AF_INET };
+	struct sockaddr_in dst = { .sin_family = AF_INET, .sin_port = htons(SERVICE) };
+	struct sv_cm_msg *m = calloc(1, sizeof(*m));
+	struct sv_cm_event *ev;
+	struct cmside s;
+	int roce = fake_socket(port, &roce_a), ent = fake_socket(0, &ent_a);
+	uint32_t rid;
+
+	cr_assert(m);
+	ru_cm_open(&s, port, -1, NULL, SV_QPT_UD, SV_CM_PS_UDP, 4096, SV_ACCESS_LOCAL_WRITE);
+	dev_addr.sin_addr = s.ip;
+	dev_addr.sin_port = htons(port);
+
+	/* Requester. */
+	dst.sin_addr = roce_a.sin_addr;
+	cr_assert_eq(sv_cm_connect(s.id, NULL, (struct sockaddr *)&dst, NULL), 0);
+	fake_expect_mad(roce, ent, SV_CM_ATTR_SIDR_REQ, m);
+	rid = m->sidr_req.request_id;
+	cr_assert_eq(m->sidr_req.service_id, 0x0000000001110000ull | SERVICE);
+	{
+		uint64_t sid = m->sidr_req.service_id;
+
+		sv__cm_mad_init(m, SV_CM_ATTR_SIDR_REP, m->mad.tid);
+		m->sidr_rep.request_id = rid;
+		m->sidr_rep.status = SV_CM_SIDR_SUCCESS;
+		m->sidr_rep.qpn = 0xabc;
+		m->sidr_rep.qkey = 0x01234567;
+		m->sidr_rep.service_id = sid;
+	}
+	fake_mad(ent, &ent_a, &dev_addr, m);
+	ev = ru_cm_event(s.ch, SV_CM_EVENT_ESTABLISHED, WAIT_MS);
+	cr_assert_eq(ev->ud.qp_num, 0xabc);
+	cr_assert_eq(ev->ud.qkey, 0x01234567);
+	cr_assert_eq(ev->ud.ah_attr.dport, port, "the UD peer at its RoCE port, not %u",
+		     ev->ud.ah_attr.dport);
+	cr_assert_eq(memcmp(ev->ud.ah_attr.dgid + 12, &roce_a.sin_addr, 4), 0);
+	cr_assert_eq(sv_cm_ack_event(ev), 0);
+
+	/* Responder. */
+	cr_assert_eq(sv_cm_destroy_id(s.id), 0);
+	cr_assert_eq(sv_cm_create_id_ps(s.ch, s.ctx, NULL, SV_CM_PS_UDP, &s.id), 0);
+	dst.sin_addr = s.ip;
+	cr_assert_eq(sv_cm_listen(s.id, (struct sockaddr *)&dst, 1), 0);
+	sv__cm_mad_init(m, SV_CM_ATTR_SIDR_REQ, 0x6161);
+	m->sidr_req.request_id = 0x4242;
+	m->sidr_req.pkey = 0xffff;
+	m->sidr_req.service_id = 0x0000000001110000ull | SERVICE;
+	fake_mad(ent, &ent_a, &dev_addr, m);
+	ev = ru_cm_event(s.ch, SV_CM_EVENT_CONNECT_REQUEST, WAIT_MS);
+	s.conn = ev->id;
+	cr_assert_eq(sv_cm_ack_event(ev), 0);
+	cr_assert_eq(sv_cm_accept(s.conn, s.qp, NULL), 0);
+	fake_expect_mad(roce, ent, SV_CM_ATTR_SIDR_REP, m);
+	cr_assert_eq(m->sidr_rep.request_id, 0x4242);
+	cr_assert_eq(m->sidr_rep.status, SV_CM_SIDR_SUCCESS);
+	cr_assert_eq(m->sidr_rep.qpn, s.qp->qp_num);
+	ru_cm_close(&s);
+	close(roce);
+	close(ent);
 	free(m);
 }
