@@ -210,6 +210,11 @@ const struct sv_device_opts *sv__ctx_opts(struct sv_context *ctx)
 	return &ctx->opts;
 }
 
+uint64_t sv__ctx_node_guid(const struct sv_context *ctx)
+{
+	return ctx->node_guid;
+}
+
 void *sv__ctx_tctx(struct sv_context *ctx)
 {
 	return ctx->tctx;
@@ -255,6 +260,7 @@ int sv_query_device(struct sv_context *ctx, struct sv_device_attr *attr)
 	attr->max_srq = SV__MAX_SRQ;
 	attr->max_srq_wr = o->max_qp_wr;
 	attr->max_srq_sge = o->max_sge;
+	attr->local_ca_ack_delay = SV__CA_ACK_DELAY;
 	return 0;
 }
 

@@ -44,6 +44,10 @@ struct sv__mr;			/* core's MR (opaque to the transport) */
  */
 
 #define SV__MAX_SGE 16		/* hard cap on SGEs per WR (device max_sge <= this) */
+/* Local CA ACK delay (IBA 12.7.34), 4.096 us * 2^12 = 16.8 ms: our responders ACK at the
+ * end of each receive round of the loop thread, and this bounds a round on a loaded host
+ * (rxe says 15, 134 ms; either is absorbed by the kernel's 19 of an ACK timeout). */
+#define SV__CA_ACK_DELAY 12
 
 struct sv__send_wqe {
 	uint64_t wr_id;
@@ -200,6 +204,8 @@ extern const struct sv__transport_ops sv__roce_udp_ops;
 uv_loop_t *sv__ctx_loop(struct sv_context *ctx);
 const struct sv_device_opts *sv__ctx_opts(struct sv_context *ctx);
 void *sv__ctx_tctx(struct sv_context *ctx);
+/* The device's node GUID, as sv_query_device reports it (the CM's Local CA GUID). */
+uint64_t sv__ctx_node_guid(const struct sv_context *ctx);
 /* Monotonic clock in nanoseconds (one clock for the whole library). */
 uint64_t sv__now_ns(void);
 

@@ -132,6 +132,9 @@ struct sv_device_attr {
 	/* Memory windows (appended): type 1 and type 2B. MWs and MRs share one key table
 	 * of max_mr entries, so max_mw == max_mr and together they cannot exceed it. */
 	uint32_t max_mw;
+	/* Local CA ACK delay (appended; IBA 12.7.34): the longest our responder takes to
+	 * acknowledge, 4.096 us * 2^x; the CM derives ACK timeouts from it. */
+	uint8_t local_ca_ack_delay;
 };
 
 int sv_query_device(struct sv_context *ctx, struct sv_device_attr *attr);
@@ -889,8 +892,9 @@ int sv_cm_destroy_id(struct sv_cm_id *id);
  * Two processes (or contexts) on ::1: give both SV_BIND_ADDR=::1 and the same SV_PORT
  * (or none: 4791). The device that opens first gets the port, the other falls back to
  * port + 1 (+ 2 ...); the CM finds the listener on either (on Linux; elsewhere the
- * listener's device must open first), and the listener answers wherever the REQ came
- * from.
+ * listener's device must open first), and the listener answers the fallback port the REQ
+ * came from. Any other peer is answered, and its QP reached, at the configured port,
+ * whatever source port its packets carry (RoCEv2 senders pick those for entropy).
  */
 int sv_cm_listen(struct sv_cm_id *id, const struct sockaddr *addr, int backlog);
 /* The address an id is bound or connected to (after listen/connect), and its peer's. */

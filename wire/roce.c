@@ -20,7 +20,8 @@
  * out of band (sv_query_gid), as ibv_rc_pingpong does. IPv6 loopback has the one address
  * ::1, so on "::1" (or "::") the fallback moves the port instead: port + 1 ... port +
  * 31; peers then also need each other's port (ah_attr.dport), except through the CM,
- * which finds the listener at the configured port and answers the source of a REQ.
+ * which finds the listener at the configured port and answers a REQ from a fallback
+ * port there (roce_cm.c peer_cm; any other peer it answers at the configured port).
  * Set SV_BIND_ADDR to an interface address to talk across hosts.
  *
  * ICRC. A datagram from an unconnected socket with IP_PMTUDISC_DO carries IPv4

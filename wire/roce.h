@@ -55,7 +55,7 @@
 #define SV__ROCE_SOCKBUF (4 << 20)
 #define SV__ROCE_OOO 1024		/* SR: out-of-order packets a responder keeps */
 #define SV__ROCE_ACKREQ_EVERY 16	/* AckReq at least every this many packets */
-#define SV__ROCE_RSPQ 64		/* queued READ responses / atomic acks */
+#define SV__ROCE_RSPQ 256		/* queued READ responses / atomic acks: twice IRD 128 */
 #define SV__ROCE_SRNAKQ 64		/* SR NAKs queued between flushes */
 #define SV__ROCE_FALLBACK_ADDRS 32	/* 127.0.0.1 .. 127.0.0.32 when 4791 is taken */
 
