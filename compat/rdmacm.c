@@ -1186,7 +1186,15 @@ SVC_EXPORT int rdma_getaddrinfo(const char *node, const char *service,
 	h.ai_flags = passive ? AI_PASSIVE : 0;
 	if (hints && (hints->ai_flags & RAI_NUMERICHOST))
 		h.ai_flags |= AI_NUMERICHOST;
-	if ((rc = getaddrinfo(node, service, &h, &ai)) != 0)
+	rc = getaddrinfo(node, service, &h, &ai);
+	/* No family asked: IPv4 first (a name such as localhost then means the IPv4
+	 * device's family), IPv6 when the node has no IPv4 form (an IPv6 literal, as
+	 * "ucmatose -f ipv6 -s fd53:7600::2" passes; librdmacm takes any family). */
+	if (rc != 0 && rc != EAI_SYSTEM && !(hints && hints->ai_family)) {
+		h.ai_family = AF_INET6;
+		rc = getaddrinfo(node, service, &h, &ai);
+	}
+	if (rc != 0)
 		return fail(rc == EAI_SYSTEM ? errno : EADDRNOTAVAIL);
 	if (!(r = calloc(1, sizeof(*r)))) {
 		freeaddrinfo(ai);

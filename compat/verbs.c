@@ -346,6 +346,7 @@ static void fill_device_attr(struct svc_context *c, struct ibv_device_attr *out)
 	out->max_qp_rd_atom = (int)a.max_qp_rd_atom;
 	out->max_res_rd_atom = (int)(a.max_qp_rd_atom * a.max_qp);
 	out->max_qp_init_rd_atom = (int)a.max_qp_init_rd_atom;
+	out->local_ca_ack_delay = a.local_ca_ack_delay;
 	out->atomic_cap = a.atomic_cap == SV_ATOMIC_GLOB ? IBV_ATOMIC_GLOB :
 			  a.atomic_cap == SV_ATOMIC_HCA ? IBV_ATOMIC_HCA : IBV_ATOMIC_NONE;
 	out->max_srq = (int)a.max_srq;

@@ -17,6 +17,7 @@
  * against its id until sv_cm_ack_event(), and a CONNECT_REQUEST counts against the
  * listener, so the new id may be rejected and destroyed before the request is acked.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdlib.h>
@@ -405,8 +406,20 @@ static int listen_on_loop(void *arg)
 	else
 		rc = ctx->ops->listen(ctx, op->id, (struct sockaddr *)&op->addr, op->backlog,
 				      &op->id->ep);
-	if (rc == 0)
+	if (rc == 0) {
+		char ip[INET6_ADDRSTRLEN] = "?";
+		const struct sockaddr_in *a4 = (const struct sockaddr_in *)&op->addr;
+		const struct sockaddr_in6 *a6 = (const struct sockaddr_in6 *)&op->addr;
+		bool v6 = op->addr.ss_family == AF_INET6;
+
 		op->id->listening = true;
+		/* Said once per listener: a peer on another host may connect from now on
+		 * (test/net2 waits for this line, as nothing else shows a CM listener). */
+		inet_ntop(op->addr.ss_family, v6 ? (const void *)&a6->sin6_addr :
+			  (const void *)&a4->sin_addr, ip, sizeof(ip));
+		sv__log(SV_LOG_INFO, "softverbs %s: CM listening on %s port %u", ctx->ops->name,
+			ip, ntohs(v6 ? a6->sin6_port : a4->sin_port));
+	}
 	return rc;
 }
 

@@ -209,9 +209,19 @@ const struct sv_device_opts *sv__ctx_opts(struct sv_context *ctx)
 	return &ctx->opts;
 }
 
+uint64_t sv__ctx_node_guid(const struct sv_context *ctx)
+{
+	return ctx->node_guid;
+}
+
 void *sv__ctx_tctx(struct sv_context *ctx)
 {
 	return ctx->tctx;
+}
+
+enum sv_mtu sv__ctx_active_mtu(struct sv_context *ctx)
+{
+	return ctx->ops->active_mtu ? ctx->ops->active_mtu(ctx) : SV_MTU_4096;
 }
 
 int sv_query_device(struct sv_context *ctx, struct sv_device_attr *attr)
@@ -249,6 +259,7 @@ int sv_query_device(struct sv_context *ctx, struct sv_device_attr *attr)
 	attr->max_srq = SV__MAX_SRQ;
 	attr->max_srq_wr = o->max_qp_wr;
 	attr->max_srq_sge = o->max_sge;
+	attr->local_ca_ack_delay = SV__CA_ACK_DELAY;
 	return 0;
 }
 
@@ -261,7 +272,7 @@ int sv_query_port(struct sv_context *ctx, uint8_t port_num, struct sv_port_attr 
 	memset(attr, 0, sizeof(*attr));
 	attr->state = SV_PORT_ACTIVE;
 	attr->max_mtu = SV_MTU_4096;
-	attr->active_mtu = SV_MTU_4096;
+	attr->active_mtu = sv__ctx_active_mtu(ctx);
 	attr->max_msg_sz = ctx->opts.max_msg_size;
 	attr->gid_tbl_len = 1;
 	attr->lid = 0;			/* Ethernet link layer: no LIDs */

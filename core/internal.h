@@ -39,7 +39,10 @@
 #define SV__MAX_MR (1u << 20)
 #define SV__MAX_MR_SIZE (1ull << 40)
 #define SV__MAX_INLINE 256
-#define SV__MAX_RD_ATOM 16		/* MPA v2 carries 14 bits; 16 is what we can track */
+/* READ/atomic depth per QP, both ways (IRD and ORD): 128, as the kernel's rxe and siw
+ * advertise (max_qp_rd_atom, max_qp_init_rd_atom), so a peer that takes a device's
+ * maximum (perftest ib_read_bw does) gets an RTS we accept. MPA v2 carries 14 bits. */
+#define SV__MAX_RD_ATOM 128
 #define SV__MAX_MSG_SIZE (1u << 31)
 #define SV__MAX_PD 65536
 #define SV__MAX_SRQ 1024
@@ -105,6 +108,9 @@ struct sv_context {
 
 int sv__open_device_with_ops(const struct sv_device_opts *opts,
 			     const struct sv__transport_ops *ops, struct sv_context **ctx);
+
+/* The port's active MTU (the transport's active_mtu op, SV_MTU_4096 without one). */
+enum sv_mtu sv__ctx_active_mtu(struct sv_context *ctx);
 
 /* Runs fn(arg) on the loop thread and returns its result; calls it directly when already
  * on the loop thread. */

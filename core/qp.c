@@ -715,7 +715,9 @@ int sv_create_qp(struct sv_pd *pd, struct sv_qp_init_attr *ia, struct sv_qp **ou
 	qp->pub.qp_type = ia->qp_type;
 	qp->ops = ctx->ops;
 	qp->attr.port_num = 1;
-	qp->attr.path_mtu = SV_MTU_4096;
+	/* Until modify_qp says otherwise (and for UD, whose path MTU is the port's, IBA
+	 * 9.7.7), what the port's link carries: the CM asks for this one. */
+	qp->attr.path_mtu = sv__ctx_active_mtu(ctx);
 	qp->attr.cap = ia->cap;
 	set_state(qp, SV_QPS_RESET);
 

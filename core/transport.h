@@ -44,6 +44,10 @@ struct sv__mr;			/* core's MR (opaque to the transport) */
  */
 
 #define SV__MAX_SGE 16		/* hard cap on SGEs per WR (device max_sge <= this) */
+/* Local CA ACK delay (IBA 12.7.34), 4.096 us * 2^12 = 16.8 ms: our responders ACK at the
+ * end of each receive round of the loop thread, and this bounds a round on a loaded host
+ * (rxe says 15, 134 ms; either is absorbed by the kernel's 19 of an ACK timeout). */
+#define SV__CA_ACK_DELAY 12
 
 struct sv__send_wqe {
 	uint64_t wr_id;
@@ -181,6 +185,10 @@ struct sv__transport_ops {
 	/* Optional (NULL: -EOPNOTSUPP to the caller). [any thread, after ctx_init] The
 	 * port's GID at index. */
 	int (*query_gid)(struct sv_context *ctx, int index, uint8_t gid[16]);
+	/* Optional (NULL: SV_MTU_4096, a stream transport's MTU is not its framing). [any
+	 * thread, after ctx_init] The port's active MTU: what its link carries, the
+	 * default path MTU of a new QP and the one the CM asks for. */
+	enum sv_mtu (*active_mtu)(struct sv_context *ctx);
 	/* [qp-locked] Per-QP counters. */
 	int (*qp_stats)(struct sv_qp *qp, struct sv_qp_stats *stats);
 };
@@ -196,6 +204,8 @@ extern const struct sv__transport_ops sv__roce_udp_ops;
 uv_loop_t *sv__ctx_loop(struct sv_context *ctx);
 const struct sv_device_opts *sv__ctx_opts(struct sv_context *ctx);
 void *sv__ctx_tctx(struct sv_context *ctx);
+/* The device's node GUID, as sv_query_device reports it (the CM's Local CA GUID). */
+uint64_t sv__ctx_node_guid(const struct sv_context *ctx);
 /* Monotonic clock in nanoseconds (one clock for the whole library). */
 uint64_t sv__now_ns(void);
 /* len bytes from the kernel's CSPRNG (getrandom(2), core/random.c), for identifiers a

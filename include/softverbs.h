@@ -132,6 +132,9 @@ struct sv_device_attr {
 	/* Memory windows (appended): type 1 and type 2B. MWs and MRs share one key table
 	 * of max_mr entries, so max_mw == max_mr and together they cannot exceed it. */
 	uint32_t max_mw;
+	/* Local CA ACK delay (appended; IBA 12.7.34): the longest our responder takes to
+	 * acknowledge, 4.096 us * 2^x; the CM derives ACK timeouts from it. */
+	uint8_t local_ca_ack_delay;
 };
 
 int sv_query_device(struct sv_context *ctx, struct sv_device_attr *attr);
@@ -151,6 +154,9 @@ enum sv_mtu {
 	SV_MTU_4096 = 5,
 };
 
+/* active_mtu: on the UDP transport the largest IB MTU whose packets fit the MTU of the
+ * interface that has the device's address (1500 -> SV_MTU_1024, 9000 and loopback ->
+ * SV_MTU_4096), which new QPs take as their path MTU; on TCP always SV_MTU_4096. */
 struct sv_port_attr {
 	enum sv_port_state state;
 	enum sv_mtu max_mtu;
@@ -529,6 +535,11 @@ struct sv_qp_attr {
  * and attributes not allowed for the transition are -EINVAL and change nothing. Entering
  * ERR flushes every outstanding WR with SV_WC_WR_FLUSH_ERR; entering RESET discards them
  * without completions. On the TCP transport the connection manager drives INIT->RTS.
+ * path_mtu may be anything up to the port's max_mtu (the Modify QP verb, IBA Vol 1
+ * chapter 11, bounds it by the port's MTU capability, not its active MTU; the kernel's
+ * rxe checks max_mtu likewise); on the UDP transport
+ * a packet its link then cannot carry (the socket's EMSGSIZE) fails the QP: the oldest
+ * outstanding send WR completes with SV_WC_LOC_QP_OP_ERR, the rest flush.
  */
 int sv_modify_qp(struct sv_qp *qp, struct sv_qp_attr *attr, int attr_mask);
 int sv_query_qp(struct sv_qp *qp, struct sv_qp_attr *attr, int attr_mask,
@@ -567,6 +578,11 @@ struct sv_qp_stats {
 	 * packets, accepted by solving the ICRC for those fields, which a UDP socket does
 	 * not show (doc/interop-icrc.md). */
 	uint64_t icrc_ip_solved;
+	/* UDP QPs (appended): datagrams the socket did not take for a passing reason (full
+	 * buffer, no route now: lost, and resent by RC's reliability), and datagrams it
+	 * refused for good (larger than the route's MTU), each of which failed the QP. */
+	uint64_t tx_drops;
+	uint64_t tx_errors;
 };
 
 int sv_query_qp_stats(struct sv_qp *qp, struct sv_qp_stats *stats);
@@ -651,7 +667,8 @@ struct sv_recv_wr {
  * and points *bad_wr at it; the WRs before it stay posted. In ERR every WR is accepted
  * and completes with SV_WC_WR_FLUSH_ERR.
  * On a UD QP only SEND and SEND_WITH_IMM exist, wr.ud names the destination, and a
- * message longer than the QP's path MTU (attr.path_mtu, 4096 unless set) is -EINVAL. A
+ * message longer than the QP's path MTU (attr.path_mtu, the port's active MTU unless
+ * set) is -EINVAL. A
  * UD receive buffer gets the 40-byte GRH first (wc_flags SV_WC_GRH; for IPv4 the IPv4
  * header in its last 20 bytes, as RoCEv2 HCAs do), then the payload; wc.src_qp is the
  * sender's QPN.
@@ -875,8 +892,9 @@ int sv_cm_destroy_id(struct sv_cm_id *id);
  * Two processes (or contexts) on ::1: give both SV_BIND_ADDR=::1 and the same SV_PORT
  * (or none: 4791). The device that opens first gets the port, the other falls back to
  * port + 1 (+ 2 ...); the CM finds the listener on either (on Linux; elsewhere the
- * listener's device must open first), and the listener answers wherever the REQ came
- * from.
+ * listener's device must open first), and the listener answers the fallback port the REQ
+ * came from. Any other peer is answered, and its QP reached, at the configured port,
+ * whatever source port its packets carry (RoCEv2 senders pick those for entropy).
  */
 int sv_cm_listen(struct sv_cm_id *id, const struct sockaddr *addr, int backlog);
 /* The address an id is bound or connected to (after listen/connect), and its peer's. */

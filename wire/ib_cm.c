@@ -399,6 +399,21 @@ const char *sv__cm_attr_name(uint16_t attr_id)
 	return names[attr_id - SV_CM_ATTR_REQ];
 }
 
+uint8_t sv__cm_ack_timeout(uint8_t ca_ack_delay, uint8_t packet_life_time)
+{
+	unsigned round_trip = packet_life_time + 1u;	/* 2 * PLT */
+	unsigned hi = round_trip > ca_ack_delay ? round_trip : ca_ack_delay;
+	unsigned lo = round_trip > ca_ack_delay ? ca_ack_delay : round_trip;
+	unsigned t = hi + (hi - lo <= 1 ? 1 : 0);
+
+	return (uint8_t)(t > 31 ? 31 : t);
+}
+
+uint32_t sv__cm_flow_label(uint16_t sport, uint16_t dport)
+{
+	return ((uint32_t)sport * 31 + dport) & 0xfffff;
+}
+
 /* kernel cma.c struct cma_hdr: cma_version | ip_version:4 rsvd:4 | port | src | dst. */
 int sv__cm_ip_hdr_decode(struct sv_cm_ip_hdr *h, const uint8_t *p, size_t len)
 {

@@ -96,6 +96,36 @@ enum sv_cm_sidr_status {
 	SV_CM_SIDR_UNSUPPORTED_VERSION = 5,
 };
 
+/*
+ * What our REQs and REPs announce, as the Linux kernel's rdma_cm does on RoCE (facts of its
+ * cma.c): CM response timeouts 20 (4.096 us * 2^20 = 4.3 s), Max CM Retries 15 (resends
+ * after the first), and a path PacketLifeTime of 18 (1.07 s; RoCE has no subnet manager
+ * to ask, so rdma_cm assumes one) from which the Local ACK Timeout follows
+ * (sv__cm_ack_timeout). A path that never leaves the host (a loopback device) is known
+ * to be short: 13 (33.5 ms, so a 67 ms ACK timeout) there.
+ */
+#define SV_CM_RESPONSE_TIMEOUT 20
+#define SV_CM_MAX_RETRIES 15
+#define SV_CM_PACKET_LIFE_TIME 18
+#define SV_CM_PACKET_LIFE_TIME_HOST 13
+
+/*
+ * IBA 12.7.34: Local ACK Timeout = 2 * PacketLifeTime + the local CA's ACK delay. Both
+ * terms are 4.096 us * 2^x exponents, and the sum of two powers of two is bounded by the
+ * larger doubled: the larger exponent, plus one when the two are within one of each
+ * other (the rounding the kernel's ib_cm applies; a term two or more below is absorbed).
+ * With packet_life_time 18 (2 * PLT: exponent 19) and rxe's ACK delay 15, or ours, that
+ * is 19, the kernel's REQ value; the result is capped at 31, the 5 bits.
+ */
+uint8_t sv__cm_ack_timeout(uint8_t ca_ack_delay, uint8_t packet_life_time);
+
+/*
+ * The primary path's Flow Label in a REQ on RoCEv2, as the kernel's rdma_cm fills it for
+ * an IPv4 peer or an IPv6 socket without a flow label of its own: the rdma_cm source and
+ * destination (service) ports hashed as sport * 31 + dport, 20 bits.
+ */
+uint32_t sv__cm_flow_label(uint16_t sport, uint16_t dport);
+
 /* MAD common header (IBA 13.4.2), host order. */
 struct sv_mad_hdr {
 	uint8_t base_version;
@@ -139,7 +169,9 @@ struct sv_cm_req {
 	uint8_t remote_cm_response_timeout;	/* 5 bits */
 	uint8_t transport;		/* enum sv_cm_transport, 2 bits */
 	bool e2e_flow_control;
-	uint32_t starting_psn;		/* 24 bits: the requester's first send PSN */
+	uint32_t starting_psn;		/* 24 bits: the PSN the REQ's sender expects to
+					 * receive first (its rq_psn), so the passive
+					 * QP's first send PSN; see roce_cm.c */
 	uint8_t local_cm_response_timeout;	/* 5 bits */
 	uint8_t retry_count;		/* 3 bits */
 	uint16_t pkey;
@@ -181,10 +213,11 @@ struct sv_cm_rep {
 	uint32_t local_qkey;
 	uint32_t local_qpn;		/* 24 bits */
 	uint32_t local_eecn;		/* 24 bits */
-	uint32_t starting_psn;		/* 24 bits */
+	uint32_t starting_psn;		/* 24 bits: the REP sender's rq_psn, the active
+					 * QP's first send PSN */
 	uint8_t responder_resources;
 	uint8_t initiator_depth;
-	uint8_t target_ack_delay;	/* 5 bits */
+	uint8_t target_ack_delay;	/* 5 bits: the passive CA's ACK delay */
 	uint8_t failover_accepted;	/* 2 bits */
 	bool e2e_flow_control;
 	uint8_t rnr_retry_count;	/* 3 bits */

@@ -196,6 +196,7 @@ int sv__impair_send(struct sv__impair *im, int fd, struct mmsghdr *msgs, unsigne
 		    uint64_t now_ns, uint64_t *next_ns)
 {
 	uint64_t delay_ns;
+	int err = 0;
 
 	pthread_mutex_lock(&im->lock);
 	delay_ns = (uint64_t)im->cfg.delay_ms * 1000000u;
@@ -221,15 +222,14 @@ int sv__impair_send(struct sv__impair *im, int fd, struct mmsghdr *msgs, unsigne
 				if (delay_ns)
 					im->delayed++;
 				hold(im, m, now_ns + delay_ns + extra);
-			} else {
-				/* Errors are losses: the reliability layer repairs them. */
-				(void)sendmsg(fd, m, MSG_DONTWAIT);
+			} else if (sendmsg(fd, m, MSG_DONTWAIT) < 0 && !err) {
+				err = -errno;	/* the caller judges it, as without impairment */
 			}
 		}
 	}
 	*next_ns = im->n ? im->heap[0]->release_ns : 0;
 	pthread_mutex_unlock(&im->lock);
-	return (int)n;
+	return err;
 }
 
 uint64_t sv__impair_flush(struct sv__impair *im, int fd, uint64_t now_ns)
@@ -242,8 +242,11 @@ uint64_t sv__impair_flush(struct sv__impair *im, int fd, uint64_t now_ns)
 
 		im->heap[0] = im->heap[--im->n];
 		heap_down(im, 0);
-		(void)sendto(fd, h->data, h->len, MSG_DONTWAIT, (struct sockaddr *)&h->dst,
-			     h->dst_len);
+		if (sendto(fd, h->data, h->len, MSG_DONTWAIT, (struct sockaddr *)&h->dst,
+			   h->dst_len) < 0) {
+			im->refused++;
+			im->refused_errno = errno;
+		}
 		free(h);
 	}
 	next = im->n ? im->heap[0]->release_ns : 0;

@@ -41,6 +41,10 @@ struct sv__impair {
 	uint32_t n, cap;
 	/* What it did, for tests and logs. */
 	uint64_t dropped, duplicated, reordered, delayed;
+	/* Held datagrams the socket refused when released (no QP to blame by then: the
+	 * transport logs them), and the errno of the last. */
+	uint64_t refused;
+	int refused_errno;
 };
 
 int sv__impair_init(struct sv__impair *im, const struct sv__impair_cfg *cfg);
@@ -48,8 +52,8 @@ void sv__impair_fini(struct sv__impair *im);
 
 /*
  * Sends n datagrams through the impairment: some dropped, some sent twice, some held.
- * Returns how many of the n count as handed over (dropped ones included: a lossy link
- * takes them). *next_ns is set to the earliest release time when something is held
+ * Returns 0, or the negative errno of the first one the socket refused (the others were
+ * still tried; a dropped one is never refused: a lossy link takes it). *next_ns is set to the earliest release time when something is held
  * (0 if nothing is).
  */
 int sv__impair_send(struct sv__impair *im, int fd, struct mmsghdr *msgs, unsigned n,

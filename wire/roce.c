@@ -20,7 +20,8 @@
  * out of band (sv_query_gid), as ibv_rc_pingpong does. IPv6 loopback has the one address
  * ::1, so on "::1" (or "::") the fallback moves the port instead: port + 1 ... port +
  * 31; peers then also need each other's port (ah_attr.dport), except through the CM,
- * which finds the listener at the configured port and answers the source of a REQ.
+ * which finds the listener at the configured port and answers a REQ from a fallback
+ * port there (roce_cm.c peer_cm; any other peer it answers at the configured port).
  * Set SV_BIND_ADDR to an interface address to talk across hosts.
  *
  * ICRC. A datagram from an unconnected socket with IP_PMTUDISC_DO carries IPv4
@@ -229,6 +230,64 @@ static void imp_arm(struct sv__rctx *rc, uint64_t next_ns)
 		uv_async_send(&rc->imp_wake);
 }
 
+bool sv__roce_tx_lossy(int e)
+{
+	switch (e) {
+	case EAGAIN:
+#if EWOULDBLOCK != EAGAIN
+	case EWOULDBLOCK:
+#endif
+	case ENOBUFS:
+	case ENOMEM:
+	case EHOSTUNREACH:
+	case ENETUNREACH:
+	case ENETDOWN:
+	case EHOSTDOWN:
+	case ECONNREFUSED:
+	case EPERM:
+		return true;
+	default:
+		return false;
+	}
+}
+
+void sv__roce_tx_refused(struct sv__rqp *q, const union sv__roce_addr *dst, int e, size_t len,
+			 unsigned lost)
+{
+	char str[INET6_ADDRSTRLEN + 8], what[32] = "";
+
+	if (sv__roce_tx_lossy(e)) {
+		q->st.tx_drops += lost;
+		/* A full socket is back-pressure, not news; the rest is said once. */
+		if (e != EAGAIN && e != EWOULDBLOCK &&
+		    !atomic_exchange(&q->rc->tx_loss_logged, true))
+			sv__log(SV_LOG_WARN, "softverbs udp: QP %u: datagrams to %s are lost: %s "
+				"(RC resends them until the retry count runs out)", q->qp->qp_num,
+				sv__roce_addr_str(dst, str, sizeof(str)), strerror(e));
+		return;
+	}
+	q->st.tx_errors++;
+	if (!q->tx_errno) {
+		q->tx_errno = e;
+		if (len)	/* unknown (0) when the impairment layer sent it */
+			snprintf(what, sizeof(what), " %zu-byte", len);
+		sv__log(SV_LOG_ERROR, "softverbs udp: QP %u: the socket refused a%s datagram "
+			"to %s: %s (path MTU %u, port active MTU %u, link MTU %u): the QP fails",
+			q->qp->qp_num, what, sv__roce_addr_str(dst, str, sizeof(str)),
+			strerror(e), q->mtu,
+			sv__ib_mtu_bytes(q->rc->active_mtu), q->rc->link_mtu);
+	}
+}
+
+static size_t msg_len(const struct msghdr *m)
+{
+	size_t len = 0;
+
+	for (size_t j = 0; j < m->msg_iovlen; j++)
+		len += m->msg_iov[j].iov_len;
+	return len;
+}
+
 int sv__roce_flush(struct sv__rqp *q)
 {
 	struct sv__roce_txb *b = q->txb;
@@ -240,32 +299,61 @@ int sv__roce_flush(struct sv__rqp *q)
 		return 0;
 	if (rc->imp) {
 		uint64_t next;
+		int e = sv__impair_send(rc->imp, rc->fd, b->msgs, b->n, sv__now_ns(), &next);
 
-		sv__impair_send(rc->imp, rc->fd, b->msgs, b->n, sv__now_ns(), &next);
 		imp_arm(rc, next);
-		done = b->n;
-	} else {
-		while (done < b->n) {
-			int s = sendmmsg(rc->fd, b->msgs + done, b->n - done, MSG_DONTWAIT);
+		if (e < 0)
+			sv__roce_tx_refused(q, &q->peer, -e, 0, 1);
+		q->st.tx_packets += b->n;
+		for (unsigned i = 0; i < b->n; i++)
+			q->st.tx_bytes += msg_len(&b->msgs[i].msg_hdr);
+		b->n = 0;
+		return 0;
+	}
+	while (done < b->n) {
+		int s = sendmmsg(rc->fd, b->msgs + done, b->n - done, MSG_DONTWAIT);
 
-			if (s < 0) {
-				if (errno == EINTR)
-					continue;
-				/* Full socket or a transient error: what did not go is a loss
-				 * the reliability layer repairs (resend on NAK or timeout). */
+		if (s < 0) {
+			size_t len = msg_len(&b->msgs[done].msg_hdr);
+			int e = errno;
+
+			if (e == EINTR)
+				continue;
+			/* The datagram at done was refused. A full socket or a transient
+			 * error loses it and the rest of the batch, which the reliability
+			 * layer repairs (resend on NAK or timeout); one that can never go
+			 * fails the QP (tx_failed()), and the rest still go. */
+			sv__roce_tx_refused(q, &q->peer, e, len, b->n - done);
+			if (sv__roce_tx_lossy(e)) {
 				rc_out = -EAGAIN;
 				break;
 			}
-			done += (unsigned)s;
+			done++;
+			continue;
 		}
-	}
-	for (unsigned i = 0; i < done; i++) {
-		q->st.tx_packets++;
-		for (size_t j = 0; j < b->msgs[i].msg_hdr.msg_iovlen; j++)
-			q->st.tx_bytes += b->msgs[i].msg_hdr.msg_iov[j].iov_len;
+		for (unsigned i = done; i < done + (unsigned)s; i++) {
+			q->st.tx_packets++;
+			q->st.tx_bytes += msg_len(&b->msgs[i].msg_hdr);
+		}
+		done += (unsigned)s;
 	}
 	b->n = 0;
 	return rc_out;
+}
+
+/* [qp-locked] After a flush, outside any packet loop: a datagram the socket refused for
+ * good (sv__roce_tx_refused) is a local QP operation error (IBA Vol 1 chapter 10's completion
+ * errors: the QP's own configuration, here a path MTU its link cannot carry, keeps it
+ * from sending). The oldest outstanding send WR completes with it and the QP goes to
+ * ERR; a QP with no send WR outstanding (the refused datagram was a READ response or an
+ * acknowledgement) fails with the local work queue catastrophic error event. */
+static void tx_failed(struct sv__rqp *q)
+{
+	if (!q->tx_errno || q->err)
+		return;
+	q->tx_errno = 0;
+	if (!sv__roce_req_fail(q, SV_WC_LOC_QP_OP_ERR))
+		sv__qp_fatal(q->qp, SV_EVENT_QP_FATAL, NULL);
 }
 
 int sv__roce_txq(struct sv__rqp *q, const uint8_t *hdr, size_t hlen, const struct iovec *pay,
@@ -356,6 +444,7 @@ static void qp_round(struct sv__rqp *q)
 	if (!q->err)
 		sv__roce_req_progress(q);
 	sv__roce_flush(q);
+	tx_failed(q);
 }
 
 static void timer_cb(uv_timer_t *t)
@@ -380,6 +469,9 @@ static void imp_timer_cb(uv_timer_t *t)
 	uint64_t now = sv__now_ns();
 	uint64_t next = sv__impair_flush(rc->imp, rc->fd, now);
 
+	if (rc->imp->refused && !atomic_exchange(&rc->tx_loss_logged, true))
+		sv__log(SV_LOG_WARN, "softverbs udp: the socket refused a held (delayed) "
+			"datagram: %s; it is lost", strerror(rc->imp->refused_errno));
 	rc->imp_armed_ns = next;
 	if (next)
 		uv_timer_start(&rc->imp_timer, imp_timer_cb, next > now ?
@@ -1184,6 +1276,7 @@ static int ctx_init(struct sv_context *ctx, void **tctx)
 	}
 	if ((r = open_socket(rc, o)) < 0)
 		goto err_free;
+	sv__roce_port_init(rc);
 	if ((r = uv_poll_init(sv__ctx_loop(ctx), &rc->poll, rc->fd)) < 0)
 		goto err_free;
 	rc->poll.data = rc;
@@ -1238,6 +1331,13 @@ static int query_gid(struct sv_context *ctx, int index, uint8_t gid[16])
 /* ---------------------------------------------------------------------------------------
  * QPs.
  */
+
+static enum sv_mtu active_mtu(struct sv_context *ctx)
+{
+	const struct sv__rctx *rc = sv__ctx_tctx(ctx);
+
+	return rc->active_mtu;
+}
 
 static void rqp_free(struct sv__rqp *q)
 {
@@ -1381,6 +1481,7 @@ static void sq_kick(struct sv_qp *qp)
 	q->now_ns = sv__now_ns();
 	sv__roce_req_progress(q);
 	sv__roce_flush(q);
+	tx_failed(q);
 	sv__roce_timer_update(q);
 }
 
@@ -1412,6 +1513,7 @@ static void qp_error(struct sv_qp *qp)
 		q->txb->n = 0;
 	}
 	q->live = false;
+	q->tx_errno = 0;		/* what the final ACK met dies with the QP */
 	inbox_clear(q);
 	sv__roce_resp_abort(q);
 	sv__roce_req_init(q);
@@ -1440,12 +1542,15 @@ static int qp_stats(struct sv_qp *qp, struct sv_qp_stats *s)
 	s->qkey_drops = q->qkey_drops;
 	s->ud_no_recv_drops = q->ud_no_recv_drops;
 	s->ud_tx_drops = q->ud_tx_drops;
+	s->tx_drops = q->st.tx_drops;
+	s->tx_errors = q->st.tx_errors;
 	return 0;
 }
 
 const struct sv__transport_ops sv__roce_udp_ops = {
 	.name = "udp",
 	.accept = sv__roce_cm_accept,
+	.active_mtu = active_mtu,
 	.connect = sv__roce_cm_connect,
 	.ctx_fini = ctx_fini,
 	.ctx_init = ctx_init,

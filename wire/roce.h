@@ -55,7 +55,7 @@
 #define SV__ROCE_SOCKBUF (4 << 20)
 #define SV__ROCE_OOO 1024		/* SR: out-of-order packets a responder keeps */
 #define SV__ROCE_ACKREQ_EVERY 16	/* AckReq at least every this many packets */
-#define SV__ROCE_RSPQ 64		/* queued READ responses / atomic acks */
+#define SV__ROCE_RSPQ 256		/* queued READ responses / atomic acks: twice IRD 128 */
 #define SV__ROCE_SRNAKQ 64		/* SR NAKs queued between flushes */
 #define SV__ROCE_FALLBACK_ADDRS 32	/* 127.0.0.1 .. 127.0.0.32 when 4791 is taken */
 
@@ -132,6 +132,10 @@ struct sv__rctx {
 	union sv__roce_addr local;	/* bound address and port (IPv4 or IPv6) */
 	uint16_t dport_default;		/* peer port when an AV says 0 */
 	uint8_t gid[16];
+	/* The port's active MTU (roce_port.c) and the link MTU it came from (0: unknown). */
+	enum sv_mtu active_mtu;
+	uint32_t link_mtu;
+	atomic_bool tx_loss_logged;	/* the first lossy send error was logged */
 	bool sr;			/* selective repeat (device option, both ends) */
 	uint32_t cwnd_max;
 	uv_poll_t poll;
@@ -228,6 +232,7 @@ struct sv__rqp_stats {
 	uint64_t tx_packets, rx_packets, tx_bytes, rx_bytes;
 	uint64_t retransmits, naks_tx, naks_rx, rnr_naks_tx, rnr_naks_rx;
 	uint64_t icrc_errors, dup_rx, ooo_rx;
+	uint64_t tx_drops, tx_errors;	/* datagrams the socket refused (sv__roce_tx_refused) */
 };
 
 /* Per-QP state (the qp's tqp). */
@@ -237,6 +242,7 @@ struct sv__rqp {
 	uv_timer_t timer;		/* retransmission / RNR / TX retry */
 	uint64_t timer_armed_ns;	/* deadline the uv timer is set for (0: stopped) */
 	bool err;			/* qp_error ran: data path stopped */
+	int tx_errno;			/* a datagram refused for good: the QP fails (roce.c) */
 	bool live;			/* reached RTR: may receive */
 	bool sr;
 	uint32_t mtu;
@@ -310,8 +316,20 @@ int sv__roce_txq(struct sv__rqp *q, const uint8_t *hdr, size_t hlen, const struc
 uint32_t sv__roce_tx_icrc(const struct sv__rctx *rc, const struct sockaddr *dst,
 			  const struct iovec *iov, int niov);
 /* [qp-locked] Sends the batch. Returns -EAGAIN if the socket was full (unsent packets are
- * dropped: the reliability layer resends them). */
+ * dropped: the reliability layer resends them). A datagram refused for good (EMSGSIZE:
+ * larger than the route's MTU) is skipped and recorded; the caller's round then fails
+ * the QP. */
 int sv__roce_flush(struct sv__rqp *q);
+/* Whether a send errno only loses the datagram (full socket or qdisc, no route now, a
+ * firewall): the reliability layer resends it, or for UD it is lost as on any link. Else
+ * the datagram can never go (EMSGSIZE, EINVAL...). */
+bool sv__roce_tx_lossy(int e);
+/* [qp-locked] The socket refused a datagram to dst of len bytes (0: unknown) with errno e
+ * (lost: how many datagrams that cost). Lossy: counted in tx_drops, logged once per device unless the
+ * socket was only full. Otherwise counted in tx_errors, logged, and recorded in
+ * q->tx_errno for the QP to fail at the end of its round. */
+void sv__roce_tx_refused(struct sv__rqp *q, const union sv__roce_addr *dst, int e, size_t len,
+			 unsigned lost);
 /* [qp-locked] Re-arms the QP's timer at the earliest deadline (kicks the loop when not
  * on it). */
 void sv__roce_timer_update(struct sv__rqp *q);
@@ -321,6 +339,16 @@ void sv__roce_iov_copy_in(const struct iovec *iov, int niov, uint32_t off, const
 /* Fills out[] with the slices of iov covering [off, off+len); returns their count. */
 int sv__roce_iov_slice(const struct iovec *iov, int niov, uint32_t off, uint32_t len,
 		       struct iovec *out);
+
+/* roce_port.c */
+/* The largest IB MTU whose packets fit a link MTU of link_mtu bytes (family AF_INET or
+ * AF_INET6): 1500 -> SV_MTU_1024, 9000 -> SV_MTU_4096; SV_MTU_256 below that. */
+enum sv_mtu sv__roce_ib_mtu(uint32_t link_mtu, int family);
+/* The interface that has address a (name into ifname) and its MTU; -ENOENT if none. */
+int sv__roce_link_mtu(const union sv__roce_addr *a, char *ifname, size_t cap,
+		      uint32_t *mtu);
+/* ctx_init, once the socket is bound: sets rc->active_mtu and rc->link_mtu. */
+void sv__roce_port_init(struct sv__rctx *rc);
 
 /* roce_ud.c */
 #define SV__ROCE_OP_UD_SEND_ONLY (SV_IB_UD | SV_IB_OP_SEND_ONLY)
@@ -375,6 +403,9 @@ void sv__roce_req_progress(struct sv__rqp *q);
 void sv__roce_req_rx(struct sv__rqp *q, const struct sv_ib_pkt *k);
 /* The QP timer fired. */
 void sv__roce_req_timer(struct sv__rqp *q);
+/* A local error: the oldest outstanding send WR completes with status (the QP goes to
+ * ERR, core flushes the rest). False if no send WR is outstanding. */
+bool sv__roce_req_fail(struct sv__rqp *q, enum sv_wc_status status);
 
 /* roce_resp.c — [qp-locked] */
 int sv__roce_resp_init(struct sv__rqp *q);

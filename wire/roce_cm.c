@@ -11,8 +11,10 @@
  *    configure the same UDP port. Two contexts on one host use different loopback
  *    addresses (the 127.0.0.x fallback of roce.c does that by itself); on ::1, the one
  *    IPv6 loopback address, the later one falls back to another port, and reaches the
- *    listener at the configured port all the same: the passive side answers, and
- *    connects its QP to, wherever the REQ came from. IPv6 works like IPv4, with the
+ *    listener at the configured port all the same. Answers, and the QP's address, go
+ *    to the peer's IP at the configured port too, never to a MAD's source port, which a
+ *    RoCEv2 sender picks for entropy (peer_cm; the one exception is a ::1 fallback
+ *    port, which is a softverbs device's own socket). IPv6 works like IPv4, with the
  *    family of the device's address: sockaddr_in6, IPv6 GIDs in the REQ's path, and the
  *    rdma_cm IP header with IP version 6 and 16-byte addresses.
  *  - The port is the service: service ID 0x0000000001060000 | port (RDMA_PS_TCP), in the
@@ -29,12 +31,19 @@
  *
  * Handshake (IBA 12.6): REQ (QPN, starting PSN, responder resources / initiator depth,
  * path MTU, retry counts, private data) -> REP (the accepting QP's QPN and PSN) -> RTU.
+ * A Starting PSN is the PSN its message's sender expects to receive first: the REQ's is
+ * the active QP's rq_psn and the passive QP's sq_psn, the REP's the passive rq_psn and
+ * the active sq_psn. That is how the Linux kernel's ib_cm reads and fills both fields
+ * (and so every rdma_cm application on rxe or a RoCE NIC: librdmacm takes the QP
+ * attributes from the kernel), and it lets each side pick the PSNs it will check.
  * The active QP goes to RTR and RTS on the REP; the passive QP to RTR and RTS when it
  * sends the REP, as the kernel's rdma_cm moves it on accept (so sends posted right after
  * accepting are not refused), while its ESTABLISHED waits for the RTU; both through
- * sv_modify_qp(), the path out-of-band setup
- * uses, with local ACK timeout 14 (67 ms) and min RNR timer 12 (0.64 ms). Retry counts
- * follow IBA 12.7: the active side's sv_conn_param retry_count is its own QP's and goes
+ * sv_modify_qp(), the path out-of-band setup uses, with min RNR timer 12 (0.64 ms) and
+ * the local ACK timeout of IBA 12.7.34: the REQ carries 2 * PacketLifeTime + our CA's
+ * ACK delay (19: 2.1 s, as the kernel's rdma_cm sends on RoCE; 14, 67 ms, from a
+ * loopback device), which the passive QP uses; the active QP adds the REP's target ACK
+ * delay to the same round trip instead. Retry counts follow IBA 12.7: the active side's sv_conn_param retry_count is its own QP's and goes
  * in the REQ for the passive QP; its rnr_retry_count goes in the REQ for the passive
  * QP, and the passive side's (sv_cm_accept) in the REP for the active QP. 0 (or no
  * sv_conn_param) means 7, the most (RNR: infinite); larger values are capped at 7.
@@ -43,8 +52,9 @@
  * UNREACHABLE (-ECONNREFUSED), as the TCP transport reports a refused TCP connect, so
  * "nobody listens there" reads the same on both transports (and rdma_cm's drop-in retries
  * it alike while the connect's deadline lasts); the second as REJECTED. DREQ/DREP
- * close; both sides report DISCONNECTED. A MAD that expects an answer (REQ, REP, DREQ) is sent again every
- * CM_RETRY_MS up to CM_TRIES times; an unanswered REQ ends in UNREACHABLE, an unanswered
+ * close; both sides report DISCONNECTED. A MAD that expects an answer (REQ, REP, DREQ) is
+ * sent again every CM_RETRY_MS, up to Max CM Retries times (ours in the REQ: 15; the
+ * passive side's REP and DREQ use the REQ's); an unanswered REQ ends in UNREACHABLE, an unanswered
  * REP in UNREACHABLE at the passive side, an unanswered DREQ in DISCONNECTED. Repeated
  * messages get the answer again: a REQ our REP or REJ answered gets it again, a REP our
  * RTU answered the RTU, a DREQ always a DREP; a REQ repeated while the application has
@@ -58,9 +68,10 @@
  * with the same rdma_cm IP header as a REQ's (180 bytes left for the application). The
  * SIDR_REP names the UD QP the application accepted with and its Q_Key, or refuses
  * (status REJECT from the application, UNSUPPORTED when nobody listens); the requester
- * learns the peer device's address from the SIDR_REP's source, which becomes the AH the
- * ESTABLISHED event carries. Nothing is connected, so there is no RTU or DREQ: a
- * SIDR_REQ is repeated every CM_RETRY_MS up to CM_TRIES times (then UNREACHABLE), and a
+ * learns the peer device's address from the SIDR_REP's source IP (at the RoCE port, as
+ * every answer), which becomes the AH the ESTABLISHED event carries. Nothing is
+ * connected, so there is no RTU or DREQ: a SIDR_REQ is repeated every CM_RETRY_MS up to
+ * 15 times (then UNREACHABLE), and a
  * repeated SIDR_REQ gets the same SIDR_REP again once the application has decided.
  *
  * Loss recovery mode (go-back-N or selective repeat, opts.retx): the IB CM REQ has no
@@ -87,10 +98,7 @@
 #include "wire/roce_cm_dir.h"
 
 #define CM_RETRY_MS 250
-#define CM_RESPONSE_TIMEOUT 16		/* what the REQ announces: 4.096 us * 2^16 = 268 ms */
-#define CM_TRIES 5
 #define CM_MRA_SERVICE_TIMEOUT 20	/* 4.096 us * 2^20 = 4.3 s to decide, per MRA */
-#define CM_ACK_TIMEOUT 14		/* 4.096 us * 2^14 = 67 ms */
 #define CM_RETRY_CNT 7
 #define CM_MIN_RNR_TIMER 12
 #define CM_EPHEMERAL 49152
@@ -122,7 +130,10 @@ struct sv__tep {
 	union sv__roce_addr gsi;	/* the peer device's UDP socket */
 	uint32_t local_id, remote_id;
 	uint32_t remote_qpn;
-	uint32_t psn;			/* our starting PSN */
+	uint32_t rq_psn;		/* ours to receive at: the Starting PSN we send */
+	uint32_t sq_psn;		/* ours to send from: the peer's Starting PSN */
+	uint8_t ack_timeout;		/* our QP's local ACK timeout (5 bits) */
+	uint8_t retries;		/* Max CM Retries: resends of a MAD after the first */
 	uint16_t ird, ord;		/* ours, negotiated */
 	uint8_t mtu;			/* enum sv_mtu */
 	uint8_t retry_cnt, rnr_retry;
@@ -163,6 +174,14 @@ static uint8_t retry_of(uint8_t v)
 static uint32_t rand24(struct sv__rctx *rc)
 {
 	return rnd(rc) & SV_PSN_MASK;
+}
+
+/* The PacketLifeTime our REQ assumes for its path (ib_cm.h): the kernel's RoCE value,
+ * or the short one of a path that stays on the host. */
+static uint8_t packet_life_time(const struct sv__rctx *rc)
+{
+	return sv__roce_addr_loopback(&rc->local) ? SV_CM_PACKET_LIFE_TIME_HOST :
+	       SV_CM_PACKET_LIFE_TIME;
 }
 
 /* The device's address with a service port. */
@@ -381,7 +400,7 @@ static void report(struct sv__tep *ep, enum sv_cm_event_type type, int status,
  * Moving the QP (through sv_modify_qp, as out-of-band setup does).
  */
 
-static int qp_to_rtr(struct sv__tep *ep, uint32_t dqpn, uint32_t rq_psn)
+static int qp_to_rtr(struct sv__tep *ep, uint32_t dqpn)
 {
 	struct sv__rqp *q = sv__rqp(ep->qp);
 	struct sv_qp_attr a;
@@ -395,7 +414,7 @@ static int qp_to_rtr(struct sv__tep *ep, uint32_t dqpn, uint32_t rq_psn)
 	a.ah_attr.port_num = 1;
 	a.path_mtu = ep->mtu;
 	a.dest_qp_num = dqpn;
-	a.rq_psn = rq_psn;
+	a.rq_psn = ep->rq_psn;
 	a.max_dest_rd_atomic = (uint8_t)ep->ird;
 	a.min_rnr_timer = CM_MIN_RNR_TIMER;
 	sv__qp_lock(ep->qp);
@@ -416,8 +435,8 @@ static int qp_to_rts(struct sv__tep *ep)
 
 	memset(&a, 0, sizeof(a));
 	a.qp_state = SV_QPS_RTS;
-	a.sq_psn = ep->psn;
-	a.timeout = CM_ACK_TIMEOUT;
+	a.sq_psn = ep->sq_psn;
+	a.timeout = ep->ack_timeout;
 	a.retry_cnt = ep->retry_cnt;
 	a.rnr_retry = ep->rnr_retry;
 	a.max_rd_atomic = (uint8_t)ep->ord;
@@ -478,7 +497,8 @@ static void rx_req(struct sv__rctx *rc, const union sv__roce_addr *src,
 			 SV_CM_REJ_INVALID_TRANSPORT_TYPE, NULL, 0);
 		return;
 	}
-	if (req->path_mtu < SV_MTU_256 || req->path_mtu > SV_MTU_4096) {
+	/* A path MTU our link cannot carry: REJ reason 26, Invalid Path MTU (IBA 12.6.7). */
+	if (req->path_mtu < SV_MTU_256 || req->path_mtu > rc->active_mtu) {
 		send_rej(rc, src, m->mad.tid, 0, req->local_comm_id, SV_CM_MSG_REQ,
 			 SV_CM_REJ_INVALID_MTU, NULL, 0);
 		return;
@@ -495,7 +515,11 @@ static void rx_req(struct sv__rctx *rc, const union sv__roce_addr *src,
 	ep->rnr_retry = req->rnr_retry_count;
 	ep->ird = req->responder_resources;	/* the peer's, until accept */
 	ep->ord = req->initiator_depth;
-	ep->psn = req->starting_psn;		/* the peer's, until accept */
+	ep->sq_psn = req->starting_psn;		/* where the peer's QP receives from */
+	/* IBA 12.7.34: the REQ's Local ACK Timeout is for the passive QP (the kernel's
+	 * ib_cm uses it as is), and its Max CM Retries bounds our REP's resends. */
+	ep->ack_timeout = req->primary.local_ack_timeout;
+	ep->retries = req->max_cm_retries;
 	/* An rdma_cm peer puts its IP header first (IP version 4 or 6); anyone else's
 	 * private data is all the application's. */
 	if (sv__cm_ip_hdr_decode(&ip, req->private_data, SV_CM_REQ_PRIVATE_LEN) > 0) {
@@ -544,7 +568,11 @@ static void rx_rep(struct sv__rctx *rc, const union sv__roce_addr *src,
 	if (rep->responder_resources < ep->ord)
 		ep->ord = rep->responder_resources;
 	ep->rnr_retry = rep->rnr_retry_count;
-	if (qp_to_rtr(ep, rep->local_qpn, rep->starting_psn) < 0 || qp_to_rts(ep) < 0) {
+	ep->sq_psn = rep->starting_psn;
+	/* The round trip our REQ assumed, plus the passive CA's ACK delay (IBA 12.7.34;
+	 * the kernel's ib_cm adjusts the same way on a REP). */
+	ep->ack_timeout = sv__cm_ack_timeout(rep->target_ack_delay, packet_life_time(rc));
+	if (qp_to_rtr(ep, rep->local_qpn) < 0 || qp_to_rts(ep) < 0) {
 		send_rej(rc, src, m->mad.tid, ep->local_id, ep->remote_id, SV_CM_MSG_REP,
 			 SV_CM_REJ_NO_RESOURCES, NULL, 0);
 		ep->state = EP_CLOSED;
@@ -752,9 +780,32 @@ static void rx_drep(struct sv__rctx *rc, const struct sv_cm_msg *m)
 	report(ep, SV_CM_EVENT_DISCONNECTED, 0, NULL);
 }
 
-void sv__roce_cm_rx(struct sv__rctx *rc, const union sv__roce_addr *src, const uint8_t *p,
+/*
+ * Where the CM (QP1) and the QPs of the device that sent a MAD from src are: its IP at
+ * the RoCE port (our configured one, as in active_ep). RoCEv2 senders choose the UDP
+ * source port as ECMP entropy (IBTA Vol 1 Annex A17, RoCEv2; rxe takes 0xC000 plus a
+ * hash of the QPN, QP1's too), so a MAD's source port is not where its sender listens.
+ * One exception keeps two softverbs devices on ::1 talking: a device there that found
+ * the configured port taken binds one of the next SV__ROCE_FALLBACK_ADDRS - 1 ports
+ * (roce.c) and sends everything from that socket, so a loopback source port in that
+ * range is the peer device's own socket and is kept.
+ */
+static void peer_cm(const struct sv__rctx *rc, const union sv__roce_addr *src,
+		    union sv__roce_addr *out)
+{
+	uint16_t port = sv__roce_addr_port(src);
+
+	*out = *src;
+	if (sv__roce_addr_loopback(src) && port >= rc->dport_default &&
+	    port - rc->dport_default < SV__ROCE_FALLBACK_ADDRS)
+		return;
+	sv__roce_addr_set_port(out, rc->dport_default);
+}
+
+void sv__roce_cm_rx(struct sv__rctx *rc, const union sv__roce_addr *from, const uint8_t *p,
 		    size_t len)
 {
+	union sv__roce_addr src_cm, *src = &src_cm;
 	struct sv_ib_pkt k;
 	struct sv_cm_msg *m;
 
@@ -768,6 +819,8 @@ void sv__roce_cm_rx(struct sv__rctx *rc, const union sv__roce_addr *src, const u
 		return;
 	if (sv__cm_decode(m, k.payload, k.payload_len) != SV_MAD_LEN)
 		goto out;
+	/* Every answer, and the QP's address, goes to the peer's RoCE port. */
+	peer_cm(rc, from, src);
 	switch (m->mad.attr_id) {
 	case SV_CM_ATTR_REQ:
 		rx_req(rc, src, m);
@@ -828,7 +881,7 @@ static void timer_cb(uv_timer_t *t)
 	for (struct sv__tep *e = rc->cm_eps; e; e = e->next) {
 		if (!e->deadline_ns || e->deadline_ns > now)
 			continue;
-		if (e->tries >= CM_TRIES) {
+		if (e->tries > e->retries) {
 			give_up(e);
 			continue;
 		}
@@ -999,6 +1052,7 @@ static int active_ep(struct sv__rctx *rc, void *cm, const union sv__roce_addr *d
 		return -ENOMEM;
 	ep->cm = cm;
 	ep->ps = ps;
+	ep->retries = SV_CM_MAX_RETRIES;
 	local_addr(rc, port, &ep->local);
 	ep->peer = *d;
 	ep->gsi = *d;
@@ -1124,7 +1178,7 @@ int sv__roce_cm_connect(struct sv_qp *qp, void *cm, const struct sockaddr *dst,
 		free(m);
 		return r;
 	}
-	ep->psn = rand24(rc);
+	ep->rq_psn = rand24(rc);
 	ep->ird = param->ird;
 	ep->ord = param->ord;
 	ep->mtu = sv__qp_attr(qp)->path_mtu;
@@ -1134,26 +1188,32 @@ int sv__roce_cm_connect(struct sv_qp *qp, void *cm, const struct sockaddr *dst,
 	sv__cm_mad_init(m, SV_CM_ATTR_REQ, (uint64_t)ep->local_id << 32 | rnd(rc));
 	m->req.local_comm_id = ep->local_id;
 	m->req.service_id = sv__cm_service_id(sv__roce_addr_port(&d));
-	memcpy(&m->req.local_ca_guid, rc->gid + 8, 8);
+	m->req.local_ca_guid = sv__ctx_node_guid(qp->context);
 	m->req.local_qpn = qp->qp_num;
 	m->req.responder_resources = (uint8_t)ep->ird;
 	m->req.initiator_depth = (uint8_t)ep->ord;
-	m->req.remote_cm_response_timeout = CM_RESPONSE_TIMEOUT;
+	m->req.remote_cm_response_timeout = SV_CM_RESPONSE_TIMEOUT;
 	m->req.transport = SV_CM_TRANSPORT_RC;
-	m->req.starting_psn = ep->psn;
-	m->req.local_cm_response_timeout = CM_RESPONSE_TIMEOUT;
+	m->req.starting_psn = ep->rq_psn;
+	m->req.local_cm_response_timeout = SV_CM_RESPONSE_TIMEOUT;
 	m->req.retry_count = ep->retry_cnt;
 	m->req.pkey = SV_PKEY_DEFAULT;
 	m->req.path_mtu = ep->mtu;
 	m->req.rnr_retry_count = retry_of(param->rnr_retry_count);
-	m->req.max_cm_retries = CM_TRIES;
+	m->req.max_cm_retries = ep->retries;
 	m->req.primary.local_lid = 0xffff;
 	m->req.primary.remote_lid = 0xffff;
 	memcpy(m->req.primary.local_gid, rc->gid, 16);
 	sv__roce_addr_gid(&d, m->req.primary.remote_gid);
+	/* Routed, as a RoCEv2 path is: hop limit 64, so not subnet-local (the kernel sets
+	 * SubnetLocal only for a hop limit of 1 or less); the flow label as rdma_cm
+	 * hashes it from the service ports. */
+	m->req.primary.flow_label = sv__cm_flow_label(sv__roce_addr_port(&ep->local),
+						      sv__roce_addr_port(&d));
 	m->req.primary.hop_limit = 64;
-	m->req.primary.subnet_local = true;
-	m->req.primary.local_ack_timeout = CM_ACK_TIMEOUT;
+	m->req.primary.subnet_local = false;
+	m->req.primary.local_ack_timeout = sv__cm_ack_timeout(SV__CA_ACK_DELAY,
+							      packet_life_time(rc));
 	if ((r = put_ip_private(ep, param, m->req.private_data, SV_CM_REQ_PRIVATE_LEN)) < 0)
 		goto err;
 	if (rc->sr)
@@ -1174,7 +1234,6 @@ err:
 int sv__roce_cm_accept(struct sv__tep *ep, struct sv_qp *qp, const struct sv__conn_param *param)
 {
 	uint16_t peer_rr = ep->ird, peer_id = ep->ord;
-	uint32_t peer_psn = ep->psn;
 	struct sv_cm_msg *m;
 	int r;
 
@@ -1199,14 +1258,13 @@ int sv__roce_cm_accept(struct sv__tep *ep, struct sv_qp *qp, const struct sv__co
 		ep->ird = param->ord;
 	ep->ord = ep->ird;
 	ep->ird = param->ird;
-	ep->psn = rand24(ep->rc);
+	ep->rq_psn = rand24(ep->rc);
 	/* RTR and RTS before the REP goes out, as the kernel's rdma_cm does on IB
 	 * (cma_accept_ib): applications post sends right after accepting, before the RTU
 	 * (perftest -R does); ESTABLISHED still waits for the RTU. */
-	if ((r = qp_to_rtr(ep, ep->remote_qpn, peer_psn)) < 0 || (r = qp_to_rts(ep)) < 0) {
+	if ((r = qp_to_rtr(ep, ep->remote_qpn)) < 0 || (r = qp_to_rts(ep)) < 0) {
 		/* Undecided again: the application may reject, or accept with another QP. */
 		detach_qp(ep);
-		ep->psn = peer_psn;
 		ep->ird = peer_rr;
 		ep->ord = peer_id;
 		goto out;
@@ -1215,12 +1273,12 @@ int sv__roce_cm_accept(struct sv__tep *ep, struct sv_qp *qp, const struct sv__co
 	m->rep.local_comm_id = ep->local_id;
 	m->rep.remote_comm_id = ep->remote_id;
 	m->rep.local_qpn = qp->qp_num;
-	m->rep.starting_psn = ep->psn;
+	m->rep.starting_psn = ep->rq_psn;
 	m->rep.responder_resources = (uint8_t)ep->ird;
 	m->rep.initiator_depth = (uint8_t)ep->ord;
-	m->rep.target_ack_delay = 0;
+	m->rep.target_ack_delay = SV__CA_ACK_DELAY;
 	m->rep.rnr_retry_count = retry_of(param->rnr_retry_count);
-	memcpy(&m->rep.local_ca_guid, ep->rc->gid + 8, 8);
+	m->rep.local_ca_guid = sv__ctx_node_guid(qp->context);
 	if (param->priv_len)
 		memcpy(m->rep.private_data, param->priv, param->priv_len);
 	ep->state = EP_REP_SENT;

@@ -111,6 +111,15 @@ static void fail_at(struct sv__rqp *q, uint32_t psn, enum sv_wc_status status)
 	sv__sq_done(q->qp, r->wqe, status, 0, 0);
 }
 
+bool sv__roce_req_fail(struct sv__rqp *q, enum sv_wc_status status)
+{
+	complete_done(q);
+	if (q->err || q->rec_get == q->rec_put)
+		return false;
+	sv__sq_done(q->qp, rec_at(q, q->rec_get)->wqe, status, 0, 0);
+	return true;
+}
+
 /* ---------------------------------------------------------------------------------------
  * Building packets.
  */

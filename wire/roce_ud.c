@@ -5,7 +5,8 @@
  * A UD message is one packet (IBA 9.7.7): SEND_ONLY (0x64) or SEND_ONLY_WITH_IMMEDIATE
  * (0x65), BTH then DETH (Q_Key, source QP; IBA 9.3.4) then ImmDt. There is no ACK: the
  * send completes when the datagram is handed to the socket, and a datagram the socket
- * does not take is lost like any other (counted in ud_tx_drops). The BTH PSN counts up
+ * does not take for a passing reason (full, no route) is lost like any other (counted
+ * in ud_tx_drops); one it can never take (EMSGSIZE) completes the WR in error. The BTH PSN counts up
  * per QP from the sq_psn of RTR->RTS; the receiver does not check it (IBA 9.7.7.1.1).
  *
  * The receiver checks the Q_Key against its own (IBA 10.2.5: mismatch, silent drop,
@@ -64,12 +65,14 @@ int sv__roce_dgram_send(struct sv__rctx *rc, const union sv__roce_addr *dst, uin
 		struct mmsghdr mm = { .msg_hdr = m };
 		uint64_t next = 0;
 
+		int e;
+
 		/* Held packets are copied, so the stack buffers may go; the loop's timer
 		 * releases them (woken as the RC path wakes it). */
-		sv__impair_send(rc->imp, rc->fd, &mm, 1, sv__now_ns(), &next);
+		e = sv__impair_send(rc->imp, rc->fd, &mm, 1, sv__now_ns(), &next);
 		if (next)
 			uv_async_send(&rc->imp_wake);
-		return 0;
+		return e;
 	}
 	do {
 		r = sendmsg(rc->fd, &m, MSG_DONTWAIT);
@@ -103,7 +106,7 @@ static enum sv_wc_status send_one(struct sv__rqp *q, const struct sv__send_wqe *
 	size_t hlen = SV_BTH_LEN + SV_DETH_LEN;
 	struct sv_deth deth;
 	uint32_t qkey;
-	int n;
+	int n, e;
 
 	if (w->flags & SV_SEND_INLINE) {
 		iov[0].iov_base = (void *)(uintptr_t)w->sge[0].addr;
@@ -125,8 +128,17 @@ static enum sv_wc_status send_one(struct sv__rqp *q, const struct sv__send_wqe *
 	(void)sv__deth_encode(hdr + SV_BTH_LEN, SV_DETH_LEN, &deth);
 	if (imm)
 		hlen += (size_t)sv__immdt_encode(hdr + hlen, SV_IMMDT_LEN, w->imm_data);
-	if (sv__roce_dgram_send(q->rc, &dst, hdr, hlen, iov, n, w->length) < 0) {
-		q->ud_tx_drops++;
+	if ((e = sv__roce_dgram_send(q->rc, &dst, hdr, hlen, iov, n, w->length)) < 0) {
+		if (sv__roce_tx_lossy(-e)) {
+			q->ud_tx_drops++;
+			return SV_WC_SUCCESS;
+		}
+		/* A datagram that can never go. A UD message is one packet, so one too big
+		 * for the route is longer than the port can send: Local Length Error
+		 * (IBA Vol 1 chapter 10's completion errors); anything else is the QP's own. */
+		sv__roce_tx_refused(q, &dst, -e, hlen + w->length + SV_ICRC_LEN, 1);
+		q->tx_errno = 0;
+		return e == -EMSGSIZE ? SV_WC_LOC_LEN_ERR : SV_WC_LOC_QP_OP_ERR;
 	} else {
 		q->st.tx_packets++;
 		q->st.tx_bytes += hlen + w->length + ((-w->length) & 3) + SV_ICRC_LEN;

@@ -152,3 +152,38 @@ Test(apps_ipv6, rping_with_the_configured_port_held, .timeout = 120)
 	free(so);
 	free(co);
 }
+
+/* ucmatose -f ipv6 asks rdma_getaddrinfo for a numeric host without naming a family, as
+ * librdmacm allows: the drop-in must resolve the IPv6 literal (it tried IPv4 only and
+ * failed with "Bad value for ai_flags"), on the server's -b as on the client's -s. */
+Test(apps_ipv6, ucmatose_numeric_ipv6, .timeout = 120)
+{
+	static const char *const need[] = { "ucmatose", NULL };
+	char env_port[32], sport[16], *so, *co;
+	const char *env[] = { "SV_BIND_ADDR=::1", env_port, NULL };
+	const char *srv[] = { "--transport", "udp", "ucmatose", "-f", "ipv6", "-b", "::1", "-p",
+			      sport, "-C", "10", NULL };
+	const char *cli[] = { "--transport", "udp", "ucmatose", "-f", "ipv6", "-s", "::1", "-p",
+			      sport, "-C", "10", NULL };
+	struct apps_cm_listener l;
+	struct apps_proc s, c;
+	int rs, rc;
+
+	apps_require(need);
+	snprintf(env_port, sizeof(env_port), "SV_PORT=%u", free_port6());
+	snprintf(sport, sizeof(sport), "%d", apps_free_port());
+	apps_start_env(&s, env, srv);
+	cr_assert(apps_wait_cm_listen(&s, atoi(sport), "::1", &l, 10000),
+		  "the server never listened");
+	apps_start_env(&c, env, cli);
+	rc = apps_wait(&c, 90000);
+	rs = apps_wait(&s, 30000);
+	so = apps_output(&s);
+	co = apps_output(&c);
+	cr_expect_eq(rc, 0, "ucmatose client failed:\n%s", co);
+	cr_expect_eq(rs, 0, "ucmatose server failed:\n%s", so);
+	cr_expect(strstr(so, "data transfers complete"), "%s", so);
+	cr_expect(strstr(co, "return status 0"), "%s", co);
+	free(so);
+	free(co);
+}

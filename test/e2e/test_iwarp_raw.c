@@ -282,6 +282,58 @@ Test(iwarp_raw, rev1_initiator_like_siw, .init = setup, .fini = teardown, .timeo
 	cr_assert_eq(poll_one().status, SV_WC_SUCCESS);
 }
 
+/* siw's default MPA choices (its module parameters: MPA revision 2, CRC neither required
+ * nor refused, no peer-to-peer mode, markers never requested; it rejects a Request and
+ * tears down on a Reply that asks for markers): our defaults match them, so neither side
+ * ever meets the other's refusal. Our device options ask for CRC and not for markers;
+ * against a siw-style Request (rev 2 with the RFC 6581 block, C clear) our Reply is rev 2,
+ * sets C, so CRC is used both ways (RFC 5044: either side asking is enough), and leaves M
+ * clear; the initiator's first FPDU (no RTR without P2P) establishes. */
+Test(iwarp_raw, rev2_initiator_with_siw_defaults, .init = setup, .fini = teardown,
+     .timeout = 30)
+{
+	struct sv_device_opts o;
+	struct sv_mpa_rr req = { .rev = SV_MPA_REV2, .enhanced = true, .ird = 1, .ord = 1,
+				 .priv = (const uint8_t *)"rping", .priv_len = 5 };
+	struct sv_mpa_rr rep;
+	uint8_t rbuf[600], ulpdu[256];
+	struct sv_rdmap_msg m;
+	struct sv_send_wr wr, *bad;
+	struct sv_sge sge;
+	struct sv_wc wc;
+
+	sv_device_opts_init(&o);
+	cr_assert_eq(o.crc, 1, "CRC asked for by default");
+	cr_assert_eq(o.markers, 0, "markers never asked for by default");
+	peer_handshake(&req, &rep, rbuf);
+	cr_assert(rep.reply);
+	cr_assert_eq(rep.rev, SV_MPA_REV2);
+	cr_assert(rep.enhanced);
+	cr_assert(rep.crc, "CRC negotiated: we ask, siw accepts");
+	cr_assert_not(rep.markers, "siw would tear down on M");
+	cr_assert_not(rep.reject);
+	cr_assert_not(rep.p2p);
+	cr_assert_eq(rep.rtr, 0);
+	cr_assert_eq(rep.ird, 1, "the initiator's ORD");
+	cr_assert_eq(rep.ord, 1, "the initiator's IRD");
+
+	untagged(&m, SV_RDMAP_SEND, 0, 1);
+	peer_fpdu(&m, "hello", 5, true, false);
+	sv_cm_ack_event(wait_event(SV_CM_EVENT_ESTABLISHED));
+	wc = poll_one();
+	cr_assert_eq(wc.status, SV_WC_SUCCESS, "%s", sv_wc_status_str(wc.status));
+	cr_assert_arr_eq(buf, "hello", 5);
+	memcpy(buf + 8192, "world!", 6);
+	sge = (struct sv_sge){ (uintptr_t)(buf + 8192), 6, mr->lkey };
+	wr = (struct sv_send_wr){ .wr_id = 5, .sg_list = &sge, .num_sge = 1,
+				  .opcode = SV_WR_SEND };
+	cr_assert_eq(sv_post_send(qp, &wr, &bad), 0);
+	cr_assert_eq(peer_read_fpdu(&m, ulpdu, sizeof(ulpdu)), 6, "a good CRC on our FPDU");
+	cr_assert_eq(m.opcode, SV_RDMAP_SEND);
+	cr_assert_arr_eq(ulpdu + m.hdr_len, "world!", 6);
+	cr_assert_eq(poll_one().status, SV_WC_SUCCESS);
+}
+
 Test(iwarp_raw, read_rtr_gets_zero_length_response, .init = setup, .fini = teardown,
      .timeout = 30)
 {

@@ -4,7 +4,10 @@
  * its ICRC, the CM fields decoded by the shared codec, the rdma_cm IP header with the
  * selective-repeat bit), and a REJ built here by hand comes back to the application as
  * REJECTED with its private data; an unanswered REQ is sent again as the same
- * transaction. The passive side follows the loss recovery mode the REQ asks for.
+ * transaction. The passive side follows the loss recovery mode the REQ asks for. A peer
+ * that sends its MADs from an entropy source port, as rxe does, is answered (REP, RTU,
+ * DREP, SIDR_REP) and reached (data, the SIDR AH) at its RoCE port, with the PSNs its
+ * Starting PSNs asked for.
  */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
@@ -120,6 +123,21 @@ static void get_req(struct dev *d, int fd, const struct sockaddr_in *fake, bool 
 	cr_assert_eq(m->req.rnr_retry_count, 7);
 	cr_assert_eq(m->req.pkey, 0xffff);
 	cr_assert_leq(m->req.starting_psn, 0xffffff);
+	/* The kernel's rdma_cm choices (test_ib_cm.c has its REQ from a capture). */
+	{
+		struct sv_device_attr da;
+
+		cr_assert_eq(sv_query_device(d->ctx, &da), 0);
+		cr_assert_eq(m->req.local_ca_guid, da.node_guid, "the node GUID as queried");
+	}
+	cr_assert_eq(m->req.remote_cm_response_timeout, 20);
+	cr_assert_eq(m->req.local_cm_response_timeout, 20);
+	cr_assert_eq(m->req.max_cm_retries, 15);
+	/* 2 * PacketLifeTime + ACK delay (IBA 12.7.34) of a path that stays on the host;
+	 * across hosts 19, as the kernel sends (test_ib_cm.c). */
+	cr_assert_eq(m->req.primary.local_ack_timeout, 14);
+	cr_assert_not(m->req.primary.subnet_local);
+	cr_assert_eq(m->req.primary.hop_limit, 64);
 	cr_assert_eq(memcmp(m->req.primary.local_gid, d->gid, 16), 0);
 	cr_assert_eq(memcmp(m->req.primary.remote_gid + 12, &fake->sin_addr, 4), 0);
 	cr_assert_eq(sv__cm_ip_hdr_decode(&ip, m->req.private_data, SV_CM_REQ_PRIVATE_LEN),
@@ -128,6 +146,8 @@ static void get_req(struct dev *d, int fd, const struct sockaddr_in *fake, bool 
 	cr_assert_eq(m->req.private_data[1], sr ? 0x41 : 0x40, "the selective-repeat bit");
 	cr_assert_eq(memcmp(ip.src_addr + 12, d->gid + 12, 4), 0);
 	cr_assert_eq(memcmp(ip.dst_addr + 12, &fake->sin_addr, 4), 0);
+	cr_assert_eq(m->req.primary.flow_label, ((uint32_t)ip.src_port * 31 + SERVICE) & 0xfffff,
+		     "rdma_cm's flow label of the service ports");
 	cr_assert_eq(memcmp(m->req.private_data + SV_CM_IP_HDR_LEN, "wire", 4), 0);
 }
 
@@ -296,6 +316,7 @@ static bool ooo_write_placed(bool req_sr)
 	struct sv_mr *mr;
 	struct dev d;
 	bool placed;
+	uint32_t psn;
 	int fd = socket(AF_INET, SOCK_DGRAM, 0);
 
 	cr_assert(m && buf && fd >= 0);
@@ -343,6 +364,8 @@ static bool ooo_write_placed(bool req_sr)
 	cr_assert_eq(m->mad.attr_id, SV_CM_ATTR_REP);
 	cr_assert_eq(m->rep.remote_comm_id, 0x55);
 	cr_assert_eq(m->rep.local_qpn, d.qp->qp_num);
+	/* The REP's Starting PSN is where the device's QP receives from. */
+	psn = m->rep.starting_psn;
 	{
 		uint32_t dev_id = m->rep.local_comm_id;
 
@@ -354,10 +377,10 @@ static bool ooo_write_placed(bool req_sr)
 	ev = dev_event(&d, SV_CM_EVENT_ESTABLISHED);
 	cr_assert_eq(sv_cm_ack_event(ev), 0);
 
-	fake_write(fd, &fake, &dev_addr, d.qp->qp_num, 1001, (uintptr_t)buf + 4096, mr->rkey,
-		   'B');
+	fake_write(fd, &fake, &dev_addr, d.qp->qp_num, (psn + 1) & 0xffffff, (uintptr_t)buf + 4096,
+		   mr->rkey, 'B');
 	usleep(100 * 1000);
-	fake_write(fd, &fake, &dev_addr, d.qp->qp_num, 1000, (uintptr_t)buf, mr->rkey, 'A');
+	fake_write(fd, &fake, &dev_addr, d.qp->qp_num, psn, (uintptr_t)buf, mr->rkey, 'A');
 	for (int i = 0; i < 200 && buf[0] != 'A'; i++)
 		usleep(10 * 1000);
 	usleep(100 * 1000);
@@ -377,4 +400,266 @@ Test(roce_cm_wire, passive_follows_the_reqs_loss_recovery)
 {
 	cr_assert(ooo_write_placed(true), "REQ asked for selective repeat: early packet kept");
 	cr_assert_not(ooo_write_placed(false), "go-back-N: the early packet is dropped");
+}
+
+/* ---------------------------------------------------------------------------------------
+ * A RoCEv2 peer's MADs come from an entropy source port (rxe: 0xC000 plus a hash of the
+ * QPN, QP1's too) while its CM and QPs listen at the RoCE port only. The fake peer here
+ * sends every MAD from a second socket on another port; the device must answer (REP,
+ * RTU, DREP) and send its data to the RoCE port, and its first data PSN must be the
+ * Starting PSN the peer asked for (a REQ's or REP's Starting PSN is where its sender
+ * receives).
+ */
+
+static int fake_socket(uint16_t port, struct sockaddr_in *a)
+{
+	static const int pmtu = IP_PMTUDISC_DO;
+	socklen_t l = sizeof(*a);
+	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+
+	cr_assert(fd >= 0);
+	cr_assert_eq(setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu)), 0);
+	memset(a, 0, sizeof(*a));
+	a->sin_family = AF_INET;
+	a->sin_addr.s_addr = htonl(FAKE_IP);
+	a->sin_port = htons(port);
+	cr_assert_eq(bind(fd, (struct sockaddr *)a, sizeof(*a)), 0);
+	cr_assert_eq(getsockname(fd, (struct sockaddr *)a, &l), 0);
+	return fd;
+}
+
+/* The next datagram on fd within WAIT_MS; none may have come to the entropy socket. */
+static ssize_t fake_recv(int fd, int ent, uint8_t *pkt, size_t cap)
+{
+	struct pollfd pf = { .fd = fd, .events = POLLIN };
+	uint8_t junk[64];
+
+	cr_assert_eq(poll(&pf, 1, WAIT_MS), 1, "nothing at the RoCE port");
+	cr_assert_lt(recv(ent, junk, sizeof(junk), MSG_DONTWAIT), 0,
+		     "a datagram went to the MAD's source port");
+	return recv(fd, pkt, cap, 0);
+}
+
+/* The next MAD at the RoCE port, of attribute attr (retransmissions of others skipped). */
+static void fake_expect_mad(int fd, int ent, uint16_t attr, struct sv_cm_msg *m)
+{
+	uint8_t pkt[512];
+
+	for (int i = 0; i < 8; i++) {
+		cr_assert_eq(fake_recv(fd, ent, pkt, sizeof(pkt)), 12 + 8 + SV_MAD_LEN + 4);
+		cr_assert_eq(sv__cm_decode(m, pkt + 20, SV_MAD_LEN), SV_MAD_LEN);
+		if (m->mad.attr_id == attr)
+			return;
+	}
+	cr_assert_fail("no %s at the RoCE port", sv__cm_attr_name(attr));
+}
+
+/* d's QP sends one SEND; it must reach the RoCE port for dqpn with PSN psn. */
+static void fake_expect_send(struct dev *d, struct sv_mr *mr, uint8_t *buf, int fd, int ent,
+			     uint32_t dqpn, uint32_t psn)
+{
+	struct sv_sge sge = { (uintptr_t)buf, 8, mr->lkey };
+	struct sv_send_wr wr = { .wr_id = 1, .sg_list = &sge, .num_sge = 1,
+				 .opcode = SV_WR_SEND }, *bad;
+	uint8_t pkt[512];
+
+	memcpy(buf, "entropy!", 8);
+	cr_assert_eq(sv_post_send(d->qp, &wr, &bad), 0);
+	cr_assert_eq(fake_recv(fd, ent, pkt, sizeof(pkt)), 12 + 8 + 4);
+	cr_assert_eq(pkt[0], 0x04, "RC SEND Only");
+	cr_assert_eq(sv__get_be24(pkt + 5), dqpn);
+	cr_assert_eq(sv__get_be24(pkt + 9), psn, "first PSN %#x, the peer asked for %#x",
+		     sv__get_be24(pkt + 9), psn);
+	cr_assert_eq(memcmp(pkt + 12, "entropy!", 8), 0);
+}
+
+Test(roce_cm_wire, answers_and_data_go_to_the_roce_port)
+{
+	uint16_t port = free_udp_port();
+	struct sockaddr_in roce_a, ent_a, dev_addr = { .sin_family = AF_INET };
+	struct sockaddr_in lis = { .sin_family = AF_INET, .sin_port = htons(SERVICE) };
+	struct sv_cm_ip_hdr ip = { .ip_version = 4, .src_port = 5555 };
+	struct sv_cm_msg *m = calloc(1, sizeof(*m));
+	uint8_t *buf = aligned_alloc(4096, 4096);
+	struct sv_cm_event *ev;
+	struct sv_cm_id *conn;
+	struct sv_mr *mr;
+	struct dev d;
+	int roce = fake_socket(port, &roce_a), ent = fake_socket(0, &ent_a);
+
+	cr_assert(m && buf);
+	cr_assert((unsigned)(ntohs(ent_a.sin_port) - port) >= 32u, "the entropy port is a fallback port");
+	dev_open(&d, port, SV_RETX_GBN);
+	cr_assert_eq(sv_reg_mr(d.pd, buf, 4096, SV_ACCESS_LOCAL_WRITE, &mr), 0);
+	memcpy(&lis.sin_addr, d.gid + 12, 4);
+	dev_addr.sin_addr = lis.sin_addr;
+	dev_addr.sin_port = htons(port);
+
+	/* Passive: REQ from the entropy port. */
+	cr_assert_eq(sv_cm_listen(d.id, (struct sockaddr *)&lis, 1), 0);
+	sv__cm_mad_init(m, SV_CM_ATTR_REQ, 0x5151);
+	m->req.local_comm_id = 0x66;
+	m->req.service_id = 0x0000000001060000ull | SERVICE;
+	m->req.local_qpn = 0x88;
+	m->req.transport = SV_CM_TRANSPORT_RC;
+	m->req.starting_psn = 0x123456;
+	m->req.retry_count = 7;
+	m->req.rnr_retry_count = 7;
+	m->req.max_cm_retries = 15;
+	m->req.pkey = 0xffff;
+	m->req.path_mtu = SV_MTU_1024;
+	m->req.primary.local_ack_timeout = 19;
+	memcpy(ip.src_addr + 12, &roce_a.sin_addr, 4);
+	memcpy(ip.dst_addr + 12, &lis.sin_addr, 4);
+	cr_assert_eq(sv__cm_ip_hdr_encode(m->req.private_data, SV_CM_REQ_PRIVATE_LEN, &ip),
+		     SV_CM_IP_HDR_LEN);
+	fake_mad(ent, &ent_a, &dev_addr, m);
+	ev = dev_event(&d, SV_CM_EVENT_CONNECT_REQUEST);
+	conn = ev->id;
+	cr_assert_eq(sv_cm_ack_event(ev), 0);
+	cr_assert_eq(sv_cm_accept(conn, d.qp, NULL), 0);
+	fake_expect_mad(roce, ent, SV_CM_ATTR_REP, m);
+	cr_assert_eq(m->rep.remote_comm_id, 0x66);
+	cr_assert_eq(m->rep.target_ack_delay, 12, "the device's local CA ACK delay");
+	{
+		struct sv_qp_attr at;
+		struct sv_qp_init_attr ia;
+
+		cr_assert_eq(sv_query_qp(d.qp, &at, SV_QP_TIMEOUT | SV_QP_AV, &ia), 0);
+		cr_assert_eq(at.timeout, 19, "the REQ's Local ACK Timeout");
+		cr_assert_eq(at.ah_attr.dport, port, "the QP's peer is at the RoCE port");
+	}
+	{
+		uint32_t dev_id = m->rep.local_comm_id;
+
+		sv__cm_mad_init(m, SV_CM_ATTR_RTU, 0x5151);
+		m->rtu.local_comm_id = 0x66;
+		m->rtu.remote_comm_id = dev_id;
+		fake_mad(ent, &ent_a, &dev_addr, m);
+		ev = dev_event(&d, SV_CM_EVENT_ESTABLISHED);
+		cr_assert_eq(sv_cm_ack_event(ev), 0);
+		fake_expect_send(&d, mr, buf, roce, ent, 0x88, 0x123456);
+		sv__cm_mad_init(m, SV_CM_ATTR_DREQ, 0x5252);
+		m->dreq.local_comm_id = 0x66;
+		m->dreq.remote_comm_id = dev_id;
+		m->dreq.remote_qpn = d.qp->qp_num;
+		fake_mad(ent, &ent_a, &dev_addr, m);
+		fake_expect_mad(roce, ent, SV_CM_ATTR_DREP, m);
+		cr_assert_eq(m->drep.remote_comm_id, 0x66);
+		ev = dev_event(&d, SV_CM_EVENT_DISCONNECTED);
+		cr_assert_eq(sv_cm_ack_event(ev), 0);
+	}
+	cr_assert_eq(sv_cm_destroy_id(conn), 0);
+
+	/* Active: REQ to the RoCE port, REP back from the entropy port. */
+	{
+		struct sv_qp_attr at = { .qp_state = SV_QPS_RESET };
+		struct sockaddr_in dst = roce_a;
+		uint32_t dev_id;
+
+		cr_assert_eq(sv_modify_qp(d.qp, &at, SV_QP_STATE), 0);
+		cr_assert_eq(sv_cm_destroy_id(d.id), 0);
+		cr_assert_eq(sv_cm_create_id(d.ch, d.ctx, NULL, &d.id), 0);
+		dst.sin_port = htons(SERVICE);
+		cr_assert_eq(sv_cm_connect(d.id, d.qp, (struct sockaddr *)&dst, NULL), 0);
+		fake_expect_mad(roce, ent, SV_CM_ATTR_REQ, m);
+		dev_id = m->req.local_comm_id;
+		sv__cm_mad_init(m, SV_CM_ATTR_REP, m->mad.tid);
+		m->rep.local_comm_id = 0x77;
+		m->rep.remote_comm_id = dev_id;
+		m->rep.local_qpn = 0x99;
+		m->rep.starting_psn = 0xfedcba;
+		m->rep.responder_resources = 1;
+		m->rep.initiator_depth = 1;
+		m->rep.target_ack_delay = 15;
+		m->rep.rnr_retry_count = 7;
+		fake_mad(ent, &ent_a, &dev_addr, m);
+		fake_expect_mad(roce, ent, SV_CM_ATTR_RTU, m);
+		cr_assert_eq(m->rtu.remote_comm_id, 0x77);
+		ev = dev_event(&d, SV_CM_EVENT_ESTABLISHED);
+		cr_assert_eq(sv_cm_ack_event(ev), 0);
+		{
+			struct sv_qp_init_attr ia;
+
+			cr_assert_eq(sv_query_qp(d.qp, &at, SV_QP_TIMEOUT | SV_QP_AV, &ia), 0);
+		}
+		/* The loopback round trip (14) with the REP's ACK delay 15 added. */
+		cr_assert_eq(at.timeout, 16);
+		cr_assert_eq(at.ah_attr.dport, port);
+		fake_expect_send(&d, mr, buf, roce, ent, 0x99, 0xfedcba);
+	}
+	cr_assert_eq(sv_dereg_mr(mr), 0);
+	dev_close(&d);
+	close(roce);
+	close(ent);
+	free(buf);
+	free(m);
+}
+
+/* The same for service ID resolution (IBA 12.11): a SIDR_REP from the entropy port names
+ * the peer's UD QP at its RoCE port (the AH of the ESTABLISHED event), and a SIDR_REQ
+ * from the entropy port is answered at the RoCE port. */
+Test(roce_cm_wire, sidr_answers_go_to_the_roce_port)
+{
+	uint16_t port = free_udp_port();
+	struct sockaddr_in roce_a, ent_a, dev_addr = { .sin_family = AF_INET };
+	struct sockaddr_in dst = { .sin_family = AF_INET, .sin_port = htons(SERVICE) };
+	struct sv_cm_msg *m = calloc(1, sizeof(*m));
+	struct sv_cm_event *ev;
+	struct cmside s;
+	int roce = fake_socket(port, &roce_a), ent = fake_socket(0, &ent_a);
+	uint32_t rid;
+
+	cr_assert(m);
+	ru_cm_open(&s, port, -1, NULL, SV_QPT_UD, SV_CM_PS_UDP, 4096, SV_ACCESS_LOCAL_WRITE);
+	dev_addr.sin_addr = s.ip;
+	dev_addr.sin_port = htons(port);
+
+	/* Requester. */
+	dst.sin_addr = roce_a.sin_addr;
+	cr_assert_eq(sv_cm_connect(s.id, NULL, (struct sockaddr *)&dst, NULL), 0);
+	fake_expect_mad(roce, ent, SV_CM_ATTR_SIDR_REQ, m);
+	rid = m->sidr_req.request_id;
+	cr_assert_eq(m->sidr_req.service_id, 0x0000000001110000ull | SERVICE);
+	{
+		uint64_t sid = m->sidr_req.service_id;
+
+		sv__cm_mad_init(m, SV_CM_ATTR_SIDR_REP, m->mad.tid);
+		m->sidr_rep.request_id = rid;
+		m->sidr_rep.status = SV_CM_SIDR_SUCCESS;
+		m->sidr_rep.qpn = 0xabc;
+		m->sidr_rep.qkey = 0x01234567;
+		m->sidr_rep.service_id = sid;
+	}
+	fake_mad(ent, &ent_a, &dev_addr, m);
+	ev = ru_cm_event(s.ch, SV_CM_EVENT_ESTABLISHED, WAIT_MS);
+	cr_assert_eq(ev->ud.qp_num, 0xabc);
+	cr_assert_eq(ev->ud.qkey, 0x01234567);
+	cr_assert_eq(ev->ud.ah_attr.dport, port, "the UD peer at its RoCE port, not %u",
+		     ev->ud.ah_attr.dport);
+	cr_assert_eq(memcmp(ev->ud.ah_attr.dgid + 12, &roce_a.sin_addr, 4), 0);
+	cr_assert_eq(sv_cm_ack_event(ev), 0);
+
+	/* Responder. */
+	cr_assert_eq(sv_cm_destroy_id(s.id), 0);
+	cr_assert_eq(sv_cm_create_id_ps(s.ch, s.ctx, NULL, SV_CM_PS_UDP, &s.id), 0);
+	dst.sin_addr = s.ip;
+	cr_assert_eq(sv_cm_listen(s.id, (struct sockaddr *)&dst, 1), 0);
+	sv__cm_mad_init(m, SV_CM_ATTR_SIDR_REQ, 0x6161);
+	m->sidr_req.request_id = 0x4242;
+	m->sidr_req.pkey = 0xffff;
+	m->sidr_req.service_id = 0x0000000001110000ull | SERVICE;
+	fake_mad(ent, &ent_a, &dev_addr, m);
+	ev = ru_cm_event(s.ch, SV_CM_EVENT_CONNECT_REQUEST, WAIT_MS);
+	s.conn = ev->id;
+	cr_assert_eq(sv_cm_ack_event(ev), 0);
+	cr_assert_eq(sv_cm_accept(s.conn, s.qp, NULL), 0);
+	fake_expect_mad(roce, ent, SV_CM_ATTR_SIDR_REP, m);
+	cr_assert_eq(m->sidr_rep.request_id, 0x4242);
+	cr_assert_eq(m->sidr_rep.status, SV_CM_SIDR_SUCCESS);
+	cr_assert_eq(m->sidr_rep.qpn, s.qp->qp_num);
+	ru_cm_close(&s);
+	close(roce);
+	close(ent);
+	free(m);
 }

@@ -314,3 +314,60 @@ Test(roce_ops, stats_count_packets)
 	cr_assert_eq(sv_query_qp_stats(b.qp, &st), 0);
 	cr_assert_eq(st.rx_packets, 3);
 }
+
+/* The device's READ depth, both ways: rxe and siw advertise 128 (max_qp_rd_atom and
+ * max_qp_init_rd_atom), perftest's ib_read_bw takes the device maximum for both, so an
+ * RTS with 128 must be accepted and the responder must hold 128 READs at once: 128 READs
+ * posted in one list all complete with their bytes. */
+static void setup_deep(void)
+{
+	struct rlink l = { .mtu = SV_MTU_4096, .timeout = 12, .retry_cnt = 7, .rnr_retry = 7,
+			   .min_rnr_timer = 1, .rd_atomic = 128 };
+	struct sv_device_attr da;
+
+	ru_open(&a, SV_RETX_GBN, NULL, BUF, 256);
+	ru_open(&b, SV_RETX_GBN, NULL, BUF, 256);
+	cr_assert_eq(sv_query_device(a.ctx, &da), 0);
+	cr_assert_eq(da.max_qp_rd_atom, 128);
+	cr_assert_eq(da.max_qp_init_rd_atom, 128);
+	ru_connect(&a, &b, &l);
+}
+
+Test(roce_ops, reads_128_outstanding, .init = setup_deep)
+{
+	enum { N = 128, LEN = 8192 };
+	struct sv_sge sge[N];
+	struct sv_send_wr wr[N], *bad;
+	struct sv_qp_attr at;
+	struct sv_qp_init_attr ia;
+	bool seen[N] = { false };
+
+	cr_assert_eq(sv_query_qp(a.qp, &at, SV_QP_MAX_QP_RD_ATOMIC | SV_QP_MAX_DEST_RD_ATOMIC,
+				 &ia), 0);
+	cr_assert_eq(at.max_rd_atomic, 128);
+	cr_assert_eq(at.max_dest_rd_atomic, 128);
+	fill(b.buf, (size_t)N * LEN, 11);
+	memset(a.buf, 0, (size_t)N * LEN);
+	for (unsigned i = 0; i < N; i++) {
+		sge[i] = (struct sv_sge){ (uintptr_t)(a.buf + (size_t)i * LEN), LEN, a.mr->lkey };
+		wr[i] = (struct sv_send_wr){ .wr_id = i, .sg_list = &sge[i], .num_sge = 1,
+					     .opcode = SV_WR_RDMA_READ,
+					     .send_flags = SV_SEND_SIGNALED,
+					     .next = i + 1 < N ? &wr[i + 1] : NULL };
+		wr[i].wr.rdma.remote_addr = (uintptr_t)(b.buf + (size_t)i * LEN);
+		wr[i].wr.rdma.rkey = b.mr->rkey;
+	}
+	cr_assert_eq(sv_post_send(a.qp, wr, &bad), 0);
+	for (unsigned i = 0; i < N; i++) {
+		struct sv_wc wc;
+
+		ru_wait(&a, &wc, WAIT_MS);
+		cr_assert_eq(wc.status, SV_WC_SUCCESS, "READ %lu: %s", (unsigned long)wc.wr_id,
+			     sv_wc_status_str(wc.status));
+		cr_assert_eq(wc.opcode, SV_WC_RDMA_READ);
+		cr_assert_lt(wc.wr_id, N);
+		cr_assert_not(seen[wc.wr_id]);
+		seen[wc.wr_id] = true;
+	}
+	cr_assert_eq(memcmp(a.buf, b.buf, (size_t)N * LEN), 0);
+}

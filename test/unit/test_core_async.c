@@ -143,8 +143,8 @@ Test(core_async, device_and_port_attributes)
 	cr_assert_eq(da.max_mr, 65536);
 	cr_assert_eq(da.max_mr_size, 1ull << 40);
 	cr_assert_eq(da.max_inline_data, 256);
-	cr_assert_eq(da.max_qp_rd_atom, 16);
-	cr_assert_eq(da.max_qp_init_rd_atom, 16);
+	cr_assert_eq(da.max_qp_rd_atom, 128);
+	cr_assert_eq(da.max_qp_init_rd_atom, 128);
 	cr_assert_eq(da.atomic_cap, SV_ATOMIC_HCA);
 	cr_assert_eq(da.phys_port_cnt, 1);
 	cr_assert_neq(da.node_guid, 0);

@@ -236,7 +236,7 @@ Test(core_cm, active_side_connect_established_disconnect)
 	cr_assert_eq(last_param.priv_len, 5);
 	cr_assert_eq(memcmp(last_priv, "hello", 5), 0);
 	cr_assert_eq(last_param.ird, 2);
-	cr_assert_eq(last_param.ord, 16, "ORD is clamped to the device's limit");
+	cr_assert_eq(last_param.ord, 128, "ORD is clamped to the device's limit");
 	cr_assert_eq(sv_query_qp(qp, &a, 0, NULL), 0);
 	cr_assert_eq(a.qp_state, SV_QPS_INIT);
 	cr_assert_eq(a.qp_access_flags, SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_WRITE |
@@ -300,7 +300,7 @@ Test(core_cm, peer_disconnect_flushes_before_the_event)
 
 	cr_assert_eq(sv_cm_create_id(ch, ctx, NULL, &id), 0);
 	cr_assert_eq(sv_cm_connect(id, qp, (struct sockaddr *)&dst, NULL), 0);
-	cr_assert_eq(last_param.ird, 16, "no parameters: the device's limits");
+	cr_assert_eq(last_param.ird, 128, "no parameters: the device's limits");
 	r.cm = id;
 	r.established = qp;
 	cr_assert_eq(sv__ctx_run_sync(ctx, do_report, &r), 0);

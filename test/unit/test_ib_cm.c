@@ -6,8 +6,10 @@
  */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
+#include "softverbs.h"
 #include "wire/byteorder.h"
 #include "wire/ib_cm.h"
 
@@ -461,4 +463,215 @@ Test(wire_ib_cm, cm_ip_header)
 	cr_assert_eq(sv__cm_ip_hdr_decode(&h, b, sizeof(b)), SV_CM_IP_HDR_LEN);
 	cr_assert_eq(h.ip_version, 6);
 	cr_assert_eq(SV_CM_IP_PRIVATE_MAX, 56);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * MADs of the Linux kernel's ib_cm (Debian 12, kernel 6.1, rdma_rxe on a guest's eth0 with
+ * MAC 52:54:00:53:76:02, node GUID 5054:00ff:fe53:7602, local CA ACK delay 15), captured
+ * with tshark on the tap between the guest (198.18.0.2 / fd53:7600::2) and softverbs on the
+ * host (198.18.0.1 / fd53:7600::1), rping on both ends (service port 7174): each is the
+ * UDP payload, BTH + DETH + MAD + ICRC. rxe's QP1 sent every one from UDP source port
+ * 55410, an entropy port, to 4791.
+ */
+
+/* The kernel's REQ from "rping -c -a 198.18.0.1" in the guest. */
+static const char rxe_req4[] =
+	"6400ffff00000001800000008001000000000001010702030000000000000002ceaaf07600100000"
+	"0000000076f0aace000000000000000001061c06505400fffe537602000000000000000000001101"
+	"00000001000000a0524f6aa7ffff37f0ffffffff00000000000000000000ffffc612000200000000"
+	"000000000000ffffc6120001791ab000004000980000000000000000000000000000000000000000"
+	"0000000000000000000000000000000000000000000000000040c1bb000000000000000000000000"
+	"c6120002000000000000000000000000c61200010000000000000000000000000000000000000000"
+	"000000000000000000000000000000000000000000000000000000000000000000000000515296b6";
+
+/* The kernel's REP to softverbs' REQ (local comm ID 0x19de9bb2, starting PSN 0x09de19)
+ * from "rping -s -a 198.18.0.2" in the guest. */
+static const char rxe_rep4[] =
+	"6400ffff00000001800000048001000000000001010702030000000019de9bb2d550a5da00130000"
+	"0000000074f0aace19de9bb20000000000001200000000005d9d1900010178e0505400fffe537602"
+	"00000000000000000000000000000000000000000000000000000000000000000000000000000000"
+	"00000000000000000000000000000000000000000000000000000000000000000000000000000000"
+	"00000000000000000000000000000000000000000000000000000000000000000000000000000000"
+	"00000000000000000000000000000000000000000000000000000000000000000000000000000000"
+	"00000000000000000000000000000000000000000000000000000000000000000000000043afc922";
+
+/* The kernel's REQ from "rping -c -a fd53:7600::1" in the guest. */
+static const char rxe_req6[] =
+	"6400ffff00000001800000168001000000000001010702030000000000000002ceaaf05200100000"
+	"0000000052f0aace000000000000000001061c06505400fffe537602000000000000000000001501"
+	"00000001000000a0dfc343a7ffff37f0fffffffffd537600000000000000000000000002fd537600"
+	"000000000000000000000001c1e3a000004000980000000000000000000000000000000000000000"
+	"0000000000000000000000000000000000000000000000000060e74cfd5376000000000000000000"
+	"00000002fd5376000000000000000000000000010000000000000000000000000000000000000000"
+	"0000000000000000000000000000000000000000000000000000000000000000000000004898f287";
+
+/* The kernel's REP to softverbs' IPv6 REQ (local comm ID 0xdc0a48b1). */
+static const char rxe_rep6[] =
+	"6400ffff000000018000000d80010000000000010107020300000000dc0a48b137109e4700130000"
+	"0000000062f0aacedc0a48b100000000000013000000000012b33200010178e0505400fffe537602"
+	"00000000000000000000000000000000000000000000000000000000000000000000000000000000"
+	"00000000000000000000000000000000000000000000000000000000000000000000000000000000"
+	"00000000000000000000000000000000000000000000000000000000000000000000000000000000"
+	"00000000000000000000000000000000000000000000000000000000000000000000000000000000"
+	"000000000000000000000000000000000000000000000000000000000000000000000000e1cb8d94";
+
+#define GSI_PKT_LEN (12 + 8 + SV_MAD_LEN + 4)
+
+/* The captured packet: a UD SEND_ONLY from QP1 to QP1 with the GSI Q_Key, whose MAD
+ * decodes, and re-encodes to the same bytes (the kernel writes reserved bits as zero). */
+static void rxe_mad(const char *hex, struct sv_cm_msg *m)
+{
+	uint8_t pkt[GSI_PKT_LEN], out[SV_MAD_LEN];
+
+	cr_assert_eq(strlen(hex), 2 * sizeof(pkt));
+	for (size_t i = 0; i < sizeof(pkt); i++) {
+		unsigned v;
+
+		cr_assert_eq(sscanf(hex + 2 * i, "%2x", &v), 1);
+		pkt[i] = (uint8_t)v;
+	}
+	cr_assert_eq(pkt[0], 0x64, "UD SEND_ONLY");
+	cr_assert_eq(sv__get_be16(pkt + 2), 0xffff);
+	cr_assert_eq(sv__get_be24(pkt + 5), SV_GSI_QPN);
+	cr_assert_eq(sv__get_be32(pkt + 12), 0x80010000u);
+	cr_assert_eq(sv__get_be24(pkt + 17), SV_GSI_QPN);
+	cr_assert_eq(sv__cm_decode(m, pkt + 20, SV_MAD_LEN), SV_MAD_LEN);
+	cr_assert_eq(sv__cm_encode(out, sizeof(out), m), SV_MAD_LEN);
+	cr_assert_arr_eq(out, pkt + 20, SV_MAD_LEN);
+}
+
+/* The fields of the kernel's REQ that are its choices, not the connection's: what ours
+ * must match (roce_cm.c fills them from these constants and helpers). */
+static void rxe_req_choices(const struct sv_cm_req *r, const struct sv_cm_ip_hdr *ip)
+{
+	/* The node GUID, an EUI-64 from the MAC, in its byte order on the wire. */
+	cr_assert_eq(r->local_ca_guid, 0x505400fffe537602ull);
+	cr_assert_eq(r->local_qkey, 0);
+	cr_assert_eq(r->remote_cm_response_timeout, 20);
+	cr_assert_eq(r->local_cm_response_timeout, 20);
+	cr_assert_eq(r->remote_cm_response_timeout, SV_CM_RESPONSE_TIMEOUT);
+	cr_assert_eq(r->max_cm_retries, 15);
+	cr_assert_eq(r->max_cm_retries, SV_CM_MAX_RETRIES);
+	cr_assert_eq(r->transport, SV_CM_TRANSPORT_RC);
+	cr_assert_not(r->e2e_flow_control);
+	cr_assert_eq(r->pkey, 0xffff);
+	cr_assert_eq(r->path_mtu, SV_MTU_1024, "the kernel's MTU for a 1500-byte link");
+	cr_assert_not(r->rdc_exists);
+	cr_assert_not(r->srq);
+	cr_assert_eq(r->primary.local_lid, 0xffff);
+	cr_assert_eq(r->primary.remote_lid, 0xffff);
+	cr_assert_eq(r->primary.packet_rate, 0);
+	cr_assert_eq(r->primary.traffic_class, 0);
+	cr_assert_eq(r->primary.hop_limit, 64);
+	cr_assert_eq(r->primary.sl, 0);
+	cr_assert_not(r->primary.subnet_local, "routed: hop limit 64");
+	/* IBA 12.7.34 from rdma_cm's PacketLifeTime 18 and rxe's ACK delay 15; ours (12)
+	 * gives the same. */
+	cr_assert_eq(r->primary.local_ack_timeout, 19);
+	cr_assert_eq(sv__cm_ack_timeout(15, SV_CM_PACKET_LIFE_TIME), 19);
+	cr_assert_eq(sv__cm_ack_timeout(12, SV_CM_PACKET_LIFE_TIME), 19);
+	cr_assert_eq(r->primary.flow_label, sv__cm_flow_label(ip->src_port, 7174));
+	cr_assert_eq(r->alternate.local_lid, 0);
+	cr_assert_eq(r->alternate.local_ack_timeout, 0);
+	cr_assert_eq(r->service_id, sv__cm_service_id(7174));
+}
+
+Test(wire_ib_cm, rxe_req_ipv4)
+{
+	static const uint8_t gid_g[16] = { [10] = 0xff, [11] = 0xff, 198, 18, 0, 2 };
+	static const uint8_t gid_h[16] = { [10] = 0xff, [11] = 0xff, 198, 18, 0, 1 };
+	struct sv_cm_msg m;
+	struct sv_cm_ip_hdr ip;
+
+	rxe_mad(rxe_req4, &m);
+	cr_assert_eq(m.mad.attr_id, SV_CM_ATTR_REQ);
+	cr_assert_eq(m.mad.tid, 0x00000002ceaaf076ull);
+	cr_assert_eq(m.req.local_comm_id, 0x76f0aace);
+	cr_assert_eq(m.req.local_qpn, 0x11);
+	cr_assert_eq(m.req.responder_resources, 1, "rping's conn param");
+	cr_assert_eq(m.req.initiator_depth, 1);
+	cr_assert_eq(m.req.starting_psn, 0x524f6a);
+	cr_assert_eq(m.req.retry_count, 7);
+	cr_assert_eq(m.req.rnr_retry_count, 7);
+	cr_assert_arr_eq(m.req.primary.local_gid, gid_g, 16);
+	cr_assert_arr_eq(m.req.primary.remote_gid, gid_h, 16);
+	cr_assert_eq(sv__cm_ip_hdr_decode(&ip, m.req.private_data, SV_CM_REQ_PRIVATE_LEN),
+		     SV_CM_IP_HDR_LEN);
+	cr_assert_eq(ip.ip_version, 4);
+	cr_assert_eq(ip.src_port, 0xc1bb);
+	cr_assert_arr_eq(ip.src_addr + 12, gid_g + 12, 4);
+	cr_assert_arr_eq(ip.dst_addr + 12, gid_h + 12, 4);
+	cr_assert_eq(m.req.primary.flow_label, 0x791ab);
+	rxe_req_choices(&m.req, &ip);
+}
+
+Test(wire_ib_cm, rxe_req_ipv6)
+{
+	static const uint8_t gid_g[16] = { 0xfd, 0x53, 0x76, 0x00, [15] = 2 };
+	static const uint8_t gid_h[16] = { 0xfd, 0x53, 0x76, 0x00, [15] = 1 };
+	struct sv_cm_msg m;
+	struct sv_cm_ip_hdr ip;
+
+	rxe_mad(rxe_req6, &m);
+	cr_assert_eq(m.mad.attr_id, SV_CM_ATTR_REQ);
+	cr_assert_eq(m.req.local_comm_id, 0x52f0aace);
+	cr_assert_eq(m.req.local_qpn, 0x15);
+	cr_assert_eq(m.req.starting_psn, 0xdfc343);
+	cr_assert_arr_eq(m.req.primary.local_gid, gid_g, 16);
+	cr_assert_arr_eq(m.req.primary.remote_gid, gid_h, 16);
+	cr_assert_eq(sv__cm_ip_hdr_decode(&ip, m.req.private_data, SV_CM_REQ_PRIVATE_LEN),
+		     SV_CM_IP_HDR_LEN);
+	cr_assert_eq(ip.ip_version, 6);
+	cr_assert_eq(ip.src_port, 0xe74c);
+	cr_assert_arr_eq(ip.src_addr, gid_g, 16);
+	cr_assert_arr_eq(ip.dst_addr, gid_h, 16);
+	/* No flow label on the socket: the same port hash as for IPv4. */
+	cr_assert_eq(m.req.primary.flow_label, 0xc1e3a);
+	rxe_req_choices(&m.req, &ip);
+}
+
+/* The kernel's REPs: its QPN and receive PSN, rping's depths, rxe's ACK delay 15 as the
+ * target ACK delay (from which an active side's ACK timeout follows), its node GUID. */
+static void rxe_rep_check(const char *hex, uint32_t our_id, uint32_t id, uint32_t qpn,
+			  uint32_t psn)
+{
+	struct sv_cm_msg m;
+
+	rxe_mad(hex, &m);
+	cr_assert_eq(m.mad.attr_id, SV_CM_ATTR_REP);
+	cr_assert_eq(m.rep.remote_comm_id, our_id);
+	cr_assert_eq(m.rep.local_comm_id, id);
+	cr_assert_eq(m.rep.local_qkey, 0);
+	cr_assert_eq(m.rep.local_qpn, qpn);
+	cr_assert_eq(m.rep.local_eecn, 0);
+	cr_assert_eq(m.rep.starting_psn, psn);
+	cr_assert_eq(m.rep.responder_resources, 1);
+	cr_assert_eq(m.rep.initiator_depth, 1);
+	cr_assert_eq(m.rep.target_ack_delay, 15);
+	cr_assert_eq(m.rep.failover_accepted, 0);
+	cr_assert_not(m.rep.e2e_flow_control);
+	cr_assert_eq(m.rep.rnr_retry_count, 7);
+	cr_assert_not(m.rep.srq);
+	cr_assert_eq(m.rep.local_ca_guid, 0x505400fffe537602ull);
+	cr_assert_eq(sv__cm_ack_timeout(m.rep.target_ack_delay, SV_CM_PACKET_LIFE_TIME), 19);
+}
+
+Test(wire_ib_cm, rxe_rep)
+{
+	rxe_rep_check(rxe_rep4, 0x19de9bb2, 0x74f0aace, 0x12, 0x5d9d19);
+	rxe_rep_check(rxe_rep6, 0xdc0a48b1, 0x62f0aace, 0x13, 0x12b332);
+}
+
+/* IBA 12.7.34 sums as exponents: the larger, plus one within one of each other. */
+Test(wire_ib_cm, ack_timeout_and_flow_label)
+{
+	cr_assert_eq(sv__cm_ack_timeout(0, 18), 19);
+	cr_assert_eq(sv__cm_ack_timeout(19, 18), 20);
+	cr_assert_eq(sv__cm_ack_timeout(20, 18), 21);
+	cr_assert_eq(sv__cm_ack_timeout(21, 18), 21);
+	cr_assert_eq(sv__cm_ack_timeout(15, 13), 16);
+	cr_assert_eq(sv__cm_ack_timeout(12, 13), 14);
+	cr_assert_eq(sv__cm_ack_timeout(31, 31), 31);
+	cr_assert_eq(sv__cm_flow_label(0, 0), 0);
+	cr_assert_eq(sv__cm_flow_label(0xffff, 0xffff), (0xffffu * 32) & 0xfffff);
 }

@@ -475,7 +475,8 @@ Test(wire_roce, cm_and_ud_session, .timeout = 180)
 	cr_assert_eq(req->req.transport, SV_CM_TRANSPORT_RC);
 	cr_assert_eq(req->req.responder_resources, 4);
 	cr_assert_eq(req->req.initiator_depth, 4);
-	cr_assert_eq(req->req.starting_psn, a_psn);
+	/* A Starting PSN is where its sender receives: the REQ's is b's first send PSN. */
+	cr_assert_eq(req->req.starting_psn, b_psn);
 	cr_assert(req->req.path_mtu >= 1 && req->req.path_mtu <= 5, "MTU %u", req->req.path_mtu);
 	cr_assert_arr_eq(req->req.primary.local_gid, a.s.gid, 16);
 	cr_assert_arr_eq(req->req.primary.remote_gid, b.s.gid, 16);
@@ -490,7 +491,7 @@ Test(wire_roce, cm_and_ud_session, .timeout = 180)
 	cr_assert_not_null(rep, "no REP");
 	cr_assert_eq(rep->rep.remote_comm_id, req->req.local_comm_id);
 	cr_assert_eq(rep->rep.local_qpn, b.s.qp->qp_num);
-	cr_assert_eq(rep->rep.starting_psn, b_psn);
+	cr_assert_eq(rep->rep.starting_psn, a_psn);
 	cr_assert_eq(rep->rep.responder_resources, 4);
 	cr_assert_eq(rep->rep.initiator_depth, 4);
 	cr_assert_arr_eq(rep->rep.private_data, "rep-data-from-b", 15);
