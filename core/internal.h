@@ -193,7 +193,7 @@ void sv__key_slot_put(struct sv_context *ctx, uint32_t idx);
 /* Under mr_lock (read): the live region for key, or NULL (unknown or stale key, or a
  * window's key). */
 struct sv__mr *sv__mr_lookup(struct sv_context *ctx, uint32_t key);
-/* Under mr_lock (read): the window key names, or NULL; its 8-bit key is compared. */
+/* Under mr_lock (read): the window key names, or NULL; the whole key is compared. */
 struct sv__mw *sv__mw_lookup(struct sv_context *ctx, uint32_t key);
 /* Under mr_lock (read): sv__mr_acquire() for a window's key: window state, PD, QP (type
  * 2), range and rights; on success a reference on the window's MR as *out. */
