@@ -10,8 +10,9 @@
  * a draw succeeds three times in four. A peer who knows which slots are taken can rule
  * out keys naming them: at most log2(4/3) < 0.42 bits of the 32, with the table full.
  * Bits 0-7 are the consumer's key (what ibv_inc_rkey(3) advances and a type 2 window
- * bind sets): they never choose the slot, so a window keeps its slot across binds. A freed slot remembers its last key and a new draw for it must differ, so a stale
- * key never names the next object there. lkey == rkey: iWARP has one STag per region
+ * bind sets): they never choose the slot, so a window keeps its slot across binds. A
+ * freed slot remembers its last key and a new draw for it must differ, so a stale key
+ * never names the next object there. lkey == rkey: iWARP has one STag per region
  * (RFC 5040 2.1), and nothing in verbs requires them to differ.
  *
  * Deregistration first removes the slot's pointer under the table's write lock, so no new
