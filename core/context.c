@@ -157,7 +157,6 @@ int sv__open_device_with_ops(const struct sv_device_opts *opts,
 	normalize(&ctx->opts);
 	ctx->ops = ops;
 	ctx->node_guid = make_guid(ctx);
-	ctx->next_qpn = 2;		/* QP0 and QP1 are special in IB; never hand them out */
 	ctx->next_pd_handle = 1;
 	ctx->next_mr_handle = 1;
 	pthread_mutex_init(&ctx->obj_lock, NULL);

@@ -51,6 +51,9 @@
 #define SV__DEF_MAX_MR 65536
 #define SV__DEF_MULPDU 16384
 
+/* Memory keys fetched from getrandom(2) at a time (core/mr.c). */
+#define SV__KEY_POOL 64
+
 /* ---------------------------------------------------------------------------------------
  * Engine (core/engine.c): jobs run on the loop thread.
  */
@@ -84,16 +87,16 @@ struct sv_context {
 	pthread_mutex_t obj_lock;
 	uint32_t n_pd, n_cq, n_qp, n_mr, n_comp_channel, n_cm_id;
 	uint32_t n_srq;
-	uint32_t next_pd_handle, next_mr_handle, next_qpn;
+	uint32_t next_pd_handle, next_mr_handle;
+	uint32_t qpns[SV__MAX_QP];	/* the live QPs' numbers, n_qp of them (core/qp.c) */
 
 	/* MR key table (core/mr.c). */
 	pthread_rwlock_t mr_lock;
-	struct sv__mr_slot *mr_slots;	/* index 0 unused: no valid key is < 256 */
-	uint32_t mr_cap;		/* slots incl. the unused one */
-	uint32_t *mr_free;		/* stack of free indices */
-	uint32_t mr_nfree;
-	uint32_t mr_next_fresh;		/* lowest index never used */
-	uint32_t mr_seed;
+	struct sv__mr_slot *mr_slots;	/* mr_mask + 1 of them; slot 0 is never used */
+	uint32_t mr_mask;		/* a key names slot (key >> 8) & mr_mask */
+	uint32_t mr_used;		/* slots holding a region or window (<= opts.max_mr) */
+	uint32_t key_pool[SV__KEY_POOL];	/* getrandom(2) output not yet used (mr_lock) */
+	uint32_t key_pool_n;
 	pthread_mutex_t dereg_lock;	/* sv_dereg_mr waits here for in-flight accesses */
 	pthread_cond_t dereg_cond;
 
@@ -171,20 +174,26 @@ struct sv__mw {
 struct sv__mr_slot {
 	struct sv__mr *mr;		/* NULL when free or a window's */
 	struct sv__mw *mw;		/* the window owning the slot, or NULL */
-	uint8_t key;			/* low 8 bits of the current (or next) key */
-	bool used;			/* key was drawn */
+	uint32_t key;			/* the whole current key; once free, the last one */
 };
+
+/* The key table slot a key names. Bits 0-7 are the consumer's key (what ibv_inc_rkey(3)
+ * advances and a type 2 window bind sets), so they never choose the slot. */
+static inline uint32_t sv__key_index(const struct sv_context *ctx, uint32_t key)
+{
+	return (key >> 8) & ctx->mr_mask;
+}
 
 int sv__mr_table_init(struct sv_context *ctx);
 void sv__mr_table_fini(struct sv_context *ctx);
-/* Under mr_lock (write): a free key table index whose next 8-bit key is in its slot. */
+/* Under mr_lock (write): a free slot with a fresh random key in it (its key field). */
 int sv__key_slot_get(struct sv_context *ctx, uint32_t *idx);
-/* Under mr_lock (write): returns idx to the free list, advancing its 8-bit key. */
+/* Under mr_lock (write): frees slot idx; its old key stops naming anything. */
 void sv__key_slot_put(struct sv_context *ctx, uint32_t idx);
 /* Under mr_lock (read): the live region for key, or NULL (unknown or stale key, or a
  * window's key). */
 struct sv__mr *sv__mr_lookup(struct sv_context *ctx, uint32_t key);
-/* Under mr_lock (read): the window key names, or NULL; its 8-bit key is compared. */
+/* Under mr_lock (read): the window key names, or NULL; the whole key is compared. */
 struct sv__mw *sv__mw_lookup(struct sv_context *ctx, uint32_t key);
 /* Under mr_lock (read): sv__mr_acquire() for a window's key: window state, PD, QP (type
  * 2), range and rights; on success a reference on the window's MR as *out. */

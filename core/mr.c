@@ -2,11 +2,18 @@
  * mr.c — memory regions, the key table and the local (lkey) and remote (rkey/STag)
  * access checks of verbs.md section 6.
  *
- * A key is index << 8 | key8: the index names a slot of a flat table (O(1) lookup) and
- * the 8-bit key, drawn at random the first time a slot is used and advanced on every
- * reuse, makes a stale or guessed key fail (the ibv_inc_rkey convention; rxe looks up
- * by key >> 8 and then compares the whole key). lkey == rkey: iWARP has one STag per
- * region (RFC 5040 2.1), and nothing in verbs requires them to differ.
+ * A key is 32 bits from getrandom(2) (core/random.c; doc/security.md, "Keys and
+ * identifiers"): a peer that has seen any number of keys learns nothing about the next
+ * one. Bits 8 and up, masked to the table size, name the key's slot in a flat table (O(1)
+ * lookup, then the whole key is compared), so a key is drawn until it names a free slot;
+ * the table has at least four slots per allowed object, so at most a quarter are taken and
+ * a draw succeeds three times in four. A peer who knows which slots are taken can rule
+ * out keys naming them: at most log2(4/3) < 0.42 bits of the 32, with the table full.
+ * Bits 0-7 are the consumer's key (what ibv_inc_rkey(3) advances and a type 2 window
+ * bind sets): they never choose the slot, so a window keeps its slot across binds. A
+ * freed slot remembers its last key and a new draw for it must differ, so a stale key
+ * never names the next object there. lkey == rkey: iWARP has one STag per region
+ * (RFC 5040 2.1), and nothing in verbs requires them to differ.
  *
  * Deregistration first removes the slot's pointer under the table's write lock, so no new
  * sv__mr_acquire() can find the region, then waits until the in-flight references drop to
@@ -19,8 +26,6 @@
  */
 #include <errno.h>
 #include <stdlib.h>
-#include <sys/random.h>
-#include <unistd.h>
 
 #include "core/internal.h"
 
@@ -31,19 +36,15 @@
 
 int sv__mr_table_init(struct sv_context *ctx)
 {
-	uint32_t cap = ctx->opts.max_mr + 1;
+	uint32_t n = 256;
 
-	if (getrandom(&ctx->mr_seed, sizeof(ctx->mr_seed), GRND_NONBLOCK) != sizeof(ctx->mr_seed))
-		ctx->mr_seed = (uint32_t)sv__now_ns() ^ (uint32_t)getpid();
-	ctx->mr_slots = calloc(cap, sizeof(*ctx->mr_slots));
-	ctx->mr_free = calloc(cap, sizeof(*ctx->mr_free));
-	if (!ctx->mr_slots || !ctx->mr_free) {
-		free(ctx->mr_slots);
-		free(ctx->mr_free);
+	while (n < 4 * ctx->opts.max_mr)	/* max_mr <= 2^20, so the index fits 24 bits */
+		n <<= 1;
+	if (!(ctx->mr_slots = calloc(n, sizeof(*ctx->mr_slots))))
 		return -ENOMEM;
-	}
-	ctx->mr_cap = cap;
-	ctx->mr_next_fresh = 1;
+	ctx->mr_mask = n - 1;
+	ctx->mr_used = 0;
+	ctx->key_pool_n = 0;
 	pthread_rwlock_init(&ctx->mr_lock, NULL);
 	pthread_mutex_init(&ctx->dereg_lock, NULL);
 	pthread_cond_init(&ctx->dereg_cond, NULL);
@@ -56,39 +57,46 @@ void sv__mr_table_fini(struct sv_context *ctx)
 	pthread_mutex_destroy(&ctx->dereg_lock);
 	pthread_rwlock_destroy(&ctx->mr_lock);
 	free(ctx->mr_slots);
-	free(ctx->mr_free);
 }
 
-/* xorshift32: the 8-bit keys only need to be unpredictable to a peer guessing keys of a
- * fresh slot, not cryptographic. Under mr_lock (write). */
-static uint8_t draw_key(struct sv_context *ctx)
+/* Under mr_lock (write). One getrandom(2) call per SV__KEY_POOL keys keeps registration
+ * cheap (bench/reg_bench.c). */
+static int draw_key(struct sv_context *ctx, uint32_t *key)
 {
-	uint32_t x = ctx->mr_seed;
+	if (ctx->key_pool_n == 0) {
+		int rc = sv__random(ctx->key_pool, sizeof(ctx->key_pool));
 
-	x ^= x << 13;
-	x ^= x >> 17;
-	x ^= x << 5;
-	ctx->mr_seed = x;
-	return (uint8_t)(x >> 24);
+		if (rc < 0)
+			return rc;
+		ctx->key_pool_n = SV__KEY_POOL;
+	}
+	*key = ctx->key_pool[--ctx->key_pool_n];
+	ctx->key_pool[ctx->key_pool_n] = 0;	/* a used key does not stay in memory */
+	return 0;
 }
 
 int sv__key_slot_get(struct sv_context *ctx, uint32_t *idx)
 {
-	struct sv__mr_slot *s;
-
-	if (ctx->mr_nfree) {
-		*idx = ctx->mr_free[--ctx->mr_nfree];
-	} else if (ctx->mr_next_fresh < ctx->mr_cap) {
-		*idx = ctx->mr_next_fresh++;
-	} else {
+	if (ctx->mr_used >= ctx->opts.max_mr)
 		return -ENOMEM;
+	/* Ends: at most a quarter of the slots are taken (see the file comment), so each
+	 * draw finds a free one with probability >= 3/4. */
+	for (;;) {
+		struct sv__mr_slot *s;
+		uint32_t key, i;
+		int rc;
+
+		if ((rc = draw_key(ctx, &key)) < 0)
+			return rc;
+		i = sv__key_index(ctx, key);
+		s = &ctx->mr_slots[i];
+		if (i == 0 || s->mr || s->mw || s->key == key)
+			continue;
+		s->key = key;
+		ctx->mr_used++;
+		*idx = i;
+		return 0;
 	}
-	s = &ctx->mr_slots[*idx];
-	if (!s->used) {
-		s->key = draw_key(ctx);
-		s->used = true;
-	}
-	return 0;
 }
 
 void sv__key_slot_put(struct sv_context *ctx, uint32_t idx)
@@ -96,9 +104,8 @@ void sv__key_slot_put(struct sv_context *ctx, uint32_t idx)
 	struct sv__mr_slot *s = &ctx->mr_slots[idx];
 
 	s->mr = NULL;
-	s->mw = NULL;
-	s->key++;			/* the next object in this slot gets another key */
-	ctx->mr_free[ctx->mr_nfree++] = idx;
+	s->mw = NULL;			/* s->key stays: the next draw here must differ */
+	ctx->mr_used--;
 }
 
 int sv_reg_mr(struct sv_pd *pd, void *addr, size_t length, unsigned access,
@@ -135,7 +142,7 @@ int sv_reg_mr(struct sv_pd *pd, void *addr, size_t length, unsigned access,
 	pthread_rwlock_wrlock(&ctx->mr_lock);
 	if ((rc = sv__key_slot_get(ctx, &idx)) == 0) {
 		ctx->mr_slots[idx].mr = mr;
-		mr->pub.lkey = mr->pub.rkey = idx << 8 | ctx->mr_slots[idx].key;
+		mr->pub.lkey = mr->pub.rkey = ctx->mr_slots[idx].key;
 		mr->pub.handle = ctx->next_mr_handle++;
 	}
 	pthread_rwlock_unlock(&ctx->mr_lock);
@@ -162,7 +169,7 @@ int sv_dereg_mr(struct sv_mr *pub)
 		return -EINVAL;
 	mr = container_of(pub, struct sv__mr, pub);
 	ctx = pub->context;
-	idx = pub->lkey >> 8;
+	idx = sv__key_index(ctx, pub->lkey);
 
 	pthread_rwlock_wrlock(&ctx->mr_lock);
 	s = &ctx->mr_slots[idx];
@@ -195,13 +202,9 @@ int sv_dereg_mr(struct sv_mr *pub)
 
 struct sv__mr *sv__mr_lookup(struct sv_context *ctx, uint32_t key)
 {
-	uint32_t idx = key >> 8;
-	struct sv__mr_slot *s;
+	const struct sv__mr_slot *s = &ctx->mr_slots[sv__key_index(ctx, key)];
 
-	if (idx == 0 || idx >= ctx->mr_cap)
-		return NULL;
-	s = &ctx->mr_slots[idx];
-	if (!s->mr || s->key != (uint8_t)key)
+	if (!s->mr || s->key != key)
 		return NULL;
 	return s->mr;
 }

@@ -56,7 +56,7 @@ int sv_alloc_mw(struct sv_pd *pd, enum sv_mw_type type, struct sv_mw **out)
 	if ((rc = sv__key_slot_get(ctx, &idx)) == 0) {
 		ctx->mr_slots[idx].mw = mw;
 		mw->idx = idx;
-		mw->pub.rkey = idx << 8 | ctx->mr_slots[idx].key;
+		mw->pub.rkey = ctx->mr_slots[idx].key;
 		mw->pub.handle = ctx->next_mr_handle++;
 	}
 	pthread_rwlock_unlock(&ctx->mr_lock);
@@ -119,7 +119,7 @@ int sv_bind_mw(struct sv_qp *qp, struct sv_mw *mw, const struct sv_mw_bind *bind
 	if (mw->type != SV_MW_TYPE_1 || mw->pd != qp->pd || (bi->length && !bi->mr) ||
 	    (bi->mr && bi->mr->pd != mw->pd))
 		return -EINVAL;
-	/* libibverbs' ibv_inc_rkey(): the same index, the next 8-bit key. */
+	/* libibverbs' ibv_inc_rkey(): the same upper 24 bits, the next 8-bit key. */
 	rkey = (mw->rkey & ~0xffu) | ((mw->rkey + 1) & 0xffu);
 	wr.wr_id = bind->wr_id;
 	wr.opcode = SV_WR_BIND_MW;
@@ -136,13 +136,9 @@ int sv_bind_mw(struct sv_qp *qp, struct sv_mw *mw, const struct sv_mw_bind *bind
 
 struct sv__mw *sv__mw_lookup(struct sv_context *ctx, uint32_t key)
 {
-	uint32_t idx = key >> 8;
-	struct sv__mr_slot *s;
+	const struct sv__mr_slot *s = &ctx->mr_slots[sv__key_index(ctx, key)];
 
-	if (idx == 0 || idx >= ctx->mr_cap)
-		return NULL;
-	s = &ctx->mr_slots[idx];
-	if (!s->mw || s->key != (uint8_t)key)
+	if (!s->mw || s->key != key)
 		return NULL;
 	return s->mw;
 }
@@ -228,8 +224,8 @@ static enum sv_wc_status run_bind(struct sv_qp *qp, const struct sv__send_wqe *w
 	pthread_rwlock_wrlock(&ctx->mr_lock);
 	/* The window and MR are found again by index/handle and key: either may have been
 	 * freed since the WR was posted, and then the bind fails. */
-	s = w->bind.mw_index < ctx->mr_cap ? &ctx->mr_slots[w->bind.mw_index] : NULL;
-	mw = s ? s->mw : NULL;
+	s = &ctx->mr_slots[w->bind.mw_index & ctx->mr_mask];
+	mw = s->mw;
 	if (!mw || mw->pub.handle != w->bind.mw_handle)
 		why = "the window was deallocated";
 	else if (w->bind.length && !(mr = sv__mr_lookup(ctx, w->bind.mr_lkey)))
@@ -250,9 +246,9 @@ static enum sv_wc_status run_bind(struct sv_qp *qp, const struct sv__send_wqe *w
 			mw->qpn = qp->qp_num;
 		}
 	}
-	/* The new key: the window's index, the 8 bits the WR asked for (mw->pub.rkey got
-	 * it when the WR was posted, in the poster's thread). */
-	s->key = (uint8_t)w->bind.rkey;
+	/* The new key: the window's random upper 24 bits, the 8 bits the WR asked for
+	 * (mw->pub.rkey got it when the WR was posted, in the poster's thread). */
+	s->key = (s->key & ~0xffu) | (w->bind.rkey & 0xffu);
 	st = SV_WC_SUCCESS;
 out:
 	pthread_rwlock_unlock(&ctx->mr_lock);

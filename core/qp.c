@@ -598,6 +598,42 @@ static void free_rings(struct sv__qp *qp)
 	free(qp->rq_slot);
 }
 
+/* Under obj_lock: a QP number no peer can predict (doc/security.md, "Keys and
+ * identifiers"): 24 random bits (IBA 9.2, DestQP), never 0 or 1 (QP0 and QP1 are special
+ * in IB), never one of this context's live QPs. At most max_qp (1024) of the 2^24 are
+ * taken, so the first draw almost always stands; the scan is create-time only, and the
+ * transports' own QPN lookups (wire/roce.c) hash the number. */
+static int qpn_take(struct sv_context *ctx, uint32_t *qpn)
+{
+	for (;;) {
+		uint32_t r;
+		bool taken = false;
+		int rc;
+
+		if ((rc = sv__random(&r, sizeof(r))) < 0)
+			return rc;
+		r &= 0xffffff;
+		for (uint32_t i = 0; i < ctx->n_qp && !taken; i++)
+			taken = ctx->qpns[i] == r;
+		if (r < 2 || taken)
+			continue;
+		ctx->qpns[ctx->n_qp] = r;
+		*qpn = r;
+		return 0;
+	}
+}
+
+/* Under obj_lock: qpn is no longer live; n_qp drops by one. */
+static void qpn_drop(struct sv_context *ctx, uint32_t qpn)
+{
+	for (uint32_t i = 0; i < ctx->n_qp; i++) {
+		if (ctx->qpns[i] == qpn) {
+			ctx->qpns[i] = ctx->qpns[--ctx->n_qp];
+			return;
+		}
+	}
+}
+
 static int check_caps(const struct sv_device_opts *o, const struct sv_qp_cap *c)
 {
 	if (c->max_send_wr > o->max_qp_wr || c->max_recv_wr > o->max_qp_wr)
@@ -695,17 +731,10 @@ int sv_create_qp(struct sv_pd *pd, struct sv_qp_init_attr *ia, struct sv_qp **ou
 	}
 
 	pthread_mutex_lock(&ctx->obj_lock);
-	if (ctx->n_qp >= ctx->opts.max_qp) {
+	if (ctx->n_qp >= ctx->opts.max_qp)
 		rc = -ENOMEM;
-	} else {
+	else if ((rc = qpn_take(ctx, &qp->pub.qp_num)) == 0)
 		ctx->n_qp++;
-		qp->pub.qp_num = ctx->next_qpn;
-		/* QP numbers are 24 bits (IBA 9.2 DestQP); wrap past 0 and 1. */
-		ctx->next_qpn = (ctx->next_qpn + 1) & 0xffffff;
-		if (ctx->next_qpn < 2)
-			ctx->next_qpn = 2;
-		rc = 0;
-	}
 	pthread_mutex_unlock(&ctx->obj_lock);
 	if (rc < 0)
 		goto err_lock;
@@ -731,7 +760,7 @@ err_srq:
 		sv__srq_detach(srq);
 err_count:
 	pthread_mutex_lock(&ctx->obj_lock);
-	ctx->n_qp--;
+	qpn_drop(ctx, qp->pub.qp_num);
 	pthread_mutex_unlock(&ctx->obj_lock);
 err_lock:
 	pthread_mutex_destroy(&qp->lock);
@@ -774,7 +803,7 @@ int sv_destroy_qp(struct sv_qp *pub)
 
 	atomic_fetch_sub(&container_of(pub->pd, struct sv__pd, pub)->n_qp, 1);
 	pthread_mutex_lock(&ctx->obj_lock);
-	ctx->n_qp--;
+	qpn_drop(ctx, pub->qp_num);
 	pthread_mutex_unlock(&ctx->obj_lock);
 	pthread_mutex_destroy(&qp->lock);
 	free_rings(qp);
@@ -1048,11 +1077,12 @@ static int post_one_send(struct sv__qp *qp, const struct sv_send_wr *wr)
 		w->rkey = 0;
 		w->compare_add = w->swap = 0;
 		w->bind.mw_handle = wr->wr.bind_mw.mw->handle;
-		w->bind.mw_index = wr->wr.bind_mw.mw->rkey >> 8;
+		w->bind.mw_index = sv__key_index(qp->pub.context, wr->wr.bind_mw.mw->rkey);
 		w->bind.rkey = wr->wr.bind_mw.rkey;
 		/* The window's key from now on (ibv_bind_mw(3) semantics), set here in the
 		 * poster's thread; the key table changes when the bind executes. */
-		wr->wr.bind_mw.mw->rkey = (w->bind.mw_index << 8) | (wr->wr.bind_mw.rkey & 0xff);
+		wr->wr.bind_mw.mw->rkey = (wr->wr.bind_mw.mw->rkey & ~0xffu) |
+					  (wr->wr.bind_mw.rkey & 0xffu);
 		/* The MR by key: it may be deregistered before the bind runs. */
 		w->bind.mr_lkey = bi->mr ? bi->mr->lkey : 0;
 		w->bind.addr = bi->addr;

@@ -208,6 +208,9 @@ void *sv__ctx_tctx(struct sv_context *ctx);
 uint64_t sv__ctx_node_guid(const struct sv_context *ctx);
 /* Monotonic clock in nanoseconds (one clock for the whole library). */
 uint64_t sv__now_ns(void);
+/* len bytes from the kernel's CSPRNG (getrandom(2), core/random.c), for identifiers a
+ * peer must not predict (doc/security.md, "Keys and identifiers"). 0 or -errno. */
+int sv__random(void *buf, size_t len);
 
 /* One step of a bounded spin on a lock or flag another core will change: tells the CPU
  * it is a spin-wait (x86 PAUSE, arm64 YIELD), so it saves power and lets the sibling
@@ -291,9 +294,10 @@ int sv__sge_map(struct sv_qp *qp, const struct sv_sge *sge, uint32_t num_sge,
  * window: offsets from its start) and a type 2 window must be bound through this QP;
  * the reference is on the window's MR. On success *mr holds a reference (sv_dereg_mr
  * waits for it) and *ptr is the host address of va.
- * Errors, most specific first, so the transport can pick the Terminate/NAK code:
+ * Errors, most specific first, for the log; a peer must not learn which one it was, so
+ * the transports answer all but -EOPNOTSUPP with one code (doc/security.md):
  *   -EOPNOTSUPP  the QP does not enable this kind of remote access
- *   -ENOENT      no such key (never registered, deregistered, stale 8-bit key, a window
+ *   -ENOENT      no such key (never registered, deregistered, stale key, a window
  *                unbound or invalidated)
  *   -EPERM       key of another PD, or a type 2 window of another QP (not associated
  *                with this stream)
@@ -313,7 +317,7 @@ void sv__mr_release(struct sv__mr *mr);
  * invalidated remotely (verbs.md 7; o10-37.2.26 forbids it for type 1, and this
  * library has no fast-register MRs, the only MRs rxe lets a peer invalidate). On
  * success the window is free and its key refused from now on. Errors:
- *   -ENOENT  no such key (never allocated, freed, stale 8-bit key)
+ *   -ENOENT  no such key (never allocated, freed, stale key)
  *   -EPERM   a window of another PD, or bound through another QP
  *   -EINVAL  the key cannot be invalidated: an MR, a type 1 window, an unbound window
  * [qp-locked] not required.

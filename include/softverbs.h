@@ -215,7 +215,8 @@ struct sv_mr {
 
 /*
  * Registers [addr, addr+length). REMOTE_WRITE or REMOTE_ATOMIC without LOCAL_WRITE is
- * -EINVAL. Keys are index<<8 | an 8-bit key that changes on every reuse of the index.
+ * -EINVAL. Keys (lkey == rkey) are 32 bits from the kernel's CSPRNG: no peer can predict
+ * one from others (doc/security.md, "Keys and identifiers").
  */
 int sv_reg_mr(struct sv_pd *pd, void *addr, size_t length, unsigned access,
 	      struct sv_mr **mr);
@@ -230,7 +231,8 @@ int sv_dereg_mr(struct sv_mr *mr);
  * Memory windows (verbs.md section 7)
  *
  * A window grants remote access to part of an MR under its own rkey. Keys come from the
- * MRs' key table (index<<8 | 8-bit key), so an rkey names either an MR or a window.
+ * MRs' key table, so an rkey names either an MR or a window: 24 random upper bits fixed
+ * at allocation, and a low 8-bit key that binds change (ibv_inc_rkey(3)).
  * Type 1: bound with sv_bind_mw(), usable through every QP of the PD, re-bound or
  * unbound (length 0) by binding again, never invalidated, never ZERO_BASED. Type 2 (2B
  * semantics): bound by an SV_WR_BIND_MW work request, only while unbound, with the

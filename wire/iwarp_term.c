@@ -11,8 +11,10 @@
  *
  * A Send with Invalidate naming an STag we may not invalidate (an MR, a type 1 window, a
  * window of another PD or QP, or no such STag) is an RDMAP remote protection error too
- * (iwarp.md 4.6; siw uses "STag cannot be invalidated" the same way); the receive it
- * consumed fails with REM_INV_REQ_ERR, rxe's status for a bad invalidate.
+ * (iwarp.md 4.6), always "STag cannot be invalidated"; the receive it consumed fails
+ * with REM_INV_REQ_ERR, rxe's status for a bad invalidate. Every STag failure has one
+ * code per operation, whatever the reason, so a Terminate is no oracle for keys of
+ * other PDs (doc/security.md, "Keys and identifiers").
  *
  * The requester that receives a Terminate completes the WQE it concerns with a status
  * derived from the triple (verbs.md section 3) and vendor_err = layer<<16|etype<<8|ecode.
@@ -41,31 +43,24 @@ void sv__iw_err_set(struct sv__iw_err *e, uint8_t layer, uint8_t etype, uint8_t 
 
 void sv__iw_err_from_mr(struct sv__iw_err *e, int rc, bool rdmap)
 {
-	uint8_t ecode;
-
+	/* One code for every failure that depends on the STag (doc/security.md, "Keys and
+	 * identifiers"): no such STag, an STag of another PD or QP, an address outside it,
+	 * an offset that wraps, or rights it does not grant. Telling them apart, as the
+	 * RFCs' separate codes would and siw does, lets a peer test guessed STags for
+	 * existence in other PDs. "Invalid STag" (RFC 5040 section 7.2 for RDMAP, RFC 5041
+	 * section 7.2 for DDP) says only that this STag is no good for this access. The
+	 * QP's own access flags (-EOPNOTSUPP, checked before any STag is looked at) keep
+	 * their code: they say nothing about STags. */
 	if (rdmap) {
 		/* RFC 5040 remote protection codes, for Read Requests and atomics. */
-		switch (rc) {
-		case -ENOENT: ecode = SV_TERM_RDMAP_INV_STAG; break;
-		case -EPERM: ecode = SV_TERM_RDMAP_STAG_NOT_ASSOC; break;
-		case -EOVERFLOW: ecode = SV_TERM_RDMAP_TO_WRAP; break;
-		case -ERANGE: ecode = SV_TERM_RDMAP_BASE_BOUNDS; break;
-		case -EACCES:
-		case -EOPNOTSUPP: ecode = SV_TERM_RDMAP_ACCESS; break;
-		default: ecode = SV_TERM_RDMAP_UNSPECIFIED; break;
-		}
+		uint8_t ecode = rc == -EOPNOTSUPP ? SV_TERM_RDMAP_ACCESS : SV_TERM_RDMAP_INV_STAG;
+
 		sv__iw_err_set(e, SV_TERM_LAYER_RDMAP, SV_TERM_RDMAP_REMOTE_PROT, ecode);
 		e->with_rdmap = true;
 	} else {
 		/* RFC 5041 tagged buffer codes for RDMA Write placement. DDP has no code
-		 * for missing access rights; like siw we call it an invalid STag. */
-		switch (rc) {
-		case -EPERM: ecode = SV_TERM_DDP_T_STAG_NOT_ASSOC; break;
-		case -EOVERFLOW: ecode = SV_TERM_DDP_T_TO_WRAP; break;
-		case -ERANGE: ecode = SV_TERM_DDP_T_BASE_BOUNDS; break;
-		default: ecode = SV_TERM_DDP_T_INV_STAG; break;
-		}
-		sv__iw_err_set(e, SV_TERM_LAYER_DDP, SV_TERM_DDP_TAGGED, ecode);
+		 * for missing access rights at all. */
+		sv__iw_err_set(e, SV_TERM_LAYER_DDP, SV_TERM_DDP_TAGGED, SV_TERM_DDP_T_INV_STAG);
 	}
 	e->with_ddp = true;
 	e->event = SV_EVENT_QP_ACCESS_ERR;
@@ -73,10 +68,11 @@ void sv__iw_err_from_mr(struct sv__iw_err *e, int rc, bool rdmap)
 
 void sv__iw_err_from_inv(struct sv__iw_err *e, int rc)
 {
-	uint8_t ecode = rc == -ENOENT ? SV_TERM_RDMAP_INV_STAG :
-			rc == -EPERM ? SV_TERM_RDMAP_STAG_NOT_ASSOC : SV_TERM_RDMAP_CANT_INVALIDATE;
-
-	sv__iw_err_set(e, SV_TERM_LAYER_RDMAP, SV_TERM_RDMAP_REMOTE_PROT, ecode);
+	/* One code whatever the reason (no such STag, another PD's or QP's, an MR, a type
+	 * 1 window), for the reason sv__iw_err_from_mr() gives. */
+	(void)rc;
+	sv__iw_err_set(e, SV_TERM_LAYER_RDMAP, SV_TERM_RDMAP_REMOTE_PROT,
+		       SV_TERM_RDMAP_CANT_INVALIDATE);
 	/* No D or R: the copied header would be untagged under EType 1, which Wireshark
 	 * sizes as tagged (wire/rdmap.h), and the RDMAP header field fits Read Requests. */
 	e->event = SV_EVENT_QP_ACCESS_ERR;

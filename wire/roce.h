@@ -171,10 +171,7 @@ struct sv__rctx {
 	/* Connection manager (roce_cm.c, loop only). */
 	uv_timer_t cm_timer;		/* MAD retransmissions */
 	struct sv__tep *cm_eps;		/* listeners and connections */
-	uint32_t cm_next_id;		/* local communication IDs */
-	uint16_t cm_next_port;		/* ephemeral service ports */
 	uint32_t gsi_psn;		/* BTH PSN of the MADs we send */
-	uint64_t cm_rand;		/* xorshift state: PSNs, IDs (not the app's random()) */
 };
 
 /* A transmit batch: built under one QP lock, sent with one sendmmsg. */

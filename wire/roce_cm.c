@@ -131,6 +131,7 @@ struct sv__tep {
 	uint32_t local_id, remote_id;
 	uint32_t remote_qpn;
 	uint32_t rq_psn;		/* ours to receive at: the Starting PSN we send */
+	uint32_t tid_low;		/* low half of our REQ's (SIDR_REQ's) transaction ID */
 	uint32_t sq_psn;		/* ours to send from: the peer's Starting PSN */
 	uint8_t ack_timeout;		/* our QP's local ACK timeout (5 bits) */
 	uint8_t retries;		/* Max CM Retries: resends of a MAD after the first */
@@ -151,29 +152,10 @@ static uint64_t ms_ns(uint64_t ms)
 	return ms * 1000000u;
 }
 
-/* Starting PSNs, communication IDs and transaction IDs differ from one connection, one
- * context and one process to the next; a library must not draw from (or reseed) the
- * application's random(), so each context runs its own xorshift64. */
-static uint32_t rnd(struct sv__rctx *rc)
-{
-	uint64_t x = rc->cm_rand;
-
-	x ^= x << 13;
-	x ^= x >> 7;
-	x ^= x << 17;
-	rc->cm_rand = x;
-	return (uint32_t)(x >> 32);
-}
-
 /* sv_conn_param retry counts: 0 is "the default", 7 the most the 3-bit fields hold. */
 static uint8_t retry_of(uint8_t v)
 {
 	return v == 0 || v > CM_RETRY_CNT ? CM_RETRY_CNT : v;
-}
-
-static uint32_t rand24(struct sv__rctx *rc)
-{
-	return rnd(rc) & SV_PSN_MASK;
 }
 
 /* The PacketLifeTime our REQ assumes for its path (ib_cm.h): the kernel's RoCE value,
@@ -305,6 +287,14 @@ static void send_rej(struct sv__rctx *rc, const union sv__roce_addr *dst, uint64
  * Endpoints.
  */
 
+static bool id_taken(const struct sv__rctx *rc, uint32_t id)
+{
+	for (const struct sv__tep *e = rc->cm_eps; e; e = e->next)
+		if (e->local_id == id)
+			return true;
+	return false;
+}
+
 static struct sv__tep *ep_new(struct sv__rctx *rc, enum ep_state st)
 {
 	struct sv__tep *ep = calloc(1, sizeof(*ep));
@@ -314,10 +304,22 @@ static struct sv__tep *ep_new(struct sv__rctx *rc, enum ep_state st)
 	ep->rc = rc;
 	ep->state = st;
 	ep->dir_fd = -1;
-	/* Communication IDs: unique per context, never 0 (0 means "unknown" in a REJ). */
-	if (++rc->cm_next_id == 0)
-		rc->cm_next_id = 1;
-	ep->local_id = rc->cm_next_id;
+	/* The communication ID, the Starting PSN we send and our REQ's transaction ID come
+	 * from getrandom(2) (core/random.c, doc/security.md "Keys and identifiers"): an
+	 * off-path peer that has seen other exchanges cannot guess them, so it cannot
+	 * answer for an exchange it is not part of. The ID is unique among the context's
+	 * endpoints and never 0 (0 means "unknown" in a REJ). */
+	do {
+		uint32_t r[3];
+
+		if (sv__random(r, sizeof(r)) < 0) {
+			free(ep);
+			return NULL;
+		}
+		ep->local_id = r[0];
+		ep->rq_psn = r[1] & SV_PSN_MASK;
+		ep->tid_low = r[2];
+	} while (ep->local_id == 0 || id_taken(rc, ep->local_id));
 	ep->next = rc->cm_eps;
 	rc->cm_eps = ep;
 	return ep;
@@ -344,13 +346,19 @@ static bool port_used(const struct sv__rctx *rc, uint16_t ps, uint16_t port)
 	return false;
 }
 
-/* A free service port of port space ps for an active endpoint or a port-0 listener. */
+/* A free service port of port space ps for an active endpoint or a port-0 listener: the
+ * search starts at a random port (RFC 6056 section 3.3.1, simple port randomization), so
+ * one connection's port does not give away the next. 0 when none is free, or when no
+ * random number can be had (getrandom(2) does not fail once the kernel has booted). */
 static uint16_t ephemeral(struct sv__rctx *rc, uint16_t ps)
 {
-	for (unsigned n = 0; n < 65536 - CM_EPHEMERAL; n++) {
-		if (rc->cm_next_port < CM_EPHEMERAL)
-			rc->cm_next_port = CM_EPHEMERAL;
-		uint16_t p = rc->cm_next_port++;
+	const unsigned range = 65536 - CM_EPHEMERAL;
+	uint16_t start;
+
+	if (sv__random(&start, sizeof(start)) < 0)
+		return 0;
+	for (unsigned n = 0; n < range; n++) {
+		uint16_t p = (uint16_t)(CM_EPHEMERAL + (start + n) % range);
 
 		if (!port_used(rc, ps, p))
 			return p;
@@ -896,12 +904,12 @@ void sv__roce_cm_init(struct sv__rctx *rc)
 {
 	uv_timer_init(sv__ctx_loop(rc->ctx), &rc->cm_timer);
 	rc->cm_timer.data = rc;
-	rc->cm_rand = sv__now_ns() ^ (uint64_t)getpid() << 32 ^ (uintptr_t)rc;
-	if (!rc->cm_rand)
-		rc->cm_rand = 1;
-	rc->gsi_psn = rand24(rc);
-	rc->cm_next_id = rnd(rc);
-	rc->cm_next_port = CM_EPHEMERAL;
+	/* The PSN of our MADs on QP1: UD receivers do not check it (IBA 9.7.7.1.1),
+	 * so a failed draw, which getrandom(2) does not do once the kernel has
+	 * booted, only leaves it at 0. */
+	if (sv__random(&rc->gsi_psn, sizeof(rc->gsi_psn)) < 0)
+		rc->gsi_psn = 0;
+	rc->gsi_psn &= SV_PSN_MASK;
 }
 
 void sv__roce_cm_qp_gone(struct sv__rqp *q)
@@ -1109,7 +1117,7 @@ int sv__roce_cm_ud_resolve(struct sv_context *ctx, void *cm, const struct sockad
 		return r;
 	}
 	ep->sidr = true;
-	sv__cm_mad_init(m, SV_CM_ATTR_SIDR_REQ, (uint64_t)ep->local_id << 32 | rnd(rc));
+	sv__cm_mad_init(m, SV_CM_ATTR_SIDR_REQ, (uint64_t)ep->local_id << 32 | ep->tid_low);
 	m->sidr_req.request_id = ep->local_id;
 	m->sidr_req.pkey = SV_PKEY_DEFAULT;
 	m->sidr_req.service_id = sv__cm_service_id_ps(ps, sv__roce_addr_port(&d));
@@ -1178,14 +1186,13 @@ int sv__roce_cm_connect(struct sv_qp *qp, void *cm, const struct sockaddr *dst,
 		free(m);
 		return r;
 	}
-	ep->rq_psn = rand24(rc);
 	ep->ird = param->ird;
 	ep->ord = param->ord;
 	ep->mtu = sv__qp_attr(qp)->path_mtu;
 	ep->retry_cnt = retry_of(param->retry_count);
 	attach_qp(ep, qp);
 
-	sv__cm_mad_init(m, SV_CM_ATTR_REQ, (uint64_t)ep->local_id << 32 | rnd(rc));
+	sv__cm_mad_init(m, SV_CM_ATTR_REQ, (uint64_t)ep->local_id << 32 | ep->tid_low);
 	m->req.local_comm_id = ep->local_id;
 	m->req.service_id = sv__cm_service_id(sv__roce_addr_port(&d));
 	m->req.local_ca_guid = sv__ctx_node_guid(qp->context);
@@ -1258,7 +1265,6 @@ int sv__roce_cm_accept(struct sv__tep *ep, struct sv_qp *qp, const struct sv__co
 		ep->ird = param->ord;
 	ep->ord = ep->ird;
 	ep->ird = param->ird;
-	ep->rq_psn = rand24(ep->rc);
 	/* RTR and RTS before the REP goes out, as the kernel's rdma_cm does on IB
 	 * (cma_accept_ib): applications post sends right after accepting, before the RTU
 	 * (perftest -R does); ESTABLISHED still waits for the RTU. */

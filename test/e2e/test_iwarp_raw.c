@@ -436,7 +436,7 @@ Test(iwarp_raw, write_to_unknown_stag, .init = setup, .fini = teardown, .timeout
 	established_v2();
 	m.ddp.tagged = true;
 	m.ddp.last = true;
-	m.ddp.stag = mr->rkey + 0x100;	/* next index: never registered */
+	m.ddp.stag = mr->rkey + 0x100;	/* the next slot: empty, one MR lives here */
 	m.ddp.to = (uintptr_t)buf;
 	peer_fpdu(&m, "data", 4, true, false);
 	expect_terminate(SV_TERM_LAYER_DDP, SV_TERM_DDP_TAGGED, SV_TERM_DDP_T_INV_STAG,

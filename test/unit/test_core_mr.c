@@ -125,25 +125,38 @@ Test(core_mr, zero_based_uses_offsets)
 
 Test(core_mr, stale_key_after_reuse_of_the_slot)
 {
-	struct sv_mr *a, *b;
-	struct sv__mr *ref;
+	struct sv_device_opts o;
+	struct sv_context *ctx;
+	struct sv_pd *pd;
+	struct sv_mr *a, *b = NULL;
 	uint32_t old;
-	void *p;
+	int tries;
 
-	cr_assert_eq(sv_reg_mr(env.pd, buf, 64, ALL_REMOTE, &a), 0);
+	/* max_mr 4: a table of 256 slots, so a new registration lands in the freed slot
+	 * within a few hundred tries (probability 1/255 each; 100000 tries miss with
+	 * probability below e^-390). */
+	sv_device_opts_init(&o);
+	o.max_mr = 4;
+	cr_assert_eq(sv__open_device_with_ops(&o, &dbl_ops, &ctx), 0);
+	cr_assert_eq(sv_alloc_pd(ctx, &pd), 0);
+	cr_assert_eq(sv_reg_mr(pd, buf, 64, ALL_REMOTE, &a), 0);
 	old = a->rkey;
 	cr_assert_eq(sv_dereg_mr(a), 0);
-	cr_assert_eq(sv__mr_acquire(env.qp, old, (uintptr_t)buf, 8, SV_ACCESS_REMOTE_READ,
-				    &ref, &p), -ENOENT);
-	cr_assert_eq(sv_reg_mr(env.pd, buf, 64, ALL_REMOTE, &b), 0);
-	cr_assert_eq(b->rkey >> 8, old >> 8, "the freed index is reused");
-	cr_assert_neq(b->rkey, old, "with another 8-bit key");
-	cr_assert_eq(sv__mr_acquire(env.qp, old, (uintptr_t)buf, 8, SV_ACCESS_REMOTE_READ,
-				    &ref, &p), -ENOENT);
-	cr_assert_eq(sv__mr_acquire(env.qp, b->rkey, (uintptr_t)buf, 8, SV_ACCESS_REMOTE_READ,
-				    &ref, &p), 0);
-	sv__mr_release(ref);
+	for (tries = 0; tries < 100000; tries++) {
+		cr_assert_eq(sv_reg_mr(pd, buf, 64, ALL_REMOTE, &b), 0);
+		cr_assert_neq(b->rkey, old, "a stale key never names a new region");
+		if (sv__key_index(ctx, b->rkey) == sv__key_index(ctx, old))
+			break;
+		cr_assert_eq(sv_dereg_mr(b), 0);
+	}
+	cr_assert_lt(tries, 100000, "the freed slot is used again");
+	pthread_rwlock_rdlock(&ctx->mr_lock);
+	cr_assert_null(sv__mr_lookup(ctx, old), "the old key names nothing");
+	cr_assert_not_null(sv__mr_lookup(ctx, b->rkey));
+	pthread_rwlock_unlock(&ctx->mr_lock);
 	cr_assert_eq(sv_dereg_mr(b), 0);
+	cr_assert_eq(sv_dealloc_pd(pd), 0);
+	cr_assert_eq(sv_close_device(ctx), 0);
 }
 
 Test(core_mr, sge_map_checks_every_lkey)
