@@ -93,7 +93,7 @@ int sv__roce_ud_modify(struct sv__rqp *q, const struct sv_qp_attr *attr, int mas
 }
 
 /* [qp-locked] One WR as one datagram. */
-static enum sv_wc_status send_one(struct sv__rqp *q, const struct sv__send_wqe *w)
+static enum sv_wc_status send_one(struct sv__rqp *q, struct sv__send_wqe *w)
 {
 	const struct sv_qp_attr *a = sv__qp_attr(q->qp);
 	uint8_t hdr[SV_BTH_LEN + SV_DETH_LEN + SV_IMMDT_LEN];
@@ -105,13 +105,8 @@ static enum sv_wc_status send_one(struct sv__rqp *q, const struct sv__send_wqe *
 	uint32_t qkey;
 	int n;
 
-	if (w->flags & SV_SEND_INLINE) {
-		iov[0].iov_base = (void *)(uintptr_t)w->sge[0].addr;
-		iov[0].iov_len = w->sge[0].length;
-		n = w->num_sge ? 1 : 0;
-	} else if ((n = sv__sge_map(q->qp, w->sge, w->num_sge, false, iov)) < 0) {
+	if ((n = sv__sq_map(q->qp, w, false, iov)) < 0)
 		return SV_WC_LOC_PROT_ERR;
-	}
 	/* The AH's GID has the device's family (sv_create_ah checked it). */
 	if (sv__roce_addr_from_gid(q->rc, w->ah_attr.dgid, w->ah_attr.dport, &dst) < 0)
 		return SV_WC_LOC_QP_OP_ERR;
@@ -211,7 +206,7 @@ void sv__roce_ud_rx(struct sv__rqp *q, const union sv__roce_addr *src,
 		sv__rq_done(q->qp, wqe, SV_WC_LOC_LEN_ERR, SV_WC_RECV, 0, 0, 0, false);
 		goto out;
 	}
-	if ((n = sv__sge_map(q->qp, wqe->sge, wqe->num_sge, true, iov)) < 0) {
+	if ((n = sv__rq_map(q->qp, wqe, iov)) < 0) {
 		sv__rq_done(q->qp, wqe, SV_WC_LOC_PROT_ERR, SV_WC_RECV, 0, 0, 0, false);
 		goto out;
 	}
