@@ -530,7 +530,12 @@ void sv__rq_done(struct sv_qp *pub, struct sv__recv_wqe *wqe, enum sv_wc_status 
 	s->wc_flags = wc_flags;
 	s->solicited = solicited;
 	sv__pins_release(&s->pins);
-	if (status != SV_WC_SUCCESS) {
+	/* A datagram longer than the UD receive buffer fails that receive and nothing
+	 * else: UD has no connection an error could belong to, so the QP stays where it is
+	 * and takes the next datagram (doc/security.md, "Datagrams": one hostile datagram
+	 * must not end the service). Every other receive error moves the QP to ERR. */
+	if (status != SV_WC_SUCCESS &&
+	    !(qp->pub.qp_type == SV_QPT_UD && status == SV_WC_LOC_LEN_ERR)) {
 		sv__qp_enter_err(qp);
 		return;
 	}
