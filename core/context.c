@@ -160,6 +160,7 @@ int sv__open_device_with_ops(const struct sv_device_opts *opts,
 	ctx->next_pd_handle = 1;
 	ctx->next_mr_handle = 1;
 	pthread_mutex_init(&ctx->obj_lock, NULL);
+	pthread_mutex_init(&ctx->qp_list_lock, NULL);
 
 	if ((rc = sv__mr_table_init(ctx)) < 0)
 		goto err_free;
@@ -178,6 +179,7 @@ err_async:
 err_mr:
 	sv__mr_table_fini(ctx);
 err_free:
+	pthread_mutex_destroy(&ctx->qp_list_lock);
 	pthread_mutex_destroy(&ctx->obj_lock);
 	free(ctx);
 	return rc;
@@ -199,6 +201,7 @@ int sv_close_device(struct sv_context *ctx)
 	sv__engine_stop(ctx);
 	sv__async_fini(ctx);
 	sv__mr_table_fini(ctx);
+	pthread_mutex_destroy(&ctx->qp_list_lock);
 	pthread_mutex_destroy(&ctx->obj_lock);
 	free(ctx);
 	return 0;

@@ -98,7 +98,13 @@ struct sv_context {
 	uint32_t key_pool[SV__KEY_POOL];	/* getrandom(2) output not yet used (mr_lock) */
 	uint32_t key_pool_n;
 	pthread_mutex_t dereg_lock;	/* sv_dereg_mr waits here for in-flight accesses */
-	pthread_cond_t dereg_cond;
+	pthread_cond_t dereg_cond;	/* on CLOCK_MONOTONIC: the wait is bounded */
+
+	/* Every QP of the context, for a deregistration that outlives its bound (core/mr.c):
+	 * linked through qp_next/qp_prev under qp_list_lock, which is taken before any QP
+	 * lock and never while holding one. */
+	pthread_mutex_t qp_list_lock;
+	struct sv__qp *qp_list;
 
 	/* Async events (core/async.c). */
 	pthread_mutex_t async_lock;
@@ -170,6 +176,26 @@ struct sv__mw {
 	const struct sv_qp *qp;
 	uint32_t qpn;
 };
+
+/*
+ * The references a WQE holds on the regions its SGEs lie in, from the moment the
+ * transport maps them (sv__sq_map/sv__rq_map) until the WQE completes or flushes: one per
+ * distinct region. sv_dereg_mr() waits for them as for remote accesses (core/mr.c).
+ */
+struct sv__pins {
+	struct sv__mr *mr[SV__MAX_SGE];
+	uint8_t n;
+};
+
+/* Under mr_lock (read) or not: takes no lock. Drops every reference of p (n = 0). */
+void sv__pins_release(struct sv__pins *p);
+/* Checks and maps SGEs as sv__sq_map() does, taking a reference on each region into
+ * pins (on failure none is kept). Returns the number of iovecs or -EACCES. */
+int sv__sge_map(struct sv_qp *qp, const struct sv_sge *sge, uint32_t num_sge,
+		bool need_write, struct iovec *iov, struct sv__pins *pins);
+/* [qp-locked] Completes every started WQE of qp whose SGEs pin mr with LOC_PROT_ERR
+ * (which moves the QP to ERR and flushes the rest). False if none pins it. */
+bool sv__qp_fail_pins(struct sv__qp *qp, const struct sv__mr *mr);
 
 struct sv__mr_slot {
 	struct sv__mr *mr;		/* NULL when free or a window's */
@@ -259,6 +285,7 @@ int sv__cq_push(struct sv_cq *cq, const struct sv_wc *wc, bool solicited);
  * QP.
  */
 struct sv__sq_slot {
+	struct sv__pins pins;		/* regions of its SGEs, while the transport uses them */
 	bool started;
 	bool done;
 	enum sv_wc_status status;
@@ -267,6 +294,7 @@ struct sv__sq_slot {
 };
 
 struct sv__rq_slot {
+	struct sv__pins pins;
 	bool done;
 	bool solicited;
 	enum sv_wc_status status;
@@ -310,6 +338,7 @@ struct sv__qp {
 
 	atomic_uint async_unacked;
 	struct sv__cm_id *cm;		/* the CM id using this QP (loop thread) */
+	struct sv__qp *qp_next, *qp_prev;	/* ctx->qp_list (qp_list_lock) */
 };
 
 static inline struct sv__qp *to_qp(struct sv_qp *qp)

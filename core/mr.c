@@ -16,8 +16,25 @@
  * (RFC 5040 2.1), and nothing in verbs requires them to differ.
  *
  * Deregistration first removes the slot's pointer under the table's write lock, so no new
- * sv__mr_acquire() can find the region, then waits until the in-flight references drop to
- * zero: once sv_dereg_mr() returns, no peer can touch the memory (DESIGN.md, "MR").
+ * sv__mr_acquire() or sv__sge_map() can find the region, then waits until the in-flight
+ * references drop to zero: once sv_dereg_mr() returns, no byte of the region is read or
+ * written again (doc/security.md, "Memory contract"). The references are of two kinds,
+ * counted alike in mr->inflight:
+ *   remote   sv__mr_acquire(): a peer's WRITE being placed, a READ response being sent,
+ *            an atomic being executed; held by the transport;
+ *   local    sv__sge_map() for a WQE (sv__sq_map/sv__rq_map, core/qp.c): a receive
+ *            being filled, a SEND's source, a READ or atomic result sink; held in the
+ *            WQE's slot from its first use until it completes or flushes.
+ * Holding local references per WR rather than looking the lkey up per packet keeps the
+ * data path free of locks: the map already reads the key table once per WR, and the pin
+ * adds one atomic increment per distinct region there and one decrement at completion;
+ * a packet pays nothing.
+ *
+ * The wait is bounded (SV_DEREG_BOUND_MS, include/softverbs.h): a peer that starts a
+ * WRITE or a multi-packet SEND and stalls, or never acknowledges what we send, would
+ * otherwise pin the region for ever. Past the bound every QP still pinning it is moved
+ * to ERR (qp_error drops the transport's references, the flush the WQEs'), and then the
+ * wait ends at once.
  *
  * Memory windows (core/mw.c) take their keys from the same table: a slot holds either a
  * region or a window, so one rkey lookup serves both, and an lkey never names a window
@@ -26,6 +43,7 @@
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "core/internal.h"
 
@@ -47,7 +65,14 @@ int sv__mr_table_init(struct sv_context *ctx)
 	ctx->key_pool_n = 0;
 	pthread_rwlock_init(&ctx->mr_lock, NULL);
 	pthread_mutex_init(&ctx->dereg_lock, NULL);
-	pthread_cond_init(&ctx->dereg_cond, NULL);
+	{
+		pthread_condattr_t ca;
+
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&ctx->dereg_cond, &ca);
+		pthread_condattr_destroy(&ca);
+	}
 	return 0;
 }
 
@@ -158,6 +183,62 @@ int sv_reg_mr(struct sv_pd *pd, void *addr, size_t length, unsigned access,
 	return 0;
 }
 
+/* Waits until mr has no reference in flight, ms at most. True when none is left. */
+static bool wait_inflight(struct sv__mr *mr, unsigned ms)
+{
+	struct sv_context *ctx = mr->pub.context;
+	struct timespec until;
+	bool clear;
+
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += ms / 1000;
+	until.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&ctx->dereg_lock);
+	while (atomic_load(&mr->inflight) != 0 &&
+	       pthread_cond_timedwait(&ctx->dereg_cond, &ctx->dereg_lock, &until) != ETIMEDOUT)
+		;
+	clear = atomic_load(&mr->inflight) == 0;
+	pthread_mutex_unlock(&ctx->dereg_lock);
+	return clear;
+}
+
+/*
+ * The bound passed with references left: every QP holding one goes to ERR. A WR whose
+ * memory it is completes with LOC_PROT_ERR (sv__qp_fail_pins); a QP whose transport
+ * holds a peer's access to it fails with SV_EVENT_QP_ACCESS_ERR, as for any remote
+ * access error. Its qp_error() releases the transport's references and the flush those
+ * of its WQEs, under the QP lock taken here, so when this returns the region is free
+ * unless a QP raced ahead of the scan (then the next bounded wait finds it). The
+ * transport is asked first: failing the WRs runs qp_error, which drops what it holds.
+ * Only QPs of the region's PD can hold a reference: both kinds check the PD.
+ */
+static void fail_holders(struct sv_context *ctx, struct sv__mr *mr)
+{
+	pthread_mutex_lock(&ctx->qp_list_lock);
+	for (struct sv__qp *qp = ctx->qp_list; qp; qp = qp->qp_next) {
+		if (qp->pub.pd != mr->pub.pd)
+			continue;
+		bool local, remote;
+
+		sv__qp_lock(&qp->pub);
+		remote = !qp->destroying && qp->ops->qp_holds && qp->ops->qp_holds(&qp->pub, mr);
+		local = !qp->destroying && sv__qp_fail_pins(qp, mr);
+		if (remote)
+			sv__qp_fatal(&qp->pub, SV_EVENT_QP_ACCESS_ERR, NULL);
+		if (local || remote)
+			sv__log(SV_LOG_WARN, "softverbs: QP %u still used MR %#x %u ms into its "
+				"deregistration (%s): the QP goes to ERR", qp->pub.qp_num,
+				mr->pub.lkey, SV_DEREG_BOUND_MS,
+				remote ? "a peer's access" : "its own WR");
+		sv__qp_unlock(&qp->pub);
+	}
+	pthread_mutex_unlock(&ctx->qp_list_lock);
+}
+
 int sv_dereg_mr(struct sv_mr *pub)
 {
 	struct sv__mr *mr;
@@ -184,13 +265,11 @@ int sv_dereg_mr(struct sv_mr *pub)
 	sv__key_slot_put(ctx, idx);
 	pthread_rwlock_unlock(&ctx->mr_lock);
 
-	/* No new reference can be taken now; wait for the ones in flight (a remote WRITE
-	 * being placed, a READ response being sent). See sv__mr_release(). */
+	/* No new reference can be taken now; wait for the ones in flight, SV_DEREG_BOUND_MS
+	 * at most, then fail the QPs that still hold one (see the file comment). */
 	atomic_store(&mr->dereg_waiting, true);
-	pthread_mutex_lock(&ctx->dereg_lock);
-	while (atomic_load(&mr->inflight) != 0)
-		pthread_cond_wait(&ctx->dereg_cond, &ctx->dereg_lock);
-	pthread_mutex_unlock(&ctx->dereg_lock);
+	while (!wait_inflight(mr, SV_DEREG_BOUND_MS))
+		fail_holders(ctx, mr);
 
 	atomic_fetch_sub(&container_of(pub->pd, struct sv__pd, pub)->n_mr, 1);
 	pthread_mutex_lock(&ctx->obj_lock);
@@ -276,16 +355,29 @@ void sv__mr_release(struct sv__mr *mr)
 	}
 }
 
+/* ---------------------------------------------------------------------------------------
+ * Local memory: the SGEs of a WQE (see the file comment).
+ */
+
+void sv__pins_release(struct sv__pins *p)
+{
+	for (uint8_t i = 0; i < p->n; i++)
+		sv__mr_release(p->mr[i]);
+	p->n = 0;
+}
+
 int sv__sge_map(struct sv_qp *qp, const struct sv_sge *sge, uint32_t num_sge,
-		bool need_write, struct iovec *iov)
+		bool need_write, struct iovec *iov, struct sv__pins *pins)
 {
 	struct sv_context *ctx = qp->context;
 	uint32_t i;
 	int n = 0, rc = 0;
 
+	pins->n = 0;
 	pthread_rwlock_rdlock(&ctx->mr_lock);
 	for (i = 0; i < num_sge; i++) {
 		struct sv__mr *mr;
+		uint8_t j;
 		void *p;
 
 		if (sge[i].length == 0)
@@ -300,7 +392,19 @@ int sv__sge_map(struct sv_qp *qp, const struct sv_sge *sge, uint32_t num_sge,
 		iov[n].iov_base = p;
 		iov[n].iov_len = sge[i].length;
 		n++;
+		/* One reference per region, however many SGEs lie in it. Taken under the
+		 * read lock, so a deregistration either refused this lookup or waits. */
+		for (j = 0; j < pins->n && pins->mr[j] != mr; j++)
+			;
+		if (j == pins->n) {
+			atomic_fetch_add(&mr->inflight, 1);
+			pins->mr[pins->n++] = mr;
+		}
 	}
 	pthread_rwlock_unlock(&ctx->mr_lock);
-	return rc < 0 ? rc : n;
+	if (rc < 0) {
+		sv__pins_release(pins);
+		return rc;
+	}
+	return n;
 }

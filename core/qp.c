@@ -312,6 +312,7 @@ static void flush_all(struct sv__qp *qp)
 		} else {
 			complete_send(qp, &qp->sq[i], SV_WC_WR_FLUSH_ERR, 0, 0);
 		}
+		sv__pins_release(&s->pins);	/* the transport stopped: qp_error ran */
 		memset(s, 0, sizeof(*s));
 	}
 	qp->sq_start = qp->sq_put;
@@ -326,6 +327,7 @@ static void flush_all(struct sv__qp *qp)
 			s->solicited = false;
 		}
 		complete_recv(qp, &qp->rq[i], s);
+		sv__pins_release(&s->pins);
 		memset(s, 0, sizeof(*s));
 	}
 	qp->rq_take = qp->rq_put;
@@ -371,6 +373,10 @@ static void enter_reset(struct sv__qp *qp)
 	if (from != SV_QPS_RESET && !qp->err_notified && qp->ops->qp_error)
 		qp->ops->qp_error(&qp->pub);
 	set_state(qp, SV_QPS_RESET);
+	for (uint32_t i = 0; i <= qp->sq_mask; i++)
+		sv__pins_release(&qp->sq_slot[i].pins);
+	for (uint32_t i = 0; i <= qp->rq_mask; i++)
+		sv__pins_release(&qp->rq_slot[i].pins);
 	memset(qp->sq_slot, 0, (qp->sq_mask + 1) * sizeof(*qp->sq_slot));
 	memset(qp->rq_slot, 0, (qp->rq_mask + 1) * sizeof(*qp->rq_slot));
 	qp->sq_put = qp->sq_start = qp->sq_get = 0;
@@ -452,6 +458,8 @@ void sv__sq_done(struct sv_qp *pub, struct sv__send_wqe *wqe, enum sv_wc_status 
 	s->done = true;
 	s->status = status;
 	s->vendor_err = vendor_err;
+	/* The transport is finished with the WQE's memory (core/transport.h, sv__sq_map). */
+	sv__pins_release(&s->pins);
 	switch (wqe->opcode) {
 	case SV_WR_RDMA_READ:
 	case SV_WR_ATOMIC_CMP_AND_SWP:
@@ -521,11 +529,87 @@ void sv__rq_done(struct sv_qp *pub, struct sv__recv_wqe *wqe, enum sv_wc_status 
 	s->imm_data = imm_data;
 	s->wc_flags = wc_flags;
 	s->solicited = solicited;
-	if (status != SV_WC_SUCCESS) {
+	sv__pins_release(&s->pins);
+	/* A datagram longer than the UD receive buffer fails that receive and nothing
+	 * else: UD has no connection an error could belong to, so the QP stays where it is
+	 * and takes the next datagram (doc/security.md, "Datagrams": one hostile datagram
+	 * must not end the service). Every other receive error moves the QP to ERR. */
+	if (status != SV_WC_SUCCESS &&
+	    !(qp->pub.qp_type == SV_QPT_UD && status == SV_WC_LOC_LEN_ERR)) {
 		sv__qp_enter_err(qp);
 		return;
 	}
 	drain_rq(qp);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Local memory of WQEs (core/transport.h, sv__sq_map; core/mr.c, "Local memory").
+ */
+
+int sv__sq_map(struct sv_qp *pub, struct sv__send_wqe *wqe, bool need_write, struct iovec *iov)
+{
+	struct sv__qp *qp = to_qp(pub);
+	uint32_t i = (uint32_t)(wqe - qp->sq);
+
+	if (wqe->flags & SV_SEND_INLINE) {
+		if (wqe->num_sge == 0 || wqe->sge[0].length == 0)
+			return 0;
+		iov[0].iov_base = (void *)(uintptr_t)wqe->sge[0].addr;
+		iov[0].iov_len = wqe->sge[0].length;
+		return 1;
+	}
+	if (i > qp->sq_mask)
+		return -EACCES;
+	sv__pins_release(&qp->sq_slot[i].pins);
+	return sv__sge_map(pub, wqe->sge, wqe->num_sge, need_write, iov, &qp->sq_slot[i].pins);
+}
+
+int sv__rq_map(struct sv_qp *pub, struct sv__recv_wqe *wqe, struct iovec *iov)
+{
+	struct sv__qp *qp = to_qp(pub);
+	uint32_t i = (uint32_t)(wqe - qp->rq);
+
+	if (i > qp->rq_mask)
+		return -EACCES;
+	sv__pins_release(&qp->rq_slot[i].pins);
+	return sv__sge_map(pub, wqe->sge, wqe->num_sge, true, iov, &qp->rq_slot[i].pins);
+}
+
+static bool pins_mr(const struct sv__pins *p, const struct sv__mr *mr)
+{
+	for (uint8_t j = 0; j < p->n; j++)
+		if (p->mr[j] == mr)
+			return true;
+	return false;
+}
+
+/*
+ * A WR whose memory was deregistered under it fails as one posted with a deregistered
+ * lkey does: LOC_PROT_ERR on the WR itself, the QP in ERR, the rest flushed (no async
+ * event: the completion names the WR). The first failure flushes and unpins everything
+ * else, so the scan stops finding pins after it.
+ */
+bool sv__qp_fail_pins(struct sv__qp *qp, const struct sv__mr *mr)
+{
+	bool any = false;
+
+	for (uint32_t i = 0; i <= qp->sq_mask; i++) {
+		if (!pins_mr(&qp->sq_slot[i].pins, mr))
+			continue;
+		any = true;
+		sv__sq_done(&qp->pub, &qp->sq[i], SV_WC_LOC_PROT_ERR, 0, 0);
+		if (pins_mr(&qp->sq_slot[i].pins, mr))
+			sv__qp_enter_err(qp);	/* not started: nothing to complete */
+	}
+	for (uint32_t i = 0; i <= qp->rq_mask; i++) {
+		if (!pins_mr(&qp->rq_slot[i].pins, mr))
+			continue;
+		any = true;
+		sv__rq_done(&qp->pub, &qp->rq[i], SV_WC_LOC_PROT_ERR, SV_WC_RECV, 0, 0, 0, false);
+		if (pins_mr(&qp->rq_slot[i].pins, mr))
+			sv__qp_enter_err(qp);
+	}
+	return any;
 }
 
 void sv__qp_fatal(struct sv_qp *pub, enum sv_event_type event_type,
@@ -566,6 +650,31 @@ static uint32_t pow2_at_least(uint32_t n)
 	while (s < n)
 		s <<= 1;
 	return s;
+}
+
+/* ctx->qp_list (core/internal.h): what a deregistration past its bound scans. */
+static void qp_list_add(struct sv_context *ctx, struct sv__qp *qp)
+{
+	pthread_mutex_lock(&ctx->qp_list_lock);
+	qp->qp_prev = NULL;
+	qp->qp_next = ctx->qp_list;
+	if (ctx->qp_list)
+		ctx->qp_list->qp_prev = qp;
+	ctx->qp_list = qp;
+	pthread_mutex_unlock(&ctx->qp_list_lock);
+}
+
+static void qp_list_del(struct sv_context *ctx, struct sv__qp *qp)
+{
+	pthread_mutex_lock(&ctx->qp_list_lock);
+	if (qp->qp_prev)
+		qp->qp_prev->qp_next = qp->qp_next;
+	else
+		ctx->qp_list = qp->qp_next;
+	if (qp->qp_next)
+		qp->qp_next->qp_prev = qp->qp_prev;
+	qp->qp_next = qp->qp_prev = NULL;
+	pthread_mutex_unlock(&ctx->qp_list_lock);
 }
 
 static int qp_create_on_loop(void *arg)
@@ -738,6 +847,7 @@ int sv_create_qp(struct sv_pd *pd, struct sv_qp_init_attr *ia, struct sv_qp **ou
 	pthread_mutex_unlock(&ctx->obj_lock);
 	if (rc < 0)
 		goto err_lock;
+	qp_list_add(ctx, qp);
 
 	if (srq && (rc = sv__srq_attach(srq, pd)) < 0)
 		goto err_count;
@@ -759,6 +869,7 @@ err_srq:
 	if (srq)
 		sv__srq_detach(srq);
 err_count:
+	qp_list_del(ctx, qp);
 	pthread_mutex_lock(&ctx->obj_lock);
 	qpn_drop(ctx, qp->pub.qp_num);
 	pthread_mutex_unlock(&ctx->obj_lock);
@@ -801,6 +912,7 @@ int sv_destroy_qp(struct sv_qp *pub)
 	if (qp->srq)
 		sv__srq_detach(qp->srq);
 
+	qp_list_del(ctx, qp);
 	atomic_fetch_sub(&container_of(pub->pd, struct sv__pd, pub)->n_qp, 1);
 	pthread_mutex_lock(&ctx->obj_lock);
 	qpn_drop(ctx, pub->qp_num);

@@ -34,7 +34,7 @@ static uint32_t pow2_at_least(uint32_t n)
 
 int sv__srq_attach(struct sv__srq *srq, struct sv_pd *pd)
 {
-	/* The transport checks receive SGEs against the QP's PD (sv__sge_map), so the SRQ's
+	/* The transport checks receive SGEs against the QP's PD (sv__rq_map), so the SRQ's
 	 * WQEs are only meaningful to QPs of the SRQ's own PD. */
 	if (srq->pub.pd != pd)
 		return -EINVAL;

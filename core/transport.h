@@ -191,6 +191,12 @@ struct sv__transport_ops {
 	enum sv_mtu (*active_mtu)(struct sv_context *ctx);
 	/* [qp-locked] Per-QP counters. */
 	int (*qp_stats)(struct sv_qp *qp, struct sv_qp_stats *stats);
+
+	/* [qp-locked] Whether the transport holds a reference on mr from sv__mr_acquire()
+	 * (a remote access in progress, a READ response not yet sent). sv_dereg_mr() asks
+	 * it of every QP once its bound has passed and moves the ones that do to ERR, which
+	 * makes them drop the reference (qp_error). May be NULL: holds none across calls. */
+	bool (*qp_holds)(struct sv_qp *qp, const struct sv__mr *mr);
 };
 
 extern const struct sv__transport_ops sv__iwarp_tcp_ops;
@@ -277,14 +283,24 @@ void sv__rq_done(struct sv_qp *qp, struct sv__recv_wqe *wqe, enum sv_wc_status s
 void sv__rq_set_src_qp(struct sv_qp *qp, struct sv__recv_wqe *wqe, uint32_t src_qp);
 
 /*
- * [qp-locked] Local memory: checks every SGE's lkey (valid MR, the QP's PD, bounds,
- * LOCAL_WRITE when need_write) and fills iov[] with host pointers. Zero-length SGEs are
- * skipped (not checked, no iovec). Returns the number of iovecs, or -EACCES (the caller
- * completes the WQE with SV_WC_LOC_PROT_ERR). Inline WQEs need no mapping: their single
- * SGE addr is already a host pointer.
+ * [qp-locked] Local memory of a send or receive WQE: checks every SGE's lkey (valid MR,
+ * the QP's PD, bounds, LOCAL_WRITE when need_write; a receive always needs it) and fills
+ * iov[] with host pointers. Zero-length SGEs are skipped (not checked, no iovec). An
+ * INLINE send needs no check: its one iovec points at core's copy of the data.
+ * Returns the number of iovecs, or -EACCES (the caller completes the WQE with
+ * SV_WC_LOC_PROT_ERR).
+ *
+ * The mapping pins the regions (sv_dereg_mr waits for it, as for a remote access) until
+ * the WQE is completed by sv__sq_done/sv__rq_done or flushed: the transport may read
+ * or write iov[] exactly that long and never after. Map a WQE once, when its data first
+ * moves; a posted WQE that was never mapped pins nothing, so deregistering its memory
+ * makes the map fail later instead (a WR names its memory by L_Key, which is checked
+ * when the WR is processed, not when it is posted). The cost is one atomic increment per
+ * distinct region per WR and the matching decrement: nothing per packet (core/mr.c,
+ * "Local memory").
  */
-int sv__sge_map(struct sv_qp *qp, const struct sv_sge *sge, uint32_t num_sge,
-		bool need_write, struct iovec *iov);
+int sv__sq_map(struct sv_qp *qp, struct sv__send_wqe *wqe, bool need_write, struct iovec *iov);
+int sv__rq_map(struct sv_qp *qp, struct sv__recv_wqe *wqe, struct iovec *iov);
 
 /*
  * Remote access by a peer: checks rkey/STag against the QP's PD, [va, va+len) against the

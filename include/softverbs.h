@@ -221,8 +221,31 @@ struct sv_mr {
 int sv_reg_mr(struct sv_pd *pd, void *addr, size_t length, unsigned access,
 	      struct sv_mr **mr);
 /*
- * After this returns no peer can touch the memory: it waits until remote accesses in
- * flight against the MR have finished, and later accesses with its keys are refused.
+ * The bound on sv_dereg_mr()'s wait for accesses in flight, in milliseconds. An access a
+ * live peer started ends within microseconds to a few milliseconds (one message at
+ * memory speed, or a retransmission or two); 250 ms is far past that, so only a peer
+ * that stalls on purpose, or a dead one, meets the bound, and it is short enough that a
+ * program tearing down while attacked is not held up noticeably.
+ */
+#define SV_DEREG_BOUND_MS 250
+
+/*
+ * Deregisters mr. Once this returns, no byte of [addr, addr+length) is read or written
+ * again by softverbs on any path (doc/security.md, "Memory contract"): later accesses
+ * with its keys are refused (remote ones with a remote access error, WRs posted with its
+ * lkey with SV_WC_LOC_PROT_ERR), and the accesses in flight are waited for: remote WRITE
+ * placement, READ responses and atomics against it, and the local memory of started WRs
+ * (a receive being filled, from the RQ or an SRQ; a SEND's source; a READ's or an
+ * atomic's result sink).
+ *
+ * The wait is bounded by SV_DEREG_BOUND_MS. A QP still using the region then is moved
+ * to ERR and its in-flight placement abandoned: when one of its own WRs uses the region
+ * (a multi-packet SEND being received into it while the peer stalls, a SEND from it the
+ * peer never acknowledges, a READ or atomic into it never answered), that WR completes
+ * with SV_WC_LOC_PROT_ERR; when a peer's access does (a WRITE started and stalled), the
+ * QP gets SV_EVENT_QP_ACCESS_ERR; the QP's other WRs complete with SV_WC_WR_FLUSH_ERR.
+ * So this returns after SV_DEREG_BOUND_MS plus the time to fail those QPs at most.
+ *
  * Fails with -EBUSY while a memory window is bound to the MR (verbs.md 6).
  */
 int sv_dereg_mr(struct sv_mr *mr);

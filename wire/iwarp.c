@@ -227,6 +227,20 @@ static int qp_stats(struct sv_qp *qp, struct sv_qp_stats *st)
 	return 0;
 }
 
+/* The references from sv__mr_acquire() the QP keeps across calls: the target of the
+ * tagged Write being placed, and the sources of queued Read Responses (until written). */
+static bool qp_holds(struct sv_qp *qp, const struct sv__mr *mr)
+{
+	struct sv__iwqp *iq = sv__iw_qp(qp);
+
+	if (iq->rx && iq->rx->mr == mr)
+		return true;
+	for (unsigned i = iq->irq_get; i != iq->irq_put; i++)
+		if (iq->irq[i % iq->irq_size].mr == mr)
+			return true;
+	return false;
+}
+
 static void loop_kick(struct sv_qp *qp)
 {
 	struct sv__iwqp *iq = sv__iw_qp(qp);
@@ -285,6 +299,7 @@ const struct sv__transport_ops sv__iwarp_tcp_ops = {
 	.qp_create = qp_create,
 	.qp_destroy = qp_destroy,
 	.qp_error = qp_error,
+	.qp_holds = qp_holds,
 	.qp_modify = qp_modify,
 	.qp_stats = qp_stats,
 	.reject = sv__iw_reject,

@@ -401,7 +401,8 @@ static void on_header(struct sv__iwqp *iq)
 			rx->rmsg_open = true;
 			rx->rgot = 0;
 			rx->rcap = w->length;
-			n = sv__sge_map(iq->qp, w->sge, w->num_sge, true, rx->riov);
+			/* Pinned until the receive completes or flushes. */
+			n = sv__rq_map(iq->qp, w, rx->riov);
 			if (n < 0) {
 				err_rdmap_op(&rx->err, SV_TERM_RDMAP_CATASTROPHIC_STREAM);
 				rx->err.rq_status = SV_WC_LOC_PROT_ERR;

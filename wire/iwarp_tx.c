@@ -273,18 +273,12 @@ static int start_wqe(struct sv__iwqp *iq)
 	iq->seq++;
 
 	write_local = rd;
-	if (wqe->flags & SV_SEND_INLINE) {
-		if (wqe->num_sge > 0 && wqe->sge[0].length > 0) {
-			iov[0].iov_base = (void *)(uintptr_t)wqe->sge[0].addr;
-			iov[0].iov_len = wqe->sge[0].length;
-			n = 1;
-		}
-	} else {
-		n = sv__sge_map(qp, wqe->sge, wqe->num_sge, write_local, iov);
-		if (n < 0) {
-			sv__sq_done(qp, wqe, SV_WC_LOC_PROT_ERR, 0, 0);
-			return -1;
-		}
+	/* Pinned until sv__sq_done(): the source until its last FPDU is written, a READ's
+	 * or an atomic's sink until the response is placed (core/transport.h). */
+	n = sv__sq_map(qp, wqe, write_local, iov);
+	if (n < 0) {
+		sv__sq_done(qp, wqe, SV_WC_LOC_PROT_ERR, 0, 0);
+		return -1;
 	}
 
 	switch (wqe->opcode) {

@@ -1563,6 +1563,7 @@ const struct sv__transport_ops sv__roce_udp_ops = {
 	.qp_create = qp_create,
 	.qp_destroy = qp_destroy,
 	.qp_error = qp_error,
+	.qp_holds = sv__roce_qp_holds,
 	.qp_modify = qp_modify,
 	.qp_stats = qp_stats,
 	.query_gid = query_gid,

@@ -418,5 +418,8 @@ void sv__roce_resp_final_ack(struct sv__rqp *q);
 void sv__roce_resp_progress(struct sv__rqp *q);
 /* qp_error/reset: drop MR references and queued responses. */
 void sv__roce_resp_abort(struct sv__rqp *q);
+/* The qp_holds op: the target of the WRITE in progress, the sources of queued READ
+ * responses (the only sv__mr_acquire() references the transport keeps across calls). */
+bool sv__roce_qp_holds(struct sv_qp *qp, const struct sv__mr *mr);
 
 #endif

@@ -263,16 +263,9 @@ static int take_wqe(struct sv__rqp *q)
 		return 0;
 	r = rec_at(q, q->rec_put);
 	memset(r, 0, sizeof(*r));
-	if (w->flags & SV_SEND_INLINE) {
-		niov = 0;
-		if (w->num_sge) {
-			r->iov[0].iov_base = (void *)(uintptr_t)w->sge[0].addr;
-			r->iov[0].iov_len = w->sge[0].length;
-			niov = 1;
-		}
-	} else {
-		niov = sv__sge_map(q->qp, w->sge, w->num_sge, rd, r->iov);
-	}
+	/* The record uses r->iov (the source of every (re)transmission, or the READ/atomic
+	 * sink) until sv__sq_done(): the map pins the memory that long. */
+	niov = sv__sq_map(q->qp, w, rd, r->iov);
 	sv__sq_take(q->qp);
 	if (niov < 0) {
 		sv__sq_done(q->qp, w, SV_WC_LOC_PROT_ERR, 0, 0);

@@ -79,6 +79,18 @@ void sv__roce_resp_abort(struct sv__rqp *q)
 	ooo_drop_all(q);
 }
 
+bool sv__roce_qp_holds(struct sv_qp *qp, const struct sv__mr *mr)
+{
+	struct sv__rqp *q = sv__rqp(qp);
+
+	if (q->wmr == mr)
+		return true;
+	for (uint32_t i = q->rsp_get; i != q->rsp_put; i++)
+		if (q->rspq[i % SV__ROCE_RSPQ].mr == mr)
+			return true;
+	return false;
+}
+
 void sv__roce_resp_reset(struct sv__rqp *q)
 {
 	sv__roce_resp_abort(q);
@@ -270,7 +282,8 @@ static int take_rwqe(struct sv__rqp *q, const struct sv_ib_pkt *k)
 		return STOP;
 	}
 	q->rwqe = w;
-	n = sv__sge_map(q->qp, w->sge, w->num_sge, true, q->riov);
+	/* Pinned until the receive completes or flushes (core/transport.h). */
+	n = sv__rq_map(q->qp, w, q->riov);
 	if (n < 0) {
 		fatal(q, SYN_NAK_OP, k->bth.psn, SV_WC_LOC_PROT_ERR);
 		return STOP;

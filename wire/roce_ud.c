@@ -12,7 +12,9 @@
  * The receiver checks the Q_Key against its own (IBA 10.2.5: mismatch, silent drop,
  * counted in qkey_drops), takes the next receive WQE (none: silent drop, counted) and
  * writes 40 bytes of GRH before the payload (IBA 11.4.1.1; the receive buffer must have
- * room for both, else the WQE completes with LOC_LEN_ERR). On RoCEv2 over IPv4 the
+ * room for both, else nothing is placed and the WQE completes with LOC_LEN_ERR while the
+ * QP stays in RTS: a datagram anyone can send must not end the QP's service,
+ * doc/security.md "Datagrams"). On RoCEv2 over IPv4 the
  * "GRH" is the IPv4 header in the last 20 bytes of the 40 with the first 20 zero, as the
  * mlx5 and rxe drivers deliver it; over IPv6 it is the 40-byte IPv6 header, which has
  * the GRH's layout. The kernel does not give us the header it received, so we rebuild it
@@ -96,7 +98,7 @@ int sv__roce_ud_modify(struct sv__rqp *q, const struct sv_qp_attr *attr, int mas
 }
 
 /* [qp-locked] One WR as one datagram. */
-static enum sv_wc_status send_one(struct sv__rqp *q, const struct sv__send_wqe *w)
+static enum sv_wc_status send_one(struct sv__rqp *q, struct sv__send_wqe *w)
 {
 	const struct sv_qp_attr *a = sv__qp_attr(q->qp);
 	uint8_t hdr[SV_BTH_LEN + SV_DETH_LEN + SV_IMMDT_LEN];
@@ -108,13 +110,8 @@ static enum sv_wc_status send_one(struct sv__rqp *q, const struct sv__send_wqe *
 	uint32_t qkey;
 	int n, e;
 
-	if (w->flags & SV_SEND_INLINE) {
-		iov[0].iov_base = (void *)(uintptr_t)w->sge[0].addr;
-		iov[0].iov_len = w->sge[0].length;
-		n = w->num_sge ? 1 : 0;
-	} else if ((n = sv__sge_map(q->qp, w->sge, w->num_sge, false, iov)) < 0) {
+	if ((n = sv__sq_map(q->qp, w, false, iov)) < 0)
 		return SV_WC_LOC_PROT_ERR;
-	}
 	/* The AH's GID has the device's family (sv_create_ah checked it). */
 	if (sv__roce_addr_from_gid(q->rc, w->ah_attr.dgid, w->ah_attr.dport, &dst) < 0)
 		return SV_WC_LOC_QP_OP_ERR;
@@ -222,11 +219,14 @@ void sv__roce_ud_rx(struct sv__rqp *q, const union sv__roce_addr *src,
 	q->st.rx_packets++;
 	q->st.rx_bytes += len;
 	sv__rq_set_src_qp(q->qp, wqe, k.deth.src_qp);
+	/* Too long for the buffer: nothing is placed, the receive fails with LOC_LEN_ERR
+	 * and the QP stays in RTS for the next datagram (core's sv__rq_done() keeps a UD
+	 * QP out of ERR for this status alone; doc/security.md, "Datagrams"). */
 	if ((uint64_t)wqe->length < SV__ROCE_GRH_LEN + (uint64_t)k.payload_len) {
 		sv__rq_done(q->qp, wqe, SV_WC_LOC_LEN_ERR, SV_WC_RECV, 0, 0, 0, false);
 		goto out;
 	}
-	if ((n = sv__sge_map(q->qp, wqe->sge, wqe->num_sge, true, iov)) < 0) {
+	if ((n = sv__rq_map(q->qp, wqe, iov)) < 0) {
 		sv__rq_done(q->qp, wqe, SV_WC_LOC_PROT_ERR, SV_WC_RECV, 0, 0, 0, false);
 		goto out;
 	}
