@@ -929,8 +929,13 @@ static void poll_cb(uv_poll_t *h, int status, int events)
 	struct sv__tep *ep = h->data;
 	int rc;
 
-	if (status < 0)
+	if (status < 0) {
+		/* POLLERR (a reset, say): libuv has stopped the handle before calling us. Forget
+		 * the mask so the next ep_poll() starts it again: bytes that arrived ahead of
+		 * the error are read in passes, and the error only behind the last of them. */
+		ep->events = 0;
 		events = UV_READABLE | UV_WRITABLE;	/* let the syscalls report the error */
+	}
 	switch (ep->state) {
 	case EP_LISTEN:
 		listener_cb(ep);
