@@ -13,7 +13,8 @@
  * Responder: accept4 on the listener; the Request must arrive within
  * SV__IW_HS_TIMEOUT_MS with at most SV_MPA_MAX_PD_LEN bytes of private data, and at most
  * SV__IW_MAX_PENDING handshakes wait per listener. CONNECT_REQUEST carries the private
- * data and the peer's IRD/ORD. accept sends the Reply (P2P echoed with exactly one RTR
+ * data and the peer's IRD/ORD, swapped into our view (its ORD as the responder resources
+ * we need). accept sends the Reply (P2P echoed with exactly one RTR
  * type: Write preferred, then Read, then Send; IRD = min(our IRD, initiator ORD), ORD =
  * min(our ORD, initiator IRD); C = requester's C or ours; M = ours). RFC 5044: the
  * responder sends no FPDU before the initiator's first one, so it reports ESTABLISHED (and
@@ -571,8 +572,11 @@ static void responder_request(struct sv__tep *ep)
 	void *cm;
 
 	if (r->enhanced) {
-		p.ird = r->ird;
-		p.ord = r->ord;
+		/* From our side, as iw_cm reports a request (librdmacm passes it on): the
+		 * initiator's ORD is the IRD we need, its IRD the ORD we may use.
+		 * doc/interop-cm.md, "Depths in CM events". */
+		p.ird = r->ord;
+		p.ord = r->ird;
 	} else {
 		/* Rev 1 carries no IRD/ORD: assume what the device offers. */
 		p.ird = clamp_rd(o->max_qp_rd_atom, o->max_qp_rd_atom);
