@@ -220,3 +220,67 @@ Test(apps_rdmacm, tcp_udaddy_fails_cleanly, .timeout = 60)
 	free(so);
 	free(co);
 }
+
+/* Runs route_probe (built by the test suite, test/apps/route_probe.c) through svrun with
+ * args; it must exit 0 within 30 s. Returns its output (the caller frees it). */
+static char *route_probe(bool udp, const char *addr)
+{
+	const char *probe = getenv("SV_ROUTE_PROBE");
+	const char *argv[] = { "--transport", udp ? "udp" : "tcp", "route_probe", addr, NULL };
+	char path[4096], *slash;
+	struct apps_proc p;
+	int rc;
+
+	apps_require(progs);
+	if (!probe || !*probe)
+		cr_skip_test("SV_ROUTE_PROBE not set (run through ctest)");
+	/* svrun finds the program on PATH, and apps_start names its logs after argv[0]. */
+	snprintf(path, sizeof(path), "%s", probe);
+	cr_assert_not_null(slash = strrchr(path, '/'));
+	snprintf(slash, sizeof(path) - (size_t)(slash - path), ":%s", getenv("PATH"));
+	cr_assert_eq(setenv("PATH", path, 1), 0);
+	apps_start(&p, argv);
+	rc = apps_wait(&p, 30000);
+	cr_assert_eq(rc, 0, "route_probe exited %d: %s", rc, apps_output(&p));
+	return apps_output(&p);
+}
+
+static unsigned field(const char *out, const char *name)
+{
+	const char *at = strstr(out, name);
+	unsigned v = 0;
+
+	cr_assert_not_null(at, "no %s in: %s", name, out);
+	cr_assert_eq(sscanf(at + strlen(name), " %i", (int *)&v), 1, "%s", out);
+	return v;
+}
+
+/* On RoCE librdmacm gives one path record, made up as the kernel's rdma_cm makes it
+ * (doc/interop-cm.md, "Routes"); programs read path_rec->mtu from it. */
+Test(apps_rdmacm, udp_route_has_a_path_record, .timeout = 60)
+{
+	char *out = route_probe(true, "127.0.0.1");
+
+	cr_expect_eq(field(out, "num_paths"), 1, "%s", out);
+	cr_expect(strstr(out, "path_rec set"), "%s", out);
+	cr_expect(strstr(out, "dgid ::ffff:127.0.0.1\n"), "%s", out);
+	cr_expect(strstr(out, "sgid ::ffff:127."), "%s", out);
+	cr_expect_eq(field(out, "mtu"), field(out, "active_mtu"), "%s", out);
+	cr_expect_geq(field(out, "mtu"), 1, "%s", out);
+	cr_expect_eq(field(out, "pkey"), 0xffff, "%s", out);
+	cr_expect_eq(field(out, "hop_limit"), 64, "%s", out);
+	cr_expect_eq(field(out, "traffic_class"), 0, "%s", out);
+	cr_expect_eq(field(out, "packet_life_time"), 18, "%s", out);
+	cr_expect_eq(field(out, "reversible"), 1, "%s", out);
+	free(out);
+}
+
+/* On iWARP the kernel's ucma reports no path (num_paths 0, path_rec NULL); so do we. */
+Test(apps_rdmacm, tcp_route_has_no_path_record, .timeout = 60)
+{
+	char *out = route_probe(false, "127.0.0.1");
+
+	cr_expect_eq(field(out, "num_paths"), 0, "%s", out);
+	cr_expect(strstr(out, "path_rec NULL"), "%s", out);
+	free(out);
+}
