@@ -14,9 +14,9 @@
  * SV__IW_HS_TIMEOUT_MS with at most SV_MPA_MAX_PD_LEN bytes of private data, and at most
  * SV__IW_MAX_PENDING handshakes wait per listener. CONNECT_REQUEST carries the private
  * data and the peer's IRD/ORD, swapped into our view (its ORD as the responder resources
- * we need). accept sends the Reply (P2P echoed with exactly one RTR
- * type: Write preferred, then Read, then Send; IRD = min(our IRD, initiator ORD), ORD =
- * min(our ORD, initiator IRD); C = requester's C or ours; M = ours). RFC 5044: the
+ * we need). accept sends the Reply (P2P echoed with exactly one RTR type: Write
+ * preferred, then Read, then Send; IRD = min(our IRD, initiator ORD), ORD = min(our ORD,
+ * initiator IRD); C = requester's C or ours; M = ours). RFC 5044: the
  * responder sends no FPDU before the initiator's first one, so it reports ESTABLISHED (and
  * the QP enters RTS) when that first FPDU — the RTR, or any FPDU from a rev 1 initiator —
  * has been received. A rev 1 Request (no block) is served the same way; an application
