@@ -72,6 +72,9 @@ struct svc_id {
 	struct sv_conn_param conn;	/* rdma_connect's parameters, for the retry */
 	uint8_t conn_priv[SV_CM_MAX_PRIVATE_DATA];
 	struct ibv_sa_path_rec path;	/* route.path_rec once a RoCE route is resolved */
+	/* A request id: its CONNECT_REQUEST's depths, which rdma_accept takes where the
+	 * application leaves them to it (no parameters, or the RDMA_MAX_* values). */
+	uint8_t req_resp_res, req_init_depth;
 };
 
 #define CONNECT_RETRY_MS 2000		/* perftest asks resolution to take at most 2 s */
@@ -298,6 +301,8 @@ static struct svc_event *translate(struct sv_cm_event *s)
 			free(e);
 			return NULL;
 		}
+		id->req_resp_res = s->param.responder_resources;
+		id->req_init_depth = s->param.initiator_depth;
 		e->ev.listen_id = &l->id;
 	} else {
 		id = s->id->user_context;
@@ -1018,7 +1023,16 @@ SVC_EXPORT int rdma_accept(struct rdma_cm_id *cm_id, struct rdma_conn_param *par
 		return fail(EINVAL);
 	if (param)
 		param_to_sv(param, &p);
-	if ((rc = sv_cm_accept(id->sv, svc_sv_qp(cm_id->qp), param ? &p : NULL)) < 0)
+	else
+		memset(&p, 0, sizeof(p));
+	/* librdmacm: without parameters, or with RDMA_MAX_RESP_RES / RDMA_MAX_INIT_DEPTH,
+	 * the request's depths (which the event gives from this side) are used, capped by
+	 * the device (sv_cm_accept caps). */
+	if (!param || p.responder_resources == RDMA_MAX_RESP_RES)
+		p.responder_resources = id->req_resp_res;
+	if (!param || p.initiator_depth == RDMA_MAX_INIT_DEPTH)
+		p.initiator_depth = id->req_init_depth;
+	if ((rc = sv_cm_accept(id->sv, svc_sv_qp(cm_id->qp), &p)) < 0)
 		return fail(rc);
 	if (id->request) {
 		event_free(id->request);
