@@ -71,6 +71,10 @@ struct svc_id {
 	long retry_until_ms;		/* a refused connect is retried until then */
 	struct sv_conn_param conn;	/* rdma_connect's parameters, for the retry */
 	uint8_t conn_priv[SV_CM_MAX_PRIVATE_DATA];
+	struct ibv_sa_path_rec path;	/* route.path_rec once a RoCE route is resolved */
+	/* A request id: its CONNECT_REQUEST's depths, which rdma_accept takes where the
+	 * application leaves them to it (no parameters, or the RDMA_MAX_* values). */
+	uint8_t req_resp_res, req_init_depth;
 };
 
 #define CONNECT_RETRY_MS 2000		/* perftest asks resolution to take at most 2 s */
@@ -297,6 +301,8 @@ static struct svc_event *translate(struct sv_cm_event *s)
 			free(e);
 			return NULL;
 		}
+		id->req_resp_res = s->param.responder_resources;
+		id->req_init_depth = s->param.initiator_depth;
 		e->ev.listen_id = &l->id;
 	} else {
 		id = s->id->user_context;
@@ -690,6 +696,63 @@ SVC_EXPORT int rdma_resolve_addr(struct rdma_cm_id *cm_id, struct sockaddr *src,
 	return 0;
 }
 
+/* A.b.c.d as ::ffff:a.b.c.d, an IPv6 address as itself: the RoCEv2 GID of an address. */
+static void ip_to_gid(const struct sockaddr *sa, union ibv_gid *gid)
+{
+	memset(gid, 0, sizeof(*gid));
+	if (sa->sa_family == AF_INET6) {
+		memcpy(gid->raw, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
+	} else if (sa->sa_family == AF_INET) {
+		gid->raw[10] = gid->raw[11] = 0xff;
+		memcpy(gid->raw + 12, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+	}
+}
+
+static __be16 addr_port(const struct sockaddr *sa)
+{
+	if (sa->sa_family == AF_INET)
+		return ((const struct sockaddr_in *)sa)->sin_port;
+	if (sa->sa_family == AF_INET6)
+		return ((const struct sockaddr_in6 *)sa)->sin6_port;
+	return 0;
+}
+
+/*
+ * The path record the kernel's rdma_cm makes up for a RoCE route, which has no subnet
+ * administrator to ask (doc/interop-cm.md, "Routes"): GIDs from the addresses, P_Key
+ * 0xffff, the link's MTU, hop limit 64, traffic class and SL 0 (the TOS option has no
+ * effect here), PacketLifeTime 18, every selector "exactly", the current rate, and the
+ * RoCEv2 flow label from the rdma_cm ports. librdmacm copies it into route.path_rec.
+ */
+static void roce_path(struct rdma_cm_id *cm_id, struct ibv_sa_path_rec *p)
+{
+	const struct sockaddr *src = &cm_id->route.addr.src_addr;
+	const struct sockaddr *dst = &cm_id->route.addr.dst_addr;
+	struct ibv_port_attr pa;
+	uint32_t hash = (uint32_t)ntohs(addr_port(src)) * 31 + ntohs(addr_port(dst));
+
+	memset(p, 0, sizeof(*p));
+	ip_to_gid(dst, &p->dgid);
+	/* Without a bound source the CM sends from the device's address: its GID 0. */
+	if (src->sa_family)
+		ip_to_gid(src, &p->sgid);
+	else if (cm_id->verbs)
+		ibv_query_gid(cm_id->verbs, 1, 0, &p->sgid);
+	p->flow_label = htonl(hash & 0xfffff);
+	p->hop_limit = 64;
+	p->reversible = 1;
+	p->pkey = htons(0xffff);
+	p->mtu_selector = 2;		/* the PathRecord's "exactly" (IBA Vol 1 chapter 15) */
+	p->mtu = IBV_MTU_1024;
+	if (cm_id->verbs && ibv_query_port(cm_id->verbs, cm_id->port_num ? cm_id->port_num : 1,
+					   &pa) == 0)
+		p->mtu = (uint8_t)pa.active_mtu;
+	p->rate_selector = 2;
+	p->rate = 0;			/* the port's current rate */
+	p->packet_life_time_selector = 2;
+	p->packet_life_time = 18;
+}
+
 SVC_EXPORT int rdma_resolve_route(struct rdma_cm_id *cm_id, int timeout_ms)
 {
 	struct svc_id *id;
@@ -698,7 +761,16 @@ SVC_EXPORT int rdma_resolve_route(struct rdma_cm_id *cm_id, int timeout_ms)
 	if (!cm_id || cm_id->route.addr.dst_addr.sa_family == 0)
 		return fail(EINVAL);
 	id = to_id(cm_id);
-	cm_id->route.num_paths = 1;
+	/* As librdmacm on the kernel: a RoCE route has one path record, an iWARP route
+	 * none (iw_cm resolves nothing beyond the address; doc/interop-cm.md, "Routes"). */
+	if (cm_id->verbs && cm_id->verbs->device->transport_type == IBV_TRANSPORT_IWARP) {
+		cm_id->route.num_paths = 0;
+		cm_id->route.path_rec = NULL;
+	} else {
+		roce_path(cm_id, &id->path);
+		cm_id->route.path_rec = &id->path;
+		cm_id->route.num_paths = 1;
+	}
 	if (!id->sync)
 		synthesize(id, RDMA_CM_EVENT_ROUTE_RESOLVED);
 	return 0;
@@ -951,7 +1023,16 @@ SVC_EXPORT int rdma_accept(struct rdma_cm_id *cm_id, struct rdma_conn_param *par
 		return fail(EINVAL);
 	if (param)
 		param_to_sv(param, &p);
-	if ((rc = sv_cm_accept(id->sv, svc_sv_qp(cm_id->qp), param ? &p : NULL)) < 0)
+	else
+		memset(&p, 0, sizeof(p));
+	/* librdmacm: without parameters, or with RDMA_MAX_RESP_RES / RDMA_MAX_INIT_DEPTH,
+	 * the request's depths (which the event gives from this side) are used, capped by
+	 * the device (sv_cm_accept caps). */
+	if (!param || p.responder_resources == RDMA_MAX_RESP_RES)
+		p.responder_resources = id->req_resp_res;
+	if (!param || p.initiator_depth == RDMA_MAX_INIT_DEPTH)
+		p.initiator_depth = id->req_init_depth;
+	if ((rc = sv_cm_accept(id->sv, svc_sv_qp(cm_id->qp), &p)) < 0)
 		return fail(rc);
 	if (id->request) {
 		event_free(id->request);
@@ -1119,15 +1200,6 @@ SVC_EXPORT int rdma_get_remote_ece(struct rdma_cm_id *cm_id, struct ibv_ece *ece
 	(void)cm_id;
 	(void)ece;
 	return fail(EOPNOTSUPP);
-}
-
-static __be16 addr_port(const struct sockaddr *sa)
-{
-	if (sa->sa_family == AF_INET)
-		return ((const struct sockaddr_in *)sa)->sin_port;
-	if (sa->sa_family == AF_INET6)
-		return ((const struct sockaddr_in6 *)sa)->sin6_port;
-	return 0;
 }
 
 SVC_EXPORT __be16 rdma_get_src_port(struct rdma_cm_id *cm_id)

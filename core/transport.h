@@ -97,8 +97,12 @@ struct sv__recv_wqe {
 struct sv__conn_param {
 	const uint8_t *priv;
 	uint16_t priv_len;
-	uint16_t ird;			/* responder resources offered */
-	uint16_t ord;			/* initiator depth wanted */
+	/* To a transport: what this side offers and wants. In a report to core: as the
+	 * event gives them to the application, which is the receiving side's view for a
+	 * CONNECT_REQUEST (ird = the initiator's ORD) and, per transport, what librdmacm
+	 * reports for ESTABLISHED (doc/interop-cm.md, "Depths in CM events"). */
+	uint16_t ird;			/* responder resources */
+	uint16_t ord;			/* initiator depth */
 	/* From sv_conn_param for transports with a retry policy (IB CM REQ/REP); 0 means
 	 * the transport's default. Not set in reports to core. */
 	uint8_t retry_count;

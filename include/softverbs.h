@@ -861,7 +861,10 @@ struct sv_cm_event {
 	struct sv_cm_id *listen_id;	/* for CONNECT_REQUEST: the listener */
 	enum sv_cm_event_type event;
 	int status;			/* 0, or a negative errno for errors */
-	struct sv_conn_param param;	/* peer's private data and IRD/ORD where defined */
+	/* The peer's private data; IRD/ORD as librdmacm reports them: for CONNECT_REQUEST
+	 * from the receiver's side (responder_resources = the initiator's ORD, so the
+	 * values can go straight into sv_cm_accept), doc/interop-cm.md for ESTABLISHED. */
+	struct sv_conn_param param;
 	struct sv_cm_ud_param ud;	/* ESTABLISHED in a UD port space */
 };
 

@@ -585,7 +585,7 @@ static inline int ep_wait_request(struct tool_ep *ep, uint64_t deadline_ns, uint
 		sv_cm_ack_event(ev);
 	}
 	ep->id = ev->id;
-	ep->peer_ird = ev->param.responder_resources;
+	ep->peer_ird = ev->param.initiator_depth;	/* the request seen from our side */
 	*priv_len = ev->param.private_data_len;
 	if (*priv_len)
 		memcpy(priv, ev->param.private_data, *priv_len);
@@ -636,8 +636,6 @@ static inline int ep_wait_established(struct tool_ep *ep, uint64_t deadline_ns,
 		if (*peer_len)
 			memcpy(peer_priv, ev->param.private_data, *peer_len);
 	}
-	if (ev->param.responder_resources)
-		ep->peer_ird = ev->param.responder_resources;
 	sv_cm_ack_event(ev);
 	ep->connected = 1;
 	return 0;

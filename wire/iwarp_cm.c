@@ -13,9 +13,10 @@
  * Responder: accept4 on the listener; the Request must arrive within
  * SV__IW_HS_TIMEOUT_MS with at most SV_MPA_MAX_PD_LEN bytes of private data, and at most
  * SV__IW_MAX_PENDING handshakes wait per listener. CONNECT_REQUEST carries the private
- * data and the peer's IRD/ORD. accept sends the Reply (P2P echoed with exactly one RTR
- * type: Write preferred, then Read, then Send; IRD = min(our IRD, initiator ORD), ORD =
- * min(our ORD, initiator IRD); C = requester's C or ours; M = ours). RFC 5044: the
+ * data and the peer's IRD/ORD, swapped into our view (its ORD as the responder resources
+ * we need). accept sends the Reply (P2P echoed with exactly one RTR type: Write
+ * preferred, then Read, then Send; IRD = min(our IRD, initiator ORD), ORD = min(our ORD,
+ * initiator IRD); C = requester's C or ours; M = ours). RFC 5044: the
  * responder sends no FPDU before the initiator's first one, so it reports ESTABLISHED (and
  * the QP enters RTS) when that first FPDU — the RTR, or any FPDU from a rev 1 initiator —
  * has been received. A rev 1 Request (no block) is served the same way; an application
@@ -571,8 +572,11 @@ static void responder_request(struct sv__tep *ep)
 	void *cm;
 
 	if (r->enhanced) {
-		p.ird = r->ird;
-		p.ord = r->ord;
+		/* From our side, as iw_cm reports a request (librdmacm passes it on): the
+		 * initiator's ORD is the IRD we need, its IRD the ORD we may use.
+		 * doc/interop-cm.md, "Depths in CM events". */
+		p.ird = r->ord;
+		p.ord = r->ird;
 	} else {
 		/* Rev 1 carries no IRD/ORD: assume what the device offers. */
 		p.ird = clamp_rd(o->max_qp_rd_atom, o->max_qp_rd_atom);
@@ -929,8 +933,13 @@ static void poll_cb(uv_poll_t *h, int status, int events)
 	struct sv__tep *ep = h->data;
 	int rc;
 
-	if (status < 0)
+	if (status < 0) {
+		/* POLLERR (a reset, say): libuv has stopped the handle before calling us. Forget
+		 * the mask so the next ep_poll() starts it again: bytes that arrived ahead of
+		 * the error are read in passes, and the error only behind the last of them. */
+		ep->events = 0;
 		events = UV_READABLE | UV_WRITABLE;	/* let the syscalls report the error */
+	}
 	switch (ep->state) {
 	case EP_LISTEN:
 		listener_cb(ep);

@@ -544,8 +544,11 @@ static void rx_req(struct sv__rctx *rc, const union sv__roce_addr *src,
 	passive_local(rc, sv__roce_addr_port(&l->local), has_ip ? &ip : NULL, &ep->local);
 	ep->peer = *src;
 	sv__roce_addr_set_port(&ep->peer, sport);
-	p.ird = req->responder_resources;
-	p.ord = req->initiator_depth;
+	/* Reported from our side, as the kernel's ib_cm does (and librdmacm passes on):
+	 * the REQ's initiator depth is the responder resources we need, its responder
+	 * resources the depth we may use. doc/interop-cm.md, "Depths in CM events". */
+	p.ird = req->initiator_depth;
+	p.ord = req->responder_resources;
 	if (!(ep->cm = sv__cm_incoming(l->cm, ep, &p))) {
 		send_rej(rc, src, m->mad.tid, ep->local_id, ep->remote_id, SV_CM_MSG_REQ,
 			 SV_CM_REJ_NO_RESOURCES, NULL, 0);
@@ -595,8 +598,8 @@ static void rx_rep(struct sv__rctx *rc, const union sv__roce_addr *src,
 	(void)ep_send(ep, &rtu, false);
 	p.priv = rep->private_data;
 	p.priv_len = SV_CM_REP_PRIVATE_LEN;
-	p.ird = rep->responder_resources;
-	p.ord = rep->initiator_depth;
+	p.ird = rep->initiator_depth;		/* our side's view, as for a REQ */
+	p.ord = rep->responder_resources;
 	report(ep, SV_CM_EVENT_ESTABLISHED, 0, &p);
 }
 

@@ -41,12 +41,15 @@ static int result_rows(const char *out, unsigned long *first, unsigned long *las
 
 	while (line && *line) {
 		unsigned long bytes, iters;
-		double fig1, fig2;
+		double fig1, fig2, fig3 = 0;
+		int got = sscanf(line, " %lu %lu %lf %lf %lf", &bytes, &iters, &fig1, &fig2,
+				 &fig3);
 
-		/* BW rows: peak, average (peak reads 0.00 in --run_infinitely rows);
-		 * latency rows: t_min, t_max. */
-		if (sscanf(line, " %lu %lu %lf %lf", &bytes, &iters, &fig1, &fig2) == 4 &&
-		    (fig1 > 0 || fig2 > 0)) {
+		/* BW rows: peak, average, message rate (peak reads 0.00 in --run_infinitely
+		 * rows, and both BW figures in a row slow enough to round to 0.00 MB/s, as a
+		 * 4-byte row with one retransmission does; its message rate still shows);
+		 * latency rows: t_min, t_max, t_typical. */
+		if (got >= 4 && (fig1 > 0 || fig2 > 0 || fig3 > 0)) {
 			if (!n)
 				*first = bytes;
 			*last = bytes;

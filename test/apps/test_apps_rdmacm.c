@@ -220,3 +220,80 @@ Test(apps_rdmacm, tcp_udaddy_fails_cleanly, .timeout = 60)
 	free(so);
 	free(co);
 }
+
+/* Runs one of our librdmacm programs (built by the test suite: test/apps/route_probe.c,
+ * accept_probe.c) through svrun on sv_tcp0 or (udp) sv_udp0, with arg if not NULL; it
+ * must exit 0 within 30 s. Returns its output (the caller frees it). */
+static char *probe(bool udp, const char *prog, const char *arg)
+{
+	const char *dir = getenv("SV_PROBE_DIR");
+	const char *argv[] = { "--transport", udp ? "udp" : "tcp", prog, arg, NULL };
+	char path[4096];
+	struct apps_proc p;
+	int rc;
+
+	apps_require(progs);
+	if (!dir || !*dir)
+		cr_skip_test("SV_PROBE_DIR not set (run through ctest)");
+	/* svrun finds the program on PATH, and apps_start names its logs after argv[0]. */
+	snprintf(path, sizeof(path), "%s:%s", dir, getenv("PATH"));
+	cr_assert_eq(setenv("PATH", path, 1), 0);
+	apps_start(&p, argv);
+	rc = apps_wait(&p, 30000);
+	cr_assert_eq(rc, 0, "%s exited %d: %s", prog, rc, apps_output(&p));
+	return apps_output(&p);
+}
+
+static unsigned field(const char *out, const char *name)
+{
+	const char *at = strstr(out, name);
+	unsigned v = 0;
+
+	cr_assert_not_null(at, "no %s in: %s", name, out);
+	cr_assert_eq(sscanf(at + strlen(name), " %i", (int *)&v), 1, "%s", out);
+	return v;
+}
+
+/* On RoCE librdmacm gives one path record, made up as the kernel's rdma_cm makes it
+ * (doc/interop-cm.md, "Routes"); programs read path_rec->mtu from it. */
+Test(apps_rdmacm, udp_route_has_a_path_record, .timeout = 60)
+{
+	char *out = probe(true, "route_probe", "127.0.0.1");
+
+	cr_expect_eq(field(out, "num_paths"), 1, "%s", out);
+	cr_expect(strstr(out, "path_rec set"), "%s", out);
+	cr_expect(strstr(out, "dgid ::ffff:127.0.0.1\n"), "%s", out);
+	cr_expect(strstr(out, "sgid ::ffff:127."), "%s", out);
+	cr_expect_eq(field(out, "mtu"), field(out, "active_mtu"), "%s", out);
+	cr_expect_geq(field(out, "mtu"), 1, "%s", out);
+	cr_expect_eq(field(out, "pkey"), 0xffff, "%s", out);
+	cr_expect_eq(field(out, "hop_limit"), 64, "%s", out);
+	cr_expect_eq(field(out, "traffic_class"), 0, "%s", out);
+	cr_expect_eq(field(out, "packet_life_time"), 18, "%s", out);
+	cr_expect_eq(field(out, "reversible"), 1, "%s", out);
+	free(out);
+}
+
+/* On iWARP the kernel's ucma reports no path (num_paths 0, path_rec NULL); so do we. */
+Test(apps_rdmacm, tcp_route_has_no_path_record, .timeout = 60)
+{
+	char *out = probe(false, "route_probe", "127.0.0.1");
+
+	cr_expect_eq(field(out, "num_paths"), 0, "%s", out);
+	cr_expect(strstr(out, "path_rec NULL"), "%s", out);
+	free(out);
+}
+
+/* A client asks responder resources 3 and initiator depth 5. The CONNECT_REQUEST gives
+ * them from the server's side, as librdmacm on the kernel does (doc/interop-cm.md,
+ * "Depths in CM events"), and rdma_accept without parameters takes the request's
+ * values: the server serves the client's 5 READs and issues at most 3. */
+TCP_AND_UDP(accept_takes_the_requests_depths)
+{
+	char *out = probe(udp, "accept_probe", NULL);
+
+	cr_expect(strstr(out, "request responder_resources 5 initiator_depth 3\n"), "%s", out);
+	cr_expect(strstr(out, "client max_rd_atomic 5 max_dest_rd_atomic 3\n"), "%s", out);
+	cr_expect(strstr(out, "server max_rd_atomic 3 max_dest_rd_atomic 5\n"), "%s", out);
+	free(out);
+}

@@ -353,12 +353,66 @@ Test(e2e_order, cm_private_data_both_ways, .timeout = 30)
 		     "ESTABLISHED private data length %u", p.cli.peer.private_data_len);
 	e2e_assert_pat(p.cli.peer_priv, SV_CM_MAX_PRIVATE_DATA, 500, 0,
 		       "server's private data");
-	/* IRD/ORD travel in the RFC 6581 block: the request carries the client's values. */
-	cr_assert_eq(p.srv.peer.responder_resources, 8, "client IRD seen by the server: %u",
+	/* IRD/ORD travel in the RFC 6581 block; the event gives them from the server's side
+	 * (cm_request_depths_are_the_receivers_view). */
+	cr_assert_eq(p.srv.peer.responder_resources, 8, "client ORD seen by the server: %u",
 		     p.srv.peer.responder_resources);
-	cr_assert_eq(p.srv.peer.initiator_depth, 8, "client ORD seen by the server: %u",
+	cr_assert_eq(p.srv.peer.initiator_depth, 8, "client IRD seen by the server: %u",
 		     p.srv.peer.initiator_depth);
 	e2e_pair_close(&p);
+}
+
+/*
+ * CONNECT_REQUEST gives the initiator's IRD/ORD from the responder's side, as iw_cm
+ * reports an MPA Request through librdmacm: responder_resources = the initiator's ORD.
+ * A server that copies the event's values into sv_cm_accept serves the client's ORD and
+ * uses no more than its IRD. The client's ESTABLISHED gives the Reply's IRD/ORD as sent,
+ * as iw_cm does.
+ */
+Test(e2e_order, cm_request_depths_are_the_receivers_view, .timeout = 30)
+{
+	struct sv_conn_param cp = { .responder_resources = 3, .initiator_depth = 5 }, sp;
+	struct e2e_pair_opts o;
+	struct e2e_side cli, srv;
+	struct sv_cm_id *lid;
+	struct sockaddr_in addr;
+	struct sv_cm_event *ev;
+	struct sv_qp_attr a;
+
+	e2e_pair_opts_init(&o);
+	e2e_side_open(&cli, 1, &o);
+	e2e_side_open(&srv, 1, &o);
+	e2e_side_create_qp(&cli, &o, E2E_ACCESS_ALL);
+	e2e_side_create_qp(&srv, &o, E2E_ACCESS_ALL);
+	lid = e2e_listen(&srv, &addr);
+	cr_assert_eq(sv_cm_create_id(cli.cm_ch, cli.ctx, NULL, &cli.id), 0);
+	cr_assert_eq(sv_cm_connect(cli.id, cli.qp, (struct sockaddr *)&addr, &cp), 0);
+	ev = e2e_cm_wait(srv.cm_ch, SV_CM_EVENT_CONNECT_REQUEST, E2E_WAIT_MS);
+	srv.id = ev->id;
+	cr_assert_eq(ev->param.responder_resources, 5, "client ORD: %u",
+		     ev->param.responder_resources);
+	cr_assert_eq(ev->param.initiator_depth, 3, "client IRD: %u", ev->param.initiator_depth);
+	sp = ev->param;
+	sp.private_data = NULL;
+	sp.private_data_len = 0;
+	cr_assert_eq(sv_cm_ack_event(ev), 0);
+	cr_assert_eq(sv_cm_accept(srv.id, srv.qp, &sp), 0);
+	ev = e2e_cm_wait(cli.cm_ch, SV_CM_EVENT_ESTABLISHED, E2E_WAIT_MS);
+	cr_assert_eq(ev->param.responder_resources, 5, "server IRD: %u",
+		     ev->param.responder_resources);
+	cr_assert_eq(ev->param.initiator_depth, 3, "server ORD: %u", ev->param.initiator_depth);
+	cr_assert_eq(sv_cm_ack_event(ev), 0);
+	cr_assert_eq(sv_cm_ack_event(e2e_cm_wait(srv.cm_ch, SV_CM_EVENT_ESTABLISHED,
+						 E2E_WAIT_MS)), 0);
+	cr_assert_eq(sv_query_qp(cli.qp, &a, 0, NULL), 0);
+	cr_assert_eq(a.max_rd_atomic, 5);
+	cr_assert_eq(a.max_dest_rd_atomic, 3);
+	cr_assert_eq(sv_query_qp(srv.qp, &a, 0, NULL), 0);
+	cr_assert_eq(a.max_rd_atomic, 3);
+	cr_assert_eq(a.max_dest_rd_atomic, 5);
+	cr_assert_eq(sv_cm_destroy_id(lid), 0);
+	e2e_side_close(&cli);
+	e2e_side_close(&srv);
 }
 
 Test(e2e_order, cm_reject_with_private_data, .timeout = 30)

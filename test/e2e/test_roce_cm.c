@@ -144,6 +144,49 @@ static void expect_a(uint64_t id, enum sv_wc_opcode op)
 
 TestSuite(roce_cm, .init = setup, .fini = teardown, .timeout = 60);
 
+/*
+ * A CONNECT_REQUEST gives the REQ's depths from the passive side's view, as the kernel's
+ * ib_cm does: responder_resources = the REQ's initiator depth. An application that
+ * copies the event's values into sv_cm_accept (as librdmacm programs may) serves the
+ * active side's ORD and asks for no more than its IRD. The active side's ESTABLISHED
+ * gives the REP's the same way round.
+ */
+Test(roce_cm, request_depths_are_the_receivers_view)
+{
+	struct sockaddr_in dst = listen_b();
+	struct sv_conn_param cp = { .responder_resources = 3, .initiator_depth = 5 };
+	struct sv_conn_param ap;
+	struct sv_cm_event *ev;
+	struct sv_qp_attr at;
+
+	cr_assert_eq(sv_cm_connect(a.id, a.qp, (const struct sockaddr *)&dst, &cp), 0);
+	ev = ru_cm_event(b.ch, SV_CM_EVENT_CONNECT_REQUEST, WAIT_MS);
+	b.conn = ev->id;
+	cr_assert_eq(ev->param.responder_resources, 5, "REQ initiator depth: %u",
+		     ev->param.responder_resources);
+	cr_assert_eq(ev->param.initiator_depth, 3, "REQ responder resources: %u",
+		     ev->param.initiator_depth);
+	ap = ev->param;
+	ap.private_data = NULL;
+	ap.private_data_len = 0;
+	cr_assert_eq(sv_cm_ack_event(ev), 0);
+	cr_assert_eq(sv_cm_accept(b.conn, b.qp, &ap), 0);
+	ev = ru_cm_event(a.ch, SV_CM_EVENT_ESTABLISHED, WAIT_MS);
+	cr_assert_eq(ev->param.responder_resources, 3, "REP initiator depth: %u",
+		     ev->param.responder_resources);
+	cr_assert_eq(ev->param.initiator_depth, 5, "REP responder resources: %u",
+		     ev->param.initiator_depth);
+	cr_assert_eq(sv_cm_ack_event(ev), 0);
+	ev = ru_cm_event(b.ch, SV_CM_EVENT_ESTABLISHED, WAIT_MS);
+	cr_assert_eq(sv_cm_ack_event(ev), 0);
+	cr_assert_eq(sv_query_qp(a.qp, &at, 0, NULL), 0);
+	cr_assert_eq(at.max_rd_atomic, 5);
+	cr_assert_eq(at.max_dest_rd_atomic, 3);
+	cr_assert_eq(sv_query_qp(b.qp, &at, 0, NULL), 0);
+	cr_assert_eq(at.max_rd_atomic, 3);
+	cr_assert_eq(at.max_dest_rd_atomic, 5);
+}
+
 Test(roce_cm, connect_accept_then_every_opcode)
 {
 	struct sv_sge sge = { (uintptr_t)b.buf, 200000, b.mr->lkey };
