@@ -316,3 +316,37 @@ void ru_cm_expect(struct sv_cm_channel *ch, enum sv_cm_event_type want, int stat
 		     ev->status, status);
 	cr_assert_eq(sv_cm_ack_event(ev), 0);
 }
+
+static void *spin_poll(void *arg)
+{
+	struct ru_spinner *s = arg;
+	struct sv_wc wc;
+
+	while (!atomic_load(&s->stop)) {
+		int n = sv_poll_cq(s->cq, 1, &wc);
+
+		if (n != 0) {
+			s->err = n < 0 ? n : 1;
+			break;
+		}
+		atomic_fetch_add(&s->polls, 1);
+	}
+	return NULL;
+}
+
+void ru_spinner_start(struct ru_spinner *s, struct sv_cq *cq)
+{
+	s->cq = cq;
+	s->err = 0;
+	atomic_init(&s->stop, false);
+	atomic_init(&s->polls, 0);
+	cr_assert_eq(pthread_create(&s->t, NULL, spin_poll, s), 0);
+}
+
+void ru_spinner_stop(struct ru_spinner *s)
+{
+	atomic_store(&s->stop, true);
+	pthread_join(s->t, NULL);
+	cr_assert_eq(s->err, 0, "the spinner's CQ returned %d", s->err);
+	cr_assert_gt(atomic_load(&s->polls), 0);
+}

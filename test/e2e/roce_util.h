@@ -8,6 +8,8 @@
 #define TEST_ROCE_UTIL_H
 
 #include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -73,6 +75,21 @@ void ru_wait(struct rside *s, struct sv_wc *wc, long timeout_ms);
 /* No completion arrives on s's CQ for ms. */
 void ru_quiet(struct rside *s, long ms);
 void ru_close(struct rside *s);
+
+/* A thread that busy-polls cq, as an application spinning on its CQ does (each poll reads
+ * the device's socket as that QP's poller), expecting no completion on it; err is the
+ * first poll result that was not 0, polls counts the empty ones. */
+struct ru_spinner {
+	pthread_t t;
+	struct sv_cq *cq;
+	atomic_bool stop;
+	atomic_uint polls;
+	int err;
+};
+
+void ru_spinner_start(struct ru_spinner *s, struct sv_cq *cq);
+/* Stops and joins it; asserts it saw nothing and polled at least once. */
+void ru_spinner_stop(struct ru_spinner *s);
 /* Destroys qp and deregisters mr (each unless NULL), then the CQ, the PD and the device,
  * and frees buf: the end of any side of the UDP-transport tests. */
 void ru_close_dev(struct sv_context *ctx, struct sv_pd *pd, struct sv_cq *cq,

@@ -218,42 +218,17 @@ Test(roce_multiqp, packets_another_qps_poller_read_are_not_overtaken)
 	expect_clean(2 * ROUNDS, 1);
 }
 
-/* Busy-polls b.cq until told to stop, as the issue's application polls its CQ: every
- * poll reads b's socket as b.qp's poller. */
-struct spinner {
-	pthread_t t;
-	atomic_bool stop;
-	atomic_uint polls;
-	int err;
-};
-
-static void *spin_poll(void *arg)
-{
-	struct spinner *s = arg;
-	struct sv_wc wc;
-
-	while (!atomic_load(&s->stop)) {
-		int n = sv_poll_cq(b.cq, 1, &wc);
-
-		if (n != 0) {
-			s->err = n < 0 ? n : 1;	/* pair 0 carries nothing */
-			break;
-		}
-		atomic_fetch_add(&s->polls, 1);
-	}
-	return NULL;
-}
-
 /*
  * Seven pairs of 4 KiB SENDs (four packets each), a window of WIN messages in flight on
- * each, while a second thread busy-polls pair 0 and this one polls the CQs of the
+ * each, while a second thread busy-polls pair 0 (every poll reads the socket as pair 0's
+ * poller, as an application spinning on its CQ does) and this one polls the CQs of the
  * others: each message lands in order and whole, nothing is NAKed or resent.
  */
 Test(roce_multiqp, busy_pollers_keep_every_qps_order)
 {
 	enum { MSGS = 1000, WIN = 8 };
 	uint32_t rnext[NQP] = { 0 }, snext[NQP] = { 0 }, posted[NQP] = { 0 };
-	struct spinner sp = { .err = 0 };
+	struct ru_spinner sp;
 	uint32_t done = 0;
 	long end;
 
@@ -261,9 +236,7 @@ Test(roce_multiqp, busy_pollers_keep_every_qps_order)
 	for (int i = 1; i < NQP; i++)
 		for (uint32_t m = 0; m < SLOTS; m++)
 			post_recv(i, m);
-	atomic_init(&sp.stop, false);
-	atomic_init(&sp.polls, 0);
-	cr_assert_eq(pthread_create(&sp.t, NULL, spin_poll, &sp), 0);
+	ru_spinner_start(&sp, b.cq);
 	end = ru_now_ms() + WAIT_MS;
 	while (done < (NQP - 1) * MSGS) {
 		struct sv_wc wc[16];
@@ -305,9 +278,6 @@ Test(roce_multiqp, busy_pollers_keep_every_qps_order)
 				  "%d ms", i, snext[i], MSGS, WAIT_MS);
 		}
 	}
-	atomic_store(&sp.stop, true);
-	pthread_join(sp.t, NULL);
-	cr_assert_eq(sp.err, 0, "pair 0's CQ returned %d", sp.err);
-	cr_assert_gt(atomic_load(&sp.polls), 0);
+	ru_spinner_stop(&sp);
 	expect_clean(MSGS, MAXMSG / 1024);
 }

@@ -139,47 +139,21 @@ Test(roce_rate, post_list_of_writes_arrives_and_completes_in_order)
 	expect_clean(LIST * ROUNDS);
 }
 
-/* Busy-polls b's CQ until told to stop: b's QP lock is then mostly this thread's, and
- * b's loop has to hand the arriving WRITEs over through the inbox. */
-struct spinner {
-	pthread_t t;
-	atomic_bool stop;
-	atomic_uint polls;
-	int err;
-};
-
-static void *spin_poll(void *arg)
-{
-	struct spinner *s = arg;
-	struct sv_wc wc;
-
-	while (!atomic_load(&s->stop)) {
-		int n = sv_poll_cq(b.cq, 1, &wc);
-
-		if (n != 0) {
-			s->err = n < 0 ? n : 1;	/* b expects no completion at all */
-			break;
-		}
-		atomic_fetch_add(&s->polls, 1);
-	}
-	return NULL;
-}
-
 /*
  * svperf's bandwidth pattern: one WR per post, `depth` in flight, every 16th signaled,
- * the poster polling between posts, while b's application busy-polls as well. Completions
+ * the poster polling between posts, while b's application busy-polls as well (b's QP
+ * lock is then mostly the spinner's, and b's loop has to hand the arriving WRITEs over
+ * through the inbox). Completions
  * come in order and each covers the unsignaled WRs before it, whose data is there.
  */
 static void single_posts(uint32_t n, uint32_t depth)
 {
 	/* A slot is rewritten only after the WR that last wrote it was checked. */
 	cr_assert_leq(depth, SLOTS - 16);
-	struct spinner sp = { .err = 0 };
+	struct ru_spinner sp;
 	uint32_t posted = 0, done = 0;
 
-	atomic_init(&sp.stop, false);
-	atomic_init(&sp.polls, 0);
-	cr_assert_eq(pthread_create(&sp.t, NULL, spin_poll, &sp), 0);
+	ru_spinner_start(&sp, b.cq);
 	while (done < n) {
 		struct sv_wc wc[16];
 		int got;
@@ -209,10 +183,7 @@ static void single_posts(uint32_t n, uint32_t depth)
 		if (got == 0)
 			cr_assert_eq(sp.err, 0, "b's CQ returned %d", sp.err);
 	}
-	atomic_store(&sp.stop, true);
-	pthread_join(sp.t, NULL);
-	cr_assert_eq(sp.err, 0, "b's CQ returned %d", sp.err);
-	cr_assert_gt(atomic_load(&sp.polls), 0);
+	ru_spinner_stop(&sp);
 }
 
 Test(roce_rate, single_posts_against_a_busy_polling_target_keep_order)
