@@ -12,8 +12,6 @@
  * QPs on one CQ per side (acq, bcq).
  */
 #include <criterion/criterion.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 

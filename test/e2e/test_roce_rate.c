@@ -7,8 +7,6 @@
  * loss, duplication and reordering for go-back-N and selective repeat.
  */
 #include <criterion/criterion.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
