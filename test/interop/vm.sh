@@ -32,7 +32,7 @@ BOOT_TIMEOUT=${SV_INTEROP_BOOT_TIMEOUT:-120}
 
 die() { echo "vm.sh: $*" >&2; exit 1; }
 usage() {
-	sed -n '3,8p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+	sed -n '4,9p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 }
 
