@@ -68,10 +68,11 @@ for p in "${!need[@]}"; do
 done
 ls /boot/vmlinuz-6.1.* >/dev/null 2>&1 || missing="$missing linux-image-amd64"
 if [ -n "$missing" ]; then
-	missing=$(echo "$missing" | tr ' ' '\n' | sort | tr '\n' ' ')
+	# shellcheck disable=SC2086 # one word per package
+	missing=$(printf '%s\n' $missing | sort | tr '\n' ' ' | sed 's/ $//')
 	if [ "$(id -u)" != 0 ]; then
 		echo "interop: missing packages. As root:" >&2
-		echo "  apt-get install -y --no-install-recommends$(echo " $missing" | sed 's/ *$//')" >&2
+		echo "  apt-get install -y --no-install-recommends $missing" >&2
 		echo "interop: skipped (missing packages, not root)"
 		exit 0
 	fi
