@@ -213,7 +213,10 @@ cmd_up() {
 	ip -n "$ns" link set svtap up
 	accel=tcg
 	[ "${SV_INTEROP_KVM:-auto}" = 1 ] && rm -f "$dir/kvm-probe"
-	if [ "${SV_INTEROP_KVM:-auto}" != 0 ] && kvm_works "$kimg"; then accel=kvm; fi
+	# Guests starting at once share one probe: the first runs it, the others read its answer.
+	if [ "${SV_INTEROP_KVM:-auto}" != 0 ] && (flock 8 && kvm_works "$kimg") 8>"$dir/kvm.lock"; then
+		accel=kvm
+	fi
 	echo "$accel" >"$vmd/accel"
 	: >"$vmd/console.log"
 	# ttyS0: the console, to a file; ttyS1: the command channel (guest-agent).
