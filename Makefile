@@ -5,7 +5,7 @@ CMAKE_FLAGS ?=
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 PREFIX ?= /usr/local
 
-.PHONY: all deps configure demo check install clean asan fuzz
+.PHONY: all deps configure demo check install clean asan fuzz interop
 
 all: configure
 	cmake --build $(BUILD) -j $(JOBS)
@@ -31,6 +31,13 @@ fuzz: deps
 	@test -f build-fuzz/CMakeCache.txt || CC=clang cmake -S . -B build-fuzz -DSV_FUZZ=ON -DCMAKE_BUILD_TYPE=Debug
 	cmake --build build-fuzz -j $(JOBS)
 
+# softverbs' UDP transport against the Linux kernel's Soft-RoCE (rxe) in a qemu guest, both
+# directions, IPv4 and IPv6 (test/interop/README.md). As root it installs what it needs;
+# otherwise it names what is missing and skips.
+INTEROP_JOBS ?= 2
+interop: deps all
+	@test/interop/run.sh --build $(BUILD) --jobs $(INTEROP_JOBS)
+
 # The prefix is configured, not only passed at install time: softverbs.pc, the CMake
 # package files and svrun record where things live.
 install: configure
@@ -39,4 +46,4 @@ install: configure
 	cmake --install $(BUILD)
 
 clean:
-	rm -rf build build-asan build-fuzz
+	rm -rf build build-asan build-fuzz build-interop
