@@ -121,9 +121,6 @@ enum sv_mtu sv__ctx_active_mtu(struct sv_context *ctx);
 /* Runs fn(arg) on the loop thread and returns its result; calls it directly when already
  * on the loop thread. */
 int sv__ctx_run_sync(struct sv_context *ctx, int (*fn)(void *), void *arg);
-/* Queues fn(arg) for the loop without waiting; arg is the job's to free. */
-int sv__ctx_post(struct sv_context *ctx, int (*fn)(void *), void *arg);
-bool sv__ctx_on_loop(struct sv_context *ctx);
 int sv__engine_start(struct sv_context *ctx);
 void sv__engine_stop(struct sv_context *ctx);
 /* On the loop: forget a pending kick of qp (it is being destroyed). */

@@ -214,6 +214,9 @@ extern const struct sv__transport_ops sv__roce_udp_ops;
 uv_loop_t *sv__ctx_loop(struct sv_context *ctx);
 const struct sv_device_opts *sv__ctx_opts(struct sv_context *ctx);
 void *sv__ctx_tctx(struct sv_context *ctx);
+/* Queues fn(arg) for the loop without waiting; arg is the job's to free. */
+int sv__ctx_post(struct sv_context *ctx, int (*fn)(void *), void *arg);
+bool sv__ctx_on_loop(struct sv_context *ctx);
 /* The device's node GUID, as sv_query_device reports it (the CM's Local CA GUID). */
 uint64_t sv__ctx_node_guid(const struct sv_context *ctx);
 /* Monotonic clock in nanoseconds (one clock for the whole library). */

@@ -1308,6 +1308,7 @@ static void ctx_fini(struct sv_context *ctx, void *tctx)
 	struct sv__rctx *rc = tctx;
 
 	(void)ctx;
+	sv__roce_cm_fini(rc);
 	uv_poll_stop(&rc->poll);
 	uv_close((uv_handle_t *)&rc->poll, handle_closed);
 	uv_close((uv_handle_t *)&rc->cm_timer, handle_closed);

@@ -172,6 +172,7 @@ struct sv__rctx {
 	uv_timer_t cm_timer;		/* MAD retransmissions */
 	struct sv__tep *cm_eps;		/* listeners and connections */
 	uint32_t gsi_psn;		/* BTH PSN of the MADs we send */
+	struct sv__rctx *cm_live_next;	/* roce_cm.c's contexts to close at exit */
 };
 
 /* A transmit batch: built under one QP lock, sent with one sendmmsg. */
@@ -370,6 +371,8 @@ void sv__roce_ud_rx(struct sv__rqp *q, const union sv__roce_addr *src,
 /* roce_cm.c — [loop] */
 /* ctx_init: the CM's timer (ctx_fini closes it with the context's other handles). */
 void sv__roce_cm_init(struct sv__rctx *rc);
+/* Before ctx_fini closes the context's handles: it leaves the exit list. */
+void sv__roce_cm_fini(struct sv__rctx *rc);
 /* A MAD datagram for QP1 from src, whole (its ICRC checked, not stripped). */
 void sv__roce_cm_rx(struct sv__rctx *rc, const union sv__roce_addr *src, const uint8_t *p,
 		    size_t len);

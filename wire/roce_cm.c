@@ -89,8 +89,11 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "wire/ib_cm.h"
@@ -903,6 +906,52 @@ static void timer_cb(uv_timer_t *t)
 	arm(rc);
 }
 
+/*
+ * Process exit. The kernel's rdma_cm sends a DREQ for every connection a process still
+ * has when its rdma_cm file closes, which exit does for it; a peer relies on that DREQ to
+ * see the connection end (nothing else tells an RC responder that its peer is gone). A
+ * process on softverbs holds its connections in its own memory, so the library does the
+ * same from a destructor: each live context's loop sends one DREQ (no retransmission:
+ * the process is going) for every established connection. The wait for the loops is
+ * bounded, so a loop that cannot run does not hold the exit. A process killed by a signal
+ * runs no destructor: its peers find out from their own timeouts.
+ */
+#define CM_EXIT_WAIT_MS 200
+
+static int send_dreq(struct sv__tep *ep, bool retransmit);
+
+static pthread_mutex_t cm_live_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sv__rctx *cm_live;
+static atomic_uint cm_exit_pending;
+
+static int exit_dreqs(void *arg)
+{
+	struct sv__rctx *rc = arg;
+
+	for (struct sv__tep *e = rc->cm_eps; e; e = e->next)
+		if (e->state == EP_ESTABLISHED || e->state == EP_REP_SENT)
+			(void)send_dreq(e, false);
+	atomic_fetch_sub(&cm_exit_pending, 1);
+	return 0;
+}
+
+__attribute__((destructor)) static void cm_at_exit(void)
+{
+	const struct timespec tick = { .tv_nsec = 1000000 };
+
+	pthread_mutex_lock(&cm_live_lock);
+	for (struct sv__rctx *rc = cm_live; rc; rc = rc->cm_live_next) {
+		atomic_fetch_add(&cm_exit_pending, 1);
+		if (sv__ctx_on_loop(rc->ctx))
+			exit_dreqs(rc);
+		else if (sv__ctx_post(rc->ctx, exit_dreqs, rc) < 0)
+			atomic_fetch_sub(&cm_exit_pending, 1);
+	}
+	pthread_mutex_unlock(&cm_live_lock);
+	for (int i = 0; i < CM_EXIT_WAIT_MS && atomic_load(&cm_exit_pending); i++)
+		nanosleep(&tick, NULL);
+}
+
 void sv__roce_cm_init(struct sv__rctx *rc)
 {
 	uv_timer_init(sv__ctx_loop(rc->ctx), &rc->cm_timer);
@@ -913,6 +962,21 @@ void sv__roce_cm_init(struct sv__rctx *rc)
 	if (sv__random(&rc->gsi_psn, sizeof(rc->gsi_psn)) < 0)
 		rc->gsi_psn = 0;
 	rc->gsi_psn &= SV_PSN_MASK;
+	pthread_mutex_lock(&cm_live_lock);
+	rc->cm_live_next = cm_live;
+	cm_live = rc;
+	pthread_mutex_unlock(&cm_live_lock);
+}
+
+void sv__roce_cm_fini(struct sv__rctx *rc)
+{
+	pthread_mutex_lock(&cm_live_lock);
+	for (struct sv__rctx **pp = &cm_live; *pp; pp = &(*pp)->cm_live_next)
+		if (*pp == rc) {
+			*pp = rc->cm_live_next;
+			break;
+		}
+	pthread_mutex_unlock(&cm_live_lock);
 }
 
 void sv__roce_cm_qp_gone(struct sv__rqp *q)
