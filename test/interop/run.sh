@@ -409,7 +409,10 @@ icrc_selfcheck() {
 }
 
 # --- the run -----------------------------------------------------------------------------
-SELF_CASES="rc_small rping ucmatose ib_write_bw_R"
+# Not perftest -R: rxe against itself fails it about once in six runs (the client's REQ
+# meets the server between its two listens: REJ, then perftest crashes), a flake of the
+# kernel's and perftest's that would say nothing about softverbs.
+SELF_CASES="rc_small rping ucmatose"
 if [ -z "$SUB" ] && [ "$jobs" -gt 1 ]; then
 	# One job per link configuration, each with its own guest and namespace; their
 	# lines are prefixed with the MTU, the matrix is printed here from their records.
