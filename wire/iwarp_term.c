@@ -11,7 +11,7 @@
  *
  * A Send with Invalidate naming an STag we may not invalidate (an MR, a type 1 window, a
  * window of another PD or QP, or no such STag) is an RDMAP remote protection error too
- * (iwarp.md 4.6), always "STag cannot be invalidated"; the receive it consumed fails
+ * (RFC 5040 section 7), always "STag cannot be invalidated"; the receive it consumed fails
  * with REM_INV_REQ_ERR, rxe's status for a bad invalidate. Every STag failure has one
  * code per operation, whatever the reason, so a Terminate is no oracle for keys of
  * other PDs (doc/security.md, "Keys and identifiers").
