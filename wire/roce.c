@@ -8,9 +8,9 @@
  * (the IPv6 socket is V6ONLY). The GID is the RoCEv2 form of the bound address: IPv4-
  * mapped (::ffff:a.b.c.d) as GIDs of IPv4 interfaces are, or the IPv6 address itself.
  * An AV's GID must be of the device's family. Packets are demultiplexed by BTH DestQP
- * through the context's QPN table, never by source port (IBTA RoCEv2 Annex A17.4), and an RC QP
- * takes its peer's packets from any source port of the peer's address: other senders
- * choose the port per flow (doc/interop-udp.md). We send from the bound port, always
+ * through the context's QPN table, never by source port (IBTA RoCEv2 Annex A17.4), and
+ * an RC QP takes its peer's packets from any source port of the peer's address: other
+ * senders choose the port per flow (doc/interop-udp.md). We send from the bound port, always
  * to the peer's RoCE port.
  *
  * Two processes (or two contexts) on one host without configuration: when bind_addr is
