@@ -10,8 +10,8 @@
  * An AV's GID must be of the device's family. Packets are demultiplexed by BTH DestQP
  * through the context's QPN table, never by source port (IBTA RoCEv2 Annex A17.4), and
  * an RC QP takes its peer's packets from any source port of the peer's address: other
- * senders choose the port per flow (doc/interop-udp.md). We send from the bound port, always
- * to the peer's RoCE port.
+ * senders choose the port per flow (doc/interop-udp.md). We send from the bound port,
+ * always to the peer's RoCE port.
  *
  * Two processes (or two contexts) on one host without configuration: when bind_addr is
  * unset ("" or "0.0.0.0") the context binds 127.0.0.1:4791, and if that is taken,

@@ -35,7 +35,8 @@
 
 /* Terminate triples (layer, etype, ecode) of RFC 5040 section 7 and RFC 5041 section 7.
  * Every refusal that depends on the STag (unknown, out of bounds, rights it lacks) has the
- * one "Invalid STag" code of its layer (wire/iwarp_term.c, doc/security.md), so these tests expect no other. */
+ * one "Invalid STag" code of its layer (wire/iwarp_term.c, doc/security.md), so these
+ * tests expect no other. */
 struct triple {
 	uint8_t layer, etype, ecode;
 };
