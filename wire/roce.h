@@ -252,8 +252,13 @@ struct sv__rqp {
 	struct sv__rswqe *recs;		/* ring of started WQEs, size = SQ depth */
 	uint32_t rec_mask, rec_get, rec_put;
 	uint32_t rec_new;		/* first record with packets never sent */
-	uint32_t rd_out;		/* READ/atomic outstanding (ORD) */
+	/* READs and atomics started and not yet completed to the CQ (ORD). One whose
+	 * response arrived still counts until it completes in order: the responder keeps
+	 * resources for its last IRD READs and atomics only, and an earlier one still
+	 * missing a response must find its resource when it is asked for again. */
+	uint32_t rd_out;
 	uint32_t pkts_since_ackreq;
+	uint32_t resp_hi;		/* highest PSN the responder answered (roce_req.c) */
 	/* Responder. */
 	uint32_t epsn;			/* expected PSN */
 	uint32_t msn;
