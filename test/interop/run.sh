@@ -125,8 +125,8 @@ prog() {
 	ud) echo "ibv_ud_pingpong -d $DEV -g $GID -n 20 -s $ud_s $peer4" ;;
 	srq) echo "ibv_srq_pingpong -d $DEV -g $GID $PMTU_ARG -q 16 -n 20 -s 512 $peer4" ;;
 	rping)
-		if [ "$role" = server ]; then echo "rping -s -a $SELF -V -C 20 -S $rping_s"
-		else echo "rping -c -a $PEER -V -C 20 -S $rping_s"; fi ;;
+		if [ "$role" = server ]; then echo "rping -s -a $SELF -V -C 1000 -S $rping_s"
+		else echo "rping -c -a $PEER -V -C 1000 -S $rping_s"; fi ;;
 	ucmatose) echo "ucmatose -b $SELF ${peer:+-s $peer}" ;;
 	udaddy) echo "udaddy -b $SELF ${peer:+-s $peer}" ;;
 	# Under loss the pingpongs cannot be judged: a pingpong server exits (and destroys
