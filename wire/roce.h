@@ -255,7 +255,8 @@ struct sv__rqp {
 	/* READs and atomics started and not yet completed to the CQ (ORD). One whose
 	 * response arrived still counts until it completes in order: the responder keeps
 	 * resources for its last IRD READs and atomics only, and an earlier one still
-	 * missing a response must find its resource when it is asked for again. */
+	 * missing a response must find its resource when it is asked for again
+	 * (doc/roce-read-recovery.md, rule 3). */
 	uint32_t rd_out;
 	uint32_t pkts_since_ackreq;
 	uint32_t resp_hi;		/* highest PSN the responder answered (roce_req.c) */

@@ -396,8 +396,7 @@ static uint32_t first_hole(struct sv__rqp *q, uint32_t psn)
 
 /*
  * The responder executes requests in PSN order, so an ACK or a response for psn says it
- * executed every request up to psn (IBA 9.7.5.1.x: a READ response acknowledges the
- * requests before it). una still stops at a READ or atomic whose response is incomplete,
+ * executed every request up to psn (doc/roce-read-recovery.md, rule 1). una still stops at a READ or atomic whose response is incomplete,
  * however far the responder got: that response is what the timer must guard and what a
  * retry asks for again. resp_hi keeps how far the responder got, so that when the
  * missing response arrives una moves over everything answered behind it in one step.
@@ -415,8 +414,8 @@ static void ack_answered(struct sv__rqp *q, uint32_t psn)
 }
 
 /* A READ or atomic before psn without its whole response, when the responder has
- * answered psn, means that response was lost (implied NAK, spec/roce.md 8): resend from
- * its first missing PSN, once per gap for a READ (its retry marks it). */
+ * answered psn, means that response was lost (an implied NAK, doc/roce-read-recovery.md
+ * rule 2): resend from its first missing PSN, once per gap (the retry marks it). */
 static void implied_nak(struct sv__rqp *q, uint32_t psn)
 {
 	for (uint32_t i = q->rec_get; i != q->rec_put; i++) {
