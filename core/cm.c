@@ -242,6 +242,61 @@ static void id_free(struct sv__cm_id *id)
 	free(id);
 }
 
+struct migrate_op {
+	struct sv__cm_id *id;
+	struct sv_cm_channel *to;
+};
+
+/* On the loop thread, where every event is queued: nothing is pushed for the id while
+ * its queued events move. The loop is the only thread that takes two channel locks. */
+static int migrate_on_loop(void *arg)
+{
+	struct migrate_op *op = arg;
+	struct sv__cm_id *id = op->id;
+	struct sv_cm_channel *from = id->pub.channel, *to = op->to;
+	struct cm_event **pp, *e, *moved = NULL, **mt = &moved, *last = NULL;
+
+	if (from == to)
+		return 0;
+	pthread_mutex_lock(&from->lock);
+	for (pp = &from->head; (e = *pp);) {
+		if (e->owner == id) {
+			*pp = e->next;
+			e->next = NULL;
+			*mt = e;
+			mt = &e->next;
+			continue;
+		}
+		last = e;
+		pp = &e->next;
+	}
+	from->tail = last;
+	if (!from->head)
+		sv__evfd_clear(from->fd);
+	from->n_id--;
+	pthread_mutex_unlock(&from->lock);
+	id->pub.channel = to;
+	pthread_mutex_lock(&to->lock);
+	to->n_id++;
+	pthread_mutex_unlock(&to->lock);
+	while ((e = moved)) {
+		moved = e->next;
+		event_push(to, e);
+	}
+	return 0;
+}
+
+int sv_cm_migrate_id(struct sv_cm_id *pub, struct sv_cm_channel *channel)
+{
+	struct migrate_op op;
+
+	if (!pub || !channel)
+		return -EINVAL;
+	op.id = to_id(pub);
+	op.to = channel;
+	return sv__ctx_run_sync(pub->context, migrate_on_loop, &op);
+}
+
 int sv_cm_create_id_ps(struct sv_cm_channel *ch, struct sv_context *ctx, void *user_context,
 		       enum sv_cm_port_space ps, struct sv_cm_id **out)
 {

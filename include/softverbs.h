@@ -901,6 +901,10 @@ int sv_cm_create_id_ps(struct sv_cm_channel *channel, struct sv_context *ctx,
  * a CONNECT_REQUEST counts against the listener, so a new id may be rejected and
  * destroyed before its request is acknowledged (librdmacm rules). */
 int sv_cm_destroy_id(struct sv_cm_id *id);
+/* Moves id to channel: its events not yet taken go with it, in order (for a listener,
+ * its CONNECT_REQUESTs too), and later ones arrive there. Events already taken stay
+ * counted against the id until acknowledged (rdma_migrate_id). */
+int sv_cm_migrate_id(struct sv_cm_id *id, struct sv_cm_channel *channel);
 
 /*
  * Listens on addr (port 0 = the device's opts.port, or any free port if that is 0).
