@@ -1396,7 +1396,8 @@ static int active_ep(struct sv__rctx *rc, void *cm, const union sv__roce_addr *d
 	/* On loopback the IP alone may name another device than the listener's (roce.c
 	 * hands 127.0.0.x out in the order devices open): ask the host-local directory,
 	 * as rdma_resolve_addr asks ARP on a fabric. The IP header keeps d. */
-	(void)sv__roce_cm_dir_lookup(rc->dport_default, ps, d, &ep->gsi);
+	(void)sv__roce_cm_dir_lookup(rc->dport_default, ps, d, &ep->gsi,
+				     &rc->cm_st.dir_foreign);
 	*out = ep;
 	return 0;
 }
