@@ -109,6 +109,9 @@
 #define CM_MRA_SERVICE_TIMEOUT 20	/* 4.096 us * 2^20 = 4.3 s to decide, per MRA */
 #define CM_RETRY_CNT 7
 #define CM_MIN_RNR_TIMER 12
+/* The least a passive side waits for the RTU, whatever the REQ says: waiting sends
+ * nothing and holds no backlog slot, and a peer slow to send its RTU still connects. */
+#define CM_RTU_WAIT_MIN_MS 4000
 #define CM_EPHEMERAL 49152
 #define SV__CM_HDR_SR 0x01		/* in the IP header's reserved low nibble of byte 1 */
 
@@ -689,6 +692,8 @@ static void rx_req(struct sv__rctx *rc, const union sv__roce_addr *src,
 	 * by the REQ's repeat, not by our own resend. */
 	ep->rtu_wait_ns = (req->max_cm_retries + 1ull) *
 			  cm_time_ns(req->remote_cm_response_timeout);
+	if (ep->rtu_wait_ns < ms_ns(CM_RTU_WAIT_MIN_MS))
+		ep->rtu_wait_ns = ms_ns(CM_RTU_WAIT_MIN_MS);
 	/* An rdma_cm peer puts its IP header first (IP version 4 or 6); anyone else's
 	 * private data is all the application's. */
 	if (sv__cm_ip_hdr_decode(&ip, req->private_data, SV_CM_REQ_PRIVATE_LEN) > 0) {
@@ -1650,6 +1655,12 @@ static int ep_reject(struct sv__tep *ep, uint16_t reason, const uint8_t *priv,
 	m->rej.remote_comm_id = ep->remote_id;
 	m->rej.msg_rejected = SV_CM_MSG_REQ;
 	m->rej.reason = reason;
+	/* A Timeout REJ names the CA that timed out in its ARI (IBA 12.6.7),
+	 * as the kernel's ib_cm sends it. */
+	if (reason == SV_CM_REJ_TIMEOUT) {
+		m->rej.ari_len = 8;
+		sv__put_be64(m->rej.ari, sv__ctx_node_guid(ep->rc->ctx));
+	}
 	if (priv_len)
 		memcpy(m->rej.private_data, priv, priv_len);
 	if ((r = ep_send(ep, m, false)) == 0) {
