@@ -115,7 +115,7 @@
 #define CM_EPHEMERAL 49152
 #define SV__CM_HDR_SR 0x01		/* in the IP header's reserved low nibble of byte 1 */
 
-/* The endpoint's place in the IB CM exchange (IBA 12.9, the CM state diagrams): one
+/* The endpoint's place in the IB CM exchange (IBA Vol 1 chapter 12's CM states): one
  * state per endpoint, changed only by ep_move(), which refuses a move the table below
  * does not have. */
 enum ep_state {
@@ -536,7 +536,8 @@ static int qp_to_rts(struct sv__tep *ep)
  * with our random communication ID, and are repeated on the timer.
  */
 
-/* 4.096 us * 2^t (IBA 12.6: CM response and service timeouts), capped at 2^24 (69 s). */
+/* 4.096 us * 2^t, the unit of the CM's response and service timeouts (IBA 12.7, 12.6.6),
+ * capped at 2^24 (69 s). */
 static uint64_t cm_time_ns(uint8_t t)
 {
 	return 4096ull << (t > 24 ? 24 : t);
@@ -687,9 +688,9 @@ static void rx_req(struct sv__rctx *rc, const union sv__roce_addr *src,
 	ep->ack_timeout = req->primary.local_ack_timeout;
 	ep->retries = req->max_cm_retries;
 	/* How long the active side goes on repeating its REQ when no REP comes: each try
-	 * waits the Remote CM Response Timeout, Max CM Retries times more (IBA 12.6.5,
-	 * 12.7.31). Our REP waits that long for the RTU: a REP that was lost is answered
-	 * by the REQ's repeat, not by our own resend. */
+	 * waits the Remote CM Response Timeout, Max CM Retries times more (the REQ's
+	 * fields, IBA 12.7). Our REP waits that long for the RTU: a REP that was lost is
+	 * answered by the REQ's repeat, not by our own resend. */
 	ep->rtu_wait_ns = (req->max_cm_retries + 1ull) *
 			  cm_time_ns(req->remote_cm_response_timeout);
 	if (ep->rtu_wait_ns < ms_ns(CM_RTU_WAIT_MIN_MS))
