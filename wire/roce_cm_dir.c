@@ -213,7 +213,7 @@ out:
 static bool record_ours(unsigned ino, const char *name, uint64_t *foreign)
 {
 	static atomic_bool said;
-	uid_t uid;
+	uid_t uid = (uid_t)-1;
 	int r = socket_owner(ino, &uid);
 
 	if (r == -ENOENT)
