@@ -457,7 +457,7 @@ static int listen_on_loop(void *arg)
 		return -EISCONN;
 	if (is_ud(op->id))
 		rc = ctx->ops->ud_listen(ctx, op->id, (struct sockaddr *)&op->addr, op->id->ps,
-					 &op->id->ep);
+					 op->backlog, &op->id->ep);
 	else
 		rc = ctx->ops->listen(ctx, op->id, (struct sockaddr *)&op->addr, op->backlog,
 				      &op->id->ep);
@@ -680,6 +680,30 @@ int sv_cm_peer_addr(const struct sv_cm_id *pub, struct sockaddr_storage *addr)
 	op.id = to_id((struct sv_cm_id *)pub);
 	op.peer = addr;
 	return sv__ctx_run_sync(pub->context, addr_on_loop, &op);
+}
+
+struct stats_op {
+	struct sv_context *ctx;
+	struct sv_cm_stats *stats;
+};
+
+static int stats_on_loop(void *arg)
+{
+	struct stats_op *op = arg;
+
+	memset(op->stats, 0, sizeof(*op->stats));
+	if (op->ctx->ops->cm_stats)
+		op->ctx->ops->cm_stats(op->ctx, op->stats);
+	return 0;
+}
+
+int sv_query_cm_stats(struct sv_context *ctx, struct sv_cm_stats *stats)
+{
+	struct stats_op op = { ctx, stats };
+
+	if (!ctx || !stats)
+		return -EINVAL;
+	return sv__ctx_run_sync(ctx, stats_on_loop, &op);
 }
 
 /* ---------------------------------------------------------------------------------------

@@ -172,6 +172,7 @@ struct sv__rctx {
 	uv_timer_t cm_timer;		/* MAD retransmissions */
 	struct sv__tep *cm_eps;		/* listeners and connections */
 	uint32_t gsi_psn;		/* BTH PSN of the MADs we send */
+	struct sv_cm_stats cm_st;	/* counters (sv_query_cm_stats) */
 	struct sv__rctx *cm_live_next;	/* roce_cm.c's contexts to close at exit */
 };
 
@@ -389,7 +390,7 @@ int sv__roce_cm_listen(struct sv_context *ctx, void *cm, const struct sockaddr *
 int sv__roce_cm_connect(struct sv_qp *qp, void *cm, const struct sockaddr *dst,
 			const struct sv__conn_param *param, struct sv__tep **ep);
 int sv__roce_cm_ud_listen(struct sv_context *ctx, void *cm, const struct sockaddr *addr,
-			  uint16_t ps, struct sv__tep **lep);
+			  uint16_t ps, int backlog, struct sv__tep **lep);
 int sv__roce_cm_ud_resolve(struct sv_context *ctx, void *cm, const struct sockaddr *dst,
 			   uint16_t ps, const struct sv__conn_param *param, struct sv__tep **ep);
 int sv__roce_cm_accept(struct sv__tep *ep, struct sv_qp *qp,
@@ -399,6 +400,7 @@ int sv__roce_cm_disconnect(struct sv__tep *ep);
 void sv__roce_cm_ep_destroy(struct sv__tep *ep);
 int sv__roce_cm_ep_addr(struct sv__tep *ep, struct sockaddr_storage *local,
 			struct sockaddr_storage *peer);
+void sv__roce_cm_stats(struct sv_context *ctx, struct sv_cm_stats *stats);
 
 /* roce_req.c — [qp-locked] */
 void sv__roce_req_init(struct sv__rqp *q);
