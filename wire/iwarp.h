@@ -316,7 +316,7 @@ int sv__iw_tls_handshake(struct sv__iw_tls *t, bool *want_write);
 bool sv__iw_tls_pending(const struct sv__iw_tls *t);
 /* readv and sendmsg on the session, with their return and errno contract (a short read
  * leaves nothing buffered in OpenSSL). A failed record (altered, forged, truncated) is
- * logged with OpenSSL's reason and then reads as ECONNRESET and writes as EPIPE. */
+ * logged with OpenSSL's reason; the session then reads and writes as ECONNRESET. */
 ssize_t sv__iw_tls_readv(struct sv__iw_tls *t, const struct iovec *v, int n);
 ssize_t sv__iw_tls_sendmsg(struct sv__iw_tls *t, const struct msghdr *mh);
 /* Bytes handed to a record that is not yet fully on the socket. */

@@ -537,7 +537,9 @@ static void connecting(struct sv__tep *ep)
 	ep->state = EP_REP_WAIT;
 	rc = hs_flush(ep);
 	if (rc < 0) {
-		connect_fail(ep, SV_CM_EVENT_UNREACHABLE, rc);
+		/* Under TLS the peer was reached: it closed after the handshake. */
+		connect_fail(ep, ep->tls ? SV_CM_EVENT_CONNECT_ERROR : SV_CM_EVENT_UNREACHABLE,
+			     rc);
 		return;
 	}
 	ep_poll(ep, UV_READABLE | (rc == 0 ? UV_WRITABLE : 0));

@@ -21,16 +21,21 @@
  * trailers) are gathered into one record's worth of plaintext, which SSL_write copies
  * into its record buffer and encrypts there.
  *
- * kTLS: when the kernel offers the "tls" upper-layer protocol (TCP_ULP, probed once per
- * device on its first TLS connection), OpenSSL is asked to hand the record layer to the
- * kernel (SSL_OP_ENABLE_KTLS) on the connections after it; otherwise the records are
- * sealed and opened here, and the probe says so at info level.
+ * The socket is reached through a BIO of our own that sends with MSG_NOSIGNAL: OpenSSL's
+ * socket BIO writes without it, and a peer that closes under a write would raise SIGPIPE
+ * in the application. That same choice keeps the record layer here rather than in the
+ * kernel: OpenSSL 3.0 (Debian's is built with kTLS, SSL_OP_ENABLE_KTLS) hands records to
+ * kTLS only through its own socket BIO. Whether the kernel offers the "tls" upper-layer
+ * protocol (TCP_ULP) is probed once per device and logged at info level; this project's
+ * test machine's kernel has no tls module (doc/security.md "TLS").
  *
  * [loop] for the handshake; the stream functions run with the QP lock held.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +52,7 @@
 #endif
 
 #define TLS_RECORD_MAX 16384		/* plaintext per record (RFC 8446 section 5.1) */
+#define RX_READ_AHEAD (4 * (TLS_RECORD_MAX + 256))	/* ciphertext read per recv */
 
 static const char *const tls_state_name[SV__IW_TLS_N] = {
 	[SV__IW_TLS_HANDSHAKE] = "HANDSHAKE",
@@ -93,8 +99,86 @@ static void tls_move(struct sv__iw_tls *t, enum sv__iw_tls_state to)
 
 struct sv__iw_tls_dev {
 	SSL_CTX *client, *server;
-	bool probed, ktls;
+	bool probed;
 };
+
+/* ---------------------------------------------------------------------------------------
+ * The socket BIO: non-blocking send/recv on the fd, never SIGPIPE.
+ */
+
+static BIO_METHOD *bio_method;
+static pthread_once_t bio_once = PTHREAD_ONCE_INIT;
+
+static int fd_of(BIO *b)
+{
+	return (int)(intptr_t)BIO_get_data(b);
+}
+
+static int bio_write(BIO *b, const char *p, size_t n, size_t *done)
+{
+	ssize_t r;
+
+	BIO_clear_retry_flags(b);
+	do
+		r = send(fd_of(b), p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+	while (r < 0 && errno == EINTR);
+	if (r < 0) {
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			BIO_set_retry_write(b);
+		return 0;
+	}
+	*done = (size_t)r;
+	return 1;
+}
+
+static int bio_read(BIO *b, char *p, size_t n, size_t *done)
+{
+	ssize_t r;
+
+	BIO_clear_retry_flags(b);
+	do
+		r = recv(fd_of(b), p, n, MSG_DONTWAIT);
+	while (r < 0 && errno == EINTR);
+	if (r <= 0) {
+		if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			BIO_set_retry_read(b);
+		return 0;		/* 0 without retry: EOF or the socket's error */
+	}
+	*done = (size_t)r;
+	return 1;
+}
+
+static long bio_ctrl(BIO *b, int cmd, long num, void *ptr)
+{
+	(void)b;
+	(void)num;
+	(void)ptr;
+	return cmd == BIO_CTRL_FLUSH;	/* nothing is buffered here */
+}
+
+static void bio_method_make(void)
+{
+	BIO_METHOD *m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK,
+				     "softverbs socket");
+
+	if (m && BIO_meth_set_write_ex(m, bio_write) == 1 &&
+	    BIO_meth_set_read_ex(m, bio_read) == 1 && BIO_meth_set_ctrl(m, bio_ctrl) == 1)
+		bio_method = m;
+	else
+		BIO_meth_free(m);
+}
+
+static BIO *bio_new(int fd)
+{
+	BIO *b;
+
+	pthread_once(&bio_once, bio_method_make);
+	if (!bio_method || !(b = BIO_new(bio_method)))
+		return NULL;
+	BIO_set_data(b, (void *)(intptr_t)fd);
+	BIO_set_init(b, 1);
+	return b;
+}
 
 int sv__iw_tls_dev_new(struct sv__iw_tls_dev **out)
 {
@@ -132,15 +216,16 @@ int sv__iw_tls_dev_ready(struct sv_context *ctx, bool server)
 	return 0;
 }
 
+/* On the first connection's socket, before any TLS byte: attaching the ULP there only
+ * puts the kernel's pass-through in the path. */
 static void ktls_probe(struct sv__iw_tls_dev *d, int fd)
 {
 	if (d->probed)
 		return;
 	d->probed = true;
 	if (setsockopt(fd, IPPROTO_TCP, TCP_ULP, "tls", sizeof("tls")) == 0) {
-		d->ktls = true;
-		sv__log(SV_LOG_INFO, "iwarp: the kernel offers TLS (TCP_ULP \"tls\"): OpenSSL "
-			"hands the record layer to it from the next connection on");
+		sv__log(SV_LOG_INFO, "iwarp: the kernel offers TLS (TCP_ULP \"tls\"); records "
+			"are still sealed and opened in user space (iwarp_tls.c)");
 	} else {
 		sv__log(SV_LOG_INFO, "iwarp: no kernel TLS (TCP_ULP \"tls\": %s): records are "
 			"sealed and opened in user space", strerror(errno));
@@ -177,6 +262,7 @@ int sv__iw_tls_new(struct sv_context *ctx, int fd, bool server, struct sv__iw_tl
 	struct sv__iw_tls_dev *d = dev_of(ctx);
 	struct sv__iw_tls *t;
 	char err[256];
+	BIO *bio;
 	int rc = sv__iw_tls_dev_ready(ctx, server);
 
 	if (rc < 0)
@@ -188,19 +274,22 @@ int sv__iw_tls_new(struct sv_context *ctx, int fd, bool server, struct sv__iw_tl
 	peer_text(fd, t->peer, sizeof(t->peer));
 	ktls_probe(d, fd);
 	t->ssl = SSL_new(server ? d->server : d->client);
-	if (!t->ssl || SSL_set_fd(t->ssl, fd) != 1) {
+	bio = t->ssl ? bio_new(fd) : NULL;
+	if (!bio) {
 		sv__log(SV_LOG_ERROR, "iwarp: TLS %s: out of memory", t->peer);
 		ERR_clear_error();
 		sv__iw_tls_free(t);
 		return -ENOMEM;
 	}
+	SSL_set_bio(t->ssl, bio, bio);
+	/* Read what the socket holds, several records a call, not header then body. */
+	SSL_set_read_ahead(t->ssl, 1);
+	SSL_set_default_read_buffer_len(t->ssl, RX_READ_AHEAD);
 	if (sv__tls_set_peer(t->ssl, sv__ctx_opts(ctx), server, err, sizeof(err)) < 0) {
 		sv__log(SV_LOG_ERROR, "iwarp: TLS %s: %s", t->peer, err);
 		sv__iw_tls_free(t);
 		return -EINVAL;
 	}
-	if (d->ktls)
-		SSL_set_options(t->ssl, SSL_OP_ENABLE_KTLS);
 	if (server)
 		SSL_set_accept_state(t->ssl);
 	else
@@ -357,7 +446,7 @@ ssize_t sv__iw_tls_sendmsg(struct sv__iw_tls *t, const struct msghdr *mh)
 	size_t first = 0, total = 0;
 
 	if (t->state != SV__IW_TLS_UP) {
-		errno = EPIPE;
+		errno = ECONNRESET;
 		return -1;
 	}
 	memcpy(v, mh->msg_iov, n * sizeof(v[0]));
@@ -389,7 +478,7 @@ ssize_t sv__iw_tls_sendmsg(struct sv__iw_tls *t, const struct msghdr *mh)
 			failed(t, r, "record");
 			if (total)
 				return (ssize_t)total;
-			errno = EPIPE;
+			errno = ECONNRESET;
 			return -1;
 		}
 	}
