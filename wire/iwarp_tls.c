@@ -385,7 +385,7 @@ ssize_t sv__iw_tls_readv(struct sv__iw_tls *t, const struct iovec *v, int n)
 			switch (SSL_get_error(t->ssl, r)) {
 			case SSL_ERROR_WANT_READ:
 			case SSL_ERROR_WANT_WRITE:
-				ERR_clear_error();
+				/* No error was queued: nothing to clear. */
 				if (total)
 					return (ssize_t)total;
 				errno = EAGAIN;
@@ -469,7 +469,6 @@ ssize_t sv__iw_tls_sendmsg(struct sv__iw_tls *t, const struct msghdr *mh)
 		switch (SSL_get_error(t->ssl, r)) {
 		case SSL_ERROR_WANT_WRITE:
 		case SSL_ERROR_WANT_READ:
-			ERR_clear_error();
 			if (total)
 				return (ssize_t)total;
 			errno = EAGAIN;
