@@ -282,9 +282,13 @@ struct sv__rqp {
 	int nriov;
 	uint32_t rcap, rgot;
 	bool in_send, in_write;
-	struct sv__mr *wmr;		/* WRITE in progress: target held */
+	struct sv__mr *wmr;		/* WRITE in progress: target held (a window's: NULL
+					 * between packets, looked up again at wrkey, wva) */
 	uint8_t *wptr;
 	uint32_t wlen, wgot;
+	bool wwin;
+	uint32_t wrkey;
+	uint64_t wva;
 	struct sv__rres *res;
 	uint32_t nres, res_next;
 	struct sv__rrsp rspq[SV__ROCE_RSPQ];

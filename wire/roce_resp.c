@@ -436,6 +436,7 @@ static int do_write(struct sv__rqp *q, const struct sv_ib_pkt *k)
 	if ((f & SV_IB_OPF_IMM) && take_rwqe(q, k) != GO)
 		return STOP;
 	if (f & SV_IB_OPF_START) {
+		q->wwin = false;
 		if (k->reth.dma_len > (1u << 31)) {
 			fatal(q, SYN_NAK_INV, k->bth.psn, SV_WC_REM_INV_REQ_ERR);
 			return STOP;
@@ -454,6 +455,9 @@ static int do_write(struct sv__rqp *q, const struct sv_ib_pkt *k)
 				return STOP;
 			}
 			q->wptr = p;
+			q->wwin = sv__mr_is_window(q->wmr);
+			q->wrkey = k->reth.rkey;
+			q->wva = k->reth.va;
 		} else if (!(sv__qp_attr(q->qp)->qp_access_flags & SV_ACCESS_REMOTE_WRITE)) {
 			fatal(q, SYN_NAK_INV, k->bth.psn, SV_WC_REM_INV_REQ_ERR);
 			return STOP;
@@ -464,9 +468,28 @@ static int do_write(struct sv__rqp *q, const struct sv_ib_pkt *k)
 		fatal(q, SYN_NAK_INV, k->bth.psn, SV_WC_REM_INV_REQ_ERR);
 		return STOP;
 	}
+	/* Through a window the target is held for one packet at a time (core/mw.c): a
+	 * later packet finds the key gone once the window is invalidated, and fails as a
+	 * first packet would. */
+	if (q->wwin && !q->wmr && k->payload_len) {
+		void *p;
+		int rc = sv__mr_acquire(q->qp, q->wrkey, q->wva + q->wgot, k->payload_len,
+					SV_ACCESS_REMOTE_WRITE, &q->wmr, &p);
+
+		if (rc < 0) {
+			q->wmr = NULL;
+			fatal(q, nak_of_mr(rc), k->bth.psn, SV_WC_REM_ACCESS_ERR);
+			return STOP;
+		}
+		q->wptr = (uint8_t *)p - q->wgot;
+	}
 	if (k->payload_len)
 		memcpy(q->wptr + q->wgot, k->payload, k->payload_len);
 	q->wgot += k->payload_len;
+	if (q->wwin && q->wmr) {
+		sv__mr_release(q->wmr);
+		q->wmr = NULL;
+	}
 	q->in_write = !(f & SV_IB_OPF_END);
 	if (f & SV_IB_OPF_END) {
 		if (q->wmr)
