@@ -162,12 +162,12 @@ static void rsp_pkt(struct sv__rqp *q, const struct sv__rrsp *e, uint32_t j, uin
 		sv__roce_txq(q, h, sizeof(h), NULL, 0, 0);
 		return;
 	}
-	off = j * q->mtu;		/* < len <= 2^31 */
+	off = j * q->mtu;		/* <= len <= 2^31 */
 	seg = e->len - off < q->mtu ? e->len - off : q->mtu;
 	op = e->npkts == 1 ? SV_IB_OP_READ_RESP_ONLY : j == 0 ? SV_IB_OP_READ_RESP_FIRST :
 	     j == e->npkts - 1 ? SV_IB_OP_READ_RESP_LAST : SV_IB_OP_READ_RESP_MIDDLE;
 	sv__roce_bth_put(h, op, false, 0, q->dqpn, false, psn);
-	v.iov_base = ptr + off;
+	v.iov_base = seg ? ptr + off : NULL;
 	v.iov_len = seg;
 	if (op == SV_IB_OP_READ_RESP_MIDDLE) {
 		sv__roce_txq(q, h, SV_BTH_LEN, &v, seg ? 1 : 0, seg);
