@@ -18,10 +18,11 @@
  * a hang guard; every wait is for a counter or a packet. Not root (no CLONE_NEWNET):
  * skipped, saying so.
  *
- * The second deregisters the region while its response is still going out: a response
- * waiting for the socket holds no reference, so sv_dereg_mr() returns without waiting
- * for it, not one response packet is built after that, and the requester is told with a
- * remote access error NAK (the QP goes to ERR with QP_ACCESS_ERR).
+ * The others deregister the region (or deallocate the window the READ came through)
+ * while its response is still going out: a response waiting for the socket holds no
+ * reference, so sv_dereg_mr() (sv_dealloc_mw()) returns without waiting for it, not one
+ * response packet is built after that, and the requester is told with a remote access
+ * error NAK (the QP goes to ERR with QP_ACCESS_ERR).
  */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
@@ -271,7 +272,9 @@ Test(attack_read, replayed_read_costs_what_the_socket_takes)
 	ru_close(&v);
 }
 
-Test(attack_read, region_deregistered_mid_response_is_read_no_more)
+/* A READ of the whole region (through a type 2 window over it, when window), cut off
+ * while its response waits for the socket: by sv_dereg_mr(), or sv_dealloc_mw(). */
+static void read_cut_midway(bool window)
 {
 	const struct rlink l = { .mtu = SV_MTU_4096, .timeout = 20, .retry_cnt = 7,
 				 .rnr_retry = 7, .min_rnr_timer = 1, .rd_atomic = 4 };
@@ -282,6 +285,9 @@ Test(attack_read, region_deregistered_mid_response_is_read_no_more)
 	struct rside v;
 	struct fake f;
 	struct snap s, s1;
+	struct sv_mr *mrw = NULL;
+	struct sv_mw *mw = NULL;
+	uint32_t rkey;
 	long end;
 
 	netns_slow_lo();
@@ -292,8 +298,30 @@ Test(attack_read, region_deregistered_mid_response_is_read_no_more)
 	p.gid = f.gid;
 	p.port = ntohs(f.self.sin_port);
 	ru_qp_to_rts(v.qp, SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_READ, &p, v.psn, &l);
+	rkey = v.mr->rkey;
+	if (window) {
+		struct sv_send_wr wr = { 0 };
+		struct sv_wc wc;
 
-	fake_read(&f, v.qp->qp_num, FAKE_PSN, (uintptr_t)v.buf, v.mr->rkey, REGION);
+		cr_assert_eq(sv_reg_mr(v.pd, v.buf, REGION, SV_ACCESS_LOCAL_WRITE |
+				       SV_ACCESS_REMOTE_READ | SV_ACCESS_MW_BIND, &mrw), 0);
+		cr_assert_eq(sv_alloc_mw(v.pd, SV_MW_TYPE_2, &mw), 0);
+		wr.wr_id = 0xb1d;
+		wr.opcode = SV_WR_BIND_MW;
+		wr.send_flags = SV_SEND_SIGNALED;
+		wr.wr.bind_mw.mw = mw;
+		wr.wr.bind_mw.rkey = (mw->rkey & ~0xffu) | 0x5a;
+		wr.wr.bind_mw.bind_info.mr = mrw;
+		wr.wr.bind_mw.bind_info.addr = (uintptr_t)v.buf;
+		wr.wr.bind_mw.bind_info.length = REGION;
+		wr.wr.bind_mw.bind_info.mw_access_flags = SV_ACCESS_REMOTE_READ;
+		e2e_post(v.qp, &wr);
+		e2e_poll_n(v.cq, &wc, 1, 5000);
+		e2e_assert_wc(&wc, 0xb1d, SV_WC_SUCCESS, "the window's bind");
+		rkey = mw->rkey;
+	}
+
+	fake_read(&f, v.qp->qp_num, FAKE_PSN, (uintptr_t)v.buf, rkey, REGION);
 	end = ru_now_ms() + GUARD_MS;
 	do {	/* under way, and waiting for the socket */
 		cr_assert_lt(ru_now_ms(), end, "the response never filled the socket");
@@ -302,8 +330,12 @@ Test(attack_read, region_deregistered_mid_response_is_read_no_more)
 	} while (!s.paced);
 	cr_assert_gt(s.queued, 0, "the response ended before the socket filled");
 
-	cr_assert_eq(sv_dereg_mr(v.mr), 0);
-	v.mr = NULL;
+	if (window) {
+		cr_assert_eq(sv_dealloc_mw(mw), 0);
+	} else {
+		cr_assert_eq(sv_dereg_mr(v.mr), 0);
+		v.mr = NULL;
+	}
 	s1 = snap_of(v.qp);
 	/* The NAK at the first packet it could not read; the QP fails. */
 	for (;;) {
@@ -331,5 +363,17 @@ Test(attack_read, region_deregistered_mid_response_is_read_no_more)
 	cr_assert_lt(s.st.rsp_sent, NPKTS, "the whole response went out before the dereg");
 
 	close(f.fd);
+	if (mrw)
+		cr_assert_eq(sv_dereg_mr(mrw), 0);
 	ru_close(&v);
+}
+
+Test(attack_read, region_deregistered_mid_response_is_read_no_more)
+{
+	read_cut_midway(false);
+}
+
+Test(attack_read, window_deallocated_mid_response_is_read_no_more)
+{
+	read_cut_midway(true);
 }
