@@ -223,7 +223,6 @@ struct sv__rres {
 struct sv__rrsp {
 	bool atomic;
 	bool dup;			/* a replay for a duplicate request */
-	bool cancelled;			/* superseded by a later retry of the READ */
 	uint32_t first_psn;		/* of its packet 0 (the request's, or the retried PSN) */
 	uint32_t res_psn;		/* first PSN of the READ it answers (its resource) */
 	uint32_t npkts;			/* packets it sends (an atomic ACK, an empty READ: 1) */

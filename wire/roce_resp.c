@@ -212,7 +212,7 @@ static unsigned rsp_run(struct sv__rqp *q, unsigned budget, bool *full, struct s
 			j = e->sent;
 			ptr = NULL;
 			fresh = false;
-			if (!e->cancelled && j < e->npkts && !e->atomic && e->len) {
+			if (j < e->npkts && !e->atomic && e->len) {
 				struct sv__mr *mr;
 				void *p;
 
@@ -225,7 +225,7 @@ static unsigned rsp_run(struct sv__rqp *q, unsigned budget, bool *full, struct s
 				ptr = p;
 			}
 		}
-		if (e->cancelled || j == e->npkts) {
+		if (j == e->npkts) {
 			i++;
 			fresh = true;
 			continue;
@@ -246,13 +246,13 @@ static unsigned rsp_run(struct sv__rqp *q, unsigned budget, bool *full, struct s
 	return n;
 }
 
-/* Drops the finished and cancelled streams at the head of the queue. */
+/* Drops the finished streams at the head of the queue. */
 static void rsp_retire(struct sv__rqp *q)
 {
 	while (q->rsp_get != q->rsp_put) {
 		struct sv__rrsp *e = &q->rspq[q->rsp_get % SV__ROCE_RSPQ];
 
-		if (!e->cancelled && e->sent < e->npkts)
+		if (e->sent < e->npkts)
 			return;
 		if (!e->dup)
 			q->rd_new--;
@@ -675,34 +675,49 @@ static int execute(struct sv__rqp *q, const struct sv_ib_pkt *k)
  * spec/roce.md 7): the requester asks from the first response it lacks, so anything
  * queued for that READ before is either there already or resent by the restart. There
  * is one stream per READ: the newest retry replaces the stream queued for it (restarted
- * in place when it is the last one queued, the common case of a burst of retries), so
- * retries of the READs of at most nres resources can be queued, and a flood of retries
- * costs only the packets sent between them, never a response each. An atomic's retry
- * replays its saved result the same way.
+ * in place when it is the last one queued, the common case of a burst of retries), and
+ * at most nres (max_dest_rd_atomic) retries' streams are queued, the oldest giving way
+ * to a new one. With the nres new READs and atomics IRD allows, the queue never holds
+ * more than 2 * nres <= SV__ROCE_RSPQ streams, and a flood of retries costs only the
+ * packets sent between them, never a response each. An atomic's retry replays its saved
+ * result the same way.
  */
-static void cancel_streams(struct sv__rqp *q, const struct sv__rres *r)
-{
-	for (uint32_t i = q->rsp_get; i != q->rsp_put; i++) {
-		struct sv__rrsp *e = &q->rspq[i % SV__ROCE_RSPQ];
 
-		if (e->atomic == r->atomic && e->res_psn == r->first_psn)
-			e->cancelled = true;
-	}
+/* Takes the stream at queue index i out; the ones after it move up. */
+static void rsp_remove(struct sv__rqp *q, uint32_t i)
+{
+	if (!q->rspq[i % SV__ROCE_RSPQ].dup)
+		q->rd_new--;
+	for (; i + 1 != q->rsp_put; i++)
+		q->rspq[i % SV__ROCE_RSPQ] = q->rspq[(i + 1) % SV__ROCE_RSPQ];
+	q->rsp_put--;
 }
 
 /* The stream a retry of resource r (re)starts; NULL when the queue is full. */
 static struct sv__rrsp *dup_stream(struct sv__rqp *q, const struct sv__rres *r)
 {
 	struct sv__rrsp *e;
+	uint32_t dups = 0, oldest = q->rsp_put;
 
 	if (q->rsp_put != q->rsp_get) {
 		e = &q->rspq[(q->rsp_put - 1) % SV__ROCE_RSPQ];
-		if (!e->cancelled && e->atomic == r->atomic && e->res_psn == r->first_psn)
+		if (e->atomic == r->atomic && e->res_psn == r->first_psn)
 			return e;
 	}
+	for (uint32_t i = q->rsp_get; i != q->rsp_put;) {
+		e = &q->rspq[i % SV__ROCE_RSPQ];
+		if (e->atomic == r->atomic && e->res_psn == r->first_psn) {
+			rsp_remove(q, i);	/* superseded by this retry */
+			continue;
+		}
+		if (e->dup && dups++ == 0)
+			oldest = i;
+		i++;
+	}
+	if (dups >= q->nres && oldest != q->rsp_put)
+		rsp_remove(q, oldest);
 	if (!(e = rsp_new(q)))
-		return NULL;		/* busy: the requester asks again */
-	cancel_streams(q, r);
+		return NULL;
 	e->dup = true;
 	e->atomic = r->atomic;
 	e->res_psn = r->first_psn;

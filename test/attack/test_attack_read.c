@@ -377,3 +377,61 @@ Test(attack_read, window_deallocated_mid_response_is_read_no_more)
 {
 	read_cut_midway(true);
 }
+
+/* Four READs, then retries of the second and the third in turn: no retry finds its
+ * READ's stream last in the queue, and none is of the first, whose response is going
+ * out at the socket's pace meanwhile. The queue never holds more than the READs'
+ * streams and IRD retries' (2 x IRD), all retries arrive, and a new READ after them is
+ * answered with the right bytes. */
+Test(attack_read, retries_of_several_reads_stay_within_twice_ird)
+{
+	enum { NREAD = 4, LEN = REGION / NREAD, PKTS = LEN / MTU };
+	const struct rlink l = { .mtu = SV_MTU_4096, .timeout = 20, .retry_cnt = 7,
+				 .rnr_retry = 7, .min_rnr_timer = 1, .rd_atomic = NREAD };
+	static uint8_t rbuf[SV__ROCE_RX_BUF];
+	struct rpeer p = { .qpn = FAKE_QPN, .psn = FAKE_PSN };
+	struct sv_ib_pkt k;
+	struct rside v;
+	struct fake f;
+	struct snap s, s0;
+	uint32_t most = 0;
+	long end;
+
+	netns_slow_lo();
+	ru_open(&v, SV_RETX_GBN, NULL, REGION, 16);
+	for (size_t i = 0; i < REGION; i++)
+		v.buf[i] = pattern(i);
+	fake_open(&f, v.port);
+	p.gid = f.gid;
+	p.port = ntohs(f.self.sin_port);
+	ru_qp_to_rts(v.qp, SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_READ, &p, v.psn, &l);
+	s0 = snap_of(v.qp);
+
+	for (unsigned i = 0; i < NREAD; i++)
+		fake_read(&f, v.qp->qp_num, FAKE_PSN + i * PKTS, (uintptr_t)v.buf + i * LEN,
+			  v.mr->rkey, LEN);
+	for (unsigned i = 0; i < REPLAYS; i++)
+		fake_read(&f, v.qp->qp_num, FAKE_PSN + (1 + i % 2) * PKTS,
+			  (uintptr_t)v.buf + (1 + i % 2) * LEN, v.mr->rkey, LEN);
+	end = ru_now_ms() + GUARD_MS;
+	do {
+		cr_assert_lt(ru_now_ms(), end, "the retries never all arrived");
+		poll(NULL, 0, 2);
+		s = snap_of(v.qp);
+		if (s.queued > most)
+			most = s.queued;
+	} while (s.st.dup_rx - s0.st.dup_rx < REPLAYS);
+	cr_log_info("at most %u streams queued", most);
+	cr_assert_leq(most, 2 * NREAD, "%u streams queued for %u READs", most, NREAD);
+
+	fake_read(&f, v.qp->qp_num, (FAKE_PSN + NREAD * PKTS) & SV_PSN_MASK,
+		  (uintptr_t)v.buf + 777, v.mr->rkey, 1000);
+	fake_expect_resp(&f, (FAKE_PSN + NREAD * PKTS) & SV_PSN_MASK, &k, rbuf, sizeof(rbuf));
+	cr_assert_eq(k.payload_len, 1000);
+	for (uint32_t i = 0; i < 1000; i++)
+		cr_assert_eq(k.payload[i], pattern(777 + i), "byte %u of the new READ", i);
+	cr_assert_eq(e2e_qp_state(v.qp), SV_QPS_RTS);
+
+	close(f.fd);
+	ru_close(&v);
+}
