@@ -201,6 +201,12 @@ struct sv__transport_ops {
 	 * it of every QP once its bound has passed and moves the ones that do to ERR, which
 	 * makes them drop the reference (qp_error). May be NULL: holds none across calls. */
 	bool (*qp_holds)(struct sv_qp *qp, const struct sv__mr *mr);
+
+	/* Optional (NULL: -EOPNOTSUPP). [any thread, unlocked: the transport takes what its
+	 * receive path needs] sv_qp_aead_spi() and sv_qp_set_aead(), their arguments and the
+	 * QP's state already checked by core. */
+	int (*qp_aead_spi)(struct sv_qp *qp, uint32_t *spi);
+	int (*qp_set_aead)(struct sv_qp *qp, const struct sv_aead_keys *keys);
 };
 
 extern const struct sv__transport_ops sv__iwarp_tcp_ops;

@@ -54,6 +54,7 @@
 
 #include "wire/ib_cm.h"
 #include "wire/roce.h"
+#include "wire/roce_aead.h"
 
 /* ---------------------------------------------------------------------------------------
  * Small helpers.
@@ -365,6 +366,8 @@ int sv__roce_txq(struct sv__rqp *q, const uint8_t *hdr, size_t hlen, const struc
 	struct msghdr *m;
 	int n = 0;
 
+	if (q->aead)
+		return sv__roce_aead_txq(q, hdr, hlen, pay, npay, paylen);
 	if (b->n == SV__ROCE_TX_BATCH)
 		sv__roce_flush(q);
 	i = b->n;
@@ -578,15 +581,30 @@ enum rx_verdict {
 	RX_RC,			/* an RC packet for *qp, decoded into *k: rx_set_add() */
 };
 
+/* [rx_lock] The QP with keys (roce_aead.c) a datagram is for, by its BTH DestQP; NULL
+ * if it is for none. */
+static struct sv__rqp *aead_qp(const struct sv__rctx *rc, const uint8_t *buf, size_t len)
+{
+	struct sv__rqp *q;
+
+	if (len < SV_BTH_LEN)
+		return NULL;
+	q = tbl_find(rc, sv__get_be24(buf + 5));
+	return q && q->aead ? q : NULL;
+}
+
 /*
  * Checks one datagram from src to dst. self is the QP whose poller runs this (its lock
  * held), NULL on the loop. Only the checks that need no QP lock are made here; deliver()
  * makes the rest under the lock. An RC packet for another QP than self is checked and
- * decoded here all the same: rx_set_run() puts it in that QP's inbox.
+ * decoded here all the same: rx_set_run() puts it in that QP's inbox. authed: the
+ * datagram was decrypted and its tag held (sv__roce_aead_open()), which does the
+ * ICRC's job: it has no ICRC, only room for one.
  */
 static enum rx_verdict classify(struct sv__rctx *rc, const uint8_t *buf, size_t len,
 				const union sv__roce_addr *src, const union sv__roce_addr *dst,
-				struct sv__rqp *self, struct sv__rqp **qp, struct sv_ib_pkt *k)
+				struct sv__rqp *self, bool authed, struct sv__rqp **qp,
+				struct sv_ib_pkt *k)
 {
 	struct sv_icrc_ipv4 ip;
 	struct sv__rqp *q;
@@ -599,7 +617,7 @@ static enum rx_verdict classify(struct sv__rctx *rc, const uint8_t *buf, size_t 
 		return RX_DEFER;
 	/* Other senders' IPv4 identification and DF are found from the ICRC itself
 	 * (crypto/icrc.h, doc/interop-icrc.md); ours (id 0, DF) cost one CRC as before. */
-	icrc = sv__icrc_verify_rx(&src->sa, &dst->sa, buf, len, &ip);
+	icrc = authed ? 0 : sv__icrc_verify_rx(&src->sa, &dst->sa, buf, len, &ip);
 	if (icrc == 1 && q)
 		atomic_fetch_add_explicit(&q->icrc_ip_solved, 1, memory_order_relaxed);
 	if (icrc < 0) {
@@ -943,7 +961,7 @@ static void defer_run(struct sv__rctx *rc)
 
 		next = d->next;
 		/* UD opcodes only (classify() defers nothing else): RX_UD or RX_DROP. */
-		if (classify(rc, d->buf, d->len, &d->src, &d->dst, NULL, &q, &k) == RX_UD)
+		if (classify(rc, d->buf, d->len, &d->src, &d->dst, NULL, false, &q, &k) == RX_UD)
 			rx_ud(rc, d->buf, d->len, &d->src, &d->dst);
 		free(d->buf);
 		free(d);
@@ -993,13 +1011,23 @@ static int rx_round(struct sv__rctx *rc, struct sv__rqp *self)
 		size_t len = rc->rx_msgs[i].msg_len;
 		struct sv__rqp *q = NULL;
 		struct sv_ib_pkt k;
+		bool authed = false;
 
 		/* A source of another family cannot occur: the IPv6 socket is V6ONLY. */
 		if ((rc->rx_msgs[i].msg_hdr.msg_flags & MSG_TRUNC) ||
 		    rc->rx_src[i].sa.sa_family != rc->local.sa.sa_family ||
 		    !pktinfo_dst(&rc->rx_msgs[i].msg_hdr, &dst))
 			continue;
-		switch (classify(rc, buf, len, &rc->rx_src[i], &dst, self, &q, &k)) {
+		/* A QP with keys takes only what authenticates, before anything else looks
+		 * at the packet (doc/security.md). */
+		if (rc->aead_qps && (q = aead_qp(rc, buf, len))) {
+			if (sv__roce_aead_open(rc, q, &rc->rx_buf[i], &len) < 0)
+				continue;
+			buf = rc->rx_buf[i];
+			authed = true;
+			q = NULL;
+		}
+		switch (classify(rc, buf, len, &rc->rx_src[i], &dst, self, authed, &q, &k)) {
 		case RX_DEFER:
 			defer_push(rc, (unsigned)i, &dst);
 			break;
@@ -1223,6 +1251,7 @@ static void rctx_free(struct sv__rctx *rc)
 	pthread_mutex_destroy(&rc->rx_lock);
 	pthread_mutex_destroy(&rc->inbox_lock);
 	free(rc->tbl);
+	free(rc->aead_spare);
 	free(rc);
 }
 
@@ -1347,6 +1376,7 @@ static void rqp_free(struct sv__rqp *q)
 		sv__roce_req_init(q);	/* frees READ bitmaps */
 	free(q->recs);
 	free(q->txb);
+	sv__roce_aead_free(q->aead);
 	free(q);
 }
 
@@ -1409,6 +1439,7 @@ static void qp_destroy(struct sv_qp *qp, void *tqp)
 	 * it, if queued: inbox_service(), which takes QPs off, runs on this thread). */
 	pthread_mutex_lock(&q->rc->rx_lock);
 	tbl_del(q->rc, q);
+	sv__roce_aead_qp_gone(q);
 	if (atomic_load(&q->inbox_queued)) {
 		struct sv__rqp **pp = &q->rc->inbox_qs;
 
@@ -1545,6 +1576,12 @@ static int qp_stats(struct sv_qp *qp, struct sv_qp_stats *s)
 	s->ud_tx_drops = q->ud_tx_drops;
 	s->tx_drops = q->st.tx_drops;
 	s->tx_errors = q->st.tx_errors;
+	if (q->aead) {
+		s->aead_auth_fail = atomic_load_explicit(&q->aead->auth_fail,
+							 memory_order_relaxed);
+		s->aead_replay = atomic_load_explicit(&q->aead->replay, memory_order_relaxed);
+		s->aead_no_sa = atomic_load_explicit(&q->aead->no_sa, memory_order_relaxed);
+	}
 	return 0;
 }
 
@@ -1561,11 +1598,13 @@ const struct sv__transport_ops sv__roce_udp_ops = {
 	.listen = sv__roce_cm_listen,
 	.loop_kick = loop_kick,
 	.poll = poll_qp,
+	.qp_aead_spi = sv__roce_aead_spi,
 	.qp_create = qp_create,
 	.qp_destroy = qp_destroy,
 	.qp_error = qp_error,
 	.qp_holds = sv__roce_qp_holds,
 	.qp_modify = qp_modify,
+	.qp_set_aead = sv__roce_aead_set,
 	.qp_stats = qp_stats,
 	.query_gid = query_gid,
 	.reject = sv__roce_cm_reject,

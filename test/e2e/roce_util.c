@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -173,6 +174,25 @@ void ru_to_rts(struct rside *s, const struct rside *peer, const struct rlink *l)
 
 	ru_qp_to_rts(s->qp, SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_WRITE |
 		     SV_ACCESS_REMOTE_READ | SV_ACCESS_REMOTE_ATOMIC, &p, s->psn, l);
+}
+
+void ru_aead(struct rside *a, struct rside *b, enum sv_aead_alg alg)
+{
+	struct sv_aead_keys ka = { .alg = alg }, kb = { .alg = alg };
+
+	cr_assert_eq(getrandom(ka.tx_key, sizeof(ka.tx_key), 0), (ssize_t)sizeof(ka.tx_key));
+	cr_assert_eq(getrandom(ka.rx_key, sizeof(ka.rx_key), 0), (ssize_t)sizeof(ka.rx_key));
+	cr_assert_eq(getrandom(ka.tx_salt, sizeof(ka.tx_salt), 0), (ssize_t)sizeof(ka.tx_salt));
+	cr_assert_eq(getrandom(ka.rx_salt, sizeof(ka.rx_salt), 0), (ssize_t)sizeof(ka.rx_salt));
+	memcpy(kb.rx_key, ka.tx_key, sizeof(kb.rx_key));
+	memcpy(kb.tx_key, ka.rx_key, sizeof(kb.tx_key));
+	memcpy(kb.rx_salt, ka.tx_salt, sizeof(kb.rx_salt));
+	memcpy(kb.tx_salt, ka.rx_salt, sizeof(kb.tx_salt));
+	cr_assert_eq(sv_qp_aead_spi(b->qp, &ka.tx_spi), 0);
+	cr_assert_eq(sv_qp_aead_spi(a->qp, &kb.tx_spi), 0);
+	cr_assert_neq(ka.tx_spi, 0);
+	cr_assert_eq(sv_qp_set_aead(a->qp, &ka), 0);
+	cr_assert_eq(sv_qp_set_aead(b->qp, &kb), 0);
 }
 
 void ru_connect(struct rside *a, struct rside *b, const struct rlink *l)

@@ -68,6 +68,9 @@ void ru_qp_to_rts(struct sv_qp *qp, unsigned access, const struct rpeer *peer,
 		  uint32_t sq_psn, const struct rlink *l);
 /* Moves s (in RESET) to RTS towards peer, granting every remote right. */
 void ru_to_rts(struct rside *s, const struct rside *peer, const struct rlink *l);
+/* Turns on authenticated encryption (sv_qp_set_aead()) on the QPs of a and b, still in
+ * RESET or INIT, with fresh random keys of alg: a's tx keys are b's rx keys. */
+void ru_aead(struct rside *a, struct rside *b, enum sv_aead_alg alg);
 /* Connects a and b both ways with the link parameters. */
 void ru_connect(struct rside *a, struct rside *b, const struct rlink *l);
 /* Next completion on s's CQ within timeout_ms (asserts one arrives). */
