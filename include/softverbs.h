@@ -43,8 +43,9 @@ enum sv_transport {
 /*
  * Options for sv_open_device(). Fill with sv_device_opts_init(), which sets the defaults
  * and then applies the SV_* environment variables (SV_TRANSPORT=tcp|udp, SV_BIND_ADDR,
- * SV_PORT, SV_CRC=0|1, SV_MARKERS=0|1, SV_MULPDU, SV_LOG=error|warn|info|debug).
- * Zero in a limit means "the default".
+ * SV_PORT, SV_CRC=0|1, SV_MARKERS=0|1, SV_MULPDU, SV_LOG=error|warn|info|debug; and
+ * for both transports SV_TLS=1, SV_TLS_CERT, SV_TLS_KEY, SV_TLS_CA, SV_TLS_PEER,
+ * SV_TLS_MUTUAL=1 into the tls fields). Zero in a limit means "the default".
  */
 struct sv_device_opts {
 	enum sv_transport transport;
@@ -59,7 +60,8 @@ struct sv_device_opts {
 	uint16_t port;		/* default listen port when sv_cm_listen() gets port 0; 0 = any.
 				 * UDP: the device's port, 0 = 4791 (RoCEv2), and the port
 				 * peers are assumed to use (AVs with dport 0, the CM) */
-	int crc;		/* 1 (default): ask for MPA CRC32c; 0: do not ask (the peer may) */
+	int crc;		/* 1 (default; 0 with SV_TLS=1 unless SV_CRC is set): ask for
+				 * MPA CRC32c; 0: do not ask (the peer may) */
 	int markers;		/* 1: ask the peer to insert MPA markers towards us */
 	uint32_t mulpdu;	/* largest DDP segment payload we send per FPDU (bytes) */
 	uint32_t max_qp;
@@ -78,6 +80,17 @@ struct sv_device_opts {
 				 * "loss=0.02,dup=0.01,reorder=0.02,delay_ms=10,seed=7"; "" = off */
 	int retx;		/* enum sv_retx_mode (SV_RETX=gbn|sr); both ends must agree */
 	uint32_t cwnd_max;	/* cap on packets in flight per QP; 0 = 256 */
+	/* Both transports (appended; doc/security.md "TLS"). TCP: the MPA stream runs inside
+	 * TLS 1.3. UDP: the packet keys come from a TLS 1.3 handshake with the peer. Paths
+	 * are PEM files; "" = not given. */
+	int tls;		/* 1: TLS 1.3 on every connection of the device (SV_TLS=1) */
+	int tls_mutual;		/* 1: a listener demands and verifies a client certificate */
+	char tls_cert[256];	/* our certificate chain; needed to listen, and by a client
+				 * for tls_mutual */
+	char tls_key[256];	/* the private key of tls_cert */
+	char tls_ca[256];	/* CAs that verify the peer's certificate; "" = the system's */
+	char tls_peer[256];	/* name (DNS name or IP address) the peer's certificate must
+				 * carry; "" = any certificate the CAs verify */
 };
 
 /* Loss recovery of the UDP transport's RC QPs. Go-back-N is the InfiniBand behaviour;
@@ -88,6 +101,16 @@ enum sv_retx_mode {
 };
 
 void sv_device_opts_init(struct sv_device_opts *opts);
+
+/*
+ * For ends that both run on this host (the tools' --loopback --tls with no files): makes
+ * one throwaway self-signed certificate (EC P-256, valid for a day, for the names
+ * "localhost", 127.0.0.1 and ::1) and its key in a private directory (mode 0700, removed
+ * when the process exits), sets opts->tls and points tls_cert, tls_key and tls_ca at them
+ * and tls_peer at "localhost", so each end verifies the other against it. One pair per
+ * process; later calls reuse it. Returns 0, or a negative errno with a reason in err.
+ */
+int sv_tls_throwaway(struct sv_device_opts *opts, char *err, size_t errlen);
 
 struct sv_context;
 
