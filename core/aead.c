@@ -40,3 +40,21 @@ int sv_qp_set_aead(struct sv_qp *pub, const struct sv_aead_keys *keys)
 		return -EINVAL;
 	return qp->ops->qp_set_aead(pub, keys);
 }
+
+int sv_qp_aead_exchange(struct sv_qp *pub, int fd, int server, uint32_t *peer_qpn)
+{
+	enum sv_qp_state st;
+	struct sv__qp *qp;
+
+	if (!pub || fd < 0)
+		return -EINVAL;
+	qp = to_qp(pub);
+	if (!qp->ops->qp_aead_exchange || pub->qp_type != SV_QPT_RC)
+		return -EOPNOTSUPP;
+	sv__qp_lock(pub);
+	st = qp->attr.qp_state;
+	sv__qp_unlock(pub);
+	if (st != SV_QPS_RESET && st != SV_QPS_INIT)
+		return -EINVAL;
+	return qp->ops->qp_aead_exchange(pub, fd, server != 0, peer_qpn);
+}

@@ -55,6 +55,7 @@
 #include "wire/ib_cm.h"
 #include "wire/roce.h"
 #include "wire/roce_aead.h"
+#include "wire/roce_kx.h"
 
 /* ---------------------------------------------------------------------------------------
  * Small helpers.
@@ -1250,6 +1251,7 @@ static void rctx_free(struct sv__rctx *rc)
 	}
 	pthread_mutex_destroy(&rc->rx_lock);
 	pthread_mutex_destroy(&rc->inbox_lock);
+	sv__roce_kx_fini(rc);
 	free(rc->tbl);
 	free(rc->aead_spare);
 	free(rc);
@@ -1303,7 +1305,7 @@ static int ctx_init(struct sv_context *ctx, void **tctx)
 		}
 		sv__impair_init(rc->imp, &icfg);
 	}
-	if ((r = open_socket(rc, o)) < 0)
+	if ((r = open_socket(rc, o)) < 0 || (r = sv__roce_kx_init(rc, o)) < 0)
 		goto err_free;
 	sv__roce_port_init(rc);
 	if ((r = uv_poll_init(sv__ctx_loop(ctx), &rc->poll, rc->fd)) < 0)
@@ -1404,6 +1406,13 @@ static int qp_create(struct sv_qp *qp, void **tqp)
 
 	if (!q)
 		return -ENOMEM;
+	if (rc->kx && qp->qp_type == SV_QPT_UD) {
+		/* Datagrams have no association to run under (doc/security.md). */
+		sv__log(SV_LOG_ERROR, "softverbs udp: SV_TLS=1: UD QPs are not encrypted, so "
+			"this device refuses them");
+		free(q);
+		return -EPROTONOSUPPORT;
+	}
 	q->qp = qp;
 	q->rc = rc;
 	q->recs = calloc(n, sizeof(*q->recs));
@@ -1466,6 +1475,14 @@ static int qp_modify(struct sv_qp *qp, const struct sv_qp_attr *attr, int mask)
 		return -EOPNOTSUPP;
 	if (next == SV_QPS_RTR && cur->qp_state == SV_QPS_INIT) {
 		const struct sv_ah_attr *ah = &attr->ah_attr;
+
+		if (q->rc->kx && !q->aead) {
+			/* Fail closed: under tls no RC QP receives in clear. */
+			sv__log(SV_LOG_ERROR, "softverbs udp: SV_TLS=1: QP %u has no keys: "
+				"connect it through the CM, or call sv_qp_aead_exchange() or "
+				"sv_qp_set_aead() before RTR", qp->qp_num);
+			return -EPERM;
+		}
 
 		if (sv__roce_addr_from_gid(q->rc, ah->dgid, ah->dport, &q->peer) < 0) {
 			sv__log(SV_LOG_ERROR, "softverbs udp: dgid must be %s, as the device is",
@@ -1598,6 +1615,8 @@ const struct sv__transport_ops sv__roce_udp_ops = {
 	.listen = sv__roce_cm_listen,
 	.loop_kick = loop_kick,
 	.poll = poll_qp,
+	.pre_connect = sv__roce_kx_connect,
+	.qp_aead_exchange = sv__roce_kx_exchange,
 	.qp_aead_spi = sv__roce_aead_spi,
 	.qp_create = qp_create,
 	.qp_destroy = qp_destroy,

@@ -62,6 +62,7 @@
 struct sv__rqp;
 struct sv__rctx;
 struct sv__roce_aead;
+struct sv__roce_kx;
 
 /* A UDP endpoint: the device's socket is IPv4 or IPv6 (its bind address decides), and
  * every address the transport handles (peers, CM endpoints, received sources) has that
@@ -174,6 +175,9 @@ struct sv__rctx {
 	 * to, which then takes the place of its ring buffer. */
 	unsigned aead_qps;
 	uint8_t *aead_spare;
+	/* The key exchange (roce_kx.c): NULL unless the device has tls, which then also
+	 * requires keys on every RC QP and refuses UD QPs. */
+	struct sv__roce_kx *kx;
 	/* Connection manager (roce_cm.c, loop only). */
 	uv_timer_t cm_timer;		/* MAD retransmissions */
 	struct sv__tep *cm_eps;		/* listeners and connections */

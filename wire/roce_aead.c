@@ -61,7 +61,12 @@ static int sa_init(struct sv__aead_sa *sa, enum sv_aead_alg alg, bool enc, const
 
 int sv__roce_aead_set(struct sv_qp *qp, const struct sv_aead_keys *k)
 {
-	struct sv__rqp *q = sv__rqp(qp);
+	return sv__roce_aead_install(sv__rqp(qp), k, 0);
+}
+
+int sv__roce_aead_install(struct sv__rqp *q, const struct sv_aead_keys *k, uint32_t rx_spi)
+{
+	struct sv_qp *qp = q->qp;
 	struct sv__rctx *rc = q->rc;
 	struct sv__roce_aead *a = calloc(1, sizeof(*a));
 	uint8_t *spare = NULL;
@@ -78,7 +83,9 @@ int sv__roce_aead_set(struct sv_qp *qp, const struct sv_aead_keys *k)
 		goto out;
 	pthread_mutex_lock(&rc->rx_lock);
 	sv__qp_lock(qp);
-	if (q->aead || q->live) {
+	if (rx_spi && !q->aead_spi)
+		q->aead_spi = rx_spi;
+	if (q->aead || q->live || (rx_spi && q->aead_spi != rx_spi)) {
 		r = -EBUSY;		/* keys are set once, before the QP receives */
 	} else if (!q->aead_spi) {
 		r = -EINVAL;		/* the peer cannot know an SPI not yet drawn */

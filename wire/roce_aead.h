@@ -36,6 +36,10 @@ struct sv__roce_aead {
 /* The qp_aead_spi and qp_set_aead ops (core/transport.h). */
 int sv__roce_aead_spi(struct sv_qp *qp, uint32_t *spi);
 int sv__roce_aead_set(struct sv_qp *qp, const struct sv_aead_keys *keys);
+/* Gives q keys (in RESET or INIT, as for sv_qp_set_aead()) to receive under SPI rx_spi,
+ * which q takes if it has drawn none yet (the key exchange's listener draws the SPI
+ * before the application picks the QP). -EBUSY if q has keys, or another SPI. */
+int sv__roce_aead_install(struct sv__rqp *q, const struct sv_aead_keys *keys, uint32_t rx_spi);
 /* qp_destroy, once the QP is out of the QPN table (rx_lock): the context stops looking
  * for protected QPs when none is left. */
 void sv__roce_aead_qp_gone(struct sv__rqp *q);

@@ -66,14 +66,33 @@ void ru_open(struct rside *s, int retx, const char *impair, size_t buflen, uint3
 	ru_open_at(s, "127.0.0.1", retx, impair, buflen, depth);
 }
 
+static bool tls_on;
+static char tls_ca[256];
+
+void ru_set_tls(bool on)
+{
+	tls_on = on;
+}
+
+void ru_set_tls_ca(const char *path)
+{
+	snprintf(tls_ca, sizeof(tls_ca), "%s", path ? path : "");
+}
+
 uint16_t ru_open_device(struct sv_context **ctx, const char *bind_addr, uint16_t port,
 			int retx, const char *impair)
 {
 	struct sv_device_opts o;
+	char err[256];
 	int rc = -1;
 
 	sv_device_opts_init(&o);
 	o.transport = SV_TRANSPORT_UDP;
+	if (tls_on) {
+		cr_assert_eq(sv_tls_throwaway(&o, err, sizeof(err)), 0, "%s", err);
+		if (tls_ca[0])
+			snprintf(o.tls_ca, sizeof(o.tls_ca), "%s", tls_ca);
+	}
 	snprintf(o.bind_addr, sizeof(o.bind_addr), "%s", bind_addr);
 	if (retx >= 0)
 		o.retx = retx;

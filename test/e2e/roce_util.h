@@ -35,6 +35,13 @@ struct rlink {
 	uint8_t rd_atomic;		/* both ORD and IRD */
 };
 
+/* Whether the devices opened from now on have TLS (authenticated encryption with the
+ * key exchange, doc/security.md), with sv_tls_throwaway()'s pair: every one trusts every
+ * other. Off by default. */
+void ru_set_tls(bool on);
+/* With TLS on, the CA file devices verify their peers with instead of the throwaway
+ * pair's (NULL: the throwaway's again). */
+void ru_set_tls_ca(const char *path);
 /* Opens a UDP-transport device on bind_addr ("": the transport's 127.0.0.x fallback) and
  * port (0: one free there now, retried if a concurrent test takes it first) with retx
  * (enum sv_retx_mode, or -1 for the default) and impair (a spec or NULL); returns the
