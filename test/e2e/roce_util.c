@@ -187,9 +187,19 @@ void ru_qp_to_rts(struct sv_qp *qp, unsigned access, const struct rpeer *peer,
 	cr_assert_eq(rc, 0, "RTS: %s", sv_strerror(rc));
 }
 
-void ru_to_rts(struct rside *s, const struct rside *peer, const struct rlink *l)
+static bool tls_devices(void)
+{
+	const char *e = getenv("SV_TLS");
+
+	return tls_on || (e && strtoul(e, NULL, 0) != 0);
+}
+
+void ru_to_rts(struct rside *s, struct rside *peer, const struct rlink *l)
 {
 	struct rpeer p = { peer->gid, peer->port, peer->qp->qp_num, peer->psn };
+
+	if (tls_devices() && s->keyed != s->qp)
+		ru_aead(s, peer, SV_AEAD_AES_128_GCM);
 
 	ru_qp_to_rts(s->qp, SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_WRITE |
 		     SV_ACCESS_REMOTE_READ | SV_ACCESS_REMOTE_ATOMIC, &p, s->psn, l);
@@ -212,6 +222,8 @@ void ru_aead(struct rside *a, struct rside *b, enum sv_aead_alg alg)
 	cr_assert_neq(ka.tx_spi, 0);
 	cr_assert_eq(sv_qp_set_aead(a->qp, &ka), 0);
 	cr_assert_eq(sv_qp_set_aead(b->qp, &kb), 0);
+	a->keyed = a->qp;
+	b->keyed = b->qp;
 }
 
 void ru_connect(struct rside *a, struct rside *b, const struct rlink *l)

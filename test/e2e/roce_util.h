@@ -27,6 +27,8 @@ struct rside {
 	uint8_t gid[16];
 	uint16_t port;
 	uint32_t psn;
+	struct sv_qp *keyed;		/* the QP ru_aead() gave keys (a copy of a side may
+				 * carry another QP) */
 };
 
 struct rlink {
@@ -73,8 +75,11 @@ struct rpeer {
  * sq_psn, with the parameters of link l. */
 void ru_qp_to_rts(struct sv_qp *qp, unsigned access, const struct rpeer *peer,
 		  uint32_t sq_psn, const struct rlink *l);
-/* Moves s (in RESET) to RTS towards peer, granting every remote right. */
-void ru_to_rts(struct rside *s, const struct rside *peer, const struct rlink *l);
+/* Moves s (in RESET) to RTS towards peer, granting every remote right. On devices with
+ * TLS (ru_set_tls(), or SV_TLS=1 in the environment, as the e2e *_tls runs set it) it
+ * first gives both QPs keys (ru_aead, AES-128-GCM) unless s has them: such a device
+ * lets no RC QP reach RTR without. */
+void ru_to_rts(struct rside *s, struct rside *peer, const struct rlink *l);
 /* Turns on authenticated encryption (sv_qp_set_aead()) on the QPs of a and b, still in
  * RESET or INIT, with fresh random keys of alg: a's tx keys are b's rx keys. */
 void ru_aead(struct rside *a, struct rside *b, enum sv_aead_alg alg);

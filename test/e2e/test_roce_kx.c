@@ -303,6 +303,8 @@ Test(roce_kx, exchange_over_the_applications_connection)
 	cr_assert_eq(write(sv[0], "k", 1), 1);
 	cr_assert_eq(read(sv[1], &byte, 1), 1);
 	cr_assert_eq(byte, 'k');
+	x.keyed = x.qp;
+	y.keyed = y.qp;
 	ru_connect(&x, &y, &l);
 	every_opcode(x.qp, x.cq, x.buf, x.mr, y.qp, y.cq, y.buf, y.mr);
 	close(sv[0]);
