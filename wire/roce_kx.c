@@ -621,12 +621,13 @@ static int kx_addr(const struct sv__rctx *rc, const struct sockaddr *sa, union s
 	return -EAFNOSUPPORT;
 }
 
-/* A TCP connection from the device's address to to, within the exchange's bound. */
-static int kx_tcp(const struct sv__rctx *rc, const union sv__roce_addr *to)
+/* A TCP connection from the device's address to to, by deadline (sv__now_ns()). */
+static int kx_tcp(const struct sv__rctx *rc, const union sv__roce_addr *to, uint64_t deadline)
 {
 	union sv__roce_addr from = rc->local;
 	int fd = socket(to->sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	struct pollfd p = { .events = POLLOUT };
+	uint64_t now;
 	int e = 0;
 	socklen_t el = sizeof(e);
 
@@ -640,7 +641,8 @@ static int kx_tcp(const struct sv__rctx *rc, const union sv__roce_addr *to)
 	if (connect(fd, &to->sa, sv__roce_addr_len(to)) < 0 && errno != EINPROGRESS)
 		goto err;
 	p.fd = fd;
-	if (poll(&p, 1, KX_TIMEOUT_MS) != 1) {
+	now = sv__now_ns();
+	if (now >= deadline || poll(&p, 1, (int)((deadline - now) / 1000000 + 1)) != 1) {
 		errno = ETIMEDOUT;
 		goto err;
 	}
@@ -662,6 +664,7 @@ int sv__roce_kx_connect(struct sv_qp *qp, const struct sockaddr *dst)
 	union sv__roce_addr d, gsi;
 	struct sv_aead_kx mine;
 	struct sv_aead_keys k;
+	uint64_t deadline = sv__now_ns() + ms_ns(KX_TIMEOUT_MS);
 	struct kx_sess s;
 	int fd, r;
 
@@ -676,13 +679,14 @@ int sv__roce_kx_connect(struct sv_qp *qp, const struct sockaddr *dst)
 	(void)sv__roce_cm_dir_lookup(rc->dport_default, SV_CMA_PS_TCP, &d, &gsi);
 	if ((r = kx_mine(qp, &mine)) < 0)
 		return r;
-	if ((fd = kx_tcp(rc, &gsi)) < 0) {
+	if ((fd = kx_tcp(rc, &gsi, deadline)) < 0) {
 		sv__log(SV_LOG_ERROR, "softverbs udp: SV_TLS=1: no key exchange with %s: %s",
 			sv__roce_addr_str(&gsi, str, sizeof(str)), strerror(-fd));
 		return fd;
 	}
-	if ((r = kx_start(&s, rc->kx->cli, rc->kx->o, fd, false, &mine, NULL)) == 0 &&
-	    (r = kx_run(&s)) == 0 && (r = kx_keys(&s, &k)) == 0) {
+	r = kx_start(&s, rc->kx->cli, rc->kx->o, fd, false, &mine, NULL);
+	s.deadline_ns = deadline;	/* the TCP connect counts */
+	if (r == 0 && (r = kx_run(&s)) == 0 && (r = kx_keys(&s, &k)) == 0) {
 		r = sv__roce_aead_install(sv__rqp(qp), &k, 0);
 		OPENSSL_cleanse(&k, sizeof(k));
 	} else {
