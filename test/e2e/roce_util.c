@@ -207,6 +207,14 @@ void ru_to_rts(struct rside *s, struct rside *peer, const struct rlink *l)
 
 void ru_aead(struct rside *a, struct rside *b, enum sv_aead_alg alg)
 {
+	struct sv_aead_keys ka;
+
+	ru_aead_keys(a, b, alg, &ka);
+}
+
+void ru_aead_keys(struct rside *a, struct rside *b, enum sv_aead_alg alg,
+		  struct sv_aead_keys *out)
+{
 	struct sv_aead_keys ka = { .alg = alg }, kb = { .alg = alg };
 
 	cr_assert_eq(getrandom(ka.tx_key, sizeof(ka.tx_key), 0), (ssize_t)sizeof(ka.tx_key));
@@ -224,6 +232,7 @@ void ru_aead(struct rside *a, struct rside *b, enum sv_aead_alg alg)
 	cr_assert_eq(sv_qp_set_aead(b->qp, &kb), 0);
 	a->keyed = a->qp;
 	b->keyed = b->qp;
+	*out = ka;
 }
 
 void ru_connect(struct rside *a, struct rside *b, const struct rlink *l)

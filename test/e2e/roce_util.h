@@ -83,6 +83,9 @@ void ru_to_rts(struct rside *s, struct rside *peer, const struct rlink *l);
 /* Turns on authenticated encryption (sv_qp_set_aead()) on the QPs of a and b, still in
  * RESET or INIT, with fresh random keys of alg: a's tx keys are b's rx keys. */
 void ru_aead(struct rside *a, struct rside *b, enum sv_aead_alg alg);
+/* The same, and a's keys (b's are the mirror image) into *ka. */
+void ru_aead_keys(struct rside *a, struct rside *b, enum sv_aead_alg alg,
+		  struct sv_aead_keys *ka);
 /* Connects a and b both ways with the link parameters. */
 void ru_connect(struct rside *a, struct rside *b, const struct rlink *l);
 /* Next completion on s's CQ within timeout_ms (asserts one arrives). */

@@ -8,6 +8,11 @@
  * in no datagram, no RETH tshark decodes names the address or the rkey, every datagram
  * carries the security header (version 1, the receiver's SPI, sequence numbers rising
  * from 1 per direction) and the BTH is in clear, addressed to the QP at the other end.
+ * Each protected datagram is also opened here with OpenSSL directly, as doc/roce-aead.md
+ * describes the format (nonce = salt || sequence number, the first 28 bytes as associated
+ * data, the last 16 the tag), sharing no code with the transport: the tag holds, and the
+ * plaintext after the BTH decodes as the extended headers and payload of the BTH's
+ * opcode; with one bit of the BTH changed, the tag fails.
  *
  * Skipped only when tshark/dumpcap are not installed. Capturing on lo needs root or
  * dumpcap's capabilities.
@@ -17,6 +22,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <openssl/evp.h>
 
 #include "capture_util.h"
 #include "roce_util.h"
@@ -38,7 +45,53 @@ struct scan {
 	unsigned n, with_pattern;
 	uint64_t last_seq[2];		/* per direction: to a, to b */
 	bool seq_order_ok, hdr_ok;
+	struct sv_aead_keys ka;		/* a's keys: b's rx are a's tx */
+	unsigned opened, bth_flip_refused;
 };
+
+/* Decrypts p (plen bytes) under key and salt, as the format says; the plaintext (plen -
+ * 44 bytes) into pt. Whether the tag held. */
+static bool open_dgram(const uint8_t *p, size_t plen, const uint8_t *key, const uint8_t *salt,
+		       uint8_t *pt)
+{
+	EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
+	uint8_t nonce[12];
+	int l, ok;
+
+	cr_assert_not_null(c);
+	memcpy(nonce, salt, 4);
+	memcpy(nonce + 4, p + SV_BTH_LEN + 8, 8);
+	ok = EVP_DecryptInit_ex(c, EVP_aes_128_gcm(), NULL, key, nonce) == 1 &&
+	     EVP_DecryptUpdate(c, NULL, &l, p, SV_BTH_LEN + SV_AEAD_HDR_LEN) == 1 &&
+	     EVP_DecryptUpdate(c, pt, &l, p + 28, (int)(plen - 28 - 16)) == 1 &&
+	     EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_SET_TAG, 16, (void *)(p + plen - 16)) == 1 &&
+	     EVP_DecryptFinal_ex(c, pt + plen - 44, &l) == 1;
+	EVP_CIPHER_CTX_free(c);
+	return ok;
+}
+
+/* The independent opening of one protected datagram towards b (dir 1) or a. */
+static void check_open(struct scan *s, const uint8_t *p, size_t plen, unsigned dir)
+{
+	const uint8_t *key = dir ? s->ka.tx_key : s->ka.rx_key;
+	const uint8_t *salt = dir ? s->ka.tx_salt : s->ka.rx_salt;
+	uint8_t pkt[SV_BTH_LEN + 4200], flip[4300];
+	struct sv_ib_pkt k;
+	size_t n = plen - 44;
+
+	cr_assert_leq(plen, sizeof(flip));
+	cr_assert(open_dgram(p, plen, key, salt, pkt + SV_BTH_LEN),
+		  "a datagram did not open as doc/roce-aead.md says");
+	memcpy(pkt, p, SV_BTH_LEN);
+	memset(pkt + SV_BTH_LEN + n, 0, 4);	/* where the ICRC would be */
+	cr_assert_geq(sv__ib_pkt_decode(&k, pkt, SV_BTH_LEN + n + 4), 0,
+		      "the plaintext is not the opcode's headers and payload");
+	memcpy(flip, p, plen);
+	flip[7] ^= 0x01;			/* the DestQP's low bit */
+	if (!open_dgram(flip, plen, key, salt, pkt + SV_BTH_LEN))
+		s->bth_flip_refused++;
+	s->opened++;
+}
 
 static void scan_dgram(const uint8_t *ip, size_t len, void *arg)
 {
@@ -75,6 +128,7 @@ static void scan_dgram(const uint8_t *ip, size_t len, void *arg)
 		if (k.sh.seq != s->last_seq[dir] + 1)
 			s->seq_order_ok = false;
 		s->last_seq[dir] = k.sh.seq;
+		check_open(s, p, plen, dir);
 	}
 }
 
@@ -163,7 +217,7 @@ static void session(bool sealed, struct scan *s, unsigned *reths)
 	s->sealed = sealed;
 	s->seq_order_ok = s->hdr_ok = true;
 	if (sealed) {
-		ru_aead(&a, &b, SV_AEAD_AES_128_GCM);
+		ru_aead_keys(&a, &b, SV_AEAD_AES_128_GCM, &s->ka);
 		cr_assert_eq(sv_qp_aead_spi(a.qp, &s->spi_a), 0);
 		cr_assert_eq(sv_qp_aead_spi(b.qp, &s->spi_b), 0);
 	}
@@ -208,4 +262,6 @@ Test(wire_aead, capture_shows_no_payload_key_or_address, .timeout = 180)
 		     sealed.with_pattern);
 	cr_assert_eq(reths_sealed, 0, "protected: tshark shows %u RETHs naming the MR",
 		     reths_sealed);
+	cr_assert_eq(sealed.opened, sealed.n);
+	cr_assert_eq(sealed.bth_flip_refused, sealed.n, "a changed BTH still authenticated");
 }
