@@ -3,7 +3,7 @@
  * doc/security.md "Authenticated encryption on the UDP mode"), connected out of band:
  * every RC opcode at sizes 0 to 1 MiB with the data checked, both key sizes, several
  * path MTUs; the counters of a clean session stay at zero; the calls' rules (once, before
- * RTR, RC only). test_roce_aead_wire.c (test/wire) shows what goes on the wire and
+ * RTR, RC only); a protected and a plain QP in one context. test_roce_aead_wire.c (test/wire) shows what goes on the wire and
  * test/attack/test_attack_aead.c what a forger gets.
  */
 #include <arpa/inet.h>
@@ -220,4 +220,53 @@ Test(roce_aead, rules_of_the_calls)
 	cr_assert_eq(sv_qp_aead_spi(ud, &s1), -EOPNOTSUPP);
 	cr_assert_eq(sv_qp_set_aead(ud, &k), -EOPNOTSUPP);
 	cr_assert_eq(sv_destroy_qp(ud), 0);
+}
+
+/* One context, one protected and one plain QP each side: both carry their traffic, the
+ * plain QP takes plain packets and the protected one protected packets only. */
+Test(roce_aead, protected_and_plain_qps_share_a_context)
+{
+	const struct rlink l = { .mtu = SV_MTU_1024, .timeout = 14, .retry_cnt = 7,
+				 .rnr_retry = 7, .min_rnr_timer = 1, .rd_atomic = 4 };
+	const unsigned acc = SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_WRITE |
+			     SV_ACCESS_REMOTE_READ;
+	struct sv_qp *pa, *pb;
+	struct sv_qp_stats st;
+	struct sv_send_wr *bad;
+	struct sv_wc wc;
+
+	open_pair(SV_MTU_1024, SV_AEAD_AES_128_GCM, SV_RETX_GBN);
+	pa = ru_rc_qp(a.pd, a.cq, 16);
+	pb = ru_rc_qp(b.pd, b.cq, 16);
+	{
+		struct rpeer to_b = { b.gid, b.port, pb->qp_num, 0x100 };
+		struct rpeer to_a = { a.gid, a.port, pa->qp_num, 0x200 };
+
+		ru_qp_to_rts(pa, acc, &to_b, 0x200, &l);
+		ru_qp_to_rts(pb, acc, &to_a, 0x100, &l);
+	}
+	for (int round = 0; round < 2; round++) {
+		struct sv_qp *qp = round ? pa : a.qp;
+		struct sv_sge sge = { (uintptr_t)a.buf, 10000, a.mr->lkey };
+		struct sv_send_wr wr = { .wr_id = 7 + round, .sg_list = &sge, .num_sge = 1,
+					 .opcode = SV_WR_RDMA_WRITE,
+					 .send_flags = SV_SEND_SIGNALED };
+
+		fill(a.buf, 10000, 40 + round);
+		wr.wr.rdma.remote_addr = (uintptr_t)(b.buf + 65536 * (round + 1));
+		wr.wr.rdma.rkey = b.mr->rkey;
+		cr_assert_eq(sv_post_send(qp, &wr, &bad), 0);
+		ru_wait(&a, &wc, WAIT_MS);
+		cr_assert_eq(wc.status, SV_WC_SUCCESS, "%s", sv_wc_status_str(wc.status));
+		cr_assert_eq(wc.wr_id, 7 + round);
+		cr_assert_eq(memcmp(a.buf, b.buf + 65536 * (round + 1), 10000), 0);
+	}
+	cr_assert_eq(sv_query_qp_stats(pb, &st), 0);
+	cr_assert_geq(st.rx_packets, 10);
+	cr_assert_eq(st.icrc_errors + st.aead_auth_fail + st.aead_no_sa, 0);
+	cr_assert_eq(sv_query_qp_stats(b.qp, &st), 0);
+	cr_assert_geq(st.rx_packets, 10);
+	cr_assert_eq(st.icrc_errors + st.aead_auth_fail + st.aead_no_sa, 0);
+	cr_assert_eq(sv_destroy_qp(pa), 0);
+	cr_assert_eq(sv_destroy_qp(pb), 0);
 }
