@@ -986,6 +986,10 @@ int sv_cm_create_id_ps(struct sv_cm_channel *channel, struct sv_context *ctx,
  * a CONNECT_REQUEST counts against the listener, so a new id may be rejected and
  * destroyed before its request is acknowledged (librdmacm rules). */
 int sv_cm_destroy_id(struct sv_cm_id *id);
+/* Moves id to channel: its events not yet taken go with it, in order (for a listener,
+ * its CONNECT_REQUESTs too), and later ones arrive there. Events already taken stay
+ * counted against the id until acknowledged (rdma_migrate_id). */
+int sv_cm_migrate_id(struct sv_cm_id *id, struct sv_cm_channel *channel);
 
 /*
  * Listens on addr (port 0 = the device's opts.port, or any free port if that is 0).
@@ -1010,13 +1014,41 @@ int sv_cm_destroy_id(struct sv_cm_id *id);
  * whatever source port its packets carry (RoCEv2 senders pick those for entropy).
  */
 int sv_cm_listen(struct sv_cm_id *id, const struct sockaddr *addr, int backlog);
+
+/*
+ * How long a connection request may wait for the application's sv_cm_accept() or
+ * sv_cm_reject() on the UDP transport (doc/security.md, "Control plane"). Until then it
+ * counts against its listener's backlog (a request beyond the backlog is dropped, so the
+ * peer's retransmission tries again); after it the peer gets a REJ (Timeout) or a
+ * SIDR_REP (reject), the request's id gets CONNECT_ERROR (-ETIMEDOUT), and an accept or
+ * reject on it fails with -ETIMEDOUT. The kernel's rdma_cm asks a peer for up to 68 s
+ * (its MRA); a request that no process answers in this time is not being served.
+ */
+#define SV_CM_REQ_TIMEOUT_MS 5000
+
+/* Connection manager counters of a device (fields a transport does not keep stay 0). */
+struct sv_cm_stats {
+	uint64_t backlog_drops;		/* requests dropped: the listener's backlog was full */
+	uint64_t req_timeouts;		/* requests refused after SV_CM_REQ_TIMEOUT_MS */
+	/* Answers (REP, REJ, RTU, MRA, DREQ, DREP, SIDR_REP) dropped because they came from
+	 * another address than the one their exchange is with, or named it wrongly. */
+	uint64_t foreign_drops;
+	/* Passive connections established by the first packet of their QP (IBA's
+	 * Communication Established) because the RTU was lost. */
+	uint64_t comm_est;
+	/* Loopback directory records of another user, ignored (roce_cm_dir.c). */
+	uint64_t dir_foreign;
+};
+
+int sv_query_cm_stats(struct sv_context *ctx, struct sv_cm_stats *stats);
 /* The address an id is bound or connected to (after listen/connect), and its peer's. */
 int sv_cm_local_addr(const struct sv_cm_id *id, struct sockaddr_storage *addr);
 int sv_cm_peer_addr(const struct sv_cm_id *id, struct sockaddr_storage *addr);
 
 /*
  * Connects qp (in RESET or INIT) to a listener at dst. The outcome arrives as an event:
- * ESTABLISHED (QP in RTS), REJECTED (with the peer's private data), UNREACHABLE
+ * ESTABLISHED (QP in RTS), REJECTED (with the peer's private data; -ETIMEDOUT when the
+ * peer's application did not answer in time, else -ECONNREFUSED), UNREACHABLE
  * (-ECONNREFUSED: nobody listens on that port; -ETIMEDOUT: no answer) or
  * CONNECT_ERROR.
  */

@@ -664,7 +664,7 @@ int sv__roce_kx_connect(struct sv_qp *qp, const struct sockaddr *dst)
 	union sv__roce_addr d, gsi;
 	struct sv_aead_kx mine;
 	struct sv_aead_keys k;
-	uint64_t deadline = sv__now_ns() + ms_ns(KX_TIMEOUT_MS);
+	uint64_t deadline = sv__now_ns() + ms_ns(KX_TIMEOUT_MS), foreign = 0;
 	struct kx_sess s;
 	int fd, r;
 
@@ -673,10 +673,11 @@ int sv__roce_kx_connect(struct sv_qp *qp, const struct sockaddr *dst)
 	if ((r = kx_addr(rc, dst, &d)) < 0)
 		return r;
 	/* The device the CM will send the REQ to (roce_cm.c: its port, or on loopback the
-	 * one the host-local directory names). */
+	 * one the host-local directory names; the CM counts the records of other users it
+	 * passes over when it looks the same one up). */
 	gsi = d;
 	sv__roce_addr_set_port(&gsi, rc->dport_default);
-	(void)sv__roce_cm_dir_lookup(rc->dport_default, SV_CMA_PS_TCP, &d, &gsi);
+	(void)sv__roce_cm_dir_lookup(rc->dport_default, SV_CMA_PS_TCP, &d, &gsi, &foreign);
 	if ((r = kx_mine(qp, &mine)) < 0)
 		return r;
 	if ((fd = kx_tcp(rc, &gsi, deadline)) < 0) {

@@ -242,8 +242,8 @@ Test(wire_aead, capture_shows_no_payload_key_or_address, .timeout = 180)
 	struct scan plain, sealed;
 	unsigned reths_plain, reths_sealed;
 
-	if (!cap_have_tools())
-		cr_skip_test("tshark/dumpcap not installed (apt-get install tshark)");
+	if (cap_unavailable())
+		cr_skip_test("%s", cap_unavailable());
 	session(false, &plain, &reths_plain);
 	/* 8 KiB at MTU 1024 is 8 packets per message: 24 requests and their answers. */
 	cr_assert_geq(plain.n, 24, "plain: %u datagrams captured", plain.n);

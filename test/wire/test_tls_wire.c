@@ -160,8 +160,8 @@ Test(wire, tls_session_shows_tls_records_and_no_plaintext, .timeout = 240)
 	char *out;
 	uint16_t pport, tport;
 
-	if (!cap_have_tools())
-		cr_skip_test("tshark/dumpcap not installed (apt-get install tshark)");
+	if (cap_unavailable())
+		cr_skip_test("%s", cap_unavailable());
 	sv_device_opts_init(&d);
 	d.transport = SV_TRANSPORT_TCP;
 	d.crc = 1;
