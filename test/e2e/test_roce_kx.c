@@ -5,7 +5,9 @@
  * opcode then runs with the data checked; sv_qp_aead_exchange() does the same over a TCP
  * connection the application made, for QPs connected out of band. A device with TLS
  * refuses an RC QP without keys and UD QPs; a listener refuses a REQ no exchange came
- * before; a client that does not trust the listener's certificate fails its connect.
+ * before; a client that does not trust the listener's certificate fails its connect; 64
+ * idle TCP connections from one address take 4 of the listener's places and a real client
+ * still connects.
  */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
@@ -355,4 +357,39 @@ Test(roce_kx, tls_device_refuses_plain_qps)
 	}
 	ru_close(&x);
 	ru_close(&y);
+}
+
+/* 64 idle TCP connections to the listener's key exchange port from 127.0.0.3 (neither
+ * device's address): the listener runs at most 4 exchanges from one address and closes
+ * the rest at once, so a's exchange has a place and its connection is made. Without the
+ * per-source bound they would take all 32 places until their 5 s ran out, and a's
+ * exchange would meet its own 5 s bound first. */
+Test(roce_kx, idle_connections_do_not_lock_out_a_client)
+{
+	struct sockaddr_in dst, src = { .sin_family = AF_INET }, kxa = { .sin_family = AF_INET };
+	struct sv_conn_param p = { .responder_resources = 1, .initiator_depth = 1 };
+	struct sv_cm_event *ev;
+	int idle[64];
+
+	open_cm(true, true);
+	dst = listen_b();
+	src.sin_addr.s_addr = htonl(0x7f000003);
+	kxa.sin_addr = b.ip;
+	kxa.sin_port = htons(cm_port);
+	for (int i = 0; i < 64; i++) {
+		idle[i] = socket(AF_INET, SOCK_STREAM, 0);
+		cr_assert_geq(idle[i], 0);
+		cr_assert_eq(bind(idle[i], (struct sockaddr *)&src, sizeof(src)), 0);
+		cr_assert_eq(connect(idle[i], (struct sockaddr *)&kxa, sizeof(kxa)), 0,
+			     "connection %d to the key exchange listener", i);
+	}
+	cr_assert_eq(sv_cm_connect(a.id, a.qp, (struct sockaddr *)&dst, &p), 0);
+	ev = ru_cm_event(b.ch, SV_CM_EVENT_CONNECT_REQUEST, WAIT_MS);
+	b.conn = ev->id;
+	cr_assert_eq(sv_cm_ack_event(ev), 0);
+	cr_assert_eq(sv_cm_accept(b.conn, b.qp, &p), 0);
+	ru_cm_expect(a.ch, SV_CM_EVENT_ESTABLISHED, 0, WAIT_MS);
+	ru_cm_expect(b.ch, SV_CM_EVENT_ESTABLISHED, 0, WAIT_MS);
+	for (int i = 0; i < 64; i++)
+		close(idle[i]);
 }
