@@ -542,6 +542,12 @@ int sv_cm_connect(struct sv_cm_id *pub, struct sv_qp *qp, const struct sockaddr 
 		return -EINVAL;
 	if (param && param->private_data_len > SV_CM_MAX_PRIVATE_DATA)
 		return -EINVAL;
+	if (qp && !is_ud(to_id(pub)) && pub->context->ops->pre_connect) {
+		int rc = pub->context->ops->pre_connect(qp, dst);
+
+		if (rc < 0)
+			return rc;
+	}
 	memset(&op, 0, sizeof(op));
 	op.id = to_id(pub);
 	op.qp = qp ? to_qp(qp) : NULL;

@@ -205,6 +205,20 @@ struct sv__transport_ops {
 	 * that do to ERR, which makes them drop the reference (qp_error). May be NULL: holds
 	 * none across calls. */
 	bool (*qp_holds)(struct sv_qp *qp, const struct sv__mr *mr);
+
+	/* Optional (NULL: -EOPNOTSUPP). [any thread, unlocked: the transport takes what its
+	 * receive path needs] sv_qp_aead_spi() and sv_qp_set_aead(), their arguments and the
+	 * QP's state already checked by core. */
+	int (*qp_aead_spi)(struct sv_qp *qp, uint32_t *spi);
+	int (*qp_set_aead)(struct sv_qp *qp, const struct sv_aead_keys *keys);
+	/* Optional (NULL: -EOPNOTSUPP). [the caller's thread, blocking, bounded] The key
+	 * exchange of sv_qp_aead_exchange() over the application's connected TCP socket fd. */
+	int (*qp_aead_exchange)(struct sv_qp *qp, int fd, bool server, uint32_t *peer_qpn);
+	/* Optional. [the caller's thread, blocking, bounded] sv_cm_connect() of an RC QP,
+	 * before connect is handed to the loop: what the transport must do with the peer
+	 * first (the UDP transport's key exchange under tls). 0 or a negative errno, which
+	 * the connect returns. */
+	int (*pre_connect)(struct sv_qp *qp, const struct sockaddr *dst);
 };
 
 extern const struct sv__transport_ops sv__iwarp_tcp_ops;

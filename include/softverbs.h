@@ -631,9 +631,71 @@ struct sv_qp_stats {
 	 * refused for good (larger than the route's MTU), each of which failed the QP. */
 	uint64_t tx_drops;
 	uint64_t tx_errors;
+	/* UDP QPs with authenticated encryption (appended; sv_qp_set_aead()): datagrams
+	 * dropped before any PSN, ACK or placement logic saw them, for a tag that did not
+	 * hold (forged or changed), a sequence number already seen or older than the replay
+	 * window, or an SPI (or security header) that is not the QP's. */
+	uint64_t aead_auth_fail;
+	uint64_t aead_replay;
+	uint64_t aead_no_sa;
 };
 
 int sv_query_qp_stats(struct sv_qp *qp, struct sv_qp_stats *stats);
+
+/*
+ * Authenticated encryption of an RC QP on the UDP transport (doc/security.md,
+ * "Authenticated encryption on the UDP mode"): every packet the QP sends is encrypted
+ * and authenticated with AES-GCM, the BTH as associated data, and every packet it
+ * receives must be, under the keys given here; anything else is dropped and counted
+ * (aead_* in struct sv_qp_stats). A device opened with tls does it for every RC QP the
+ * CM connects (sv_cm_*, the rdmacm drop-in), and refuses RC QPs without keys and UD
+ * QPs. Otherwise both ends set it up before their QP reaches RTR, with
+ * sv_qp_aead_exchange() over a TCP connection between them, or by hand:
+ *
+ *   1. each side takes its QP's SPI with sv_qp_aead_spi() and gives it to the peer
+ *      along with the QPN;
+ *   2. each side calls sv_qp_set_aead() with the peer's SPI and the keys of both
+ *      directions (this side's tx_* are the peer's rx_*), agreed out of band, for
+ *      instance from a TLS 1.3 session's exporter.
+ *
+ * Keys are set once per QP (a second call is -EBUSY), so no sequence number is ever
+ * used twice under a key.
+ */
+enum sv_aead_alg {
+	SV_AEAD_AES_128_GCM = 1,	/* 16-byte keys */
+	SV_AEAD_AES_256_GCM = 2,	/* 32-byte keys */
+};
+
+#define SV_AEAD_KEY_MAX 32
+#define SV_AEAD_SALT 4
+
+struct sv_aead_keys {
+	enum sv_aead_alg alg;
+	uint32_t tx_spi;			/* the peer's sv_qp_aead_spi() */
+	uint8_t tx_key[SV_AEAD_KEY_MAX];	/* the first 16 or 32 bytes are used */
+	uint8_t tx_salt[SV_AEAD_SALT];
+	uint8_t rx_key[SV_AEAD_KEY_MAX];
+	uint8_t rx_salt[SV_AEAD_SALT];
+};
+
+/* The SPI under which qp receives: random, never 0, drawn once per QP. -EOPNOTSUPP on a
+ * transport or QP type without encryption (TCP: TLS instead; UD). */
+int sv_qp_aead_spi(struct sv_qp *qp, uint32_t *spi);
+/* Turns encryption on for qp, in RESET or INIT (-EINVAL in a later state, or for a bad
+ * alg or SPI 0). */
+int sv_qp_set_aead(struct sv_qp *qp, const struct sv_aead_keys *keys);
+/*
+ * Both steps at once over fd, a TCP connection the application made to its peer (as
+ * ibv_rc_pingpong does to exchange QP numbers): a TLS 1.3 handshake with the device's
+ * TLS options (tls_cert, tls_key, tls_ca, tls_peer, tls_mutual: the server side needs a
+ * certificate, the client verifies it), each side's QPN and SPI inside it, the keys from
+ * its exporter (doc/security.md, "Key exchange"). One side passes server 1, the other 0.
+ * Blocks up to 5 s. The peer's QPN goes to *peer_qpn (may be NULL): check it is the one
+ * the QP connects to. fd stays open, its file flags unchanged, with nothing of the TLS
+ * session left in it. -EPROTO for a failed handshake or a malformed exchange (the
+ * reason is logged), -ETIMEDOUT, or sv_qp_set_aead()'s errors.
+ */
+int sv_qp_aead_exchange(struct sv_qp *qp, int fd, int server, uint32_t *peer_qpn);
 
 struct sv_sge {
 	uint64_t addr;

@@ -56,6 +56,8 @@
 
 #include "wire/ib_cm.h"
 #include "wire/roce.h"
+#include "wire/roce_aead.h"
+#include "wire/roce_kx.h"
 
 /* ---------------------------------------------------------------------------------------
  * Small helpers.
@@ -371,6 +373,8 @@ int sv__roce_txq(struct sv__rqp *q, const uint8_t *hdr, size_t hlen, const struc
 	struct msghdr *m;
 	int n = 0;
 
+	if (q->aead)
+		return sv__roce_aead_txq(q, hdr, hlen, pay, npay, paylen);
 	if (b->n == SV__ROCE_TX_BATCH)
 		sv__roce_flush(q);
 	i = b->n;
@@ -584,15 +588,30 @@ enum rx_verdict {
 	RX_RC,			/* an RC packet for *qp, decoded into *k: rx_set_add() */
 };
 
+/* [rx_lock] The QP with keys (roce_aead.c) a datagram is for, by its BTH DestQP; NULL
+ * if it is for none. */
+static struct sv__rqp *aead_qp(const struct sv__rctx *rc, const uint8_t *buf, size_t len)
+{
+	struct sv__rqp *q;
+
+	if (len < SV_BTH_LEN)
+		return NULL;
+	q = tbl_find(rc, sv__get_be24(buf + 5));
+	return q && q->aead ? q : NULL;
+}
+
 /*
  * Checks one datagram from src to dst. self is the QP whose poller runs this (its lock
  * held), NULL on the loop. Only the checks that need no QP lock are made here; deliver()
  * makes the rest under the lock. An RC packet for another QP than self is checked and
- * decoded here all the same: rx_set_run() puts it in that QP's inbox.
+ * decoded here all the same: rx_set_run() puts it in that QP's inbox. authed: the
+ * datagram was decrypted and its tag held (sv__roce_aead_open()), which does the
+ * ICRC's job: it has no ICRC, only room for one.
  */
 static enum rx_verdict classify(struct sv__rctx *rc, const uint8_t *buf, size_t len,
 				const union sv__roce_addr *src, const union sv__roce_addr *dst,
-				struct sv__rqp *self, struct sv__rqp **qp, struct sv_ib_pkt *k)
+				struct sv__rqp *self, bool authed, struct sv__rqp **qp,
+				struct sv_ib_pkt *k)
 {
 	struct sv_icrc_ipv4 ip;
 	struct sv__rqp *q;
@@ -605,7 +624,7 @@ static enum rx_verdict classify(struct sv__rctx *rc, const uint8_t *buf, size_t 
 		return RX_DEFER;
 	/* Other senders' IPv4 identification and DF are found from the ICRC itself
 	 * (crypto/icrc.h, doc/interop-icrc.md); ours (id 0, DF) cost one CRC as before. */
-	icrc = sv__icrc_verify_rx(&src->sa, &dst->sa, buf, len, &ip);
+	icrc = authed ? 0 : sv__icrc_verify_rx(&src->sa, &dst->sa, buf, len, &ip);
 	if (icrc == 1 && q)
 		atomic_fetch_add_explicit(&q->icrc_ip_solved, 1, memory_order_relaxed);
 	if (icrc < 0) {
@@ -1047,7 +1066,7 @@ static void defer_run(struct sv__rctx *rc)
 
 		next = d->next;
 		/* UD opcodes only (classify() defers nothing else): RX_UD or RX_DROP. */
-		if (classify(rc, d->buf, d->len, &d->src, &d->dst, NULL, &q, &k) == RX_UD)
+		if (classify(rc, d->buf, d->len, &d->src, &d->dst, NULL, false, &q, &k) == RX_UD)
 			rx_ud(rc, d->buf, d->len, &d->src, &d->dst);
 		free(d->buf);
 		free(d);
@@ -1097,13 +1116,23 @@ static int rx_round(struct sv__rctx *rc, struct sv__rqp *self)
 		size_t len = rc->rx_msgs[i].msg_len;
 		struct sv__rqp *q = NULL;
 		struct sv_ib_pkt k;
+		bool authed = false;
 
 		/* A source of another family cannot occur: the IPv6 socket is V6ONLY. */
 		if ((rc->rx_msgs[i].msg_hdr.msg_flags & MSG_TRUNC) ||
 		    rc->rx_src[i].sa.sa_family != rc->local.sa.sa_family ||
 		    !pktinfo_dst(&rc->rx_msgs[i].msg_hdr, &dst))
 			continue;
-		switch (classify(rc, buf, len, &rc->rx_src[i], &dst, self, &q, &k)) {
+		/* A QP with keys takes only what authenticates, before anything else looks
+		 * at the packet (doc/security.md). */
+		if (rc->aead_qps && (q = aead_qp(rc, buf, len))) {
+			if (sv__roce_aead_open(rc, q, &rc->rx_buf[i], &len) < 0)
+				continue;
+			buf = rc->rx_buf[i];
+			authed = true;
+			q = NULL;
+		}
+		switch (classify(rc, buf, len, &rc->rx_src[i], &dst, self, authed, &q, &k)) {
 		case RX_DEFER:
 			defer_push(rc, (unsigned)i, &dst);
 			break;
@@ -1337,7 +1366,9 @@ static void rctx_free(struct sv__rctx *rc)
 	}
 	pthread_mutex_destroy(&rc->rx_lock);
 	pthread_mutex_destroy(&rc->inbox_lock);
+	sv__roce_kx_fini(rc);
 	free(rc->tbl);
+	free(rc->aead_spare);
 	free(rc);
 }
 
@@ -1390,7 +1421,7 @@ static int ctx_init(struct sv_context *ctx, void **tctx)
 		}
 		sv__impair_init(rc->imp, &icfg);
 	}
-	if ((r = open_socket(rc, o)) < 0)
+	if ((r = open_socket(rc, o)) < 0 || (r = sv__roce_kx_init(rc, o)) < 0)
 		goto err_free;
 	sv__roce_port_init(rc);
 	if ((r = uv_poll_init(sv__ctx_loop(ctx), &rc->poll, rc->fd)) < 0)
@@ -1463,6 +1494,7 @@ static void rqp_free(struct sv__rqp *q)
 		sv__roce_req_init(q);	/* frees READ bitmaps */
 	free(q->recs);
 	free(q->txb);
+	sv__roce_aead_free(q->aead);
 	free(q);
 }
 
@@ -1490,6 +1522,13 @@ static int qp_create(struct sv_qp *qp, void **tqp)
 
 	if (!q)
 		return -ENOMEM;
+	if (rc->kx && qp->qp_type == SV_QPT_UD) {
+		/* Datagrams have no association to run under (doc/security.md). */
+		sv__log(SV_LOG_ERROR, "softverbs udp: SV_TLS=1: UD QPs are not encrypted, so "
+			"this device refuses them");
+		free(q);
+		return -EPROTONOSUPPORT;
+	}
 	q->qp = qp;
 	q->rc = rc;
 	q->recs = calloc(n, sizeof(*q->recs));
@@ -1525,6 +1564,7 @@ static void qp_destroy(struct sv_qp *qp, void *tqp)
 	 * it, if queued: inbox_service(), which takes QPs off, runs on this thread). */
 	pthread_mutex_lock(&q->rc->rx_lock);
 	tbl_del(q->rc, q);
+	sv__roce_aead_qp_gone(q);
 	if (atomic_load(&q->inbox_queued)) {
 		struct sv__rqp **pp = &q->rc->inbox_qs;
 
@@ -1564,6 +1604,14 @@ static int qp_modify(struct sv_qp *qp, const struct sv_qp_attr *attr, int mask)
 		return -EOPNOTSUPP;
 	if (next == SV_QPS_RTR && cur->qp_state == SV_QPS_INIT) {
 		const struct sv_ah_attr *ah = &attr->ah_attr;
+
+		if (q->rc->kx && !q->aead) {
+			/* Fail closed: under tls no RC QP receives in clear. */
+			sv__log(SV_LOG_ERROR, "softverbs udp: SV_TLS=1: QP %u has no keys: "
+				"connect it through the CM, or call sv_qp_aead_exchange() or "
+				"sv_qp_set_aead() before RTR", qp->qp_num);
+			return -EPERM;
+		}
 
 		if (sv__roce_addr_from_gid(q->rc, ah->dgid, ah->dport, &q->peer) < 0) {
 			sv__log(SV_LOG_ERROR, "softverbs udp: dgid must be %s, as the device is",
@@ -1674,6 +1722,12 @@ static int qp_stats(struct sv_qp *qp, struct sv_qp_stats *s)
 	s->ud_tx_drops = q->ud_tx_drops;
 	s->tx_drops = q->st.tx_drops;
 	s->tx_errors = q->st.tx_errors;
+	if (q->aead) {
+		s->aead_auth_fail = atomic_load_explicit(&q->aead->auth_fail,
+							 memory_order_relaxed);
+		s->aead_replay = atomic_load_explicit(&q->aead->replay, memory_order_relaxed);
+		s->aead_no_sa = atomic_load_explicit(&q->aead->no_sa, memory_order_relaxed);
+	}
 	return 0;
 }
 
@@ -1691,11 +1745,15 @@ const struct sv__transport_ops sv__roce_udp_ops = {
 	.listen = sv__roce_cm_listen,
 	.loop_kick = loop_kick,
 	.poll = poll_qp,
+	.pre_connect = sv__roce_kx_connect,
+	.qp_aead_exchange = sv__roce_kx_exchange,
+	.qp_aead_spi = sv__roce_aead_spi,
 	.qp_create = qp_create,
 	.qp_destroy = qp_destroy,
 	.qp_error = qp_error,
 	.qp_holds = sv__roce_qp_holds,
 	.qp_modify = qp_modify,
+	.qp_set_aead = sv__roce_aead_set,
 	.qp_stats = qp_stats,
 	.query_gid = query_gid,
 	.reject = sv__roce_cm_reject,

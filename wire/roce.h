@@ -62,6 +62,8 @@
 
 struct sv__rqp;
 struct sv__rctx;
+struct sv__roce_aead;
+struct sv__roce_kx;
 
 /* A UDP endpoint: the device's socket is IPv4 or IPv6 (its bind address decides), and
  * every address the transport handles (peers, CM endpoints, received sources) has that
@@ -175,6 +177,14 @@ struct sv__rctx {
 	uint8_t rx_cmsg[SV__ROCE_RX_BATCH][64];
 	uint8_t *rx_buf[SV__ROCE_RX_BATCH];
 	uint64_t icrc_errors_unknown;	/* bad ICRC for no known QP */
+	/* Authenticated encryption (roce_aead.c, under rx_lock): how many QPs have keys
+	 * (0: the receive path looks for none), and the buffer a decrypted datagram goes
+	 * to, which then takes the place of its ring buffer. */
+	unsigned aead_qps;
+	uint8_t *aead_spare;
+	/* The key exchange (roce_kx.c): NULL unless the device has tls, which then also
+	 * requires keys on every RC QP and refuses UD QPs. */
+	struct sv__roce_kx *kx;
 	/* Connection manager (roce_cm.c, loop only). */
 	uv_timer_t cm_timer;		/* MAD retransmissions */
 	struct sv__tep *cm_eps;		/* listeners and connections */
@@ -325,6 +335,11 @@ struct sv__rqp {
 	 * mode the CM agreed on for INIT->RTR (cm_sr_set: cm_sr overrides the device's). */
 	struct sv__tep *cm_ep;
 	bool cm_sr_set, cm_sr;
+	/* Authenticated encryption (roce_aead.c): the SPI the QP receives under (0: none
+	 * drawn yet), and the keys (NULL: plain), set once before RTR under rx_lock and the
+	 * QP lock. */
+	uint32_t aead_spi;
+	struct sv__roce_aead *aead;
 };
 
 /* roce.c */

@@ -104,6 +104,7 @@
 #include "wire/ib_cm.h"
 #include "wire/roce.h"
 #include "wire/roce_cm_dir.h"
+#include "wire/roce_kx.h"
 
 #define CM_RETRY_MS 250
 #define CM_MRA_SERVICE_TIMEOUT 20	/* 4.096 us * 2^20 = 4.3 s to decide, per MRA */
@@ -1593,6 +1594,10 @@ int sv__roce_cm_accept(struct sv__tep *ep, struct sv_qp *qp, const struct sv__co
 		return -EINVAL;
 	if (param->priv_len > SV_CM_REP_PRIVATE_LEN)
 		return -EINVAL;
+	/* Under tls, the keys the peer agreed for its QP (roce_kx.c), before the QP
+	 * receives. */
+	if (ep->rc->kx && (r = sv__roce_kx_accept(sv__rqp(qp), &ep->gsi, ep->remote_qpn)) < 0)
+		return r;
 	if (!(m = calloc(1, sizeof(*m))))
 		return -ENOMEM;
 	attach_qp(ep, qp);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <criterion/criterion.h>
 
@@ -141,6 +142,82 @@ TCP_AND_UDP(ucmatose)
 	char *so, *co;
 
 	pair(udp, srv, cli, 90000, &so, &co);
+	cr_expect(strstr(so, "data transfers complete"), "%s", so);
+	cr_expect(strstr(so, "return status 0"), "%s", so);
+	cr_expect(strstr(co, "return status 0"), "%s", co);
+	free(so);
+	free(co);
+}
+
+/*
+ * SV_TLS=1 on sv_udp0 (doc/security.md, "Key exchange"): every RC QP the rdmacm drop-in
+ * connects runs the key exchange and AES-GCM, and a device with TLS lets no RC QP reach
+ * RTR without keys, so programs that verify their data and exit 0 ran encrypted. The
+ * pair is a fresh self-signed certificate (openssl(1)) that both ends trust, with the
+ * name they expect; SV_LOG=info shows each device's key exchange listener.
+ */
+static void tls_env(char dir[32])
+{
+	char cmd[512], path[64];
+
+	snprintf(dir, 32, "/tmp/sv-apps-tls-XXXXXX");
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(cmd, sizeof(cmd), "openssl req -x509 -newkey ec -pkeyopt "
+		 "ec_paramgen_curve:P-256 -nodes -keyout %s/key.pem -out %s/cert.pem -days 1 "
+		 "-subj /CN=localhost -addext subjectAltName=DNS:localhost,IP:127.0.0.1 "
+		 ">/dev/null 2>&1", dir, dir);
+	cr_assert_eq(system(cmd), 0, "openssl req failed");
+	snprintf(path, sizeof(path), "%s/cert.pem", dir);
+	setenv("SV_TLS_CERT", path, 1);
+	setenv("SV_TLS_CA", path, 1);
+	snprintf(path, sizeof(path), "%s/key.pem", dir);
+	setenv("SV_TLS_KEY", path, 1);
+	setenv("SV_TLS_PEER", "localhost", 1);
+	setenv("SV_TLS", "1", 1);
+	setenv("SV_LOG", "info", 1);
+}
+
+static void tls_env_end(const char *dir)
+{
+	char path[64];
+
+	unsetenv("SV_TLS");
+	unsetenv("SV_LOG");
+	snprintf(path, sizeof(path), "%s/cert.pem", dir);
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/key.pem", dir);
+	unlink(path);
+	rmdir(dir);
+}
+
+Test(apps_rdmacm, udp_tls_rping_validate, .timeout = 120)
+{
+	const char *srv[] = { "rping", "-s", "-a", ADDR, "-p", PORT, "-V", "-C", "300", "-S",
+			      "4096", NULL };
+	const char *cli[] = { "rping", "-c", "-a", ADDR, "-p", PORT, "-V", "-C", "300", "-S",
+			      "4096", NULL };
+	char dir[32], *so, *co;
+
+	tls_env(dir);
+	pair(true, srv, cli, 90000, &so, &co);
+	tls_env_end(dir);
+	cr_expect(!strstr(co, "data mismatch"), "%s", co);
+	cr_expect(!strstr(so, "data mismatch"), "%s", so);
+	cr_expect(strstr(so, "key exchange (TLS 1.3) listens on TCP"), "%s", so);
+	cr_expect(!strstr(co, "failed"), "%s", co);
+	free(so);
+	free(co);
+}
+
+Test(apps_rdmacm, udp_tls_ucmatose, .timeout = 120)
+{
+	const char *srv[] = { "ucmatose", "-p", PORT, "-c", "2", "-C", "20", NULL };
+	const char *cli[] = { "ucmatose", "-s", ADDR, "-p", PORT, "-c", "2", "-C", "20", NULL };
+	char dir[32], *so, *co;
+
+	tls_env(dir);
+	pair(true, srv, cli, 90000, &so, &co);
+	tls_env_end(dir);
 	cr_expect(strstr(so, "data transfers complete"), "%s", so);
 	cr_expect(strstr(so, "return status 0"), "%s", so);
 	cr_expect(strstr(co, "return status 0"), "%s", co);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -65,14 +66,33 @@ void ru_open(struct rside *s, int retx, const char *impair, size_t buflen, uint3
 	ru_open_at(s, "127.0.0.1", retx, impair, buflen, depth);
 }
 
+static bool tls_on;
+static char tls_ca[256];
+
+void ru_set_tls(bool on)
+{
+	tls_on = on;
+}
+
+void ru_set_tls_ca(const char *path)
+{
+	snprintf(tls_ca, sizeof(tls_ca), "%s", path ? path : "");
+}
+
 uint16_t ru_open_device(struct sv_context **ctx, const char *bind_addr, uint16_t port,
 			int retx, const char *impair)
 {
 	struct sv_device_opts o;
+	char err[256];
 	int rc = -1;
 
 	sv_device_opts_init(&o);
 	o.transport = SV_TRANSPORT_UDP;
+	if (tls_on) {
+		cr_assert_eq(sv_tls_throwaway(&o, err, sizeof(err)), 0, "%s", err);
+		if (tls_ca[0])
+			snprintf(o.tls_ca, sizeof(o.tls_ca), "%s", tls_ca);
+	}
 	snprintf(o.bind_addr, sizeof(o.bind_addr), "%s", bind_addr);
 	if (retx >= 0)
 		o.retx = retx;
@@ -167,12 +187,52 @@ void ru_qp_to_rts(struct sv_qp *qp, unsigned access, const struct rpeer *peer,
 	cr_assert_eq(rc, 0, "RTS: %s", sv_strerror(rc));
 }
 
-void ru_to_rts(struct rside *s, const struct rside *peer, const struct rlink *l)
+static bool tls_devices(void)
+{
+	const char *e = getenv("SV_TLS");
+
+	return tls_on || (e && strtoul(e, NULL, 0) != 0);
+}
+
+void ru_to_rts(struct rside *s, struct rside *peer, const struct rlink *l)
 {
 	struct rpeer p = { peer->gid, peer->port, peer->qp->qp_num, peer->psn };
 
+	if (tls_devices() && s->keyed != s->qp)
+		ru_aead(s, peer, SV_AEAD_AES_128_GCM);
+
 	ru_qp_to_rts(s->qp, SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_WRITE |
 		     SV_ACCESS_REMOTE_READ | SV_ACCESS_REMOTE_ATOMIC, &p, s->psn, l);
+}
+
+void ru_aead(struct rside *a, struct rside *b, enum sv_aead_alg alg)
+{
+	struct sv_aead_keys ka;
+
+	ru_aead_keys(a, b, alg, &ka);
+}
+
+void ru_aead_keys(struct rside *a, struct rside *b, enum sv_aead_alg alg,
+		  struct sv_aead_keys *out)
+{
+	struct sv_aead_keys ka = { .alg = alg }, kb = { .alg = alg };
+
+	cr_assert_eq(getrandom(ka.tx_key, sizeof(ka.tx_key), 0), (ssize_t)sizeof(ka.tx_key));
+	cr_assert_eq(getrandom(ka.rx_key, sizeof(ka.rx_key), 0), (ssize_t)sizeof(ka.rx_key));
+	cr_assert_eq(getrandom(ka.tx_salt, sizeof(ka.tx_salt), 0), (ssize_t)sizeof(ka.tx_salt));
+	cr_assert_eq(getrandom(ka.rx_salt, sizeof(ka.rx_salt), 0), (ssize_t)sizeof(ka.rx_salt));
+	memcpy(kb.rx_key, ka.tx_key, sizeof(kb.rx_key));
+	memcpy(kb.tx_key, ka.rx_key, sizeof(kb.tx_key));
+	memcpy(kb.rx_salt, ka.tx_salt, sizeof(kb.rx_salt));
+	memcpy(kb.tx_salt, ka.rx_salt, sizeof(kb.tx_salt));
+	cr_assert_eq(sv_qp_aead_spi(b->qp, &ka.tx_spi), 0);
+	cr_assert_eq(sv_qp_aead_spi(a->qp, &kb.tx_spi), 0);
+	cr_assert_neq(ka.tx_spi, 0);
+	cr_assert_eq(sv_qp_set_aead(a->qp, &ka), 0);
+	cr_assert_eq(sv_qp_set_aead(b->qp, &kb), 0);
+	a->keyed = a->qp;
+	b->keyed = b->qp;
+	*out = ka;
 }
 
 void ru_connect(struct rside *a, struct rside *b, const struct rlink *l)

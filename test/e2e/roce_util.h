@@ -27,6 +27,8 @@ struct rside {
 	uint8_t gid[16];
 	uint16_t port;
 	uint32_t psn;
+	struct sv_qp *keyed;		/* the QP ru_aead() gave keys (a copy of a side may
+				 * carry another QP) */
 };
 
 struct rlink {
@@ -35,6 +37,13 @@ struct rlink {
 	uint8_t rd_atomic;		/* both ORD and IRD */
 };
 
+/* Whether the devices opened from now on have TLS (authenticated encryption with the
+ * key exchange, doc/security.md), with sv_tls_throwaway()'s pair: every one trusts every
+ * other. Off by default. */
+void ru_set_tls(bool on);
+/* With TLS on, the CA file devices verify their peers with instead of the throwaway
+ * pair's (NULL: the throwaway's again). */
+void ru_set_tls_ca(const char *path);
 /* Opens a UDP-transport device on bind_addr ("": the transport's 127.0.0.x fallback) and
  * port (0: one free there now, retried if a concurrent test takes it first) with retx
  * (enum sv_retx_mode, or -1 for the default) and impair (a spec or NULL); returns the
@@ -66,8 +75,17 @@ struct rpeer {
  * sq_psn, with the parameters of link l. */
 void ru_qp_to_rts(struct sv_qp *qp, unsigned access, const struct rpeer *peer,
 		  uint32_t sq_psn, const struct rlink *l);
-/* Moves s (in RESET) to RTS towards peer, granting every remote right. */
-void ru_to_rts(struct rside *s, const struct rside *peer, const struct rlink *l);
+/* Moves s (in RESET) to RTS towards peer, granting every remote right. On devices with
+ * TLS (ru_set_tls(), or SV_TLS=1 in the environment, as the e2e *_tls runs set it) it
+ * first gives both QPs keys (ru_aead, AES-128-GCM) unless s has them: such a device
+ * lets no RC QP reach RTR without. */
+void ru_to_rts(struct rside *s, struct rside *peer, const struct rlink *l);
+/* Turns on authenticated encryption (sv_qp_set_aead()) on the QPs of a and b, still in
+ * RESET or INIT, with fresh random keys of alg: a's tx keys are b's rx keys. */
+void ru_aead(struct rside *a, struct rside *b, enum sv_aead_alg alg);
+/* The same, and a's keys (b's are the mirror image) into *ka. */
+void ru_aead_keys(struct rside *a, struct rside *b, enum sv_aead_alg alg,
+		  struct sv_aead_keys *ka);
 /* Connects a and b both ways with the link parameters. */
 void ru_connect(struct rside *a, struct rside *b, const struct rlink *l);
 /* Next completion on s's CQ within timeout_ms (asserts one arrives). */
