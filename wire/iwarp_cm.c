@@ -55,8 +55,14 @@
 
 #include "wire/iwarp.h"
 
+/*
+ * The endpoint's states. Every change goes through ep_move(), which checks it against
+ * ep_moves[] and logs it at debug level; a move the table does not allow is a bug here,
+ * logged as an error (and made, so that the code after it still sees the state it set).
+ */
 enum ep_state {
-	EP_LISTEN,
+	EP_NEW,				/* created, no role yet */
+	EP_LISTEN,			/* listener: accepting */
 	EP_CONNECTING,			/* initiator: TCP connect in progress */
 	EP_REP_WAIT,			/* initiator: Request sent (or going), Reply awaited */
 	EP_REQ_WAIT,			/* responder: reading the Request */
@@ -66,6 +72,38 @@ enum ep_state {
 	EP_UP,				/* data phase */
 	EP_CLOSING,			/* teardown: waiting for both directions */
 	EP_CLOSED,			/* socket closed */
+	EP_N_STATES
+};
+
+static const char *const ep_state_name[EP_N_STATES] = {
+	[EP_NEW] = "NEW",
+	[EP_LISTEN] = "LISTEN",
+	[EP_CONNECTING] = "CONNECTING",
+	[EP_REP_WAIT] = "REP_WAIT",
+	[EP_REQ_WAIT] = "REQ_WAIT",
+	[EP_REQ_RCVD] = "REQ_RCVD",
+	[EP_REJECTING] = "REJECTING",
+	[EP_RTR_WAIT] = "RTR_WAIT",
+	[EP_UP] = "UP",
+	[EP_CLOSING] = "CLOSING",
+	[EP_CLOSED] = "CLOSED",
+};
+
+#define TO(s) (1u << (s))
+
+/* The moves each state may make. Every state may close (ep_close_fd). */
+static const unsigned ep_moves[EP_N_STATES] = {
+	[EP_NEW] = TO(EP_LISTEN) | TO(EP_CONNECTING) | TO(EP_REQ_WAIT),
+	[EP_LISTEN] = 0,
+	[EP_CONNECTING] = TO(EP_REP_WAIT),
+	[EP_REP_WAIT] = TO(EP_UP),
+	[EP_REQ_WAIT] = TO(EP_REQ_RCVD),
+	[EP_REQ_RCVD] = TO(EP_RTR_WAIT) | TO(EP_REJECTING),
+	[EP_REJECTING] = 0,
+	[EP_RTR_WAIT] = TO(EP_UP) | TO(EP_CLOSING),
+	[EP_UP] = TO(EP_CLOSING),
+	[EP_CLOSING] = 0,
+	[EP_CLOSED] = 0,
 };
 
 struct sv__tep {
@@ -101,6 +139,19 @@ struct sv__tep {
 
 static void poll_cb(uv_poll_t *h, int status, int events);
 static void ep_update(struct sv__tep *ep);
+
+static void ep_move(struct sv__tep *ep, enum ep_state to)
+{
+	enum ep_state from = ep->state;
+
+	if (to != EP_CLOSED && !(ep_moves[from] & TO(to)))
+		sv__log(SV_LOG_ERROR, "iwarp: endpoint %p: no move from %s to %s", (void *)ep,
+			ep_state_name[from], ep_state_name[to]);
+	else
+		sv__log(SV_LOG_DEBUG, "iwarp: endpoint %p: %s -> %s", (void *)ep,
+			ep_state_name[from], ep_state_name[to]);
+	ep->state = to;
+}
 
 /* ---------------------------------------------------------------------------------------
  * Endpoint lifetime: an endpoint is freed once it is destroyed and its handles closed.
@@ -183,7 +234,7 @@ static void ep_close_fd(struct sv__tep *ep)
 {
 	if (ep->state == EP_CLOSED)
 		return;
-	ep->state = EP_CLOSED;
+	ep_move(ep, EP_CLOSED);
 	if (ep->qp) {
 		sv__qp_lock(ep->qp);
 		ep->iq->fd = -1;
@@ -450,7 +501,7 @@ static void initiator_reply(struct sv__tep *ep)
 	sv__qp_established(ep->qp, ird, ord);
 	sv__iw_tx_progress(ep->iq);
 	sv__qp_unlock(ep->qp);
-	ep->state = EP_UP;
+	ep_move(ep, EP_UP);
 	ep->was_up = true;
 	uv_timer_stop(&ep->timer);
 	save_addrs(ep);
@@ -469,7 +520,7 @@ static void connecting(struct sv__tep *ep)
 		return;
 	}
 	save_addrs(ep);
-	ep->state = EP_REP_WAIT;
+	ep_move(ep, EP_REP_WAIT);
 	rc = hs_flush(ep);
 	if (rc < 0) {
 		connect_fail(ep, SV_CM_EVENT_UNREACHABLE, rc);
@@ -540,7 +591,7 @@ int sv__iw_connect(struct sv_qp *qp, void *cm, const struct sockaddr *dst,
 		goto err_ep;
 	ep->hs_tx_len = (size_t)rc;
 
-	ep->state = EP_CONNECTING;
+	ep_move(ep, EP_CONNECTING);
 	if (connect(fd, dst, alen) < 0 && errno != EINPROGRESS) {
 		/* Refused at once: the outcome still arrives as an event, from the loop's
 		 * next turn (the connect op itself must return first). */
@@ -586,7 +637,7 @@ static void responder_request(struct sv__tep *ep)
 	ep_poll(ep, 0);
 	child_unlink(ep);
 	save_addrs(ep);
-	ep->state = EP_REQ_RCVD;
+	ep_move(ep, EP_REQ_RCVD);
 	cm = l && l->cm ? sv__cm_incoming(l->cm, ep, &p) : NULL;
 	if (!cm) {
 		/* Core refused it: reject on the spot and forget the endpoint. */
@@ -679,7 +730,7 @@ int sv__iw_accept(struct sv__tep *ep, struct sv_qp *qp, const struct sv__conn_pa
 	ep->iq->rtr = rtr;
 	ep->iq->tx_ok = false;		/* RFC 5044: nothing before their first FPDU */
 	sv__qp_unlock(qp);
-	ep->state = EP_RTR_WAIT;
+	ep_move(ep, EP_RTR_WAIT);
 	rc = hs_flush(ep);
 	if (rc < 0) {
 		sv__qp_lock(qp);
@@ -705,7 +756,7 @@ int sv__iw_reject(struct sv__tep *ep, const uint8_t *priv, uint16_t priv_len)
 	if (rc < 0)
 		return rc;
 	ep->cm = NULL;			/* a rejected request reports nothing more */
-	ep->state = EP_REJECTING;
+	ep_move(ep, EP_REJECTING);
 	rc = hs_flush(ep);
 	if (rc != 0) {
 		shutdown(ep->fd, SHUT_WR);
@@ -745,7 +796,7 @@ static void listener_cb(struct sv__tep *l)
 			continue;
 		}
 		ep->destroyed = true;	/* ours until core takes it in sv__cm_incoming */
-		ep->state = EP_REQ_WAIT;
+		ep_move(ep, EP_REQ_WAIT);
 		ep->listener = l;
 		ep->child_next = l->children;
 		if (l->children)
@@ -797,7 +848,7 @@ int sv__iw_listen(struct sv_context *ctx, void *cm, const struct sockaddr *addr,
 		return -ENOMEM;
 	}
 	ep->cm = cm;
-	ep->state = EP_LISTEN;
+	ep_move(ep, EP_LISTEN);
 	alen = sizeof(ep->local);
 	getsockname(fd, (struct sockaddr *)&ep->local, &alen);
 	ep_poll(ep, UV_READABLE);
@@ -867,7 +918,7 @@ static void data_io(struct sv__tep *ep, int events)
 		failed_early = true;
 	sv__qp_unlock(qp);
 	if (est) {
-		ep->state = EP_UP;
+		ep_move(ep, EP_UP);
 		ep->was_up = true;
 		uv_timer_stop(&ep->timer);
 		report(ep, SV_CM_EVENT_ESTABLISHED, 0, NULL);
@@ -889,7 +940,7 @@ static void ep_update(struct sv__tep *ep)
 		/* The QP is gone: just finish closing the socket. */
 		if (ep->state != EP_CLOSING) {
 			shutdown(ep->fd, SHUT_WR);
-			ep->state = EP_CLOSING;
+			ep_move(ep, EP_CLOSING);
 			ep_timer(ep, SV__IW_CLOSE_TIMEOUT_MS);
 		}
 		ep_poll(ep, UV_READABLE);
@@ -918,7 +969,7 @@ static void ep_update(struct sv__tep *ep)
 
 	if ((err || peer_done) && ep->state != EP_CLOSING) {
 		ep->parked = false;
-		ep->state = EP_CLOSING;
+		ep_move(ep, EP_CLOSING);
 		ep_timer(ep, SV__IW_CLOSE_TIMEOUT_MS);
 	}
 	if (ep->state == EP_CLOSING && (lost || (peer_done && shut_done))) {
@@ -1136,7 +1187,7 @@ int sv__iw_disconnect(struct sv__tep *ep)
 			sv__iw_tx_progress(ep->iq);
 			sv__qp_unlock(ep->qp);
 		}
-		ep->state = EP_CLOSING;
+		ep_move(ep, EP_CLOSING);
 		ep_timer(ep, SV__IW_CLOSE_TIMEOUT_MS);
 		ep_update(ep);
 	} else if (ep->state == EP_CLOSED) {
