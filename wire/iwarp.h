@@ -27,7 +27,9 @@
 #include "wire/mpa.h"
 #include "wire/rdmap.h"
 
-#define SV__IW_HS_TIMEOUT_MS 10000	/* MPA Request/Reply exchange must finish by then */
+/* The MPA Request/Reply exchange must finish by then: for a responder, the whole phase
+ * from accept() to the Request (a TLS handshake included). */
+#define SV__IW_HS_TIMEOUT_MS 10000
 #define SV__IW_CLOSE_TIMEOUT_MS 2000	/* after our FIN, wait this long for the peer's */
 /* Parking the loop's RX (iwarp_cm.c data_io()): an application whose poll() calls come
  * less than SPIN_GAP apart, SPIN_STREAK times in a row, and whose polls found FPDUs within
@@ -43,7 +45,10 @@
 #define SV__IW_DRY_EVERY 32
 /* While the socket is full, an application poll tries to write every TX_RETRY-th time. */
 #define SV__IW_TX_RETRY 4
-#define SV__IW_MAX_PENDING 64		/* unanswered handshakes per listener */
+/* Handshakes whose MPA Request has not arrived, per listener and per source (an IPv4
+ * address or an IPv6 /64; iwarp_cm.c listener_cb()). */
+#define SV__IW_MAX_PENDING 64
+#define SV__IW_MAX_PENDING_SRC 16
 #define SV__IW_DEFAULT_MULPDU 8192	/* payload per FPDU when the options say 0 */
 #define SV__IW_MAX_RD 128		/* cap on IRD/ORD resources per QP */
 

@@ -11,8 +11,8 @@
  * reported. A rev 1 Reply (no block) is accepted too: then no RTR is sent.
  *
  * Responder: accept4 on the listener; the Request must arrive within
- * SV__IW_HS_TIMEOUT_MS with at most SV_MPA_MAX_PD_LEN bytes of private data, and at most
- * SV__IW_MAX_PENDING handshakes wait per listener. CONNECT_REQUEST carries the private
+ * SV__IW_HS_TIMEOUT_MS with at most SV_MPA_MAX_PD_LEN bytes of private data; handshakes
+ * waiting for it are capped (listener_cb()). CONNECT_REQUEST carries the private
  * data and the peer's IRD/ORD, swapped into our view (its ORD as the responder resources
  * we need). accept sends the Reply (P2P echoed with exactly one RTR type: Write
  * preferred, then Read, then Send; IRD = min(our IRD, initiator ORD), ORD = min(our ORD,
@@ -122,10 +122,14 @@ struct sv__tep {
 	bool was_up, reported_end;	/* ESTABLISHED was reported / so was the end */
 	struct sv_qp *qp;
 	struct sv__iwqp *iq;
-	/* listener: unanswered incoming handshakes */
+	/* listener: incoming handshakes whose Request has not arrived yet */
 	struct sv__tep *listener;
 	struct sv__tep *child_next, *child_prev, *children;
 	int pending;
+	uint64_t accepted;		/* listener: connections accepted so far */
+	bool evicted_said, refused_said;	/* listener: logged once at info */
+	uint64_t seq;			/* responder: accept order (oldest evicted first) */
+	uint8_t src[9];			/* responder: its source, as the caps count it */
 	/* handshake */
 	uint8_t hs_rx[SV_MPA_RR_HDR_LEN + SV_MPA_MAX_PD_LEN];
 	size_t hs_rx_len;
@@ -768,12 +772,118 @@ int sv__iw_reject(struct sv__tep *ep, const uint8_t *priv, uint16_t priv_len)
 	return 0;
 }
 
+/* ---------------------------------------------------------------------------------------
+ * The listener. A handshake that has not delivered its Request holds a descriptor and a
+ * slot, and its peer decides how long: it is bounded in time (SV__IW_HS_TIMEOUT_MS), per
+ * source (SV__IW_MAX_PENDING_SRC) and in total (SV__IW_MAX_PENDING). A source at its
+ * cap is refused further connections, which only locks out that source; a full listener
+ * makes room by closing the oldest handshake of the source holding the most, so that idle
+ * sockets from anywhere cannot keep a new client out (doc/security.md, "Listener").
+ */
+
+/* A peer's source: its IPv4 address, or the /64 of its IPv6 address, since one host
+ * commonly holds a whole /64 (RFC 4291 section 2.5.4, RFC 8981); an IPv4-mapped IPv6
+ * address is its IPv4 address. */
+static void src_key(const struct sockaddr_storage *a, uint8_t key[9])
+{
+	const struct sockaddr_in6 *a6 = (const struct sockaddr_in6 *)a;
+
+	memset(key, 0, 9);
+	if (a->ss_family == AF_INET) {
+		key[0] = 4;
+		memcpy(key + 1, &((const struct sockaddr_in *)a)->sin_addr, 4);
+	} else if (a->ss_family == AF_INET6 && IN6_IS_ADDR_V4MAPPED(&a6->sin6_addr)) {
+		key[0] = 4;
+		memcpy(key + 1, a6->sin6_addr.s6_addr + 12, 4);
+	} else if (a->ss_family == AF_INET6) {
+		key[0] = 6;
+		memcpy(key + 1, a6->sin6_addr.s6_addr, 8);
+	}
+}
+
+static int src_pending(const struct sv__tep *l, const uint8_t key[9],
+		       struct sv__tep **oldest)
+{
+	struct sv__tep *c;
+	int n = 0;
+
+	if (oldest)
+		*oldest = NULL;
+	for (c = l->children; c; c = c->child_next) {
+		if (memcmp(c->src, key, sizeof(c->src)) != 0)
+			continue;
+		n++;
+		if (oldest && (!*oldest || c->seq < (*oldest)->seq))
+			*oldest = c;
+	}
+	return n;
+}
+
+/* Reads what the handshake's peer has sent; delivers the Request once it is whole, or
+ * ends the handshake on a malformed one or a closed connection. [responder, REQ_WAIT] */
+static void responder_progress(struct sv__tep *ep)
+{
+	int rc = hs_read(ep, false);
+
+	if (rc < 0) {
+		if (rc == -EPROTO)
+			sv__log(SV_LOG_WARN, "iwarp: malformed MPA Request");
+		ep_free(ep);
+	} else if (rc > 0) {
+		responder_request(ep);
+	}
+}
+
+/* The source at key has SV__IW_MAX_PENDING_SRC handshakes: may it have one more? Those
+ * whose Requests are already waiting in their sockets are finished first (a client
+ * that opened many connections at once, all accepted in one pass before any was read). */
+static bool src_admit(struct sv__tep *l, const uint8_t key[9])
+{
+	struct sv__tep *c, *next;
+
+	for (c = l->children; c; c = next) {
+		next = c->child_next;
+		if (memcmp(c->src, key, sizeof(c->src)) == 0)
+			responder_progress(c);
+	}
+	return src_pending(l, key, NULL) < SV__IW_MAX_PENDING_SRC;
+}
+
+/* The listener is full: closes the oldest handshake of the source that holds the most. */
+static void evict_one(struct sv__tep *l)
+{
+	struct sv__tep *c, *victim = NULL;
+	int most = 0;
+
+	for (c = l->children; c; c = c->child_next) {
+		struct sv__tep *oldest;
+		int n = src_pending(l, c->src, &oldest);
+
+		if (n > most || (n == most && oldest->seq < victim->seq)) {
+			most = n;
+			victim = oldest;
+		}
+	}
+	if (!victim)
+		return;
+	if (!l->evicted_said) {
+		l->evicted_said = true;
+		sv__log(SV_LOG_INFO, "iwarp: listener full (%d handshakes waiting for their "
+			"MPA Request): closing the oldest of the busiest source", l->pending);
+	}
+	ep_free(victim);
+}
+
 static void listener_cb(struct sv__tep *l)
 {
 	for (;;) {
+		struct sockaddr_storage peer;
+		socklen_t plen = sizeof(peer);
 		struct sv__tep *ep;
+		uint8_t key[9];
 		int one = 1;
-		int fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		int fd = accept4(l->fd, (struct sockaddr *)&peer, &plen,
+				 SOCK_NONBLOCK | SOCK_CLOEXEC);
 
 		if (fd < 0) {
 			if (errno == EINTR || errno == ECONNABORTED)
@@ -782,10 +892,19 @@ static void listener_cb(struct sv__tep *l)
 				sv__log(SV_LOG_WARN, "iwarp: accept: %s", strerror(errno));
 			return;
 		}
-		if (l->pending >= SV__IW_MAX_PENDING) {
-			close(fd);		/* too many unanswered handshakes */
+		src_key(&peer, key);
+		if (src_pending(l, key, NULL) >= SV__IW_MAX_PENDING_SRC && !src_admit(l, key)) {
+			if (!l->refused_said) {
+				l->refused_said = true;
+				sv__log(SV_LOG_INFO, "iwarp: a source has %d handshakes waiting "
+					"for their MPA Request: refusing it more",
+					SV__IW_MAX_PENDING_SRC);
+			}
+			close(fd);
 			continue;
 		}
+		if (l->pending >= SV__IW_MAX_PENDING)
+			evict_one(l);
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 		ep = ep_new(l->ctx, fd);
 		if (!ep || !ep->poll_open) {
@@ -797,6 +916,8 @@ static void listener_cb(struct sv__tep *l)
 		}
 		ep->destroyed = true;	/* ours until core takes it in sv__cm_incoming */
 		ep_move(ep, EP_REQ_WAIT);
+		memcpy(ep->src, key, sizeof(key));
+		ep->seq = l->accepted++;
 		ep->listener = l;
 		ep->child_next = l->children;
 		if (l->children)
@@ -804,6 +925,8 @@ static void listener_cb(struct sv__tep *l)
 		l->children = ep;
 		l->pending++;
 		ep_poll(ep, UV_READABLE);
+		/* The bound of the whole phase before the Request: the peer's TLS handshake,
+		 * when the listener runs TLS, counts against it too. */
 		ep_timer(ep, SV__IW_HS_TIMEOUT_MS);
 	}
 }
@@ -1019,14 +1142,7 @@ static void poll_cb(uv_poll_t *h, int status, int events)
 		}
 		break;
 	case EP_REQ_WAIT:
-		rc = hs_read(ep, false);
-		if (rc < 0) {
-			if (rc == -EPROTO)
-				sv__log(SV_LOG_WARN, "iwarp: malformed MPA Request");
-			ep_free(ep);
-		} else if (rc > 0) {
-			responder_request(ep);
-		}
+		responder_progress(ep);
 		break;
 	case EP_REJECTING:
 		rc = hs_flush(ep);
