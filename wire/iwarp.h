@@ -30,6 +30,10 @@
 /* The MPA Request/Reply exchange must finish by then: for a responder, the whole phase
  * from accept() to the Request (a TLS handshake included). */
 #define SV__IW_HS_TIMEOUT_MS 10000
+/* A request delivered to the application (CONNECT_REQUEST) must be accepted or rejected
+ * by then; else it is rejected and its connection closed. Any initiator of ours has
+ * given up on the Reply by then (SV__IW_HS_TIMEOUT_MS from its connect). */
+#define SV__IW_ANSWER_TIMEOUT_MS 10000
 #define SV__IW_CLOSE_TIMEOUT_MS 2000	/* after our FIN, wait this long for the peer's */
 /* Parking the loop's RX (iwarp_cm.c data_io()): an application whose poll() calls come
  * less than SPIN_GAP apart, SPIN_STREAK times in a row, and whose polls found FPDUs within

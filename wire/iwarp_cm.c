@@ -120,6 +120,8 @@ struct sv__tep {
 	bool destroyed;			/* ep_destroy ran (or nobody will call it) */
 	bool parked;			/* the loop leaves RX to a polling application */
 	bool was_up, reported_end;	/* ESTABLISHED was reported / so was the end */
+	bool expired;			/* responder: the application did not answer the
+					 * request in time (SV__IW_ANSWER_TIMEOUT_MS) */
 	struct sv_qp *qp;
 	struct sv__iwqp *iq;
 	/* listener: incoming handshakes whose Request has not arrived yet */
@@ -651,6 +653,7 @@ static void responder_request(struct sv__tep *ep)
 	}
 	ep->cm = cm;
 	ep->destroyed = false;		/* core owns it now: freed by ep_destroy */
+	ep_timer(ep, SV__IW_ANSWER_TIMEOUT_MS);
 }
 
 static int reply_encode(struct sv__tep *ep, bool reject, unsigned rtr, uint16_t ird,
@@ -690,6 +693,8 @@ int sv__iw_accept(struct sv__tep *ep, struct sv_qp *qp, const struct sv__conn_pa
 	bool crc = q->crc || o->crc;
 	int rc;
 
+	if (ep->expired)
+		return -ETIMEDOUT;
 	if (ep->state != EP_REQ_RCVD)
 		return -EINVAL;
 	if (param && param->priv_len > SV_MPA_MAX_PD_LEN - SV_MPA_V2_BLOCK_LEN)
@@ -748,10 +753,29 @@ int sv__iw_accept(struct sv__tep *ep, struct sv_qp *qp, const struct sv__conn_pa
 	return 0;
 }
 
+/* Sends the encoded Reply with R, then closes; a rejected request reports nothing more. */
+static void reject_send(struct sv__tep *ep)
+{
+	int rc;
+
+	ep->cm = NULL;
+	ep_move(ep, EP_REJECTING);
+	rc = hs_flush(ep);
+	if (rc != 0) {
+		shutdown(ep->fd, SHUT_WR);
+		ep_close_fd(ep);
+		return;
+	}
+	ep_poll(ep, UV_WRITABLE);
+	ep_timer(ep, SV__IW_CLOSE_TIMEOUT_MS);
+}
+
 int sv__iw_reject(struct sv__tep *ep, const uint8_t *priv, uint16_t priv_len)
 {
 	int rc;
 
+	if (ep->expired)
+		return -ETIMEDOUT;
 	if (ep->state != EP_REQ_RCVD)
 		return -EINVAL;
 	if (priv_len > SV_MPA_MAX_PD_LEN - SV_MPA_V2_BLOCK_LEN)
@@ -759,17 +783,28 @@ int sv__iw_reject(struct sv__tep *ep, const uint8_t *priv, uint16_t priv_len)
 	rc = reply_encode(ep, true, 0, 0, 0, ep->req.crc, priv, priv_len);
 	if (rc < 0)
 		return rc;
-	ep->cm = NULL;			/* a rejected request reports nothing more */
-	ep_move(ep, EP_REJECTING);
-	rc = hs_flush(ep);
-	if (rc != 0) {
-		shutdown(ep->fd, SHUT_WR);
-		ep_close_fd(ep);
-		return 0;
-	}
-	ep_poll(ep, UV_WRITABLE);
-	ep_timer(ep, SV__IW_CLOSE_TIMEOUT_MS);
+	reject_send(ep);
 	return 0;
+}
+
+/*
+ * The application has neither accepted nor rejected the request within
+ * SV__IW_ANSWER_TIMEOUT_MS: the initiator is told no with a Reply with the Rejected bit
+ * (RFC 5044 section 7.1), the connection closes and its descriptor goes. The endpoint
+ * stays with its id until that is destroyed; a late accept or reject fails with
+ * -ETIMEDOUT.
+ */
+static void request_expired(struct sv__tep *ep)
+{
+	sv__log(SV_LOG_INFO, "iwarp: a connection request was neither accepted nor rejected "
+		"within %d ms: rejected", SV__IW_ANSWER_TIMEOUT_MS);
+	ep->expired = true;
+	if (reply_encode(ep, true, 0, 0, 0, ep->req.crc, NULL, 0) < 0) {
+		ep->cm = NULL;
+		ep_close_fd(ep);
+		return;
+	}
+	reject_send(ep);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -1204,6 +1239,9 @@ static void timer_cb(uv_timer_t *t)
 	case EP_REQ_WAIT:
 		sv__log(SV_LOG_INFO, "iwarp: MPA Request timed out");
 		ep_free(ep);
+		break;
+	case EP_REQ_RCVD:
+		request_expired(ep);
 		break;
 	case EP_RTR_WAIT:
 		if (ep->qp) {

@@ -10,6 +10,7 @@
  */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <errno.h>
 #include <poll.h>
 #include <stdlib.h>
@@ -212,6 +213,82 @@ Test(attack_listen, one_source_gets_its_cap_and_no_more, .timeout = 60)
 
 	for (int i = 0; i < N; i++)
 		close(fds[i]);
+	cr_assert_eq(sv_cm_destroy_id(srv.id), 0);
+	srv.id = NULL;
+	cr_assert_eq(sv_cm_destroy_id(lid), 0);
+	e2e_side_close(&srv);
+}
+
+/* Descriptors this process has open. */
+static int open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int n = 0;
+
+	cr_assert_not_null(d, "opendir /proc/self/fd: %s", strerror(errno));
+	while ((e = readdir(d)))
+		if (e->d_name[0] != '.')
+			n++;
+	closedir(d);
+	return n - 1;			/* the directory's own */
+}
+
+/* Waits until this process has want descriptors open, or the deadline; returns the
+ * count. */
+static int wait_fds(int want, int timeout_ms)
+{
+	uint64_t deadline = e2e_now_ms() + (uint64_t)timeout_ms;
+	int n;
+
+	while ((n = open_fds()) != want && e2e_now_ms() < deadline)
+		poll(NULL, 0, 10);
+	return n;
+}
+
+/*
+ * A Request the application never answers: within SV__IW_ANSWER_TIMEOUT_MS the client
+ * gets a Reply with the Rejected bit and the connection closes, the server's descriptor
+ * goes, and a late accept or reject says -ETIMEDOUT.
+ */
+Test(attack_listen, unanswered_request_is_rejected_and_freed, .timeout = 120)
+{
+	struct e2e_pair_opts o;
+	struct e2e_side srv;
+	struct sockaddr_in addr;
+	struct sv_cm_id *lid;
+	struct sv_cm_event *ev;
+	struct sv_mpa_rr rr;
+	struct fp_conn *c = calloc(1, sizeof(*c));
+	int before;
+
+	cr_assert_not_null(c);
+	e2e_pair_opts_init(&o);
+	e2e_side_open(&srv, 1, &o);
+	e2e_side_create_qp(&srv, &o, E2E_ACCESS_ALL);
+	lid = listen_wide(&srv, &addr);
+	before = open_fds();
+
+	fp_connect(c, &addr);
+	fp_send_request(c, true, true, SV_MPA_RTR_WRITE, 4, 4, "hi", 2);
+	ev = e2e_cm_wait(srv.cm_ch, SV_CM_EVENT_CONNECT_REQUEST, E2E_WAIT_MS);
+	srv.id = ev->id;
+	cr_assert_eq(sv_cm_ack_event(ev), 0);
+	cr_assert_eq(open_fds(), before + 2, "the client's socket and the server's");
+
+	fp_recv_rr(c, &rr, true, HS_GUARD_MS);
+	cr_assert(rr.reject, "the unanswered request is rejected");
+	cr_assert_eq(rr.priv_len, 0);
+	cr_assert(fp_wait_eof(c, E2E_WAIT_MS), "then the server closes the connection");
+	cr_assert_eq(wait_fds(before + 1, E2E_WAIT_MS), before + 1,
+		     "the server's descriptor is gone (only the client's is left)");
+
+	cr_assert_eq(sv_cm_accept(srv.id, srv.qp, NULL), -ETIMEDOUT, "a late accept");
+	cr_assert_eq(sv_cm_reject(srv.id, NULL, 0), -ETIMEDOUT, "a late reject");
+	cr_assert_null(e2e_cm_next(srv.cm_ch, 0), "no event for the expired request");
+
+	fp_close(c);
+	free(c);
 	cr_assert_eq(sv_cm_destroy_id(srv.id), 0);
 	srv.id = NULL;
 	cr_assert_eq(sv_cm_destroy_id(lid), 0);
