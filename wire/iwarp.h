@@ -53,6 +53,10 @@
  * address or an IPv6 /64; iwarp_cm.c listener_cb()). */
 #define SV__IW_MAX_PENDING 64
 #define SV__IW_MAX_PENDING_SRC 16
+/* Out of descriptors (EMFILE, ENFILE) or socket memory on accept(): the listener stops
+ * polling and tries again this much later, rather than wake at once for the connection
+ * it cannot take. */
+#define SV__IW_ACCEPT_BACKOFF_MS 100
 #define SV__IW_DEFAULT_MULPDU 8192	/* payload per FPDU when the options say 0 */
 #define SV__IW_MAX_RD 128		/* cap on IRD/ORD resources per QP */
 

@@ -63,6 +63,8 @@
 enum ep_state {
 	EP_NEW,				/* created, no role yet */
 	EP_LISTEN,			/* listener: accepting */
+	EP_LISTEN_FULL,			/* listener: out of descriptors, not polled until
+					 * its back-off timer fires */
 	EP_CONNECTING,			/* initiator: TCP connect in progress */
 	EP_REP_WAIT,			/* initiator: Request sent (or going), Reply awaited */
 	EP_REQ_WAIT,			/* responder: reading the Request */
@@ -78,6 +80,7 @@ enum ep_state {
 static const char *const ep_state_name[EP_N_STATES] = {
 	[EP_NEW] = "NEW",
 	[EP_LISTEN] = "LISTEN",
+	[EP_LISTEN_FULL] = "LISTEN_FULL",
 	[EP_CONNECTING] = "CONNECTING",
 	[EP_REP_WAIT] = "REP_WAIT",
 	[EP_REQ_WAIT] = "REQ_WAIT",
@@ -94,7 +97,8 @@ static const char *const ep_state_name[EP_N_STATES] = {
 /* The moves each state may make. Every state may close (ep_close_fd). */
 static const unsigned ep_moves[EP_N_STATES] = {
 	[EP_NEW] = TO(EP_LISTEN) | TO(EP_CONNECTING) | TO(EP_REQ_WAIT),
-	[EP_LISTEN] = 0,
+	[EP_LISTEN] = TO(EP_LISTEN_FULL),
+	[EP_LISTEN_FULL] = TO(EP_LISTEN),
 	[EP_CONNECTING] = TO(EP_REP_WAIT),
 	[EP_REP_WAIT] = TO(EP_UP),
 	[EP_REQ_WAIT] = TO(EP_REQ_RCVD),
@@ -130,6 +134,7 @@ struct sv__tep {
 	int pending;
 	uint64_t accepted;		/* listener: connections accepted so far */
 	bool evicted_said, refused_said;	/* listener: logged once at info */
+	bool full_said;			/* listener: out of descriptors, said so */
 	uint64_t seq;			/* responder: accept order (oldest evicted first) */
 	uint8_t src[9];			/* responder: its source, as the caps count it */
 	/* handshake */
@@ -909,6 +914,24 @@ static void evict_one(struct sv__tep *l)
 	ep_free(victim);
 }
 
+/*
+ * accept() failed for want of descriptors or memory. The connection stays in the kernel's
+ * queue and the listening socket stays readable, so polling it would call us back at once,
+ * forever: stop polling, and look again after SV__IW_ACCEPT_BACKOFF_MS (timer_cb()). Said
+ * once until an accept succeeds again.
+ */
+static void listener_back_off(struct sv__tep *l, int err)
+{
+	if (!l->full_said) {
+		l->full_said = true;
+		sv__log(SV_LOG_WARN, "iwarp: accept: %s; retrying every %d ms", strerror(err),
+			SV__IW_ACCEPT_BACKOFF_MS);
+	}
+	ep_move(l, EP_LISTEN_FULL);
+	ep_poll(l, 0);
+	ep_timer(l, SV__IW_ACCEPT_BACKOFF_MS);
+}
+
 static void listener_cb(struct sv__tep *l)
 {
 	for (;;) {
@@ -923,9 +946,18 @@ static void listener_cb(struct sv__tep *l)
 		if (fd < 0) {
 			if (errno == EINTR || errno == ECONNABORTED)
 				continue;
+			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+			    errno == ENOMEM) {
+				listener_back_off(l, errno);
+				return;
+			}
 			if (errno != EAGAIN && errno != EWOULDBLOCK)
 				sv__log(SV_LOG_WARN, "iwarp: accept: %s", strerror(errno));
 			return;
+		}
+		if (l->full_said) {
+			l->full_said = false;
+			sv__log(SV_LOG_INFO, "iwarp: listener accepting again");
 		}
 		src_key(&peer, key);
 		if (src_pending(l, key, NULL) >= SV__IW_MAX_PENDING_SRC && !src_admit(l, key)) {
@@ -1243,6 +1275,11 @@ static void timer_cb(uv_timer_t *t)
 	case EP_REQ_RCVD:
 		request_expired(ep);
 		break;
+	case EP_LISTEN_FULL:
+		ep_move(ep, EP_LISTEN);
+		ep_poll(ep, UV_READABLE);
+		listener_cb(ep);
+		break;
 	case EP_RTR_WAIT:
 		if (ep->qp) {
 			sv__qp_lock(ep->qp);
@@ -1353,7 +1390,7 @@ int sv__iw_disconnect(struct sv__tep *ep)
 void sv__iw_ep_destroy(struct sv__tep *ep)
 {
 	ep->cm = NULL;
-	if (ep->state == EP_LISTEN) {
+	if (ep->state == EP_LISTEN || ep->state == EP_LISTEN_FULL) {
 		while (ep->children)
 			ep_free(ep->children);
 	}

@@ -14,8 +14,11 @@
 #include <errno.h>
 #include <poll.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "e2e_util.h"
@@ -293,4 +296,255 @@ Test(attack_listen, unanswered_request_is_rejected_and_freed, .timeout = 120)
 	srv.id = NULL;
 	cr_assert_eq(sv_cm_destroy_id(lid), 0);
 	e2e_side_close(&srv);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Out of descriptors. The server is a child process (forked before any thread exists)
+ * that fills its descriptor table, so the listener's accept() fails with EMFILE while
+ * clients wait in its queue. It reports on a pipe: its port, then "full", then the CPU
+ * time it used over one second of wall time while full, then whether the real client's
+ * SEND arrived intact once it freed its descriptors.
+ */
+
+#define CPU_WINDOW_MS 1000
+
+struct emfile_report {
+	uint16_t port;			/* network order */
+	int64_t cpu_us;			/* CPU time over CPU_WINDOW_MS of wall time */
+	int result;			/* 0: the SEND arrived intact; else the step failed */
+};
+
+static bool write_all(int fd, const void *p, size_t n)
+{
+	return write(fd, p, n) == (ssize_t)n;
+}
+
+/* Reads n bytes within timeout_ms. */
+static bool read_within(int fd, void *p, size_t n, int timeout_ms)
+{
+	struct pollfd pf = { .fd = fd, .events = POLLIN };
+
+	return poll(&pf, 1, timeout_ms) == 1 && read(fd, p, n) == (ssize_t)n;
+}
+
+static int64_t cpu_us_now(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (int64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000 +
+	       ru.ru_utime.tv_usec + ru.ru_stime.tv_usec;
+}
+
+/* The next CM event within timeout_ms, of the given type, acked; false otherwise. */
+static bool child_cm_wait(struct sv_cm_channel *ch, enum sv_cm_event_type type,
+			  int timeout_ms, struct sv_cm_id **id)
+{
+	struct pollfd pf = { .fd = sv_cm_channel_fd(ch), .events = POLLIN };
+	struct sv_cm_event *ev;
+	bool ok;
+
+	if (poll(&pf, 1, timeout_ms) != 1 || sv_cm_get_event(ch, &ev) != 0)
+		return false;
+	ok = ev->event == type;
+	if (ok && id)
+		*id = ev->id;
+	sv_cm_ack_event(ev);
+	return ok;
+}
+
+static int emfile_server(int to_parent, int from_parent)
+{
+	struct sv_device_opts d;
+	struct sv_context *ctx;
+	struct sv_pd *pd;
+	struct sv_cq *cq;
+	struct sv_qp *qp;
+	struct sv_qp_init_attr ia;
+	struct sv_qp_attr qa;
+	struct sv_cm_channel *ch;
+	struct sv_cm_id *lid, *id = NULL;
+	struct sv_mr *mr;
+	struct sv_recv_wr rwr, *bad;
+	struct sv_sge sge;
+	struct sv_wc wc;
+	struct sockaddr_in addr = { .sin_family = AF_INET };
+	struct sockaddr_storage ss;
+	struct emfile_report rep = { 0 };
+	struct rlimit rl;
+	static uint8_t buf[MSG];
+	int fill[64], nfill = 0, maxfd = 0;
+	uint64_t deadline;
+	char go;
+	DIR *dir;
+	struct dirent *e;
+	int64_t cpu0;
+
+	sv_device_opts_init(&d);
+	d.transport = SV_TRANSPORT_TCP;
+	snprintf(d.bind_addr, sizeof(d.bind_addr), "127.0.0.1");
+	memset(&ia, 0, sizeof(ia));
+	ia.cap.max_send_wr = ia.cap.max_recv_wr = 4;
+	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+	ia.qp_type = SV_QPT_RC;
+	addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (sv_open_device(&d, &ctx) || sv_alloc_pd(ctx, &pd) ||
+	    sv_create_cq(ctx, 16, NULL, NULL, 0, &cq))
+		return 2;
+	ia.send_cq = ia.recv_cq = cq;
+	if (sv_create_qp(pd, &ia, &qp) || sv_reg_mr(pd, buf, MSG, SV_ACCESS_LOCAL_WRITE, &mr) ||
+	    sv_cm_create_channel(&ch) || sv_cm_create_id(ch, ctx, NULL, &lid) ||
+	    sv_cm_listen(lid, (struct sockaddr *)&addr, 16) || sv_cm_local_addr(lid, &ss))
+		return 3;
+	/* RESET->INIT, so the receive can be posted before the connection exists. */
+	memset(&qa, 0, sizeof(qa));
+	qa.qp_state = SV_QPS_INIT;
+	qa.port_num = 1;
+	qa.qp_access_flags = SV_ACCESS_LOCAL_WRITE;
+	sge.addr = (uintptr_t)buf;
+	sge.length = MSG;
+	sge.lkey = mr->lkey;
+	memset(&rwr, 0, sizeof(rwr));
+	rwr.wr_id = 9;
+	rwr.sg_list = &sge;
+	rwr.num_sge = 1;
+	if (sv_modify_qp(qp, &qa, SV_QP_STATE | SV_QP_PKEY_INDEX | SV_QP_PORT |
+			 SV_QP_ACCESS_FLAGS) || sv_post_recv(qp, &rwr, &bad))
+		return 3;
+	rep.port = ((struct sockaddr_in *)&ss)->sin_port;
+	if (!write_all(to_parent, &rep.port, sizeof(rep.port)))
+		return 4;
+
+	/* Every descriptor taken: a limit just above the highest open one, then dup(). */
+	if (!(dir = opendir("/proc/self/fd")))
+		return 5;
+	while ((e = readdir(dir)))
+		if (atoi(e->d_name) > maxfd)
+			maxfd = atoi(e->d_name);
+	closedir(dir);
+	getrlimit(RLIMIT_NOFILE, &rl);
+	rl.rlim_cur = (rlim_t)maxfd + 16;
+	if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return 6;
+	while (nfill < 64 && (fill[nfill] = dup(to_parent)) >= 0)
+		nfill++;
+	if (nfill == 64 || errno != EMFILE)
+		return 7;
+	if (!write_all(to_parent, "F", 1) || !read_within(from_parent, &go, 1, E2E_WAIT_MS))
+		return 8;
+
+	/* Clients are queued at the listener now and accept() fails: measure. */
+	cpu0 = cpu_us_now();
+	poll(NULL, 0, CPU_WINDOW_MS);
+	rep.cpu_us = cpu_us_now() - cpu0;
+	if (!write_all(to_parent, &rep.cpu_us, sizeof(rep.cpu_us)))
+		return 9;
+
+	/* Descriptors back: the real client's request gets through. */
+	while (nfill > 0)
+		close(fill[--nfill]);
+	rep.result = 10;
+	if (child_cm_wait(ch, SV_CM_EVENT_CONNECT_REQUEST, E2E_WAIT_MS, &id) &&
+	    sv_cm_accept(id, qp, NULL) == 0 &&
+	    child_cm_wait(ch, SV_CM_EVENT_ESTABLISHED, E2E_WAIT_MS, NULL)) {
+		rep.result = 11;
+		deadline = e2e_now_ms() + E2E_WAIT_MS;
+		while (sv_poll_cq(cq, 1, &wc) == 0 && e2e_now_ms() < deadline)
+			poll(NULL, 0, 1);
+		if (wc.wr_id == 9 && wc.status == SV_WC_SUCCESS && wc.byte_len == MSG &&
+		    e2e_check(buf, MSG, 73, 0) == MSG)
+			rep.result = 0;
+	}
+	if (!write_all(to_parent, &rep.result, sizeof(rep.result)))
+		return 12;
+	/* Stay up until the parent is done with the connection. */
+	read_within(from_parent, &go, 1, E2E_WAIT_MS);
+	return 0;
+}
+
+/*
+ * EMFILE at the listener: while the server is out of descriptors with clients queued,
+ * its process uses under 5 % of one CPU (the old loop spun at 100 %), and once it has
+ * descriptors again a real client connects and its SEND arrives.
+ */
+Test(attack_listen, out_of_descriptors_does_not_spin, .timeout = 120)
+{
+	struct e2e_pair_opts o;
+	struct e2e_side cli;
+	struct sockaddr_in addr = { .sin_family = AF_INET };
+	struct sv_conn_param cp = { .responder_resources = 4, .initiator_depth = 4 };
+	struct sv_cm_event *ev;
+	struct sv_wc wc;
+	struct sv_mr *mr;
+	struct emfile_report rep = { 0 };
+	uint8_t *buf;
+	int up[2], down[2], idle[4], status = 0;
+	char full = 0;
+	uint64_t deadline;
+	pid_t pid;
+
+	cr_assert_eq(pipe(up), 0);
+	cr_assert_eq(pipe(down), 0);
+	pid = fork();
+	cr_assert_geq(pid, 0, "fork");
+	if (pid == 0) {
+		close(up[0]);
+		close(down[1]);
+		_exit(emfile_server(up[1], down[0]));
+	}
+	close(up[1]);
+	close(down[0]);
+	cr_assert(read_within(up[0], &rep.port, sizeof(rep.port), E2E_WAIT_MS), "port");
+	cr_assert(read_within(up[0], &full, 1, E2E_WAIT_MS) && full == 'F',
+		  "the server filled its descriptor table");
+
+	addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	addr.sin_port = rep.port;
+	for (int i = 0; i < 4; i++)
+		idle[i] = idle_socket(&addr, 1);
+	e2e_pair_opts_init(&o);
+	e2e_side_open(&cli, 1, &o);
+	e2e_side_create_qp(&cli, &o, E2E_ACCESS_ALL);
+	buf = e2e_alloc(MSG);
+	mr = e2e_reg(&cli, buf, MSG, E2E_ACCESS_ALL);
+	cr_assert_eq(sv_cm_create_id(cli.cm_ch, cli.ctx, NULL, &cli.id), 0);
+	cr_assert_eq(sv_cm_connect(cli.id, cli.qp, (struct sockaddr *)&addr, &cp), 0);
+	cr_assert(write_all(down[1], "G", 1));
+
+	cr_assert(read_within(up[0], &rep.cpu_us, sizeof(rep.cpu_us), 3 * E2E_WAIT_MS),
+		  "the server's CPU time");
+	cr_log_info("server CPU time while out of descriptors: %lld us in %d ms",
+		    (long long)rep.cpu_us, CPU_WINDOW_MS);
+	cr_expect_lt(rep.cpu_us, CPU_WINDOW_MS * 1000 / 20,
+		     "the server used %lld us of CPU in %d ms (5 %% is %d us)",
+		     (long long)rep.cpu_us, CPU_WINDOW_MS, CPU_WINDOW_MS * 1000 / 20);
+
+	ev = e2e_cm_wait(cli.cm_ch, SV_CM_EVENT_ESTABLISHED, E2E_WAIT_MS);
+	cr_assert_eq(sv_cm_ack_event(ev), 0);
+	e2e_fill(buf, MSG, 73, 0);
+	e2e_post_one(cli.qp, 1, SV_WR_SEND, mr, buf, MSG, SV_SEND_SIGNALED, 0, 0, 0);
+	e2e_poll_n(cli.send_cq, &wc, 1, E2E_WAIT_MS);
+	e2e_assert_wc(&wc, 1, SV_WC_SUCCESS, "the real client's SEND");
+	cr_assert(read_within(up[0], &rep.result, sizeof(rep.result), 2 * E2E_WAIT_MS),
+		  "the server's result");
+	cr_expect_eq(rep.result, 0, "the server got the SEND intact (failed at step %d)",
+		     rep.result);
+
+	cr_assert(write_all(down[1], "D", 1));
+	deadline = e2e_now_ms() + E2E_WAIT_MS;
+	while (waitpid(pid, &status, WNOHANG) == 0 && e2e_now_ms() < deadline)
+		poll(NULL, 0, 10);
+	if (!WIFEXITED(status)) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &status, 0);
+	}
+	cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "server exit status 0x%x",
+		  status);
+	for (int i = 0; i < 4; i++)
+		close(idle[i]);
+	cr_assert_eq(sv_dereg_mr(mr), 0);
+	e2e_side_close(&cli);
+	free(buf);
+	close(up[0]);
+	close(down[1]);
 }
