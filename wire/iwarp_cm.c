@@ -101,7 +101,7 @@ static const unsigned ep_moves[EP_N_STATES] = {
 	[EP_LISTEN_FULL] = TO(EP_LISTEN),
 	[EP_CONNECTING] = TO(EP_REP_WAIT),
 	[EP_REP_WAIT] = TO(EP_UP),
-	[EP_REQ_WAIT] = TO(EP_REQ_RCVD),
+	[EP_REQ_WAIT] = TO(EP_REQ_RCVD) | TO(EP_REJECTING),
 	[EP_REQ_RCVD] = TO(EP_RTR_WAIT) | TO(EP_REJECTING),
 	[EP_REJECTING] = 0,
 	[EP_RTR_WAIT] = TO(EP_UP) | TO(EP_CLOSING),
@@ -128,13 +128,17 @@ struct sv__tep {
 					 * request in time (SV__IW_ANSWER_TIMEOUT_MS) */
 	struct sv_qp *qp;
 	struct sv__iwqp *iq;
-	/* listener: incoming handshakes whose Request has not arrived yet */
+	/* listener: incoming connections, pending (the Request has not arrived) or
+	 * delivered (the application has not answered) */
 	struct sv__tep *listener;
 	struct sv__tep *child_next, *child_prev, *children;
-	int pending;
+	int pending, unanswered;
+	int backlog;			/* listener: most requests left unanswered */
+	bool delivered;			/* responder: counted in unanswered, not pending */
 	uint64_t accepted;		/* listener: connections accepted so far */
 	bool evicted_said, refused_said;	/* listener: logged once at info */
 	bool full_said;			/* listener: out of descriptors, said so */
+	bool backlog_said;		/* listener: refused a request over its backlog */
 	uint64_t seq;			/* responder: accept order (oldest evicted first) */
 	uint8_t src[9];			/* responder: its source, as the caps count it */
 	/* handshake */
@@ -237,7 +241,10 @@ static void child_unlink(struct sv__tep *ep)
 		ep->child_next->child_prev = ep->child_prev;
 	ep->child_next = ep->child_prev = NULL;
 	ep->listener = NULL;
-	l->pending--;
+	if (ep->delivered)
+		l->unanswered--;
+	else
+		l->pending--;
 }
 
 /* Stops the data path and closes the socket (the fd closes with the poll handle). */
@@ -625,6 +632,31 @@ err_ep:
  * Responder.
  */
 
+static int reply_encode(struct sv__tep *ep, bool reject, unsigned rtr, uint16_t ird,
+			uint16_t ord, bool crc, const uint8_t *priv, uint16_t priv_len);
+static void reject_send(struct sv__tep *ep);
+
+/*
+ * The listener's backlog is full of requests the application has not answered: this one
+ * is refused with a Reply with the Rejected bit (RFC 5044 section 7.1) and never
+ * delivered, as librdmacm's listen backlog bounds the requests waiting for the
+ * application. Then the endpoint, which core never saw, goes (reject_done()).
+ */
+static void backlog_refuse(struct sv__tep *l, struct sv__tep *ep)
+{
+	if (!l->backlog_said) {
+		l->backlog_said = true;
+		sv__log(SV_LOG_INFO, "iwarp: listener backlog (%d unanswered requests) full: "
+			"refusing connection requests", l->backlog);
+	}
+	child_unlink(ep);
+	if (reply_encode(ep, true, 0, 0, 0, ep->req.crc, NULL, 0) < 0) {
+		ep_free(ep);
+		return;
+	}
+	reject_send(ep);
+}
+
 static void responder_request(struct sv__tep *ep)
 {
 	const struct sv_device_opts *o = sv__ctx_opts(ep->ctx);
@@ -646,10 +678,17 @@ static void responder_request(struct sv__tep *ep)
 	}
 	uv_timer_stop(&ep->timer);
 	ep_poll(ep, 0);
-	child_unlink(ep);
 	save_addrs(ep);
+	if (!l || !l->cm) {
+		ep_free(ep);
+		return;
+	}
+	if (l->unanswered >= l->backlog) {
+		backlog_refuse(l, ep);
+		return;
+	}
 	ep_move(ep, EP_REQ_RCVD);
-	cm = l && l->cm ? sv__cm_incoming(l->cm, ep, &p) : NULL;
+	cm = sv__cm_incoming(l->cm, ep, &p);
 	if (!cm) {
 		/* Core refused it: reject on the spot and forget the endpoint. */
 		sv__log(SV_LOG_INFO, "iwarp: incoming connection refused by core");
@@ -658,6 +697,10 @@ static void responder_request(struct sv__tep *ep)
 	}
 	ep->cm = cm;
 	ep->destroyed = false;		/* core owns it now: freed by ep_destroy */
+	/* From a pending handshake to an unanswered request of the listener. */
+	l->pending--;
+	l->unanswered++;
+	ep->delivered = true;
 	ep_timer(ep, SV__IW_ANSWER_TIMEOUT_MS);
 }
 
@@ -744,6 +787,7 @@ int sv__iw_accept(struct sv__tep *ep, struct sv_qp *qp, const struct sv__conn_pa
 	ep->iq->rtr = rtr;
 	ep->iq->tx_ok = false;		/* RFC 5044: nothing before their first FPDU */
 	sv__qp_unlock(qp);
+	child_unlink(ep);		/* answered: off the listener's backlog */
 	ep_move(ep, EP_RTR_WAIT);
 	rc = hs_flush(ep);
 	if (rc < 0) {
@@ -758,6 +802,17 @@ int sv__iw_accept(struct sv__tep *ep, struct sv_qp *qp, const struct sv__conn_pa
 	return 0;
 }
 
+/* The Reply with R is out (or cannot go): close. An endpoint core never took, refused
+ * over the backlog, is freed here; one core holds stays until its id is destroyed. */
+static void reject_done(struct sv__tep *ep)
+{
+	if (ep->fd >= 0)
+		shutdown(ep->fd, SHUT_WR);
+	ep_close_fd(ep);
+	if (ep->destroyed)
+		ep_free(ep);
+}
+
 /* Sends the encoded Reply with R, then closes; a rejected request reports nothing more. */
 static void reject_send(struct sv__tep *ep)
 {
@@ -767,8 +822,7 @@ static void reject_send(struct sv__tep *ep)
 	ep_move(ep, EP_REJECTING);
 	rc = hs_flush(ep);
 	if (rc != 0) {
-		shutdown(ep->fd, SHUT_WR);
-		ep_close_fd(ep);
+		reject_done(ep);
 		return;
 	}
 	ep_poll(ep, UV_WRITABLE);
@@ -788,6 +842,7 @@ int sv__iw_reject(struct sv__tep *ep, const uint8_t *priv, uint16_t priv_len)
 	rc = reply_encode(ep, true, 0, 0, 0, ep->req.crc, priv, priv_len);
 	if (rc < 0)
 		return rc;
+	child_unlink(ep);
 	reject_send(ep);
 	return 0;
 }
@@ -795,15 +850,17 @@ int sv__iw_reject(struct sv__tep *ep, const uint8_t *priv, uint16_t priv_len)
 /*
  * The application has neither accepted nor rejected the request within
  * SV__IW_ANSWER_TIMEOUT_MS: the initiator is told no with a Reply with the Rejected bit
- * (RFC 5044 section 7.1), the connection closes and its descriptor goes. The endpoint
- * stays with its id until that is destroyed; a late accept or reject fails with
- * -ETIMEDOUT.
+ * (RFC 5044 section 7.1), the connection closes and its descriptor goes, and the id
+ * gets CONNECT_ERROR (-ETIMEDOUT). The endpoint stays with its id until that is
+ * destroyed; a late accept or reject fails with -ETIMEDOUT.
  */
 static void request_expired(struct sv__tep *ep)
 {
 	sv__log(SV_LOG_INFO, "iwarp: a connection request was neither accepted nor rejected "
 		"within %d ms: rejected", SV__IW_ANSWER_TIMEOUT_MS);
 	ep->expired = true;
+	child_unlink(ep);
+	report(ep, SV_CM_EVENT_CONNECT_ERROR, -ETIMEDOUT, NULL);
 	if (reply_encode(ep, true, 0, 0, 0, ep->req.crc, NULL, 0) < 0) {
 		ep->cm = NULL;
 		ep_close_fd(ep);
@@ -850,7 +907,7 @@ static int src_pending(const struct sv__tep *l, const uint8_t key[9],
 	if (oldest)
 		*oldest = NULL;
 	for (c = l->children; c; c = c->child_next) {
-		if (memcmp(c->src, key, sizeof(c->src)) != 0)
+		if (c->delivered || memcmp(c->src, key, sizeof(c->src)) != 0)
 			continue;
 		n++;
 		if (oldest && (!*oldest || c->seq < (*oldest)->seq))
@@ -883,7 +940,7 @@ static bool src_admit(struct sv__tep *l, const uint8_t key[9])
 
 	for (c = l->children; c; c = next) {
 		next = c->child_next;
-		if (memcmp(c->src, key, sizeof(c->src)) == 0)
+		if (!c->delivered && memcmp(c->src, key, sizeof(c->src)) == 0)
 			responder_progress(c);
 	}
 	return src_pending(l, key, NULL) < SV__IW_MAX_PENDING_SRC;
@@ -897,7 +954,11 @@ static void evict_one(struct sv__tep *l)
 
 	for (c = l->children; c; c = c->child_next) {
 		struct sv__tep *oldest;
-		int n = src_pending(l, c->src, &oldest);
+		int n;
+
+		if (c->delivered)
+			continue;
+		n = src_pending(l, c->src, &oldest);
 
 		if (n > most || (n == most && oldest->seq < victim->seq)) {
 			most = n;
@@ -1038,6 +1099,7 @@ int sv__iw_listen(struct sv_context *ctx, void *cm, const struct sockaddr *addr,
 		return -ENOMEM;
 	}
 	ep->cm = cm;
+	ep->backlog = backlog > 0 ? backlog : 128;
 	ep_move(ep, EP_LISTEN);
 	alen = sizeof(ep->local);
 	getsockname(fd, (struct sockaddr *)&ep->local, &alen);
@@ -1212,11 +1274,8 @@ static void poll_cb(uv_poll_t *h, int status, int events)
 		responder_progress(ep);
 		break;
 	case EP_REJECTING:
-		rc = hs_flush(ep);
-		if (rc != 0) {
-			shutdown(ep->fd, SHUT_WR);
-			ep_close_fd(ep);
-		}
+		if (hs_flush(ep) != 0)
+			reject_done(ep);
 		break;
 	case EP_RTR_WAIT:
 		if ((events & UV_WRITABLE) && ep->hs_tx_off < ep->hs_tx_len) {
@@ -1289,7 +1348,7 @@ static void timer_cb(uv_timer_t *t)
 		connect_fail(ep, SV_CM_EVENT_CONNECT_ERROR, -ETIMEDOUT);
 		break;
 	case EP_REJECTING:
-		ep_close_fd(ep);
+		reject_done(ep);
 		break;
 	case EP_CLOSING:
 		ep_end(ep);
@@ -1391,8 +1450,16 @@ void sv__iw_ep_destroy(struct sv__tep *ep)
 {
 	ep->cm = NULL;
 	if (ep->state == EP_LISTEN || ep->state == EP_LISTEN_FULL) {
-		while (ep->children)
-			ep_free(ep->children);
+		/* Pending handshakes go with the listener; delivered requests stay with
+		 * their ids. */
+		while (ep->children) {
+			struct sv__tep *c = ep->children;
+
+			if (c->delivered)
+				child_unlink(c);
+			else
+				ep_free(c);
+		}
 	}
 	if (ep->qp)
 		sv__iw_ep_detach_qp(ep);

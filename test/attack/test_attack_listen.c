@@ -252,7 +252,8 @@ static int wait_fds(int want, int timeout_ms)
 /*
  * A Request the application never answers: within SV__IW_ANSWER_TIMEOUT_MS the client
  * gets a Reply with the Rejected bit and the connection closes, the server's descriptor
- * goes, and a late accept or reject says -ETIMEDOUT.
+ * goes, the request's id gets CONNECT_ERROR (-ETIMEDOUT), and a late accept or reject
+ * says -ETIMEDOUT.
  */
 Test(attack_listen, unanswered_request_is_rejected_and_freed, .timeout = 120)
 {
@@ -286,14 +287,88 @@ Test(attack_listen, unanswered_request_is_rejected_and_freed, .timeout = 120)
 	cr_assert_eq(wait_fds(before + 1, E2E_WAIT_MS), before + 1,
 		     "the server's descriptor is gone (only the client's is left)");
 
+	ev = e2e_cm_wait(srv.cm_ch, SV_CM_EVENT_CONNECT_ERROR, E2E_WAIT_MS);
+	cr_assert_eq(ev->id, srv.id, "CONNECT_ERROR names the request's id");
+	cr_assert_eq(ev->status, -ETIMEDOUT);
+	cr_assert_eq(sv_cm_ack_event(ev), 0);
 	cr_assert_eq(sv_cm_accept(srv.id, srv.qp, NULL), -ETIMEDOUT, "a late accept");
 	cr_assert_eq(sv_cm_reject(srv.id, NULL, 0), -ETIMEDOUT, "a late reject");
-	cr_assert_null(e2e_cm_next(srv.cm_ch, 0), "no event for the expired request");
+	cr_assert_null(e2e_cm_next(srv.cm_ch, 0), "nothing more for the expired request");
 
 	fp_close(c);
 	free(c);
 	cr_assert_eq(sv_cm_destroy_id(srv.id), 0);
 	srv.id = NULL;
+	cr_assert_eq(sv_cm_destroy_id(lid), 0);
+	e2e_side_close(&srv);
+}
+
+/* A fake client that has sent its Request; the caller frees it. */
+static struct fp_conn *requester(const struct sockaddr_in *addr)
+{
+	struct fp_conn *c = calloc(1, sizeof(*c));
+
+	cr_assert_not_null(c);
+	fp_connect(c, addr);
+	fp_send_request(c, true, true, SV_MPA_RTR_WRITE, 4, 4, NULL, 0);
+	return c;
+}
+
+/*
+ * Backlog 2: two requests the application holds unanswered fill it, a third is refused
+ * with a Reply with R and never becomes an event; once the application answers one, the
+ * next request is delivered again.
+ */
+Test(attack_listen, unanswered_requests_fill_the_backlog_and_no_more, .timeout = 60)
+{
+	struct e2e_pair_opts o;
+	struct e2e_side srv;
+	struct sockaddr_in addr;
+	struct sockaddr_storage ss;
+	struct sv_cm_id *lid, *req[2], *next;
+	struct sv_cm_event *ev;
+	struct sv_mpa_rr rr;
+	struct fp_conn *c[4];
+
+	e2e_pair_opts_init(&o);
+	e2e_side_open(&srv, 1, &o);
+	cr_assert_eq(sv_cm_create_id(srv.cm_ch, srv.ctx, NULL, &lid), 0);
+	memset(&addr, 0, sizeof(addr));
+	addr.sin_family = AF_INET;
+	addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	cr_assert_eq(sv_cm_listen(lid, (struct sockaddr *)&addr, 2), 0);
+	cr_assert_eq(sv_cm_local_addr(lid, &ss), 0);
+	memcpy(&addr, &ss, sizeof(addr));
+
+	for (int i = 0; i < 2; i++) {
+		c[i] = requester(&addr);
+		ev = e2e_cm_wait(srv.cm_ch, SV_CM_EVENT_CONNECT_REQUEST, E2E_WAIT_MS);
+		req[i] = ev->id;
+		cr_assert_eq(sv_cm_ack_event(ev), 0);
+	}
+	c[2] = requester(&addr);
+	fp_recv_rr(c[2], &rr, true, E2E_WAIT_MS);
+	cr_assert(rr.reject, "the request over the backlog is refused");
+	cr_assert(fp_wait_eof(c[2], E2E_WAIT_MS), "and its connection closed");
+	cr_assert_null(e2e_cm_next(srv.cm_ch, 0), "and it was never an event");
+
+	cr_assert_eq(sv_cm_reject(req[0], NULL, 0), 0);
+	fp_recv_rr(c[0], &rr, true, E2E_WAIT_MS);
+	cr_assert(rr.reject, "the application's own reject");
+	c[3] = requester(&addr);
+	ev = e2e_cm_wait(srv.cm_ch, SV_CM_EVENT_CONNECT_REQUEST, E2E_WAIT_MS);
+	next = ev->id;
+	cr_assert_eq(sv_cm_ack_event(ev), 0, "answering one made room for the next");
+	cr_assert_eq(sv_cm_reject(next, NULL, 0), 0);
+	cr_assert_eq(sv_cm_reject(req[1], NULL, 0), 0);
+
+	for (int i = 0; i < 4; i++) {
+		fp_close(c[i]);
+		free(c[i]);
+	}
+	cr_assert_eq(sv_cm_destroy_id(next), 0);
+	cr_assert_eq(sv_cm_destroy_id(req[0]), 0);
+	cr_assert_eq(sv_cm_destroy_id(req[1]), 0);
 	cr_assert_eq(sv_cm_destroy_id(lid), 0);
 	e2e_side_close(&srv);
 }
