@@ -6,7 +6,10 @@
  * other loopback addresses than the real client's (127.0.0.2 and up; the client is a
  * softverbs device on 127.0.0.1). The tests check what the listener does with them
  * (which the attacker sees as a FIN on its socket), that a real client connects and moves
- * data meanwhile, and that every idle socket is closed by the handshake bound.
+ * data meanwhile, and that every idle socket is closed by the handshake bound. Then the
+ * attacker completes Requests the application leaves unanswered (a fake client from
+ * test/e2e/fakepeer_util.h): they time out and fill no more than the backlog. Last, a
+ * server out of descriptors must not spin.
  */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
@@ -264,6 +267,8 @@ Test(attack_listen, unanswered_request_is_rejected_and_freed, .timeout = 120)
 	struct sv_cm_event *ev;
 	struct sv_mpa_rr rr;
 	struct fp_conn *c = calloc(1, sizeof(*c));
+	struct e2e_side cli;
+	struct sv_cm_id *cli_req;
 	int before;
 
 	cr_assert_not_null(c);
@@ -271,6 +276,8 @@ Test(attack_listen, unanswered_request_is_rejected_and_freed, .timeout = 120)
 	e2e_side_open(&srv, 1, &o);
 	e2e_side_create_qp(&srv, &o, E2E_ACCESS_ALL);
 	lid = listen_wide(&srv, &addr);
+	e2e_side_open(&cli, 1, &o);
+	e2e_side_create_qp(&cli, &o, E2E_ACCESS_ALL);
 	before = open_fds();
 
 	fp_connect(c, &addr);
@@ -280,12 +287,20 @@ Test(attack_listen, unanswered_request_is_rejected_and_freed, .timeout = 120)
 	cr_assert_eq(sv_cm_ack_event(ev), 0);
 	cr_assert_eq(open_fds(), before + 2, "the client's socket and the server's");
 
+	/* A softverbs client left unanswered as well. */
+	cr_assert_eq(sv_cm_create_id(cli.cm_ch, cli.ctx, NULL, &cli.id), 0);
+	cr_assert_eq(sv_cm_connect(cli.id, cli.qp, (struct sockaddr *)&addr, NULL), 0);
+	ev = e2e_cm_wait(srv.cm_ch, SV_CM_EVENT_CONNECT_REQUEST, E2E_WAIT_MS);
+	cli_req = ev->id;
+	cr_assert_eq(sv_cm_ack_event(ev), 0);
+
 	fp_recv_rr(c, &rr, true, HS_GUARD_MS);
 	cr_assert(rr.reject, "the unanswered request is rejected");
 	cr_assert_eq(rr.priv_len, 0);
 	cr_assert(fp_wait_eof(c, E2E_WAIT_MS), "then the server closes the connection");
 	cr_assert_eq(wait_fds(before + 1, E2E_WAIT_MS), before + 1,
-		     "the server's descriptor is gone (only the client's is left)");
+		     "the server's descriptors are gone, and the softverbs client's (only the "
+		     "fake client's is left)");
 
 	ev = e2e_cm_wait(srv.cm_ch, SV_CM_EVENT_CONNECT_ERROR, E2E_WAIT_MS);
 	cr_assert_eq(ev->id, srv.id, "CONNECT_ERROR names the request's id");
@@ -293,7 +308,15 @@ Test(attack_listen, unanswered_request_is_rejected_and_freed, .timeout = 120)
 	cr_assert_eq(sv_cm_ack_event(ev), 0);
 	cr_assert_eq(sv_cm_accept(srv.id, srv.qp, NULL), -ETIMEDOUT, "a late accept");
 	cr_assert_eq(sv_cm_reject(srv.id, NULL, 0), -ETIMEDOUT, "a late reject");
-	cr_assert_null(e2e_cm_next(srv.cm_ch, 0), "nothing more for the expired request");
+	ev = e2e_cm_wait(srv.cm_ch, SV_CM_EVENT_CONNECT_ERROR, E2E_WAIT_MS);
+	cr_assert_eq(ev->id, cli_req, "the softverbs client's request expired too");
+	cr_assert_eq(sv_cm_ack_event(ev), 0);
+	cr_assert_null(e2e_cm_next(srv.cm_ch, 0), "nothing more for the expired requests");
+	ev = e2e_cm_wait(cli.cm_ch, SV_CM_EVENT_REJECTED, E2E_WAIT_MS);
+	cr_assert_eq(ev->status, -ECONNREFUSED, "the softverbs client hears the refusal");
+	cr_assert_eq(sv_cm_ack_event(ev), 0);
+	e2e_side_close(&cli);
+	cr_assert_eq(sv_cm_destroy_id(cli_req), 0);
 
 	fp_close(c);
 	free(c);
