@@ -128,17 +128,13 @@ struct sv__tep {
 					 * request in time (SV__IW_ANSWER_TIMEOUT_MS) */
 	struct sv_qp *qp;
 	struct sv__iwqp *iq;
-	/* listener: incoming connections, pending (the Request has not arrived) or
-	 * delivered (the application has not answered) */
+	/* listener: incoming handshakes whose Request has not arrived yet */
 	struct sv__tep *listener;
 	struct sv__tep *child_next, *child_prev, *children;
-	int pending, unanswered;
-	int backlog;			/* listener: most requests left unanswered */
-	bool delivered;			/* responder: counted in unanswered, not pending */
+	int pending;
 	uint64_t accepted;		/* listener: connections accepted so far */
 	bool evicted_said, refused_said;	/* listener: logged once at info */
 	bool full_said;			/* listener: out of descriptors, said so */
-	bool backlog_said;		/* listener: refused a request over its backlog */
 	uint64_t seq;			/* responder: accept order (oldest evicted first) */
 	uint8_t src[9];			/* responder: its source, as the caps count it */
 	/* handshake */
@@ -241,10 +237,7 @@ static void child_unlink(struct sv__tep *ep)
 		ep->child_next->child_prev = ep->child_prev;
 	ep->child_next = ep->child_prev = NULL;
 	ep->listener = NULL;
-	if (ep->delivered)
-		l->unanswered--;
-	else
-		l->pending--;
+	l->pending--;
 }
 
 /* Stops the data path and closes the socket (the fd closes with the poll handle). */
@@ -637,19 +630,13 @@ static int reply_encode(struct sv__tep *ep, bool reject, unsigned rtr, uint16_t 
 static void reject_send(struct sv__tep *ep);
 
 /*
- * The listener's backlog is full of requests the application has not answered: this one
- * is refused with a Reply with the Rejected bit (RFC 5044 section 7.1) and never
- * delivered, as librdmacm's listen backlog bounds the requests waiting for the
- * application. Then the endpoint, which core never saw, goes (reject_done()).
+ * Core refused the request (the listener's backlog is full of requests the application
+ * has not read, core/cm.c): it is refused with a Reply with the Rejected bit (RFC 5044
+ * section 7.1), so the initiator learns at once, and the endpoint, which core never
+ * took, goes once the Reply is out (reject_done()).
  */
-static void backlog_refuse(struct sv__tep *l, struct sv__tep *ep)
+static void request_refuse(struct sv__tep *ep)
 {
-	if (!l->backlog_said) {
-		l->backlog_said = true;
-		sv__log(SV_LOG_INFO, "iwarp: listener backlog (%d unanswered requests) full: "
-			"refusing connection requests", l->backlog);
-	}
-	child_unlink(ep);
 	if (reply_encode(ep, true, 0, 0, 0, ep->req.crc, NULL, 0) < 0) {
 		ep_free(ep);
 		return;
@@ -678,29 +665,20 @@ static void responder_request(struct sv__tep *ep)
 	}
 	uv_timer_stop(&ep->timer);
 	ep_poll(ep, 0);
+	child_unlink(ep);
 	save_addrs(ep);
 	if (!l || !l->cm) {
 		ep_free(ep);
 		return;
 	}
-	if (l->unanswered >= l->backlog) {
-		backlog_refuse(l, ep);
+	cm = sv__cm_incoming(l->cm, ep, &p);
+	if (!cm) {
+		request_refuse(ep);
 		return;
 	}
 	ep_move(ep, EP_REQ_RCVD);
-	cm = sv__cm_incoming(l->cm, ep, &p);
-	if (!cm) {
-		/* Core refused it: reject on the spot and forget the endpoint. */
-		sv__log(SV_LOG_INFO, "iwarp: incoming connection refused by core");
-		ep_free(ep);
-		return;
-	}
 	ep->cm = cm;
 	ep->destroyed = false;		/* core owns it now: freed by ep_destroy */
-	/* From a pending handshake to an unanswered request of the listener. */
-	l->pending--;
-	l->unanswered++;
-	ep->delivered = true;
 	ep_timer(ep, SV__IW_ANSWER_TIMEOUT_MS);
 }
 
@@ -787,7 +765,6 @@ int sv__iw_accept(struct sv__tep *ep, struct sv_qp *qp, const struct sv__conn_pa
 	ep->iq->rtr = rtr;
 	ep->iq->tx_ok = false;		/* RFC 5044: nothing before their first FPDU */
 	sv__qp_unlock(qp);
-	child_unlink(ep);		/* answered: off the listener's backlog */
 	ep_move(ep, EP_RTR_WAIT);
 	rc = hs_flush(ep);
 	if (rc < 0) {
@@ -802,8 +779,8 @@ int sv__iw_accept(struct sv__tep *ep, struct sv_qp *qp, const struct sv__conn_pa
 	return 0;
 }
 
-/* The Reply with R is out (or cannot go): close. An endpoint core never took, refused
- * over the backlog, is freed here; one core holds stays until its id is destroyed. */
+/* The Reply with R is out (or cannot go): close. An endpoint core never took (refused,
+ * request_refuse()) is freed here; one core holds stays until its id is destroyed. */
 static void reject_done(struct sv__tep *ep)
 {
 	if (ep->fd >= 0)
@@ -842,7 +819,6 @@ int sv__iw_reject(struct sv__tep *ep, const uint8_t *priv, uint16_t priv_len)
 	rc = reply_encode(ep, true, 0, 0, 0, ep->req.crc, priv, priv_len);
 	if (rc < 0)
 		return rc;
-	child_unlink(ep);
 	reject_send(ep);
 	return 0;
 }
@@ -859,7 +835,6 @@ static void request_expired(struct sv__tep *ep)
 	sv__log(SV_LOG_INFO, "iwarp: a connection request was neither accepted nor rejected "
 		"within %d ms: rejected", SV__IW_ANSWER_TIMEOUT_MS);
 	ep->expired = true;
-	child_unlink(ep);
 	report(ep, SV_CM_EVENT_CONNECT_ERROR, -ETIMEDOUT, NULL);
 	if (reply_encode(ep, true, 0, 0, 0, ep->req.crc, NULL, 0) < 0) {
 		ep->cm = NULL;
@@ -907,7 +882,7 @@ static int src_pending(const struct sv__tep *l, const uint8_t key[9],
 	if (oldest)
 		*oldest = NULL;
 	for (c = l->children; c; c = c->child_next) {
-		if (c->delivered || memcmp(c->src, key, sizeof(c->src)) != 0)
+		if (memcmp(c->src, key, sizeof(c->src)) != 0)
 			continue;
 		n++;
 		if (oldest && (!*oldest || c->seq < (*oldest)->seq))
@@ -940,7 +915,7 @@ static bool src_admit(struct sv__tep *l, const uint8_t key[9])
 
 	for (c = l->children; c; c = next) {
 		next = c->child_next;
-		if (!c->delivered && memcmp(c->src, key, sizeof(c->src)) == 0)
+		if (memcmp(c->src, key, sizeof(c->src)) == 0)
 			responder_progress(c);
 	}
 	return src_pending(l, key, NULL) < SV__IW_MAX_PENDING_SRC;
@@ -954,11 +929,7 @@ static void evict_one(struct sv__tep *l)
 
 	for (c = l->children; c; c = c->child_next) {
 		struct sv__tep *oldest;
-		int n;
-
-		if (c->delivered)
-			continue;
-		n = src_pending(l, c->src, &oldest);
+		int n = src_pending(l, c->src, &oldest);
 
 		if (n > most || (n == most && oldest->seq < victim->seq)) {
 			most = n;
@@ -1099,7 +1070,6 @@ int sv__iw_listen(struct sv_context *ctx, void *cm, const struct sockaddr *addr,
 		return -ENOMEM;
 	}
 	ep->cm = cm;
-	ep->backlog = backlog > 0 ? backlog : 128;
 	ep_move(ep, EP_LISTEN);
 	alen = sizeof(ep->local);
 	getsockname(fd, (struct sockaddr *)&ep->local, &alen);
@@ -1450,16 +1420,8 @@ void sv__iw_ep_destroy(struct sv__tep *ep)
 {
 	ep->cm = NULL;
 	if (ep->state == EP_LISTEN || ep->state == EP_LISTEN_FULL) {
-		/* Pending handshakes go with the listener; delivered requests stay with
-		 * their ids. */
-		while (ep->children) {
-			struct sv__tep *c = ep->children;
-
-			if (c->delivered)
-				child_unlink(c);
-			else
-				ep_free(c);
-		}
+		while (ep->children)
+			ep_free(ep->children);
 	}
 	if (ep->qp)
 		sv__iw_ep_detach_qp(ep);
