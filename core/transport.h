@@ -179,7 +179,7 @@ struct sv__transport_ops {
 	 * set) or UNREACHABLE. accept (with the application's UD QP, left as it is),
 	 * reject, ep_destroy and ep_addr take these endpoints too; disconnect does not. */
 	int (*ud_listen)(struct sv_context *ctx, void *cm, const struct sockaddr *addr,
-			 uint16_t ps, struct sv__tep **lep);
+			 uint16_t ps, int backlog, struct sv__tep **lep);
 	int (*ud_resolve)(struct sv_context *ctx, void *cm, const struct sockaddr *dst,
 			  uint16_t ps, const struct sv__conn_param *param, struct sv__tep **ep);
 	/* Addresses of an endpoint; either pointer may be NULL. */
@@ -195,6 +195,8 @@ struct sv__transport_ops {
 	enum sv_mtu (*active_mtu)(struct sv_context *ctx);
 	/* [qp-locked] Per-QP counters. */
 	int (*qp_stats)(struct sv_qp *qp, struct sv_qp_stats *stats);
+	/* Optional (NULL: all zero). [loop] The connection manager's counters. */
+	void (*cm_stats)(struct sv_context *ctx, struct sv_cm_stats *stats);
 
 	/* [qp-locked] Whether the transport holds a reference on mr from sv__mr_acquire()
 	 * (a remote access in progress, a READ response not yet sent). sv_dereg_mr() asks

@@ -1552,6 +1552,7 @@ const struct sv__transport_ops sv__roce_udp_ops = {
 	.name = "udp",
 	.accept = sv__roce_cm_accept,
 	.active_mtu = active_mtu,
+	.cm_stats = sv__roce_cm_stats,
 	.connect = sv__roce_cm_connect,
 	.ctx_fini = ctx_fini,
 	.ctx_init = ctx_init,

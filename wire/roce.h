@@ -172,6 +172,7 @@ struct sv__rctx {
 	uv_timer_t cm_timer;		/* MAD retransmissions */
 	struct sv__tep *cm_eps;		/* listeners and connections */
 	uint32_t gsi_psn;		/* BTH PSN of the MADs we send */
+	struct sv_cm_stats cm_st;	/* counters (sv_query_cm_stats) */
 	struct sv__rctx *cm_live_next;	/* roce_cm.c's contexts to close at exit */
 };
 
@@ -252,8 +253,14 @@ struct sv__rqp {
 	struct sv__rswqe *recs;		/* ring of started WQEs, size = SQ depth */
 	uint32_t rec_mask, rec_get, rec_put;
 	uint32_t rec_new;		/* first record with packets never sent */
-	uint32_t rd_out;		/* READ/atomic outstanding (ORD) */
+	/* READs and atomics started and not yet completed to the CQ (ORD). One whose
+	 * response arrived still counts until it completes in order: the responder keeps
+	 * resources for its last IRD READs and atomics only, and an earlier one still
+	 * missing a response must find its resource when it is asked for again
+	 * (doc/roce-read-recovery.md, rule 3). */
+	uint32_t rd_out;
 	uint32_t pkts_since_ackreq;
+	uint32_t resp_hi;		/* highest PSN the responder answered (roce_req.c) */
 	/* Responder. */
 	uint32_t epsn;			/* expected PSN */
 	uint32_t msn;
@@ -383,7 +390,7 @@ int sv__roce_cm_listen(struct sv_context *ctx, void *cm, const struct sockaddr *
 int sv__roce_cm_connect(struct sv_qp *qp, void *cm, const struct sockaddr *dst,
 			const struct sv__conn_param *param, struct sv__tep **ep);
 int sv__roce_cm_ud_listen(struct sv_context *ctx, void *cm, const struct sockaddr *addr,
-			  uint16_t ps, struct sv__tep **lep);
+			  uint16_t ps, int backlog, struct sv__tep **lep);
 int sv__roce_cm_ud_resolve(struct sv_context *ctx, void *cm, const struct sockaddr *dst,
 			   uint16_t ps, const struct sv__conn_param *param, struct sv__tep **ep);
 int sv__roce_cm_accept(struct sv__tep *ep, struct sv_qp *qp,
@@ -393,6 +400,7 @@ int sv__roce_cm_disconnect(struct sv__tep *ep);
 void sv__roce_cm_ep_destroy(struct sv__tep *ep);
 int sv__roce_cm_ep_addr(struct sv__tep *ep, struct sockaddr_storage *local,
 			struct sockaddr_storage *peer);
+void sv__roce_cm_stats(struct sv_context *ctx, struct sv_cm_stats *stats);
 
 /* roce_req.c — [qp-locked] */
 void sv__roce_req_init(struct sv__rqp *q);

@@ -32,6 +32,7 @@ void sv__roce_req_init(struct sv__rqp *q)
 	q->rec_get = q->rec_put = q->rec_new = 0;
 	q->rd_out = 0;
 	q->pkts_since_ackreq = 0;
+	q->resp_hi = sv__psn_add(q->rx.una, SV_PSN_MASK);
 }
 
 void sv__roce_req_reset(struct sv__rqp *q)
@@ -84,6 +85,7 @@ static void complete_done(struct sv__rqp *q)
 			if (!r->done)
 				break;
 			byte_len = is_atomic(r->wqe->opcode) ? 8 : r->wqe->length;
+			q->rd_out--;
 		} else if (sv__psn_cmp(last, q->rx.una) >= 0) {
 			break;
 		}
@@ -185,6 +187,8 @@ static void emit(struct sv__rqp *q, struct sv__rswqe *r, uint32_t k, bool resend
 				n = q->rx.cwnd;
 			if (len > n * q->mtu)
 				len = n * q->mtu;
+		}
+		if (resend) {		/* marks the gap asked for: one implied NAK per gap */
 			r->rereq = true;
 			r->rereq_at = k;
 			r->rereq_end = k + n - 1;
@@ -375,25 +379,76 @@ void sv__roce_req_progress(struct sv__rqp *q)
  * The response side of the wire.
  */
 
-/* An ACK for psn. A READ or atomic before it without its response means that response
- * was lost: acknowledge up to it and resend from it (implied NAK, spec/roce.md 8). */
-static void on_ack(struct sv__rqp *q, uint32_t psn)
+/* The first PSN at or before psn whose READ or atomic response has not fully arrived
+ * (a READ's first missing response, an atomic's own PSN); psn + 1 when there is none. */
+static uint32_t first_hole(struct sv__rqp *q, uint32_t psn)
 {
 	for (uint32_t i = q->rec_get; i != q->rec_put; i++) {
 		struct sv__rswqe *r = rec_at(q, i);
-		uint32_t hole;
 
-		if (!r->rd_atomic || r->done)
-			continue;
 		if (sv__psn_cmp(r->first_psn, psn) > 0)
 			break;
-		hole = sv__psn_add(r->first_psn, r->got_pkts);
-		if (sv__psn_cmp(hole, q->rx.una) > 0)
-			sv__retx_ack(&q->rx, sv__psn_add(hole, SV_PSN_MASK), q->now_ns);
-		sv__retx_rewind(&q->rx, hole);
+		if (r->rd_atomic && !r->done)
+			return sv__psn_add(r->first_psn, r->got_pkts);
+	}
+	return sv__psn_add(psn, 1);
+}
+
+/*
+ * The responder executes requests in PSN order, so an ACK or a response for psn says it
+ * executed every request up to psn (doc/roce-read-recovery.md, rule 1). una still stops at a READ or atomic whose response is incomplete,
+ * however far the responder got: that response is what the timer must guard and what a
+ * retry asks for again. resp_hi keeps how far the responder got, so that when the
+ * missing response arrives una moves over everything answered behind it in one step.
+ * Before this, a READ response that completed a later READ moved una past an earlier
+ * READ's lost response: nothing was left to time out and the send queue stalled for
+ * good (the guest-server loss case of test/interop, 200 READs against rxe).
+ */
+static void ack_answered(struct sv__rqp *q, uint32_t psn)
+{
+	if (sv__psn_cmp(q->resp_hi, q->rx.una) < 0)
+		q->resp_hi = sv__psn_add(q->rx.una, SV_PSN_MASK);
+	if (sv__psn_cmp(psn, q->resp_hi) > 0 && sv__psn_cmp(psn, q->rx.nxt) < 0)
+		q->resp_hi = psn;
+	sv__retx_ack(&q->rx, sv__psn_add(first_hole(q, q->resp_hi), SV_PSN_MASK), q->now_ns);
+}
+
+/* A READ or atomic before psn without its whole response, when the responder has
+ * answered psn, means that response was lost (an implied NAK, doc/roce-read-recovery.md
+ * rule 2): resend from its first missing PSN, once per gap (the retry marks it). */
+static void implied_nak(struct sv__rqp *q, uint32_t psn)
+{
+	for (uint32_t i = q->rec_get; i != q->rec_put; i++) {
+		struct sv__rswqe *r = rec_at(q, i);
+
+		if (sv__psn_cmp(r->first_psn, psn) >= 0)
+			return;
+		if (!r->rd_atomic || r->done)
+			continue;
+		if (!(r->rereq && r->rereq_at == r->got_pkts))
+			sv__retx_rewind(&q->rx, sv__psn_add(r->first_psn, r->got_pkts));
 		return;
 	}
-	sv__retx_ack(&q->rx, psn, q->now_ns);
+}
+
+/* A NAK names psn as the PSN the responder expects: it executed everything before.
+ * Returns the PSN to resume from: psn, or the first missing response of a READ or
+ * atomic before it (whose response was then lost). */
+static uint32_t resume_point(struct sv__rqp *q, uint32_t psn)
+{
+	uint32_t prev = sv__psn_add(psn, SV_PSN_MASK);
+
+	if (sv__psn_cmp(psn, q->rx.una) <= 0)
+		return psn;
+	ack_answered(q, prev);
+	return first_hole(q, prev);
+}
+
+/* An ACK for psn. */
+static void on_ack(struct sv__rqp *q, uint32_t psn)
+{
+	ack_answered(q, psn);
+	implied_nak(q, sv__psn_add(psn, 1));
 }
 
 static bool rbit(const struct sv__rswqe *r, uint32_t i)
@@ -435,14 +490,15 @@ static void on_read_resp(struct sv__rqp *q, const struct sv_ib_pkt *k)
 	}
 	if (r->got_pkts == r->npkts) {
 		r->done = true;
-		q->rd_out--;
 		free(r->rbits);
 		r->rbits = NULL;
-		sv__retx_ack(&q->rx, sv__psn_add(r->first_psn, r->npkts - 1), q->now_ns);
+		ack_answered(q, sv__psn_add(r->first_psn, r->npkts - 1));
+		/* The whole of this response came: the stream of any READ before it ended. */
+		implied_nak(q, r->first_psn);
 		return;
 	}
 	if (r->got_pkts)
-		sv__retx_ack(&q->rx, sv__psn_add(r->first_psn, r->got_pkts - 1), q->now_ns);
+		ack_answered(q, sv__psn_add(r->first_psn, r->got_pkts - 1));
 	if ((idx == r->npkts - 1 || (r->rereq && idx == r->rereq_end)) &&
 	    !(r->rereq && r->rereq_at == r->got_pkts))
 		sv__retx_rewind(&q->rx, sv__psn_add(r->first_psn, r->got_pkts));
@@ -458,8 +514,8 @@ static void on_atomic_ack(struct sv__rqp *q, const struct sv_ib_pkt *k)
 	if (r->niov >= 1 && r->iov[0].iov_len >= 8)
 		memcpy(r->iov[0].iov_base, &k->atomic_orig, 8);
 	r->done = true;
-	q->rd_out--;
-	sv__retx_ack(&q->rx, k->bth.psn, q->now_ns);
+	ack_answered(q, k->bth.psn);
+	implied_nak(q, r->first_psn);
 }
 
 static enum sv_wc_status nak_status(unsigned code)
@@ -492,15 +548,18 @@ void sv__roce_req_rx(struct sv__rqp *q, const struct sv_ib_pkt *k)
 		} else if (type == SV_AETH_RNR_NAK) {
 			/* RNR NAK: wait the responder's delay, resend from its PSN. */
 			q->st.rnr_naks_rx++;
-			if (sv__retx_rnr(&q->rx, k->bth.psn, sv__rnr_code_ns(val), q->now_ns) < 0) {
+			if (sv__retx_rnr(&q->rx, resume_point(q, k->bth.psn), sv__rnr_code_ns(val),
+					 q->now_ns) < 0) {
 				fail_at(q, k->bth.psn, SV_WC_RNR_RETRY_EXC_ERR);
 				return;
 			}
 		} else if (val == SV_AETH_NAK_PSN_SEQ) {
+			uint32_t at = resume_point(q, k->bth.psn);
+
 			q->st.naks_rx++;
 			if (q->sr && sv__ib_sr_nak(k, &trig)) {
-				sv__retx_sack(&q->rx, k->bth.psn, trig, q->now_ns);
-			} else if (sv__retx_nak_seq(&q->rx, k->bth.psn, q->now_ns) < 0) {
+				sv__retx_sack(&q->rx, at, trig, q->now_ns);
+			} else if (sv__retx_nak_seq(&q->rx, at, q->now_ns) < 0) {
 				fail_at(q, k->bth.psn, SV_WC_RETRY_EXC_ERR);
 				return;
 			}

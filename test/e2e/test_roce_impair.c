@@ -2,7 +2,9 @@
  * test_roce_impair.c — reliability of the UDP transport under injected faults
  * (loss=0.05, dup=0.02, reorder=0.05 on both directions): 64 MiB written and 64 MiB read
  * arrive with identical checksums, every completion exactly once and in posting order,
- * for go-back-N and for selective repeat. Also: the impairment spec parser.
+ * for go-back-N and for selective repeat; the same for 4 KiB READs of four packets each,
+ * 64 outstanding, where a later READ's response completes while an earlier one's is
+ * missing a packet. Also: the impairment spec parser.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -14,10 +16,18 @@
 #include "wire/impair.h"
 
 #define TOTAL (64u << 20)
-#define CHUNK (1u << 20)
-#define DEPTH 16
 #define SPEC "loss=0.05,dup=0.02,reorder=0.05,seed=%u"
 
+/* How a transfer is cut: WR size, WRs in flight, path MTU, ORD/IRD. */
+struct shape {
+	uint32_t chunk, depth;
+	enum sv_mtu mtu;
+	uint8_t rd_atomic;
+	uint32_t total;
+};
+
+static const struct shape big = { 1u << 20, 16, SV_MTU_4096, 8, TOTAL };
+static const struct shape small_reads = { 4096, 64, SV_MTU_1024, 16, 8u << 20 };
 static struct rside a, b;
 
 static void fill(uint8_t *p, size_t n, uint32_t seed)
@@ -32,16 +42,16 @@ static void fill(uint8_t *p, size_t n, uint32_t seed)
 	}
 }
 
-static void open_pair(int retx)
+static void open_pair(int retx, const struct shape *sh)
 {
-	struct rlink l = { .mtu = SV_MTU_4096, .timeout = 10, .retry_cnt = 7, .rnr_retry = 7,
-			   .min_rnr_timer = 1, .rd_atomic = 8 };
+	struct rlink l = { .mtu = sh->mtu, .timeout = 10, .retry_cnt = 7, .rnr_retry = 7,
+			   .min_rnr_timer = 1, .rd_atomic = sh->rd_atomic };
 	char spec[96];
 
 	snprintf(spec, sizeof(spec), SPEC, 7u);
-	ru_open(&a, retx, spec, TOTAL, 2 * DEPTH);
+	ru_open(&a, retx, spec, sh->total, 2 * sh->depth);
 	snprintf(spec, sizeof(spec), SPEC, 11u);
-	ru_open(&b, retx, spec, TOTAL, 2 * DEPTH);
+	ru_open(&b, retx, spec, sh->total, 2 * sh->depth);
 	ru_connect(&a, &b, &l);
 }
 
@@ -51,11 +61,12 @@ static void teardown(void)
 	ru_close(&b);
 }
 
-/* Moves TOTAL bytes in CHUNK-sized WRs with op, DEPTH in flight, checking that the
- * completions come back exactly once each, in posting order. */
-static void transfer(enum sv_wr_opcode op)
+/* Moves sh->total bytes in sh->chunk-sized WRs with op, sh->depth in flight, checking
+ * that the completions come back exactly once each, in posting order. */
+static void transfer(enum sv_wr_opcode op, const struct shape *sh)
 {
-	uint32_t posted = 0, done = 0, n = TOTAL / CHUNK;
+	const uint32_t CHUNK = sh->chunk, DEPTH = sh->depth, TOT = sh->total;
+	uint32_t posted = 0, done = 0, n = TOT / CHUNK;
 	long t0 = ru_now_ms();
 
 	while (done < n) {
@@ -88,8 +99,8 @@ static void transfer(enum sv_wr_opcode op)
 		sv_query_qp_stats(b.qp, &sb);
 		cr_log_info("%s %u MiB in %ld ms (%.1f MB/s): retransmits %lu timeouts %lu "
 			    "naks rx %lu tx %lu, dup rx %lu",
-			    op == SV_WR_RDMA_WRITE ? "write" : "read", TOTAL >> 20, ms,
-			    ms ? TOTAL / 1000.0 / ms : 0.0, (unsigned long)sa.retransmits,
+			    op == SV_WR_RDMA_WRITE ? "write" : "read", TOT >> 20, ms,
+			    ms ? TOT / 1000.0 / ms : 0.0, (unsigned long)sa.retransmits,
 			    (unsigned long)sa.timeouts, (unsigned long)sa.naks_rx,
 			    (unsigned long)sb.naks_tx, (unsigned long)sb.duplicates_rx);
 		cr_assert_gt(sa.retransmits, 0, "the impairment did nothing?");
@@ -99,15 +110,29 @@ static void transfer(enum sv_wr_opcode op)
 
 static void write_then_read(int retx)
 {
-	open_pair(retx);
+	open_pair(retx, &big);
 	fill(a.buf, TOTAL, 1);
-	transfer(SV_WR_RDMA_WRITE);
+	transfer(SV_WR_RDMA_WRITE, &big);
 	cr_assert_eq(ru_crc(a.buf, TOTAL), ru_crc(b.buf, TOTAL), "written data differ");
 
 	fill(b.buf, TOTAL, 2);
 	memset(a.buf, 0, TOTAL);
-	transfer(SV_WR_RDMA_READ);
+	transfer(SV_WR_RDMA_READ, &big);
 	cr_assert_eq(ru_crc(a.buf, TOTAL), ru_crc(b.buf, TOTAL), "read data differ");
+}
+
+/* Many short READs in flight: responses of several READs share a receive batch, so a
+ * later READ completes while an earlier one still misses a packet; the earlier one must
+ * still be asked for again (before the fix its lost response was acknowledged by the
+ * later one and the send queue stalled, with no timer left running). */
+static void small_reads_run(int retx)
+{
+	open_pair(retx, &small_reads);
+	fill(b.buf, small_reads.total, 3);
+	memset(a.buf, 0, small_reads.total);
+	transfer(SV_WR_RDMA_READ, &small_reads);
+	cr_assert_eq(ru_crc(a.buf, small_reads.total), ru_crc(b.buf, small_reads.total),
+		     "read data differ");
 }
 
 Test(roce_impair, go_back_n_64mib, .fini = teardown, .timeout = 240)
@@ -118,6 +143,16 @@ Test(roce_impair, go_back_n_64mib, .fini = teardown, .timeout = 240)
 Test(roce_impair, selective_repeat_64mib, .fini = teardown, .timeout = 240)
 {
 	write_then_read(SV_RETX_SR);
+}
+
+Test(roce_impair, go_back_n_small_reads, .fini = teardown, .timeout = 240)
+{
+	small_reads_run(SV_RETX_GBN);
+}
+
+Test(roce_impair, selective_repeat_small_reads, .fini = teardown, .timeout = 240)
+{
+	small_reads_run(SV_RETX_SR);
 }
 
 Test(roce_impair, spec_parser)

@@ -125,11 +125,21 @@ prog() {
 	ud) echo "ibv_ud_pingpong -d $DEV -g $GID -n 20 -s $ud_s $peer4" ;;
 	srq) echo "ibv_srq_pingpong -d $DEV -g $GID $PMTU_ARG -q 16 -n 20 -s 512 $peer4" ;;
 	rping)
-		if [ "$role" = server ]; then echo "rping -s -a $SELF -V -C 20 -S $rping_s"
-		else echo "rping -c -a $PEER -V -C 20 -S $rping_s"; fi ;;
+		if [ "$role" = server ]; then echo "rping -s -a $SELF -V -C 1000 -S $rping_s"
+		else echo "rping -c -a $PEER -V -C 1000 -S $rping_s"; fi ;;
 	ucmatose) echo "ucmatose -b $SELF ${peer:+-s $peer}" ;;
 	udaddy) echo "udaddy -b $SELF ${peer:+-s $peer}" ;;
-	loss_rc) echo "ibv_rc_pingpong -d $DEV -g $GID $PMTU_ARG -n 50 -s 4096 -c $peer4" ;;
+	# Under loss the pingpongs cannot be judged: a pingpong server exits (and destroys
+	# its QP) once its own last SEND is acknowledged, so when the ACK of the client's
+	# last SEND is the packet lost, the client's retransmissions meet no QP and it ends
+	# in RETRY_EXC_ERR, as a requester must when its retry count runs out (seen once in
+	# about 30 cells: the capture had no guest ACK for the final SEND and the host sent
+	# it seven more times). perftest's programs meet on their TCP socket before either
+	# destroys a QP, so every loss is recovered by the QPs or the case fails.
+	loss_send|loss_read)
+		perf="ib_${c#loss_}_bw -d $DEV -x $GID -F -n 200 -s 4096"
+		[ "$fam" = 6 ] && perf="$perf --ipv6"
+		echo "$perf $peer4" ;;
 	loss_rping)
 		if [ "$role" = server ]; then echo "rping -s -a $SELF -V -C 50 -S 2000"
 		else echo "rping -c -a $PEER -V -C 50 -S 2000"; fi ;;
@@ -147,13 +157,13 @@ prog() {
 # How a server of CASE shows it is ready: tcp (listening on TCP 18515, the out-of-band
 # exchange of the pingpongs and perftest) or cm (an rdma_cm ID listening).
 ready_kind() {
-	case "$1" in rc_*|ud|srq|loss_rc) echo tcp ;; ib_*_R) echo cm ;; ib_*) echo tcp ;; *) echo cm ;; esac
+	case "$1" in rc_*|ud|srq|loss_send|loss_read) echo tcp ;; ib_*_R) echo cm ;; ib_*) echo tcp ;; *) echo cm ;; esac
 }
 
 BASE_CASES="rc_small rc_large ud srq rping ucmatose udaddy
 ib_write_bw ib_write_lat ib_read_bw ib_read_lat ib_send_bw ib_send_lat ib_atomic_bw ib_atomic_lat
 ib_write_bw_R ib_write_lat_R ib_read_bw_R ib_read_lat_R ib_send_bw_R ib_send_lat_R ib_atomic_bw_R ib_atomic_lat_R
-loss_rc loss_rping"
+loss_send loss_read loss_rping"
 # At MTU 9000 the cases path MTU 4096 changes: multi-packet messages, UD at 2 KiB.
 JUMBO_CASES="rc_small rc_large ud srq rping ib_send_bw ib_write_bw_R ib_read_bw"
 
@@ -267,7 +277,9 @@ run_case() {
 	fi
 	gb=$(guest_counters) hb=$(host_counters)
 	# Capture everything on the tap (pcapcheck.py and tshark pick RoCEv2 out).
-	ip netns exec "$NS" dumpcap -q -i svtap -P -w "$pcap" 2>>"$log" &
+	# A 64 MiB kernel buffer: with the default 2 MiB a loaded machine dropped half of a
+	# bandwidth case's packets before dumpcap read them.
+	ip netns exec "$NS" dumpcap -q -B 64 -i svtap -P -w "$pcap" 2>>"$log" &
 	cpid=$!
 	BG+=("$cpid")
 	local i
@@ -386,6 +398,25 @@ run_case() {
 	[ "$(get "$chk" retx_h2g)" = 0 ] || facts+=" host-resent=$(get "$chk" retx_h2g)"
 	[ "$(get "$chk" retx_g2h)" = 0 ] || facts+=" rxe-resent=$(get "$chk" retx_g2h)"
 	[ "$dir" = self ] && facts=""
+	# perftest 4.5's -R client connects its data QP as soon as the exchange connection
+	# is done, while the server is still creating the listener for it; a REQ that comes
+	# first gets REJ "Invalid Service ID" (reason 8) at once, from the kernel's CM and
+	# ours alike, and that client then fails (and crashes). Later perftest retries the
+	# connect (rdma_cm_client_connection); 4.5 does not, so such a run says nothing about
+	# the peers. With exactly that signature (the client saw REJECTED error 8, the
+	# capture has a REJ with reason 8) the case runs once more; the first attempt's log
+	# is kept as ID.try1.log.
+	if [ ${#why[@]} -gt 0 ] && [[ "$c" == ib_*_R ]] && [ -z "${INTEROP_RETRIED:-}" ] &&
+		grep -q "RDMA_CM_EVENT_REJECTED; error: 8" "$res/$id.cli" "$res/$id.srv" 2>/dev/null &&
+		timeout 60 tshark -n -r "$pcap" -Y 'infiniband.cm.rej.reason == 8' -T fields \
+			-e frame.number 2>/dev/null | grep -q .; then
+		echo "verdict: retried (perftest 4.5's listen race: REJ Invalid Service ID)" >>"$log"
+		mv "$log" "$res/$id.try1.log"
+		printf 'RETRY %-33s %3ss  perftest 4.5 listen race (REJ reason 8), once more\n' "$id" \
+			"$(( $(date +%s) - t0 ))"
+		INTEROP_RETRIED=1 run_case "$c" "$dir" "$fam"
+		return 0
+	fi
 	local secs=$(( $(date +%s) - t0 )) cellk="m$MTU $c|$dir|$fam" why_s
 	if [ ${#why[@]} -eq 0 ]; then
 		record "$cellk" pass

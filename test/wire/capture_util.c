@@ -38,9 +38,18 @@ static bool have_program(const char *name)
 	return system(cmd) == 0;
 }
 
-bool cap_have_tools(void)
+const char *cap_unavailable(void)
 {
-	return have_program("tshark") && have_program("dumpcap");
+	static int can = -1;
+
+	if (!have_program("tshark") || !have_program("dumpcap"))
+		return "tshark/dumpcap not installed (apt-get install tshark)";
+	/* Listing lo's link-layer types opens the device, which needs the right to capture
+	 * (root, or dumpcap's capabilities): the probe fails exactly where a capture would. */
+	if (can < 0)
+		can = system("dumpcap -L -i lo >/dev/null 2>&1") == 0;
+	return can ? NULL : "capturing on lo needs root (or dumpcap's capabilities: "
+			    "dpkg-reconfigure wireshark-common)";
 }
 
 uint16_t cap_free_port(int type)

@@ -26,8 +26,9 @@ struct capture {
 
 uint64_t cap_now_ms(void);
 
-/* True when both tshark and dumpcap are on PATH; tests skip themselves otherwise. */
-bool cap_have_tools(void);
+/* Why this process cannot capture on lo and dissect (tshark or dumpcap missing, or no
+ * right to capture), or NULL when it can; tests skip themselves with the reason. */
+const char *cap_unavailable(void);
 
 /* A port of type SOCK_STREAM or SOCK_DGRAM free on 127.0.0.1 right now. */
 uint16_t cap_free_port(int type);

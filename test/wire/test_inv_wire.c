@@ -157,8 +157,8 @@ Test(wire_inv, send_with_invalidate_on_udp, .timeout = 180)
 	struct seen s = { 0 };
 	char *out;
 
-	if (!cap_have_tools())
-		cr_skip_test("tshark/dumpcap not installed (apt-get install tshark)");
+	if (cap_unavailable())
+		cr_skip_test("%s", cap_unavailable());
 	side_open(&a, "127.0.0.1", 0, 0x10, INV_ACCESS);
 	side_open(&b, "127.0.0.1", 0, 0x200, INV_ACCESS);
 	side_to_rts(&a, &b, INV_ACCESS);
@@ -246,8 +246,8 @@ Test(wire_inv, refused_send_with_invalidate_on_tcp, .timeout = 180)
 	uint16_t port;
 	char *out;
 
-	if (!cap_have_tools())
-		cr_skip_test("tshark/dumpcap not installed (apt-get install tshark)");
+	if (cap_unavailable())
+		cr_skip_test("%s", cap_unavailable());
 	port = cap_free_port(SOCK_STREAM);
 	snprintf(filter, sizeof(filter), "tcp port %u", port);
 	cap_start(&cap, filter);

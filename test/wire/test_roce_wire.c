@@ -210,8 +210,8 @@ Test(wire_roce, rc_session_every_opcode, .timeout = 180)
 	char filter[64];
 	struct side a, b;
 
-	if (!cap_have_tools())
-		cr_skip_test("tshark/dumpcap not installed (apt-get install tshark)");
+	if (cap_unavailable())
+		cr_skip_test("%s", cap_unavailable());
 
 	side_open(&a, "127.0.0.1", 0, 0xfffff0, ALL_ACCESS);	/* PSNs wrap during the session */
 	side_open(&b, "127.0.0.1", 0, 0x000100, ALL_ACCESS);
@@ -262,8 +262,8 @@ Test(wire_roce, rnr_nak_and_access_error, .timeout = 180)
 	long end;
 	int r;
 
-	if (!cap_have_tools())
-		cr_skip_test("tshark/dumpcap not installed (apt-get install tshark)");
+	if (cap_unavailable())
+		cr_skip_test("%s", cap_unavailable());
 	side_open(&a, "127.0.0.1", 0, 0x000010, ALL_ACCESS);
 	side_open(&b, "127.0.0.1", 0, 0x000020, ALL_ACCESS);
 	side_to_rts(&a, &b, ALL_ACCESS);
@@ -446,8 +446,8 @@ Test(wire_roce, cm_and_ud_session, .timeout = 180)
 	unsigned ud = 0, ud_imm = 0;
 	uint16_t port, service;
 
-	if (!cap_have_tools())
-		cr_skip_test("tshark/dumpcap not installed (apt-get install tshark)");
+	if (cap_unavailable())
+		cr_skip_test("%s", cap_unavailable());
 
 	/* Both devices on one port, each on its own loopback address: the CM finds a peer's
 	 * QP1 at its IP and our port. */

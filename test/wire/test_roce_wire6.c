@@ -224,8 +224,8 @@ Test(wire_roce6, every_opcode_and_the_cm_over_ipv6, .timeout = 240)
 	uint16_t cm_port;
 	unsigned k;
 
-	if (!cap_have_tools())
-		cr_skip_test("tshark/dumpcap not installed (apt-get install tshark)");
+	if (cap_unavailable())
+		cr_skip_test("%s", cap_unavailable());
 	if (!ru_have_ipv6_loopback())
 		cr_skip_test("IPv6 loopback (::1) unavailable: IPv6 wire test skipped");
 

@@ -199,8 +199,8 @@ Test(wire_sidr, resolve_refuse_and_send, .timeout = 180)
 	struct sv_cm_ip_hdr h;
 	uint16_t port, service;
 
-	if (!cap_have_tools())
-		cr_skip_test("tshark/dumpcap not installed (apt-get install tshark)");
+	if (cap_unavailable())
+		cr_skip_test("%s", cap_unavailable());
 	port = cap_free_port(SOCK_DGRAM);
 	ud_side_open(&a, port);
 	ud_side_open(&b, port);

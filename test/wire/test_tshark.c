@@ -210,8 +210,8 @@ Test(wire, tshark_decodes_every_frame, .timeout = 240)
 	size_t fpdus, good, bad;
 	const char *path = cap.path;
 
-	if (!cap_have_tools())
-		cr_skip_test("tshark/dumpcap not installed (apt-get install tshark)");
+	if (cap_unavailable())
+		cr_skip_test("%s", cap_unavailable());
 	port = cap_free_port(SOCK_STREAM);
 	snprintf(filter, sizeof(filter), "tcp port %u", port);
 	cap_start(&cap, filter);
