@@ -16,6 +16,12 @@
  * Event accounting follows librdmacm: an event taken by sv_cm_get_event() counts
  * against its id until sv_cm_ack_event(), and a CONNECT_REQUEST counts against the
  * listener, so the new id may be rejected and destroyed before the request is acked.
+ *
+ * The listen backlog bounds the CONNECT_REQUESTs queued and not yet taken by
+ * sv_cm_get_event(), as the kernel's rdma_ucm does for librdmacm; 0 (or more than
+ * SV__CM_MAX_BACKLOG) means SV__CM_MAX_BACKLOG, its default net.rdma_ucm.max_backlog.
+ * A request over it is refused by the transport (sv__cm_incoming() returns NULL). A
+ * request taken and left unanswered is the transport's to time out (doc/security.md).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -39,8 +45,10 @@ struct sv__cm_id {
 	struct sv__tep *ep;
 	bool listening;
 	bool connecting;		/* connect or accept handed to the transport */
+	bool backlog_said;		/* listener: refused a request over its backlog */
 	uint16_t ps;			/* enum sv_cm_port_space */
 	atomic_uint ev_unacked;
+	atomic_int backlog_left;	/* listener: CONNECT_REQUESTs it may still queue */
 };
 
 static bool is_ud(const struct sv__cm_id *id)
@@ -181,6 +189,8 @@ int sv_cm_get_event(struct sv_cm_channel *ch, struct sv_cm_event **event)
 				sv__evfd_clear(ch->fd);
 			}
 			atomic_fetch_add(&e->owner->ev_unacked, 1);
+			if (e->pub.event == SV_CM_EVENT_CONNECT_REQUEST)
+				atomic_fetch_add(&e->owner->backlog_left, 1);
 		}
 		pthread_mutex_unlock(&ch->lock);
 		if (e)
@@ -468,6 +478,7 @@ static int listen_on_loop(void *arg)
 		bool v6 = op->addr.ss_family == AF_INET6;
 
 		op->id->listening = true;
+		atomic_store(&op->id->backlog_left, op->backlog);
 		/* Said once per listener: a peer on another host may connect from now on
 		 * (test/net2 waits for this line, as nothing else shows a CM listener). */
 		inet_ntop(op->addr.ss_family, v6 ? (const void *)&a6->sin6_addr :
@@ -480,7 +491,8 @@ static int listen_on_loop(void *arg)
 
 int sv_cm_listen(struct sv_cm_id *pub, const struct sockaddr *addr, int backlog)
 {
-	struct op op = { .backlog = backlog > 0 ? backlog : 128 };
+	struct op op = { .backlog = backlog > 0 && backlog < SV__CM_MAX_BACKLOG ? backlog :
+				    SV__CM_MAX_BACKLOG };
 	size_t len;
 
 	if (!pub || !addr || !(len = addr_len(addr)))
@@ -737,16 +749,40 @@ void sv__cm_report(void *cm, enum sv_cm_event_type type, int status,
 		queue_event(id, SV_CM_EVENT_TIMEWAIT_EXIT, 0, NULL);
 }
 
+/* Takes one place of the listener's backlog; false when it is full. */
+static bool backlog_take(struct sv__cm_id *l)
+{
+	int left = atomic_load(&l->backlog_left);
+
+	do {
+		if (left <= 0)
+			return false;
+	} while (!atomic_compare_exchange_weak(&l->backlog_left, &left, left - 1));
+	return true;
+}
+
 void *sv__cm_incoming(void *listen_cm, struct sv__tep *ep, const struct sv__conn_param *param)
 {
 	struct sv__cm_id *l = listen_cm;
 	struct sv__cm_id *id;
 	struct cm_event *e;
 
-	if (!(id = id_new(l->pub.channel, l->pub.context, l->pub.user_context, l->ps)))
+	if (!backlog_take(l)) {
+		if (!l->backlog_said) {
+			l->backlog_said = true;
+			sv__log(SV_LOG_INFO, "softverbs %s: listener backlog full (connection "
+				"requests not yet read by the application): refusing more",
+				l->pub.context->ops->name);
+		}
 		return NULL;
+	}
+	if (!(id = id_new(l->pub.channel, l->pub.context, l->pub.user_context, l->ps))) {
+		atomic_fetch_add(&l->backlog_left, 1);
+		return NULL;
+	}
 	if (!(e = event_new(l, SV_CM_EVENT_CONNECT_REQUEST, 0, param))) {
 		id_free(id);
+		atomic_fetch_add(&l->backlog_left, 1);
 		return NULL;
 	}
 	id->ep = ep;

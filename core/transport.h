@@ -393,8 +393,10 @@ void sv__qp_established(struct sv_qp *qp, uint16_t ird, uint16_t ord);
  * copied). sv__cm_incoming() is a new connection request on the listener behind
  * listen_cm: core makes a new CM id owning ep and queues CONNECT_REQUEST; the transport
  * then reports for that id with the cookie core returns (NULL: core refused it, the
- * transport must reject and free ep itself).
+ * listener's backlog being full or memory short; the transport must reject and free ep
+ * itself).
  */
+#define SV__CM_MAX_BACKLOG 1024	/* the listen backlog of 0 or more (core/cm.c) */
 void sv__cm_report(void *cm, enum sv_cm_event_type type, int status,
 		   const struct sv__conn_param *param);
 void *sv__cm_incoming(void *listen_cm, struct sv__tep *ep, const struct sv__conn_param *param);

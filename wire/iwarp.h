@@ -28,7 +28,14 @@
 #include "wire/mpa.h"
 #include "wire/rdmap.h"
 
-#define SV__IW_HS_TIMEOUT_MS 10000	/* MPA Request/Reply exchange must finish by then */
+/* The MPA Request/Reply exchange must finish by then: for a responder, the whole phase
+ * from accept() to the Request (a TLS handshake included). */
+#define SV__IW_HS_TIMEOUT_MS 10000
+/* A request delivered to the application (CONNECT_REQUEST) must be accepted or rejected
+ * by then, as on the UDP transport; else the initiator gets a Reply with R (ours still
+ * waits for it: SV__IW_HS_TIMEOUT_MS from its connect), the connection closes, and the
+ * request's id gets CONNECT_ERROR. */
+#define SV__IW_ANSWER_TIMEOUT_MS 5000
 #define SV__IW_CLOSE_TIMEOUT_MS 2000	/* after our FIN, wait this long for the peer's */
 /* Parking the loop's RX (iwarp_cm.c data_io()): an application whose poll() calls come
  * less than SPIN_GAP apart, SPIN_STREAK times in a row, and whose polls found FPDUs within
@@ -44,7 +51,14 @@
 #define SV__IW_DRY_EVERY 32
 /* While the socket is full, an application poll tries to write every TX_RETRY-th time. */
 #define SV__IW_TX_RETRY 4
-#define SV__IW_MAX_PENDING 64		/* unanswered handshakes per listener */
+/* Handshakes whose MPA Request has not arrived, per listener and per source (an IPv4
+ * address or an IPv6 /64; iwarp_cm.c listener_cb()). */
+#define SV__IW_MAX_PENDING 64
+#define SV__IW_MAX_PENDING_SRC 16
+/* Out of descriptors (EMFILE, ENFILE) or socket memory on accept(): the listener stops
+ * polling and tries again this much later, rather than wake at once for the connection
+ * it cannot take. */
+#define SV__IW_ACCEPT_BACKOFF_MS 100
 #define SV__IW_DEFAULT_MULPDU 8192	/* payload per FPDU when the options say 0 */
 #define SV__IW_MAX_RD 128		/* cap on IRD/ORD resources per QP */
 

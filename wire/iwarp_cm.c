@@ -11,8 +11,8 @@
  * reported. A rev 1 Reply (no block) is accepted too: then no RTR is sent.
  *
  * Responder: accept4 on the listener; the Request must arrive within
- * SV__IW_HS_TIMEOUT_MS with at most SV_MPA_MAX_PD_LEN bytes of private data, and at most
- * SV__IW_MAX_PENDING handshakes wait per listener. CONNECT_REQUEST carries the private
+ * SV__IW_HS_TIMEOUT_MS with at most SV_MPA_MAX_PD_LEN bytes of private data; handshakes
+ * waiting for it are capped (listener_cb()). CONNECT_REQUEST carries the private
  * data and the peer's IRD/ORD, swapped into our view (its ORD as the responder resources
  * we need). accept sends the Reply (P2P echoed with exactly one RTR type: Write
  * preferred, then Read, then Send; IRD = min(our IRD, initiator ORD), ORD = min(our ORD,
@@ -55,8 +55,16 @@
 
 #include "wire/iwarp.h"
 
+/*
+ * The endpoint's states. Every change goes through ep_move(), which checks it against
+ * ep_moves[] and logs it at debug level; a move the table does not allow is a bug here,
+ * logged as an error (and made, so that the code after it still sees the state it set).
+ */
 enum ep_state {
-	EP_LISTEN,
+	EP_NEW,				/* created, no role yet */
+	EP_LISTEN,			/* listener: accepting */
+	EP_LISTEN_FULL,			/* listener: out of descriptors, not polled until
+					 * its back-off timer fires */
 	EP_CONNECTING,			/* initiator: TCP connect (then, under TLS, the
 					 * TLS handshake) in progress */
 	EP_REP_WAIT,			/* initiator: Request sent (or going), Reply awaited */
@@ -68,6 +76,40 @@ enum ep_state {
 	EP_UP,				/* data phase */
 	EP_CLOSING,			/* teardown: waiting for both directions */
 	EP_CLOSED,			/* socket closed */
+	EP_N_STATES
+};
+
+static const char *const ep_state_name[EP_N_STATES] = {
+	[EP_NEW] = "NEW",
+	[EP_LISTEN] = "LISTEN",
+	[EP_LISTEN_FULL] = "LISTEN_FULL",
+	[EP_CONNECTING] = "CONNECTING",
+	[EP_REP_WAIT] = "REP_WAIT",
+	[EP_REQ_WAIT] = "REQ_WAIT",
+	[EP_REQ_RCVD] = "REQ_RCVD",
+	[EP_REJECTING] = "REJECTING",
+	[EP_RTR_WAIT] = "RTR_WAIT",
+	[EP_UP] = "UP",
+	[EP_CLOSING] = "CLOSING",
+	[EP_CLOSED] = "CLOSED",
+};
+
+#define TO(s) (1u << (s))
+
+/* The moves each state may make. Every state may close (ep_close_fd). */
+static const unsigned ep_moves[EP_N_STATES] = {
+	[EP_NEW] = TO(EP_LISTEN) | TO(EP_CONNECTING) | TO(EP_REQ_WAIT),
+	[EP_LISTEN] = TO(EP_LISTEN_FULL),
+	[EP_LISTEN_FULL] = TO(EP_LISTEN),
+	[EP_CONNECTING] = TO(EP_REP_WAIT),
+	[EP_REP_WAIT] = TO(EP_UP),
+	[EP_REQ_WAIT] = TO(EP_REQ_RCVD) | TO(EP_REJECTING),
+	[EP_REQ_RCVD] = TO(EP_RTR_WAIT) | TO(EP_REJECTING),
+	[EP_REJECTING] = 0,
+	[EP_RTR_WAIT] = TO(EP_UP) | TO(EP_CLOSING),
+	[EP_UP] = TO(EP_CLOSING),
+	[EP_CLOSING] = 0,
+	[EP_CLOSED] = 0,
 };
 
 struct sv__tep {
@@ -84,12 +126,19 @@ struct sv__tep {
 	bool destroyed;			/* ep_destroy ran (or nobody will call it) */
 	bool parked;			/* the loop leaves RX to a polling application */
 	bool was_up, reported_end;	/* ESTABLISHED was reported / so was the end */
+	bool expired;			/* responder: the application did not answer the
+					 * request in time (SV__IW_ANSWER_TIMEOUT_MS) */
 	struct sv_qp *qp;
 	struct sv__iwqp *iq;
-	/* listener: unanswered incoming handshakes */
+	/* listener: incoming handshakes whose Request has not arrived yet */
 	struct sv__tep *listener;
 	struct sv__tep *child_next, *child_prev, *children;
 	int pending;
+	uint64_t accepted;		/* listener: connections accepted so far */
+	bool evicted_said, refused_said;	/* listener: logged once at info */
+	bool full_said;			/* listener: out of descriptors, said so */
+	uint64_t seq;			/* responder: accept order (oldest evicted first) */
+	uint8_t src[9];			/* responder: its source, as the caps count it */
 	/* handshake */
 	uint8_t hs_rx[SV_MPA_RR_HDR_LEN + SV_MPA_MAX_PD_LEN];
 	size_t hs_rx_len;
@@ -104,6 +153,19 @@ struct sv__tep {
 
 static void poll_cb(uv_poll_t *h, int status, int events);
 static void ep_update(struct sv__tep *ep);
+
+static void ep_move(struct sv__tep *ep, enum ep_state to)
+{
+	enum ep_state from = ep->state;
+
+	if (to != EP_CLOSED && !(ep_moves[from] & TO(to)))
+		sv__log(SV_LOG_ERROR, "iwarp: endpoint %p: no move from %s to %s", (void *)ep,
+			ep_state_name[from], ep_state_name[to]);
+	else
+		sv__log(SV_LOG_DEBUG, "iwarp: endpoint %p: %s -> %s", (void *)ep,
+			ep_state_name[from], ep_state_name[to]);
+	ep->state = to;
+}
 
 /* ---------------------------------------------------------------------------------------
  * Endpoint lifetime: an endpoint is freed once it is destroyed and its handles closed.
@@ -186,7 +248,7 @@ static void ep_close_fd(struct sv__tep *ep)
 {
 	if (ep->state == EP_CLOSED)
 		return;
-	ep->state = EP_CLOSED;
+	ep_move(ep, EP_CLOSED);
 	if (ep->qp) {
 		sv__qp_lock(ep->qp);
 		ep->iq->fd = -1;
@@ -490,7 +552,7 @@ static void initiator_reply(struct sv__tep *ep)
 	sv__qp_established(ep->qp, ird, ord);
 	sv__iw_tx_progress(ep->iq);
 	sv__qp_unlock(ep->qp);
-	ep->state = EP_UP;
+	ep_move(ep, EP_UP);
 	ep->was_up = true;
 	uv_timer_stop(&ep->timer);
 	save_addrs(ep);
@@ -534,7 +596,7 @@ static void connecting(struct sv__tep *ep)
 	if (sv__ctx_opts(ep->ctx)->tls && connecting_tls(ep) <= 0)
 		return;
 	save_addrs(ep);
-	ep->state = EP_REP_WAIT;
+	ep_move(ep, EP_REP_WAIT);
 	rc = hs_flush(ep);
 	if (rc < 0) {
 		/* Under TLS the peer was reached: it closed after the handshake. */
@@ -609,7 +671,7 @@ int sv__iw_connect(struct sv_qp *qp, void *cm, const struct sockaddr *dst,
 		goto err_ep;
 	ep->hs_tx_len = (size_t)rc;
 
-	ep->state = EP_CONNECTING;
+	ep_move(ep, EP_CONNECTING);
 	if (connect(fd, dst, alen) < 0 && errno != EINPROGRESS) {
 		/* Refused at once: the outcome still arrives as an event, from the loop's
 		 * next turn (the connect op itself must return first). */
@@ -631,6 +693,25 @@ err_ep:
 /* ---------------------------------------------------------------------------------------
  * Responder.
  */
+
+static int reply_encode(struct sv__tep *ep, bool reject, unsigned rtr, uint16_t ird,
+			uint16_t ord, bool crc, const uint8_t *priv, uint16_t priv_len);
+static void reject_send(struct sv__tep *ep);
+
+/*
+ * Core refused the request (the listener's backlog is full of requests the application
+ * has not read, core/cm.c): it is refused with a Reply with the Rejected bit (RFC 5044
+ * section 7.1), so the initiator learns at once, and the endpoint, which core never
+ * took, goes once the Reply is out (reject_done()).
+ */
+static void request_refuse(struct sv__tep *ep)
+{
+	if (reply_encode(ep, true, 0, 0, 0, ep->req.crc, NULL, 0) < 0) {
+		ep_free(ep);
+		return;
+	}
+	reject_send(ep);
+}
 
 static void responder_request(struct sv__tep *ep)
 {
@@ -655,16 +736,19 @@ static void responder_request(struct sv__tep *ep)
 	ep_poll(ep, 0);
 	child_unlink(ep);
 	save_addrs(ep);
-	ep->state = EP_REQ_RCVD;
-	cm = l && l->cm ? sv__cm_incoming(l->cm, ep, &p) : NULL;
-	if (!cm) {
-		/* Core refused it: reject on the spot and forget the endpoint. */
-		sv__log(SV_LOG_INFO, "iwarp: incoming connection refused by core");
+	if (!l || !l->cm) {
 		ep_free(ep);
 		return;
 	}
+	cm = sv__cm_incoming(l->cm, ep, &p);
+	if (!cm) {
+		request_refuse(ep);
+		return;
+	}
+	ep_move(ep, EP_REQ_RCVD);
 	ep->cm = cm;
 	ep->destroyed = false;		/* core owns it now: freed by ep_destroy */
+	ep_timer(ep, SV__IW_ANSWER_TIMEOUT_MS);
 }
 
 static int reply_encode(struct sv__tep *ep, bool reject, unsigned rtr, uint16_t ird,
@@ -704,6 +788,8 @@ int sv__iw_accept(struct sv__tep *ep, struct sv_qp *qp, const struct sv__conn_pa
 	bool crc = q->crc || o->crc;
 	int rc;
 
+	if (ep->expired)
+		return -ETIMEDOUT;
 	if (ep->state != EP_REQ_RCVD)
 		return -EINVAL;
 	if (param && param->priv_len > SV_MPA_MAX_PD_LEN - SV_MPA_V2_BLOCK_LEN)
@@ -748,7 +834,7 @@ int sv__iw_accept(struct sv__tep *ep, struct sv_qp *qp, const struct sv__conn_pa
 	ep->iq->rtr = rtr;
 	ep->iq->tx_ok = false;		/* RFC 5044: nothing before their first FPDU */
 	sv__qp_unlock(qp);
-	ep->state = EP_RTR_WAIT;
+	ep_move(ep, EP_RTR_WAIT);
 	rc = hs_flush(ep);
 	if (rc < 0) {
 		sv__qp_lock(qp);
@@ -762,10 +848,39 @@ int sv__iw_accept(struct sv__tep *ep, struct sv_qp *qp, const struct sv__conn_pa
 	return 0;
 }
 
+/* The Reply with R is out (or cannot go): close. An endpoint core never took (refused,
+ * request_refuse()) is freed here; one core holds stays until its id is destroyed. */
+static void reject_done(struct sv__tep *ep)
+{
+	if (ep->fd >= 0)
+		ep_shut_wr(ep);
+	ep_close_fd(ep);
+	if (ep->destroyed)
+		ep_free(ep);
+}
+
+/* Sends the encoded Reply with R, then closes; a rejected request reports nothing more. */
+static void reject_send(struct sv__tep *ep)
+{
+	int rc;
+
+	ep->cm = NULL;
+	ep_move(ep, EP_REJECTING);
+	rc = hs_flush(ep);
+	if (rc != 0) {
+		reject_done(ep);
+		return;
+	}
+	ep_poll(ep, UV_WRITABLE);
+	ep_timer(ep, SV__IW_CLOSE_TIMEOUT_MS);
+}
+
 int sv__iw_reject(struct sv__tep *ep, const uint8_t *priv, uint16_t priv_len)
 {
 	int rc;
 
+	if (ep->expired)
+		return -ETIMEDOUT;
 	if (ep->state != EP_REQ_RCVD)
 		return -EINVAL;
 	if (priv_len > SV_MPA_MAX_PD_LEN - SV_MPA_V2_BLOCK_LEN)
@@ -773,17 +888,29 @@ int sv__iw_reject(struct sv__tep *ep, const uint8_t *priv, uint16_t priv_len)
 	rc = reply_encode(ep, true, 0, 0, 0, ep->req.crc, priv, priv_len);
 	if (rc < 0)
 		return rc;
-	ep->cm = NULL;			/* a rejected request reports nothing more */
-	ep->state = EP_REJECTING;
-	rc = hs_flush(ep);
-	if (rc != 0) {
-		ep_shut_wr(ep);
-		ep_close_fd(ep);
-		return 0;
-	}
-	ep_poll(ep, UV_WRITABLE);
-	ep_timer(ep, SV__IW_CLOSE_TIMEOUT_MS);
+	reject_send(ep);
 	return 0;
+}
+
+/*
+ * The application has neither accepted nor rejected the request within
+ * SV__IW_ANSWER_TIMEOUT_MS: the initiator is told no with a Reply with the Rejected bit
+ * (RFC 5044 section 7.1), the connection closes and its descriptor goes, and the id
+ * gets CONNECT_ERROR (-ETIMEDOUT). The endpoint stays with its id until that is
+ * destroyed; a late accept or reject fails with -ETIMEDOUT.
+ */
+static void request_expired(struct sv__tep *ep)
+{
+	sv__log(SV_LOG_INFO, "iwarp: a connection request was neither accepted nor rejected "
+		"within %d ms: rejected", SV__IW_ANSWER_TIMEOUT_MS);
+	ep->expired = true;
+	report(ep, SV_CM_EVENT_CONNECT_ERROR, -ETIMEDOUT, NULL);
+	if (reply_encode(ep, true, 0, 0, 0, ep->req.crc, NULL, 0) < 0) {
+		ep->cm = NULL;
+		ep_close_fd(ep);
+		return;
+	}
+	reject_send(ep);
 }
 
 /*
@@ -838,24 +965,171 @@ static int responder_tls(struct sv__tep *ep)
 	return rc;
 }
 
+/* ---------------------------------------------------------------------------------------
+ * The listener. A handshake that has not delivered its Request holds a descriptor and a
+ * slot, and its peer decides how long: it is bounded in time (SV__IW_HS_TIMEOUT_MS), per
+ * source (SV__IW_MAX_PENDING_SRC) and in total (SV__IW_MAX_PENDING). A source at its
+ * cap is refused further connections, which only locks out that source; a full listener
+ * makes room by closing the oldest handshake of the source holding the most, so that idle
+ * sockets from anywhere cannot keep a new client out (doc/security.md, "Listener").
+ */
+
+/* A peer's source: its IPv4 address, or the /64 of its IPv6 address, since one host
+ * commonly holds a whole /64 (RFC 4291 section 2.5.4, RFC 8981); an IPv4-mapped IPv6
+ * address is its IPv4 address. */
+static void src_key(const struct sockaddr_storage *a, uint8_t key[9])
+{
+	const struct sockaddr_in6 *a6 = (const struct sockaddr_in6 *)a;
+
+	memset(key, 0, 9);
+	if (a->ss_family == AF_INET) {
+		key[0] = 4;
+		memcpy(key + 1, &((const struct sockaddr_in *)a)->sin_addr, 4);
+	} else if (a->ss_family == AF_INET6 && IN6_IS_ADDR_V4MAPPED(&a6->sin6_addr)) {
+		key[0] = 4;
+		memcpy(key + 1, a6->sin6_addr.s6_addr + 12, 4);
+	} else if (a->ss_family == AF_INET6) {
+		key[0] = 6;
+		memcpy(key + 1, a6->sin6_addr.s6_addr, 8);
+	}
+}
+
+static int src_pending(const struct sv__tep *l, const uint8_t key[9],
+		       struct sv__tep **oldest)
+{
+	struct sv__tep *c;
+	int n = 0;
+
+	if (oldest)
+		*oldest = NULL;
+	for (c = l->children; c; c = c->child_next) {
+		if (memcmp(c->src, key, sizeof(c->src)) != 0)
+			continue;
+		n++;
+		if (oldest && (!*oldest || c->seq < (*oldest)->seq))
+			*oldest = c;
+	}
+	return n;
+}
+
+/* Reads what the handshake's peer has sent; delivers the Request once it is whole, or
+ * ends the handshake on a malformed one or a closed connection. [responder, REQ_WAIT] */
+static void responder_progress(struct sv__tep *ep)
+{
+	int rc;
+
+	if (sv__ctx_opts(ep->ctx)->tls && responder_tls(ep) <= 0)
+		return;
+	rc = hs_read(ep, false);
+	if (rc < 0) {
+		if (rc == -EPROTO)
+			sv__log(SV_LOG_WARN, "iwarp: malformed MPA Request%s",
+				ep->hs_rx[0] == 22 ? " (a TLS handshake record: the client runs "
+				"TLS, this device does not)" : "");
+		ep_free(ep);
+	} else if (rc > 0) {
+		responder_request(ep);
+	}
+}
+
+/* The source at key has SV__IW_MAX_PENDING_SRC handshakes: may it have one more? Those
+ * whose Requests are already waiting in their sockets are finished first (a client
+ * that opened many connections at once, all accepted in one pass before any was read). */
+static bool src_admit(struct sv__tep *l, const uint8_t key[9])
+{
+	struct sv__tep *c, *next;
+
+	for (c = l->children; c; c = next) {
+		next = c->child_next;
+		if (memcmp(c->src, key, sizeof(c->src)) == 0)
+			responder_progress(c);
+	}
+	return src_pending(l, key, NULL) < SV__IW_MAX_PENDING_SRC;
+}
+
+/* The listener is full: closes the oldest handshake of the source that holds the most. */
+static void evict_one(struct sv__tep *l)
+{
+	struct sv__tep *c, *victim = NULL;
+	int most = 0;
+
+	for (c = l->children; c; c = c->child_next) {
+		struct sv__tep *oldest;
+		int n = src_pending(l, c->src, &oldest);
+
+		if (n > most || (n == most && oldest->seq < victim->seq)) {
+			most = n;
+			victim = oldest;
+		}
+	}
+	if (!victim)
+		return;
+	if (!l->evicted_said) {
+		l->evicted_said = true;
+		sv__log(SV_LOG_INFO, "iwarp: listener full (%d handshakes waiting for their "
+			"MPA Request): closing the oldest of the busiest source", l->pending);
+	}
+	ep_free(victim);
+}
+
+/*
+ * accept() failed for want of descriptors or memory. The connection stays in the kernel's
+ * queue and the listening socket stays readable, so polling it would call us back at once,
+ * forever: stop polling, and look again after SV__IW_ACCEPT_BACKOFF_MS (timer_cb()). Said
+ * once until an accept succeeds again.
+ */
+static void listener_back_off(struct sv__tep *l, int err)
+{
+	if (!l->full_said) {
+		l->full_said = true;
+		sv__log(SV_LOG_WARN, "iwarp: accept: %s; retrying every %d ms", strerror(err),
+			SV__IW_ACCEPT_BACKOFF_MS);
+	}
+	ep_move(l, EP_LISTEN_FULL);
+	ep_poll(l, 0);
+	ep_timer(l, SV__IW_ACCEPT_BACKOFF_MS);
+}
+
 static void listener_cb(struct sv__tep *l)
 {
 	for (;;) {
+		struct sockaddr_storage peer;
+		socklen_t plen = sizeof(peer);
 		struct sv__tep *ep;
+		uint8_t key[9];
 		int one = 1;
-		int fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		int fd = accept4(l->fd, (struct sockaddr *)&peer, &plen,
+				 SOCK_NONBLOCK | SOCK_CLOEXEC);
 
 		if (fd < 0) {
 			if (errno == EINTR || errno == ECONNABORTED)
 				continue;
+			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+			    errno == ENOMEM) {
+				listener_back_off(l, errno);
+				return;
+			}
 			if (errno != EAGAIN && errno != EWOULDBLOCK)
 				sv__log(SV_LOG_WARN, "iwarp: accept: %s", strerror(errno));
 			return;
 		}
-		if (l->pending >= SV__IW_MAX_PENDING) {
-			close(fd);		/* too many unanswered handshakes */
+		if (l->full_said) {
+			l->full_said = false;
+			sv__log(SV_LOG_INFO, "iwarp: listener accepting again");
+		}
+		src_key(&peer, key);
+		if (src_pending(l, key, NULL) >= SV__IW_MAX_PENDING_SRC && !src_admit(l, key)) {
+			if (!l->refused_said) {
+				l->refused_said = true;
+				sv__log(SV_LOG_INFO, "iwarp: a source has %d handshakes waiting "
+					"for their MPA Request: refusing it more",
+					SV__IW_MAX_PENDING_SRC);
+			}
+			close(fd);
 			continue;
 		}
+		if (l->pending >= SV__IW_MAX_PENDING)
+			evict_one(l);
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 		ep = ep_new(l->ctx, fd);
 		if (!ep || !ep->poll_open) {
@@ -866,7 +1140,9 @@ static void listener_cb(struct sv__tep *l)
 			continue;
 		}
 		ep->destroyed = true;	/* ours until core takes it in sv__cm_incoming */
-		ep->state = EP_REQ_WAIT;
+		ep_move(ep, EP_REQ_WAIT);
+		memcpy(ep->src, key, sizeof(key));
+		ep->seq = l->accepted++;
 		ep->listener = l;
 		ep->child_next = l->children;
 		if (l->children)
@@ -874,6 +1150,8 @@ static void listener_cb(struct sv__tep *l)
 		l->children = ep;
 		l->pending++;
 		ep_poll(ep, UV_READABLE);
+		/* The bound of the whole phase before the Request: the peer's TLS handshake,
+		 * when the listener runs TLS, counts against it too. */
 		ep_timer(ep, SV__IW_HS_TIMEOUT_MS);
 	}
 }
@@ -920,7 +1198,7 @@ int sv__iw_listen(struct sv_context *ctx, void *cm, const struct sockaddr *addr,
 		return -ENOMEM;
 	}
 	ep->cm = cm;
-	ep->state = EP_LISTEN;
+	ep_move(ep, EP_LISTEN);
 	alen = sizeof(ep->local);
 	getsockname(fd, (struct sockaddr *)&ep->local, &alen);
 	ep_poll(ep, UV_READABLE);
@@ -990,7 +1268,7 @@ static void data_io(struct sv__tep *ep, int events)
 		failed_early = true;
 	sv__qp_unlock(qp);
 	if (est) {
-		ep->state = EP_UP;
+		ep_move(ep, EP_UP);
 		ep->was_up = true;
 		uv_timer_stop(&ep->timer);
 		report(ep, SV_CM_EVENT_ESTABLISHED, 0, NULL);
@@ -1012,7 +1290,7 @@ static void ep_update(struct sv__tep *ep)
 		/* The QP is gone: just finish closing the socket. */
 		if (ep->state != EP_CLOSING) {
 			ep_shut_wr(ep);
-			ep->state = EP_CLOSING;
+			ep_move(ep, EP_CLOSING);
 			ep_timer(ep, SV__IW_CLOSE_TIMEOUT_MS);
 		}
 		ep_poll(ep, UV_READABLE);
@@ -1041,7 +1319,7 @@ static void ep_update(struct sv__tep *ep)
 
 	if ((err || peer_done) && ep->state != EP_CLOSING) {
 		ep->parked = false;
-		ep->state = EP_CLOSING;
+		ep_move(ep, EP_CLOSING);
 		ep_timer(ep, SV__IW_CLOSE_TIMEOUT_MS);
 	}
 	if (ep->state == EP_CLOSING && (lost || (peer_done && shut_done))) {
@@ -1096,25 +1374,11 @@ static void poll_cb(uv_poll_t *h, int status, int events)
 		}
 		break;
 	case EP_REQ_WAIT:
-		if (sv__ctx_opts(ep->ctx)->tls && responder_tls(ep) <= 0)
-			break;
-		rc = hs_read(ep, false);
-		if (rc < 0) {
-			if (rc == -EPROTO)
-				sv__log(SV_LOG_WARN, "iwarp: malformed MPA Request%s",
-					ep->hs_rx[0] == 22 ? " (a TLS handshake record: the "
-					"client runs TLS, this device does not)" : "");
-			ep_free(ep);
-		} else if (rc > 0) {
-			responder_request(ep);
-		}
+		responder_progress(ep);
 		break;
 	case EP_REJECTING:
-		rc = hs_flush(ep);
-		if (rc != 0) {
-			ep_shut_wr(ep);
-			ep_close_fd(ep);
-		}
+		if (hs_flush(ep) != 0)
+			reject_done(ep);
 		break;
 	case EP_RTR_WAIT:
 		if ((events & UV_WRITABLE) && ep->hs_tx_off < ep->hs_tx_len) {
@@ -1173,6 +1437,14 @@ static void timer_cb(uv_timer_t *t)
 		sv__log(SV_LOG_INFO, "iwarp: MPA Request timed out");
 		ep_free(ep);
 		break;
+	case EP_REQ_RCVD:
+		request_expired(ep);
+		break;
+	case EP_LISTEN_FULL:
+		ep_move(ep, EP_LISTEN);
+		ep_poll(ep, UV_READABLE);
+		listener_cb(ep);
+		break;
 	case EP_RTR_WAIT:
 		if (ep->qp) {
 			sv__qp_lock(ep->qp);
@@ -1182,7 +1454,7 @@ static void timer_cb(uv_timer_t *t)
 		connect_fail(ep, SV_CM_EVENT_CONNECT_ERROR, -ETIMEDOUT);
 		break;
 	case EP_REJECTING:
-		ep_close_fd(ep);
+		reject_done(ep);
 		break;
 	case EP_CLOSING:
 		ep_end(ep);
@@ -1272,7 +1544,7 @@ int sv__iw_disconnect(struct sv__tep *ep)
 			sv__iw_tx_progress(ep->iq);
 			sv__qp_unlock(ep->qp);
 		}
-		ep->state = EP_CLOSING;
+		ep_move(ep, EP_CLOSING);
 		ep_timer(ep, SV__IW_CLOSE_TIMEOUT_MS);
 		ep_update(ep);
 	} else if (ep->state == EP_CLOSED) {
@@ -1284,7 +1556,7 @@ int sv__iw_disconnect(struct sv__tep *ep)
 void sv__iw_ep_destroy(struct sv__tep *ep)
 {
 	ep->cm = NULL;
-	if (ep->state == EP_LISTEN) {
+	if (ep->state == EP_LISTEN || ep->state == EP_LISTEN_FULL) {
 		while (ep->children)
 			ep_free(ep->children);
 	}
