@@ -4,8 +4,9 @@
  * every entry point rdma-core 44's libmlx5.so.1 exports (objdump -T, listed with their
  * version nodes in symbols.tsv) answers "not supported" as that library does for a
  * device of another driver: pointer-valued ones return NULL with errno EOPNOTSUPP,
- * int-valued ones return EOPNOTSUPP, mlx5dv_is_supported() says false, and the
- * void-valued ones (destructors of objects that can never have been made) do nothing.
+ * int-valued ones return EOPNOTSUPP, mlx5dv_devx_get_event() (a read: ssize_t) -1 with
+ * errno EOPNOTSUPP, mlx5dv_is_supported() says false, and the void-valued ones
+ * (destructors of objects that can never have been made) do nothing.
  *
  * The definitions ignore their arguments, so they are declared without parameters and
  * <infiniband/mlx5dv.h> is not included: under the x86-64 and AArch64 calling conventions
@@ -15,6 +16,7 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #define SVC_EXPORT __attribute__((visibility("default")))
 
@@ -42,6 +44,14 @@ SVC_EXPORT bool mlx5dv_is_supported(void);
 bool mlx5dv_is_supported(void)
 {
 	return false;
+}
+
+/* Reads events of a DEVX channel, which no call here can have made. */
+SVC_EXPORT ssize_t mlx5dv_devx_get_event(void);
+ssize_t mlx5dv_devx_get_event(void)
+{
+	errno = EOPNOTSUPP;
+	return -1;
 }
 
 /* Pointer-valued: NULL, errno EOPNOTSUPP. */
@@ -115,7 +125,6 @@ INT(mlx5dv_devx_destroy_eq)
 INT(mlx5dv_devx_free_msi_vector)
 INT(mlx5dv_devx_general_cmd)
 INT(mlx5dv_devx_get_async_cmd_comp)
-INT(mlx5dv_devx_get_event)
 INT(mlx5dv_devx_ind_tbl_modify)
 INT(mlx5dv_devx_ind_tbl_query)
 INT(mlx5dv_devx_obj_destroy)
