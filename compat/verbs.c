@@ -1463,7 +1463,8 @@ static struct ibv_qp *svc_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_in
 			     IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
 			     IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_LOCAL_INV |
 			     IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_SEND_WITH_INV;
-	/* A UD QP sends and receives datagrams only (IBTA Vol 1 table 44, "UD"). */
+	/* A UD QP sends datagrams only: no RDMA, atomic or window operation over UD (IBTA
+	 * Vol 1 chapter 9, the operations each transport service supports). */
 	const uint64_t ud_ops = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM;
 	const uint32_t known = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS |
 			       IBV_QP_INIT_ATTR_CREATE_FLAGS;
@@ -1666,10 +1667,9 @@ SVC_EXPORT int ibv_query_ece(struct ibv_qp *qp, struct ibv_ece *ece)
 	return EOPNOTSUPP;
 }
 
-/* Whether the data of an operation lands in memory in order, so a poller may watch its
- * last byte. Not promised: 0, the answer of a provider that cannot tell, and the safe
- * one (the placement order of a retransmitted RoCE packet or a TCP segment split
- * across a reconnect is not something an application may build on). */
+/* Whether the data of an operation is written to memory in order, so a poller may watch
+ * its last byte. softverbs makes no such promise (placement is memcpy by whichever
+ * thread receives): 0, the answer of a provider that does not guarantee it. */
 SVC_EXPORT int ibv_query_qp_data_in_order(struct ibv_qp *qp, enum ibv_wr_opcode op,
 					  uint32_t flags)
 {
