@@ -75,6 +75,7 @@ struct svc_id {
 	/* A request id: its CONNECT_REQUEST's depths, which rdma_accept takes where the
 	 * application leaves them to it (no parameters, or the RDMA_MAX_* values). */
 	uint8_t req_resp_res, req_init_depth;
+	bool peer_disconnected;		/* DISCONNECTED was delivered for the connection */
 };
 
 #define CONNECT_RETRY_MS 2000		/* perftest asks resolution to take at most 2 s */
@@ -341,8 +342,10 @@ static struct svc_event *translate(struct sv_cm_event *s)
 		fill_route(id);
 		if (id->id.qp)
 			svc_sync_qp_state(id->id.qp);
-	} else if (s->event == SV_CM_EVENT_DISCONNECTED && id->id.qp) {
-		svc_sync_qp_state(id->id.qp);
+	} else if (s->event == SV_CM_EVENT_DISCONNECTED) {
+		id->peer_disconnected = true;
+		if (id->id.qp)
+			svc_sync_qp_state(id->id.qp);
 	}
 	return e;
 }
@@ -448,7 +451,9 @@ static int next_event(struct svc_channel *ch, struct svc_event **out)
 		pthread_mutex_lock(&ch->lock);
 		ch->waiters--;
 		pthread_mutex_unlock(&ch->lock);
-		if (rc < 0 && errno != EINTR)
+		/* EINTR included: librdmacm's read of the event fd returns on a signal, and
+		 * programs rely on that (qperf's end-of-test alarm). */
+		if (rc < 0)
 			return -errno;
 	}
 }
@@ -883,6 +888,7 @@ SVC_EXPORT int rdma_create_qp_ex(struct rdma_cm_id *cm_id, struct ibv_qp_init_at
 	}
 	cm_id->qp = qp;
 	cm_id->qp_type = attr->qp_type;
+	cm_id->pd = attr->pd;		/* librdmacm: the id's PD is its QP's */
 	return 0;
 err_cqs:
 	if (id->own_cqs) {
@@ -1070,7 +1076,12 @@ SVC_EXPORT int rdma_disconnect(struct rdma_cm_id *cm_id)
 
 	if (!cm_id)
 		return fail(EINVAL);
-	if ((rc = sv_cm_disconnect(to_id(cm_id)->sv)) < 0)
+	rc = sv_cm_disconnect(to_id(cm_id)->sv);
+	/* After the peer's disconnect the kernel's rdma_disconnect still succeeds (on IB it
+	 * answers the DREQ, or finds it answered): the connection is down either way. */
+	if (rc == -ENOTCONN && to_id(cm_id)->peer_disconnected)
+		rc = 0;
+	if (rc < 0)
 		return fail(rc);
 	if (cm_id->qp)
 		svc_sync_qp_state(cm_id->qp);
@@ -1154,13 +1165,75 @@ SVC_EXPORT int rdma_set_option(struct rdma_cm_id *cm_id, int level, int optname,
 	return fail(ENOSYS);
 }
 
+/* The events of id that this library holds on its channel (set aside by a synchronous
+ * wait, or synthesized here) move to the new one, in order, ahead of those softverbs
+ * still queues (sv_cm_migrate_id moves those). */
+static void move_held_events(struct svc_id *id, struct svc_channel *to)
+{
+	struct svc_channel *from = id->ch;
+	struct svc_event **pp, *e, *prev = NULL, *moved = NULL, **mt = &moved;
+
+	pthread_mutex_lock(&from->lock);
+	for (pp = &from->head; (e = *pp);) {
+		if (e->ev.id == &id->id || e->ev.listen_id == &id->id) {
+			*pp = e->next;
+			e->next = NULL;
+			*mt = e;
+			mt = &e->next;
+			continue;
+		}
+		prev = e;
+		pp = &e->next;
+	}
+	from->tail = prev;
+	if (!from->head) {
+		uint64_t v;
+
+		if (read(from->local_fd, &v, sizeof(v)) < 0)
+			v = 0;	/* already drained */
+	}
+	pthread_mutex_unlock(&from->lock);
+	pthread_mutex_lock(&to->lock);
+	while ((e = moved)) {
+		moved = e->next;
+		local_push(to, e);
+	}
+	pthread_mutex_unlock(&to->lock);
+}
+
+/* librdmacm: channel NULL gives the id a channel of its own and makes it synchronous; a
+ * synchronous id's old channel goes with the move (libfabric moves ids between its
+ * endpoints' channels this way). */
 SVC_EXPORT int rdma_migrate_id(struct rdma_cm_id *cm_id, struct rdma_event_channel *channel)
 {
+	struct rdma_event_channel *old;
+	struct svc_id *id;
+	bool own_new = false;
+	int rc;
+
 	if (!cm_id)
 		return fail(EINVAL);
 	if (channel == cm_id->channel)
 		return 0;
-	return fail(EOPNOTSUPP);	/* a softverbs CM id stays on its channel */
+	id = to_id(cm_id);
+	old = cm_id->channel;
+	if (!channel) {
+		if (!(channel = rdma_create_event_channel()))
+			return -1;
+		own_new = true;
+	}
+	if ((rc = sv_cm_migrate_id(id->sv, to_ch(channel)->sv)) < 0) {
+		if (own_new)
+			rdma_destroy_event_channel(channel);
+		return fail(rc);
+	}
+	move_held_events(id, to_ch(channel));
+	id->ch = to_ch(channel);
+	cm_id->channel = channel;
+	if (id->sync)
+		rdma_destroy_event_channel(old);
+	id->sync = own_new;
+	return 0;
 }
 
 SVC_EXPORT int rdma_join_multicast(struct rdma_cm_id *cm_id, struct sockaddr *addr,
@@ -1244,6 +1317,32 @@ static struct sockaddr *dup_addr(const struct sockaddr *sa, socklen_t len)
 	return c;
 }
 
+/* No node and no service: the result is the hints' own addresses and types, as
+ * librdmacm gives it (an application that already holds its addresses passes them this
+ * way to rdma_create_ep). */
+static int addrinfo_from_hints(const struct rdma_addrinfo *hints, struct rdma_addrinfo **res)
+{
+	struct rdma_addrinfo *r = calloc(1, sizeof(*r));
+
+	if (!r)
+		return fail(ENOMEM);
+	r->ai_flags = hints->ai_flags;
+	r->ai_family = hints->ai_family;
+	r->ai_qp_type = hints->ai_qp_type;
+	r->ai_port_space = hints->ai_port_space;
+	if ((hints->ai_dst_len &&
+	     !(r->ai_dst_addr = dup_addr(hints->ai_dst_addr, hints->ai_dst_len))) ||
+	    (hints->ai_src_len &&
+	     !(r->ai_src_addr = dup_addr(hints->ai_src_addr, hints->ai_src_len)))) {
+		rdma_freeaddrinfo(r);
+		return fail(ENOMEM);
+	}
+	r->ai_dst_len = r->ai_dst_addr ? hints->ai_dst_len : 0;
+	r->ai_src_len = r->ai_src_addr ? hints->ai_src_len : 0;
+	*res = r;
+	return 0;
+}
+
 SVC_EXPORT int rdma_getaddrinfo(const char *node, const char *service,
 				const struct rdma_addrinfo *hints, struct rdma_addrinfo **res)
 {
@@ -1252,8 +1351,10 @@ SVC_EXPORT int rdma_getaddrinfo(const char *node, const char *service,
 	bool passive = hints && (hints->ai_flags & RAI_PASSIVE);
 	int rc;
 
-	if (!res || (!node && !service))
+	if (!res || (!node && !service && !hints))
 		return fail(EINVAL);
+	if (!node && !service)
+		return addrinfo_from_hints(hints, res);
 	h.ai_family = hints && hints->ai_family ? hints->ai_family : AF_INET;
 	h.ai_flags = passive ? AI_PASSIVE : 0;
 	if (hints && (hints->ai_flags & RAI_NUMERICHOST))
@@ -1291,6 +1392,14 @@ SVC_EXPORT int rdma_getaddrinfo(const char *node, const char *service,
 		free(r->ai_dst_canonname);
 		free(r);
 		return fail(ENOMEM);
+	}
+	/* A source address in the hints is kept when the lookup gave none (librdmacm). */
+	if (!r->ai_src_addr && hints && hints->ai_src_len) {
+		if (!(r->ai_src_addr = dup_addr(hints->ai_src_addr, hints->ai_src_len))) {
+			rdma_freeaddrinfo(r);
+			return fail(ENOMEM);
+		}
+		r->ai_src_len = hints->ai_src_len;
 	}
 	*res = r;
 	return 0;

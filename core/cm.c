@@ -242,6 +242,61 @@ static void id_free(struct sv__cm_id *id)
 	free(id);
 }
 
+struct migrate_op {
+	struct sv__cm_id *id;
+	struct sv_cm_channel *to;
+};
+
+/* On the loop thread, where every event is queued: nothing is pushed for the id while
+ * its queued events move. The loop is the only thread that takes two channel locks. */
+static int migrate_on_loop(void *arg)
+{
+	struct migrate_op *op = arg;
+	struct sv__cm_id *id = op->id;
+	struct sv_cm_channel *from = id->pub.channel, *to = op->to;
+	struct cm_event **pp, *e, *moved = NULL, **mt = &moved, *last = NULL;
+
+	if (from == to)
+		return 0;
+	pthread_mutex_lock(&from->lock);
+	for (pp = &from->head; (e = *pp);) {
+		if (e->owner == id) {
+			*pp = e->next;
+			e->next = NULL;
+			*mt = e;
+			mt = &e->next;
+			continue;
+		}
+		last = e;
+		pp = &e->next;
+	}
+	from->tail = last;
+	if (!from->head)
+		sv__evfd_clear(from->fd);
+	from->n_id--;
+	pthread_mutex_unlock(&from->lock);
+	id->pub.channel = to;
+	pthread_mutex_lock(&to->lock);
+	to->n_id++;
+	pthread_mutex_unlock(&to->lock);
+	while ((e = moved)) {
+		moved = e->next;
+		event_push(to, e);
+	}
+	return 0;
+}
+
+int sv_cm_migrate_id(struct sv_cm_id *pub, struct sv_cm_channel *channel)
+{
+	struct migrate_op op;
+
+	if (!pub || !channel)
+		return -EINVAL;
+	op.id = to_id(pub);
+	op.to = channel;
+	return sv__ctx_run_sync(pub->context, migrate_on_loop, &op);
+}
+
 int sv_cm_create_id_ps(struct sv_cm_channel *ch, struct sv_context *ctx, void *user_context,
 		       enum sv_cm_port_space ps, struct sv_cm_id **out)
 {
@@ -402,7 +457,7 @@ static int listen_on_loop(void *arg)
 		return -EISCONN;
 	if (is_ud(op->id))
 		rc = ctx->ops->ud_listen(ctx, op->id, (struct sockaddr *)&op->addr, op->id->ps,
-					 &op->id->ep);
+					 op->backlog, &op->id->ep);
 	else
 		rc = ctx->ops->listen(ctx, op->id, (struct sockaddr *)&op->addr, op->backlog,
 				      &op->id->ep);
@@ -625,6 +680,30 @@ int sv_cm_peer_addr(const struct sv_cm_id *pub, struct sockaddr_storage *addr)
 	op.id = to_id((struct sv_cm_id *)pub);
 	op.peer = addr;
 	return sv__ctx_run_sync(pub->context, addr_on_loop, &op);
+}
+
+struct stats_op {
+	struct sv_context *ctx;
+	struct sv_cm_stats *stats;
+};
+
+static int stats_on_loop(void *arg)
+{
+	struct stats_op *op = arg;
+
+	memset(op->stats, 0, sizeof(*op->stats));
+	if (op->ctx->ops->cm_stats)
+		op->ctx->ops->cm_stats(op->ctx, op->stats);
+	return 0;
+}
+
+int sv_query_cm_stats(struct sv_context *ctx, struct sv_cm_stats *stats)
+{
+	struct stats_op op = { ctx, stats };
+
+	if (!ctx || !stats)
+		return -EINVAL;
+	return sv__ctx_run_sync(ctx, stats_on_loop, &op);
 }
 
 /* ---------------------------------------------------------------------------------------

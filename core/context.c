@@ -52,6 +52,25 @@ static void env_udp(struct sv_device_opts *opts)
 		sv__log(SV_LOG_WARN, "softverbs: unknown SV_RETX=%s, using gbn", r);
 }
 
+/* TLS, both transports (doc/security.md "TLS"). MPA CRC is off under TLS unless SV_CRC
+ * asks for it: the record AEAD already protects every byte the CRC would cover. */
+static void env_tls(struct sv_device_opts *opts)
+{
+	const char *crc = getenv("SV_CRC");
+	unsigned long v;
+
+	if (env_ulong("SV_TLS", &v))
+		opts->tls = v != 0;
+	if (env_ulong("SV_TLS_MUTUAL", &v))
+		opts->tls_mutual = v != 0;
+	env_str("SV_TLS_CERT", opts->tls_cert, sizeof(opts->tls_cert));
+	env_str("SV_TLS_KEY", opts->tls_key, sizeof(opts->tls_key));
+	env_str("SV_TLS_CA", opts->tls_ca, sizeof(opts->tls_ca));
+	env_str("SV_TLS_PEER", opts->tls_peer, sizeof(opts->tls_peer));
+	if (opts->tls && (!crc || !*crc))
+		opts->crc = 0;
+}
+
 void sv_device_opts_init(struct sv_device_opts *opts)
 {
 	const char *t = getenv("SV_TRANSPORT");
@@ -77,6 +96,7 @@ void sv_device_opts_init(struct sv_device_opts *opts)
 	if (env_ulong("SV_MULPDU", &v) && v > 0 && v <= 65535)
 		opts->mulpdu = (uint32_t)v;
 	env_udp(opts);
+	env_tls(opts);
 }
 
 /* A zero limit means the default; a limit above the hard cap is cut to it. */

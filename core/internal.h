@@ -153,7 +153,8 @@ struct sv__mr {
 	uint64_t iova;			/* 0 for ZERO_BASED, else the address */
 	atomic_uint inflight;		/* sv__mr_acquire references */
 	atomic_bool dereg_waiting;
-	uint32_t n_mw;			/* windows bound to it (mr_lock) */
+	uint32_t n_mw;			/* windows bound to it, or draining (mr_lock) */
+	bool window;			/* the accesses of a window (sv__mw.acc), not a region */
 };
 
 /*
@@ -172,6 +173,12 @@ struct sv__mw {
 	 * does not inherit the window. */
 	const struct sv_qp *qp;
 	uint32_t qpn;
+	/* The accesses admitted through the window, counted here rather than on its MR
+	 * and handed to the transport as the reference it holds and releases (like a
+	 * region's, core/transport.h), so an invalidation waits for exactly them (core/
+	 * mw.c). Only pub.context, pub.pd, inflight, dereg_waiting and window are used. */
+	struct sv__mr acc;
+	atomic_uint users;		/* invalidations waiting on acc: dealloc waits for them */
 };
 
 /*
@@ -190,6 +197,11 @@ void sv__pins_release(struct sv__pins *p);
  * pins (on failure none is kept). Returns the number of iovecs or -EACCES. */
 int sv__sge_map(struct sv_qp *qp, const struct sv_sge *sge, uint32_t num_sge,
 		bool need_write, struct iovec *iov, struct sv__pins *pins);
+/* Waits until no sv__mr_acquire() reference on mr is left, SV_DEREG_BOUND_MS at a
+ * time, failing the QPs that still hold one each time the bound passes (core/mr.c).
+ * self: the QP whose lock the caller holds (its references could not drain: it fails at
+ * once if it holds one), or NULL. */
+void sv__mr_quiesce(struct sv_context *ctx, struct sv__mr *mr, struct sv_qp *self);
 /* [qp-locked] Completes every started WQE of qp whose SGEs pin mr with LOC_PROT_ERR
  * (which moves the QP to ERR and flushes the rest). False if none pins it. */
 bool sv__qp_fail_pins(struct sv__qp *qp, const struct sv__mr *mr);

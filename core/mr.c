@@ -38,7 +38,9 @@
  *
  * Memory windows (core/mw.c) take their keys from the same table: a slot holds either a
  * region or a window, so one rkey lookup serves both, and an lkey never names a window
- * (windows grant remote access only). A region with a window bound to it cannot be
+ * (windows grant remote access only). An access through a window is counted on the
+ * window (its acc, a struct sv__mr used only for the count), which its invalidation
+ * waits for the same way (sv__mr_quiesce). A region with a window bound to it cannot be
  * deregistered (verbs.md 6): the window would outlive the memory it exposes.
  *
  * Reregistration (sv_rereg_mr) keeps the keys: a new region object with the changed
@@ -241,36 +243,43 @@ static bool wait_inflight(struct sv__mr *mr, unsigned ms)
  * transport is asked first: failing the WRs runs qp_error, which drops what it holds.
  * Only QPs of the region's PD can hold a reference: both kinds check the PD.
  */
-static void fail_holders(struct sv_context *ctx, struct sv__mr *mr)
+static bool fail_holder(struct sv__qp *qp, struct sv__mr *mr)
+{
+	bool local, remote;
+
+	remote = !qp->destroying && qp->ops->qp_holds && qp->ops->qp_holds(&qp->pub, mr);
+	local = !qp->destroying && sv__qp_fail_pins(qp, mr);
+	if (remote)
+		sv__qp_fatal(&qp->pub, SV_EVENT_QP_ACCESS_ERR, NULL);
+	if (local || remote)
+		sv__log(SV_LOG_WARN, "softverbs: QP %u still used %s %#x while it went away "
+			"(%s): the QP goes to ERR", qp->pub.qp_num,
+			mr->window ? "the window" : "MR", mr->pub.lkey,
+			remote ? "a peer's access" : "its own WR");
+	return local || remote;
+}
+
+static void fail_holders(struct sv_context *ctx, struct sv__mr *mr, struct sv_qp *self)
 {
 	pthread_mutex_lock(&ctx->qp_list_lock);
 	for (struct sv__qp *qp = ctx->qp_list; qp; qp = qp->qp_next) {
-		if (qp->pub.pd != mr->pub.pd)
+		if (qp->pub.pd != mr->pub.pd || &qp->pub == self)
 			continue;
-		bool local, remote;
-
 		sv__qp_lock(&qp->pub);
-		remote = !qp->destroying && qp->ops->qp_holds && qp->ops->qp_holds(&qp->pub, mr);
-		local = !qp->destroying && sv__qp_fail_pins(qp, mr);
-		if (remote)
-			sv__qp_fatal(&qp->pub, SV_EVENT_QP_ACCESS_ERR, NULL);
-		if (local || remote)
-			sv__log(SV_LOG_WARN, "softverbs: QP %u still used MR %#x %u ms into its "
-				"deregistration (%s): the QP goes to ERR", qp->pub.qp_num,
-				mr->pub.lkey, SV_DEREG_BOUND_MS,
-				remote ? "a peer's access" : "its own WR");
+		fail_holder(qp, mr);
 		sv__qp_unlock(&qp->pub);
 	}
 	pthread_mutex_unlock(&ctx->qp_list_lock);
 }
 
-/* The slot's pointer is gone: wait for the references in flight, SV_DEREG_BOUND_MS at
- * most, then fail the QPs that still hold one (see the file comment). */
-static void retire(struct sv_context *ctx, struct sv__mr *mr)
+void sv__mr_quiesce(struct sv_context *ctx, struct sv__mr *mr, struct sv_qp *self)
 {
 	atomic_store(&mr->dereg_waiting, true);
+	if (self)
+		fail_holder(to_qp(self), mr);
 	while (!wait_inflight(mr, SV_DEREG_BOUND_MS))
-		fail_holders(ctx, mr);
+		fail_holders(ctx, mr, self);
+	atomic_store(&mr->dereg_waiting, false);
 }
 
 int sv_rereg_mr(struct sv_mr *pub, unsigned flags, struct sv_pd *pd, void *addr,
@@ -312,7 +321,7 @@ int sv_rereg_mr(struct sv_mr *pub, unsigned flags, struct sv_pd *pd, void *addr,
 		free(nmr);
 		return rc;
 	}
-	retire(ctx, mr);
+	sv__mr_quiesce(ctx, mr, NULL);	/* retired as a deregistered one */
 	if (pd != pub->pd) {
 		atomic_fetch_sub(&container_of(pub->pd, struct sv__pd, pub)->n_mr, 1);
 		atomic_fetch_add(&container_of(pd, struct sv__pd, pub)->n_mr, 1);
@@ -348,7 +357,9 @@ int sv_dereg_mr(struct sv_mr *pub)
 	sv__key_slot_put(ctx, idx);
 	pthread_rwlock_unlock(&ctx->mr_lock);
 
-	retire(ctx, mr);		/* no new reference can be taken now */
+	/* No new reference can be taken now; wait for the ones in flight, SV_DEREG_BOUND_MS
+	 * at most, then fail the QPs that still hold one (see the file comment). */
+	sv__mr_quiesce(ctx, mr, NULL);
 
 	atomic_fetch_sub(&container_of(pub->pd, struct sv__pd, pub)->n_mr, 1);
 	pthread_mutex_lock(&ctx->obj_lock);
@@ -419,6 +430,11 @@ int sv__mr_acquire(struct sv_qp *qp, uint32_t key, uint64_t va, uint64_t len,
 out:
 	pthread_rwlock_unlock(&ctx->mr_lock);
 	return rc;
+}
+
+bool sv__mr_is_window(const struct sv__mr *mr)
+{
+	return mr->window;
 }
 
 /* The waiter sets dereg_waiting before it checks inflight under dereg_lock, so a release

@@ -23,9 +23,23 @@
  *
  * Locking: window state changes under ctx->mr_lock (write) and is read under it (read)
  * by remote accesses, so an access sees a window either bound or not, never half.
+ *
+ * Invalidation (doc/security.md, "Memory windows"): once sv_dealloc_mw(), a LOCAL_INV,
+ * a peer's Send with Invalidate or a rebind is done, no access admitted through the
+ * window touches its range again. The key stops working at once (unbind, under the
+ * write lock); the accesses already admitted hold the window's own count (mw->acc, not
+ * its MR), and the invalidation waits for them as deregistration waits for a region's,
+ * bounded by SV_DEREG_BOUND_MS, after which the QPs still holding one go to ERR
+ * (sv__mr_quiesce, core/mr.c). Until then the MR stays counted as bound (n_mw), so it
+ * cannot be deregistered under them. The RoCE responder holds a window's reference only
+ * while it places one packet or sends one run of READ responses (wire/roce_resp.c), so
+ * there the wait is microseconds; a QP that holds one while its own lock is the
+ * invalidator's (the invalidation runs on that QP) cannot let go of it and goes to ERR
+ * at once.
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "core/internal.h"
 
@@ -52,6 +66,9 @@ int sv_alloc_mw(struct sv_pd *pd, enum sv_mw_type type, struct sv_mw **out)
 	mw->pub.context = ctx;
 	mw->pub.pd = pd;
 	mw->pub.type = type;
+	mw->acc.pub.context = ctx;
+	mw->acc.pub.pd = pd;
+	mw->acc.window = true;
 	pthread_rwlock_wrlock(&ctx->mr_lock);
 	if ((rc = sv__key_slot_get(ctx, &idx)) == 0) {
 		ctx->mr_slots[idx].mw = mw;
@@ -69,21 +86,41 @@ int sv_alloc_mw(struct sv_pd *pd, enum sv_mw_type type, struct sv_mw **out)
 	return 0;
 }
 
-/* Under mr_lock (write): the window forgets its MR and QP; its key stops working. */
-static void unbind(struct sv__mw *mw)
+/* Under mr_lock (write): the window forgets its MR and QP; its key stops working. The
+ * MR it was bound to is returned still counted in its n_mw: drain() lets it go. */
+static struct sv__mr *unbind(struct sv__mw *mw)
 {
-	if (mw->mr)
-		mw->mr->n_mw--;
+	struct sv__mr *old = mw->mr;
+
 	mw->mr = NULL;
 	mw->addr = mw->length = 0;
 	mw->access = 0;
 	mw->qp = NULL;
 	mw->qpn = 0;
+	if (old)
+		atomic_fetch_add(&mw->users, 1);	/* under the write lock: dealloc sees it */
+	return old;
+}
+
+/* Not under mr_lock. After unbind() returned old (non-NULL): waits for the accesses
+ * admitted through mw (see the file comment; self: the QP whose lock the caller holds,
+ * or NULL), then lets old go. */
+static void drain(struct sv_context *ctx, struct sv__mw *mw, struct sv__mr *old,
+		  struct sv_qp *self)
+{
+	if (!old)
+		return;
+	sv__mr_quiesce(ctx, &mw->acc, self);
+	pthread_rwlock_wrlock(&ctx->mr_lock);
+	old->n_mw--;
+	pthread_rwlock_unlock(&ctx->mr_lock);
+	atomic_fetch_sub(&mw->users, 1);
 }
 
 int sv_dealloc_mw(struct sv_mw *pub)
 {
 	struct sv_context *ctx;
+	struct sv__mr *old;
 	struct sv__mw *mw;
 
 	if (!pub)
@@ -95,11 +132,14 @@ int sv_dealloc_mw(struct sv_mw *pub)
 		pthread_rwlock_unlock(&ctx->mr_lock);
 		return -EINVAL;
 	}
-	/* Accesses in flight through the window hold its MR, not the window: the MR's
-	 * deregistration waits for them, so the window may go at once. */
-	unbind(mw);
+	old = unbind(mw);
 	sv__key_slot_put(ctx, mw->idx);
 	pthread_rwlock_unlock(&ctx->mr_lock);
+	drain(ctx, mw, old, NULL);
+	/* An invalidation still draining the window on another thread uses it until it
+	 * is done, bounded as above. */
+	while (atomic_load(&mw->users))
+		nanosleep(&(struct timespec){ .tv_nsec = 1000000 }, NULL);
 	atomic_fetch_sub(&container_of(pub->pd, struct sv__pd, pub)->n_mw, 1);
 	free(mw);
 	return 0;
@@ -169,9 +209,9 @@ int sv__mw_acquire(struct sv_qp *qp, struct sv__mw *mw, uint64_t va, uint64_t le
 		return -ERANGE;
 	if ((mw->access & need) != need)
 		return -EACCES;
-	atomic_fetch_add(&mr->inflight, 1);
+	atomic_fetch_add(&mw->acc.inflight, 1);
 	*ptr = (char *)mr->pub.addr + (mw->addr - mr->iova) + off;
-	*out = mr;
+	*out = &mw->acc;
 	return 0;
 }
 
@@ -217,14 +257,16 @@ static enum sv_wc_status run_bind(struct sv_qp *qp, const struct sv__send_wqe *w
 	struct sv_context *ctx = qp->context;
 	struct sv__mr_slot *s;
 	struct sv__mw *mw;
-	struct sv__mr *mr = NULL;
+	struct sv__mr *mr = NULL, *old;
 	enum sv_wc_status st = SV_WC_MW_BIND_ERR;
 	const char *why;
 
 	pthread_rwlock_wrlock(&ctx->mr_lock);
 	/* The window and MR are found again by index/handle and key: either may have been
-	 * freed since the WR was posted, and then the bind fails. */
+	 * freed since the WR was posted (or while the old binding drained), and then the
+	 * bind fails. */
 	s = &ctx->mr_slots[w->bind.mw_index & ctx->mr_mask];
+again:
 	mw = s->mw;
 	if (!mw || mw->pub.handle != w->bind.mw_handle)
 		why = "the window was deallocated";
@@ -234,7 +276,15 @@ static enum sv_wc_status run_bind(struct sv_qp *qp, const struct sv__send_wqe *w
 		why = check_bind(qp, w, mw, mr);
 	if (why)
 		goto out;
-	unbind(mw);
+	/* A type 1 window bound before: its old binding ends, and what it admitted
+	 * drains, before the new one starts (the file comment). */
+	if ((old = unbind(mw))) {
+		pthread_rwlock_unlock(&ctx->mr_lock);
+		drain(ctx, mw, old, qp);
+		pthread_rwlock_wrlock(&ctx->mr_lock);
+		mr = NULL;
+		goto again;	/* now unbound: this pass binds */
+	}
 	if (mr && w->bind.length) {
 		mw->mr = mr;
 		mr->n_mw++;
@@ -259,8 +309,10 @@ out:
 }
 
 /* Under mr_lock (write). remote: a peer's Send with Invalidate (the window must be
- * bound through qp); else a LOCAL_INV posted on qp. */
-static int invalidate(struct sv_qp *qp, uint32_t key, bool remote)
+ * bound through qp); else a LOCAL_INV posted on qp. On success the window and the MR
+ * it was bound to, for drain() once the lock is released. */
+static int invalidate(struct sv_qp *qp, uint32_t key, bool remote, struct sv__mw **inv,
+		      struct sv__mr **old)
 {
 	struct sv_context *ctx = qp->context;
 	struct sv__mw *mw;
@@ -278,29 +330,36 @@ static int invalidate(struct sv_qp *qp, uint32_t key, bool remote)
 		return -EINVAL;		/* o10-37.2.26; or nothing to invalidate */
 	if (remote && (mw->qp != qp || mw->qpn != qp->qp_num))
 		return -EPERM;
-	unbind(mw);			/* type 2: free again, ready for a new bind */
+	*old = unbind(mw);		/* type 2: free again, ready for a new bind */
+	*inv = mw;
 	return 0;
 }
 
 int sv__key_invalidate(struct sv_qp *qp, uint32_t key)
 {
+	struct sv__mr *old = NULL;
+	struct sv__mw *mw = NULL;
 	int rc;
 
 	pthread_rwlock_wrlock(&qp->context->mr_lock);
-	rc = invalidate(qp, key, true);
+	rc = invalidate(qp, key, true, &mw, &old);
 	pthread_rwlock_unlock(&qp->context->mr_lock);
+	drain(qp->context, mw, old, qp);
 	return rc;
 }
 
 enum sv_wc_status sv__mw_run_local(struct sv_qp *qp, const struct sv__send_wqe *wqe)
 {
+	struct sv__mr *old = NULL;
+	struct sv__mw *mw = NULL;
 	int rc;
 
 	if (wqe->opcode == SV_WR_BIND_MW)
 		return run_bind(qp, wqe);
 	pthread_rwlock_wrlock(&qp->context->mr_lock);
-	rc = invalidate(qp, wqe->invalidate_rkey, false);
+	rc = invalidate(qp, wqe->invalidate_rkey, false, &mw, &old);
 	pthread_rwlock_unlock(&qp->context->mr_lock);
+	drain(qp->context, mw, old, qp);
 	if (rc < 0)
 		sv__log(SV_LOG_WARN, "softverbs: QP %u: LOCAL_INV of key %#x failed: %s",
 			qp->qp_num, wqe->invalidate_rkey,

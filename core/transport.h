@@ -179,7 +179,7 @@ struct sv__transport_ops {
 	 * set) or UNREACHABLE. accept (with the application's UD QP, left as it is),
 	 * reject, ep_destroy and ep_addr take these endpoints too; disconnect does not. */
 	int (*ud_listen)(struct sv_context *ctx, void *cm, const struct sockaddr *addr,
-			 uint16_t ps, struct sv__tep **lep);
+			 uint16_t ps, int backlog, struct sv__tep **lep);
 	int (*ud_resolve)(struct sv_context *ctx, void *cm, const struct sockaddr *dst,
 			  uint16_t ps, const struct sv__conn_param *param, struct sv__tep **ep);
 	/* Addresses of an endpoint; either pointer may be NULL. */
@@ -195,11 +195,15 @@ struct sv__transport_ops {
 	enum sv_mtu (*active_mtu)(struct sv_context *ctx);
 	/* [qp-locked] Per-QP counters. */
 	int (*qp_stats)(struct sv_qp *qp, struct sv_qp_stats *stats);
+	/* Optional (NULL: all zero). [loop] The connection manager's counters. */
+	void (*cm_stats)(struct sv_context *ctx, struct sv_cm_stats *stats);
 
 	/* [qp-locked] Whether the transport holds a reference on mr from sv__mr_acquire()
-	 * (a remote access in progress, a READ response not yet sent). sv_dereg_mr() asks
-	 * it of every QP once its bound has passed and moves the ones that do to ERR, which
-	 * makes them drop the reference (qp_error). May be NULL: holds none across calls. */
+	 * (a remote access in progress, a READ response not yet sent; mr may be a window's,
+	 * sv__mr_is_window()). sv_dereg_mr() and a window's invalidation ask it of every QP
+	 * once their bound has passed (and of the invalidating QP at once) and move the ones
+	 * that do to ERR, which makes them drop the reference (qp_error). May be NULL: holds
+	 * none across calls. */
 	bool (*qp_holds)(struct sv_qp *qp, const struct sv__mr *mr);
 };
 
@@ -315,8 +319,9 @@ int sv__rq_map(struct sv_qp *qp, struct sv__recv_wqe *wqe, struct iovec *iov);
  * or _ATOMIC in need), and that the QP's qp_access_flags enable the operation. The key
  * may name a memory window: then the window's range and rights count (a ZERO_BASED
  * window: offsets from its start) and a type 2 window must be bound through this QP;
- * the reference is on the window's MR. On success *mr holds a reference (sv_dereg_mr
- * waits for it) and *ptr is the host address of va.
+ * the reference is on the window itself (its invalidation waits for it, core/mw.c).
+ * On success *mr holds a reference (sv_dereg_mr, or the window's invalidation, waits for
+ * it) and *ptr is the host address of va.
  * Errors, most specific first, for the log; a peer must not learn which one it was, so
  * the transports answer all but -EOPNOTSUPP with one code (doc/security.md):
  *   -EOPNOTSUPP  the QP does not enable this kind of remote access
@@ -333,6 +338,10 @@ int sv__rq_map(struct sv_qp *qp, struct sv__recv_wqe *wqe, struct iovec *iov);
 int sv__mr_acquire(struct sv_qp *qp, uint32_t key, uint64_t va, uint64_t len,
 		   unsigned access, struct sv__mr **mr, void **ptr);
 void sv__mr_release(struct sv__mr *mr);
+/* Whether a reference from sv__mr_acquire() is a window's: its invalidation waits for
+ * it, so a transport that would hold it while a peer may stall (across the packets of a
+ * WRITE) holds it only while it touches the memory, and looks the key up again. */
+bool sv__mr_is_window(const struct sv__mr *mr);
 
 /*
  * A peer's Send with Invalidate (RFC 5040 Send with Invalidate, IBA SEND with IETH)

@@ -43,8 +43,9 @@ enum sv_transport {
 /*
  * Options for sv_open_device(). Fill with sv_device_opts_init(), which sets the defaults
  * and then applies the SV_* environment variables (SV_TRANSPORT=tcp|udp, SV_BIND_ADDR,
- * SV_PORT, SV_CRC=0|1, SV_MARKERS=0|1, SV_MULPDU, SV_LOG=error|warn|info|debug).
- * Zero in a limit means "the default".
+ * SV_PORT, SV_CRC=0|1, SV_MARKERS=0|1, SV_MULPDU, SV_LOG=error|warn|info|debug; and
+ * for both transports SV_TLS=1, SV_TLS_CERT, SV_TLS_KEY, SV_TLS_CA, SV_TLS_PEER,
+ * SV_TLS_MUTUAL=1 into the tls fields). Zero in a limit means "the default".
  */
 struct sv_device_opts {
 	enum sv_transport transport;
@@ -59,7 +60,8 @@ struct sv_device_opts {
 	uint16_t port;		/* default listen port when sv_cm_listen() gets port 0; 0 = any.
 				 * UDP: the device's port, 0 = 4791 (RoCEv2), and the port
 				 * peers are assumed to use (AVs with dport 0, the CM) */
-	int crc;		/* 1 (default): ask for MPA CRC32c; 0: do not ask (the peer may) */
+	int crc;		/* 1 (default; 0 with SV_TLS=1 unless SV_CRC is set): ask for
+				 * MPA CRC32c; 0: do not ask (the peer may) */
 	int markers;		/* 1: ask the peer to insert MPA markers towards us */
 	uint32_t mulpdu;	/* largest DDP segment payload we send per FPDU (bytes) */
 	uint32_t max_qp;
@@ -78,6 +80,17 @@ struct sv_device_opts {
 				 * "loss=0.02,dup=0.01,reorder=0.02,delay_ms=10,seed=7"; "" = off */
 	int retx;		/* enum sv_retx_mode (SV_RETX=gbn|sr); both ends must agree */
 	uint32_t cwnd_max;	/* cap on packets in flight per QP; 0 = 256 */
+	/* Both transports (appended; doc/security.md "TLS"). TCP: the MPA stream runs inside
+	 * TLS 1.3. UDP: the packet keys come from a TLS 1.3 handshake with the peer. Paths
+	 * are PEM files; "" = not given. */
+	int tls;		/* 1: TLS 1.3 on every connection of the device (SV_TLS=1) */
+	int tls_mutual;		/* 1: a listener demands and verifies a client certificate */
+	char tls_cert[256];	/* our certificate chain; needed to listen, and by a client
+				 * for tls_mutual */
+	char tls_key[256];	/* the private key of tls_cert */
+	char tls_ca[256];	/* CAs that verify the peer's certificate; "" = the system's */
+	char tls_peer[256];	/* name (DNS name or IP address) the peer's certificate must
+				 * carry; "" = any certificate the CAs verify */
 };
 
 /* Loss recovery of the UDP transport's RC QPs. Go-back-N is the InfiniBand behaviour;
@@ -88,6 +101,16 @@ enum sv_retx_mode {
 };
 
 void sv_device_opts_init(struct sv_device_opts *opts);
+
+/*
+ * For ends that both run on this host (the tools' --loopback --tls with no files): makes
+ * one throwaway self-signed certificate (EC P-256, valid for a day, for the names
+ * "localhost", 127.0.0.1 and ::1) and its key in a private directory (mode 0700, removed
+ * when the process exits), sets opts->tls and points tls_cert, tls_key and tls_ca at them
+ * and tls_peer at "localhost", so each end verifies the other against it. One pair per
+ * process; later calls reuse it. Returns 0, or a negative errno with a reason in err.
+ */
+int sv_tls_throwaway(struct sv_device_opts *opts, char *err, size_t errlen);
 
 struct sv_context;
 
@@ -920,6 +943,10 @@ int sv_cm_create_id_ps(struct sv_cm_channel *channel, struct sv_context *ctx,
  * a CONNECT_REQUEST counts against the listener, so a new id may be rejected and
  * destroyed before its request is acknowledged (librdmacm rules). */
 int sv_cm_destroy_id(struct sv_cm_id *id);
+/* Moves id to channel: its events not yet taken go with it, in order (for a listener,
+ * its CONNECT_REQUESTs too), and later ones arrive there. Events already taken stay
+ * counted against the id until acknowledged (rdma_migrate_id). */
+int sv_cm_migrate_id(struct sv_cm_id *id, struct sv_cm_channel *channel);
 
 /*
  * Listens on addr (port 0 = the device's opts.port, or any free port if that is 0).
@@ -944,13 +971,41 @@ int sv_cm_destroy_id(struct sv_cm_id *id);
  * whatever source port its packets carry (RoCEv2 senders pick those for entropy).
  */
 int sv_cm_listen(struct sv_cm_id *id, const struct sockaddr *addr, int backlog);
+
+/*
+ * How long a connection request may wait for the application's sv_cm_accept() or
+ * sv_cm_reject() on the UDP transport (doc/security.md, "Control plane"). Until then it
+ * counts against its listener's backlog (a request beyond the backlog is dropped, so the
+ * peer's retransmission tries again); after it the peer gets a REJ (Timeout) or a
+ * SIDR_REP (reject), the request's id gets CONNECT_ERROR (-ETIMEDOUT), and an accept or
+ * reject on it fails with -ETIMEDOUT. The kernel's rdma_cm asks a peer for up to 68 s
+ * (its MRA); a request that no process answers in this time is not being served.
+ */
+#define SV_CM_REQ_TIMEOUT_MS 5000
+
+/* Connection manager counters of a device (fields a transport does not keep stay 0). */
+struct sv_cm_stats {
+	uint64_t backlog_drops;		/* requests dropped: the listener's backlog was full */
+	uint64_t req_timeouts;		/* requests refused after SV_CM_REQ_TIMEOUT_MS */
+	/* Answers (REP, REJ, RTU, MRA, DREQ, DREP, SIDR_REP) dropped because they came from
+	 * another address than the one their exchange is with, or named it wrongly. */
+	uint64_t foreign_drops;
+	/* Passive connections established by the first packet of their QP (IBA's
+	 * Communication Established) because the RTU was lost. */
+	uint64_t comm_est;
+	/* Loopback directory records of another user, ignored (roce_cm_dir.c). */
+	uint64_t dir_foreign;
+};
+
+int sv_query_cm_stats(struct sv_context *ctx, struct sv_cm_stats *stats);
 /* The address an id is bound or connected to (after listen/connect), and its peer's. */
 int sv_cm_local_addr(const struct sv_cm_id *id, struct sockaddr_storage *addr);
 int sv_cm_peer_addr(const struct sv_cm_id *id, struct sockaddr_storage *addr);
 
 /*
  * Connects qp (in RESET or INIT) to a listener at dst. The outcome arrives as an event:
- * ESTABLISHED (QP in RTS), REJECTED (with the peer's private data), UNREACHABLE
+ * ESTABLISHED (QP in RTS), REJECTED (with the peer's private data; -ETIMEDOUT when the
+ * peer's application did not answer in time, else -ECONNREFUSED), UNREACHABLE
  * (-ECONNREFUSED: nobody listens on that port; -ETIMEDOUT: no answer) or
  * CONNECT_ERROR.
  */

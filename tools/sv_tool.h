@@ -12,7 +12,7 @@
  *  - seeded data patterns, addressable by byte offset, so a receiver can check any slice
  *    of what a sender wrote without having seen the sender's buffer;
  *  - CM and CQ waits that poll() the channel fds with a timeout;
- *  - size, number and option parsing, address resolution;
+ *  - size, number and option parsing, address resolution, the TLS options;
  *  - an endpoint (device, PD, CQ, RC QP, CM id) from open to teardown;
  *  - the --loopback server side on a thread of its own.
  */
@@ -255,6 +255,103 @@ static inline int parse_on_off(const char *s, int *out)
 		*out = 0;
 	else
 		return -EINVAL;
+	return 0;
+}
+
+/*
+ * The TLS options of both tools, on both transports (doc/security.md "TLS"). They
+ * override the SV_TLS* variables sv_device_opts_init() read; any file option implies
+ * --tls. With --loopback and no certificate, key or CA from either, both ends use the
+ * library's throwaway self-signed pair (sv_tls_throwaway).
+ */
+struct tool_tls {
+	int on, mutual;
+	const char *cert, *key, *ca, *peer;
+};
+
+enum {
+	TOOL_O_TLS = 512, TOOL_O_TLS_CERT, TOOL_O_TLS_KEY, TOOL_O_TLS_CA, TOOL_O_TLS_PEER,
+	TOOL_O_TLS_MUTUAL,
+};
+
+#define TOOL_TLS_LONGOPTS                                                                 \
+	{ "tls", no_argument, NULL, TOOL_O_TLS },                                         \
+	{ "tls-cert", required_argument, NULL, TOOL_O_TLS_CERT },                         \
+	{ "tls-key", required_argument, NULL, TOOL_O_TLS_KEY },                           \
+	{ "tls-ca", required_argument, NULL, TOOL_O_TLS_CA },                             \
+	{ "tls-peer", required_argument, NULL, TOOL_O_TLS_PEER },                         \
+	{ "tls-mutual", no_argument, NULL, TOOL_O_TLS_MUTUAL }
+
+#define TOOL_TLS_USAGE                                                                    \
+"  --tls                 TLS 1.3 (tcp: MPA runs inside it; MPA CRC then off unless\n"  \
+"                        --crc on); --loopback --tls alone: a throwaway pair\n"         \
+"  --tls-cert F          our certificate chain (PEM; needed to serve)\n"              \
+"  --tls-key F           its private key (PEM)\n"                                     \
+"  --tls-ca F            CAs that verify the peer (default: the system's)\n"           \
+"  --tls-peer NAME       name or address the peer's certificate must carry\n"         \
+"  --tls-mutual          the server demands and verifies a client certificate\n"
+
+/* Returns 1 when opt was one of the TLS options (taken into t), 0 when not. */
+static inline int tool_tls_opt(struct tool_tls *t, int opt, const char *arg)
+{
+	switch (opt) {
+	case TOOL_O_TLS:
+		break;
+	case TOOL_O_TLS_CERT:
+		t->cert = arg;
+		break;
+	case TOOL_O_TLS_KEY:
+		t->key = arg;
+		break;
+	case TOOL_O_TLS_CA:
+		t->ca = arg;
+		break;
+	case TOOL_O_TLS_PEER:
+		t->peer = arg;
+		break;
+	case TOOL_O_TLS_MUTUAL:
+		t->mutual = 1;
+		break;
+	default:
+		return 0;
+	}
+	t->on = 1;
+	return 1;
+}
+
+static inline int tool_tls_path(const char *prog, char *dst, size_t len, const char *src)
+{
+	if ((size_t)snprintf(dst, len, "%s", src) >= len) {
+		fprintf(stderr, "%s: path too long: %s\n", prog, src);
+		return -ENAMETOOLONG;
+	}
+	return 0;
+}
+
+/* Applies t to o (after sv_device_opts_init and the tool's --crc, crc_given). */
+static inline int tool_tls_apply(const struct tool_tls *t, int loopback, int crc_given,
+				 struct sv_device_opts *o, const char *prog)
+{
+	char err[256] = "";
+	int rc = 0;
+
+	if (t->on) {
+		o->tls = 1;
+		if (!crc_given)
+			o->crc = 0;
+	}
+	if (t->mutual)
+		o->tls_mutual = 1;
+	if (o->tls && loopback && !t->cert && !t->key && !t->ca && !o->tls_cert[0] &&
+	    !o->tls_key[0] && !o->tls_ca[0] && (rc = sv_tls_throwaway(o, err, sizeof(err))) < 0) {
+		fprintf(stderr, "%s: %s\n", prog, err);
+		return rc;
+	}
+	if ((t->cert && (rc = tool_tls_path(prog, o->tls_cert, sizeof(o->tls_cert), t->cert))) ||
+	    (t->key && (rc = tool_tls_path(prog, o->tls_key, sizeof(o->tls_key), t->key))) ||
+	    (t->ca && (rc = tool_tls_path(prog, o->tls_ca, sizeof(o->tls_ca), t->ca))) ||
+	    (t->peer && (rc = tool_tls_path(prog, o->tls_peer, sizeof(o->tls_peer), t->peer))))
+		return rc;
 	return 0;
 }
 

@@ -2,7 +2,7 @@
  * svperf — a perftest-style bandwidth and latency benchmark for softverbs.
  *
  *   svperf [--transport tcp|udp] [--op OP] [--size BYTES] [--iters N | --duration S]
- *          [--mode bw|lat] [--port N] [--json] [--loopback] [HOST]
+ *          [--mode bw|lat] [--port N] [--json] [--loopback] [--tls ...] [HOST]
  *
  * Without HOST it serves one client on --port and exits; with HOST it is the client;
  * with --loopback both ends run in this process (the server side on a second thread with
@@ -104,6 +104,7 @@ struct config {
 	uint64_t seed;
 	const char *host;
 	const char *bind;
+	struct tool_tls tls;
 };
 
 /* One end of a test. */
@@ -195,6 +196,7 @@ static void usage(FILE *f)
 "  --server-spin         the server polls its CQ while it serves, instead of\n"
 "                        sleeping on its completion channel (as perftest's do)\n"
 "  --json                print one JSON object on stdout\n"
+TOOL_TLS_USAGE
 "The server adopts the client's op, mode, size and count.\n",
 		DEFAULT_PORT, DEFAULT_DEPTH, DEFAULT_TIMEOUT_S);
 }
@@ -708,7 +710,7 @@ static int handle_wc(struct perf *p, const struct sv_wc *wc)
  * Setup
  */
 
-static void device_opts(const struct config *c, struct sv_device_opts *o)
+static int device_opts(const struct config *c, struct sv_device_opts *o, const char *prog)
 {
 	sv_device_opts_init(o);
 	o->transport = c->transport;
@@ -720,6 +722,7 @@ static void device_opts(const struct config *c, struct sv_device_opts *o)
 		snprintf(o->impair, sizeof(o->impair), "%s", c->impair);
 	if (c->retx >= 0)
 		o->retx = c->retx;
+	return tool_tls_apply(&c->tls, c->loopback, c->crc >= 0, o, prog);
 }
 
 /* Not-supported errors from the library during setup end the run with status 2. */
@@ -867,7 +870,8 @@ static int side_init(struct perf *p, const struct config *c, int server, const c
 	p->ok = 1;
 	p->credits = UINT64_MAX;
 	p->deadline = now_ns() + (uint64_t)c->timeout_s * 1000000000ull;
-	device_opts(c, &o);
+	if ((rc = device_opts(c, &o, prog)) < 0)
+		return rc;
 	p->crc_asked = o.crc;
 	if ((rc = ep_open(&p->ep, prog, &o)) < 0)
 		return rc;
@@ -1561,6 +1565,7 @@ static int parse_args(int argc, char **argv, struct config *c)
 		{ "timeout", required_argument, NULL, O_TIMEOUT },
 		{ "wait", required_argument, NULL, O_WAIT },
 		{ "server-spin", no_argument, NULL, O_SERVER_SPIN },
+		TOOL_TLS_LONGOPTS,
 		{ "help", no_argument, NULL, O_HELP },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -1582,6 +1587,8 @@ static int parse_args(int argc, char **argv, struct config *c)
 	c->bind = "0.0.0.0";
 
 	while ((opt = getopt_long(argc, argv, "s:n:D:p:d:h", longopts, NULL)) != -1) {
+		if (tool_tls_opt(&c->tls, opt, optarg))
+			continue;
 		switch (opt) {
 		case O_TRANSPORT:
 			if (parse_transport(optarg, &c->transport) < 0)

@@ -67,6 +67,7 @@ struct config {
 	int busy;
 	unsigned timeout_s;
 	uint64_t seed;
+	struct tool_tls tls;
 };
 
 struct ping {
@@ -96,7 +97,8 @@ static void usage(FILE *f)
 "  -p PORT           port (default %d; loopback: any free port)\n"
 "  -a ADDR           server listen address (default 0.0.0.0)\n"
 "  -v                print every round\n"
-"  --transport tcp|udp, --crc on|off, --busy (busy-poll), --timeout SEC, --seed N\n",
+"  --transport tcp|udp, --crc on|off, --busy (busy-poll), --timeout SEC, --seed N\n"
+TOOL_TLS_USAGE,
 		DEFAULT_COUNT, DEFAULT_SIZE, DEFAULT_PORT);
 }
 
@@ -465,6 +467,7 @@ static int loopback_serve(void *side)
 static int side_init(struct ping *p, const struct config *c, const char *prog)
 {
 	struct sv_device_opts o;
+	int rc;
 
 	memset(p, 0, sizeof(*p));
 	p->cfg = *c;
@@ -474,6 +477,8 @@ static int side_init(struct ping *p, const struct config *c, const char *prog)
 	o.transport = c->transport;
 	if (c->crc >= 0)
 		o.crc = c->crc;
+	if ((rc = tool_tls_apply(&c->tls, c->loopback, c->crc >= 0, &o, prog)) < 0)
+		return rc;
 	return ep_open(&p->ep, prog, &o);
 }
 
@@ -487,6 +492,7 @@ static int parse_args(int argc, char **argv, struct config *c)
 		{ "busy", no_argument, NULL, O_BUSY },
 		{ "timeout", required_argument, NULL, O_TIMEOUT },
 		{ "seed", required_argument, NULL, O_SEED },
+		TOOL_TLS_LONGOPTS,
 		{ "help", no_argument, NULL, O_HELP },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -503,6 +509,8 @@ static int parse_args(int argc, char **argv, struct config *c)
 	c->seed = now_ns() ^ ((uint64_t)getpid() << 32);
 	c->bind = "0.0.0.0";
 	while ((opt = getopt_long(argc, argv, "sc:a:p:C:S:vh", longopts, NULL)) != -1) {
+		if (tool_tls_opt(&c->tls, opt, optarg))
+			continue;
 		switch (opt) {
 		case 's':
 			c->server = 1;

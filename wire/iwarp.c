@@ -67,17 +67,17 @@ void sv__iw_qp_reset(struct sv__iwqp *iq)
 	sv__iw_rx_reset(iq);
 }
 
+/* Per context only the TLS contexts (iwarp_tls.c); endpoints carry their handles. */
 static int ctx_init(struct sv_context *ctx, void **tctx)
 {
 	(void)ctx;
-	*tctx = NULL;			/* nothing per context: endpoints carry their handles */
-	return 0;
+	return sv__iw_tls_dev_new((struct sv__iw_tls_dev **)tctx);
 }
 
 static void ctx_fini(struct sv_context *ctx, void *tctx)
 {
 	(void)ctx;
-	(void)tctx;
+	sv__iw_tls_dev_free(tctx);
 }
 
 static unsigned rd_slots(uint32_t v)

@@ -8,6 +8,7 @@
  *   iwarp_tx.c    the transmit engine: WQEs and queued responses to FPDUs, writev batches
  *   iwarp_rx.c    the receive engine: a resumable FPDU parser with direct placement
  *   iwarp_term.c  Terminate messages (RFC 5040) and error mapping
+ *   iwarp_tls.c   TLS 1.3 under MPA (doc/security.md "TLS"): handshake, record I/O
  *
  * Threads: an endpoint (struct sv__tep) and its libuv handles live on the context's loop.
  * The per-QP state (struct sv__iwqp) is touched only with the QP lock held; the socket fd
@@ -182,11 +183,15 @@ struct sv__iw_rx {
 	bool dry;
 };
 
+struct sv__iw_tls;
+
 /* Per-QP transport state (the qp's tqp). */
 struct sv__iwqp {
 	struct sv_qp *qp;
 	struct sv__tep *ep;		/* the connection, NULL when none */
 	int fd;				/* -1 unless connected */
+	struct sv__iw_tls *tls;		/* the connection's TLS session (the endpoint owns
+					 * it); NULL: plain TCP. Set and cleared with fd. */
 	bool up;			/* data phase: the RX engine may run */
 	bool down;			/* the connection is over: new WRs flush the QP */
 	bool tx_ok;			/* we may send FPDUs (responder: after the RTR) */
@@ -280,6 +285,44 @@ void sv__iw_err_from_mr(struct sv__iw_err *e, int rc, bool rdmap);
 /* The error for a Send with Invalidate whose STag sv__key_invalidate() refused (rc). */
 void sv__iw_err_from_inv(struct sv__iw_err *e, int rc);
 void sv__iw_err_set(struct sv__iw_err *e, uint8_t layer, uint8_t etype, uint8_t ecode);
+
+/* iwarp_tls.c. The states of a connection's TLS session. */
+enum sv__iw_tls_state {
+	SV__IW_TLS_HANDSHAKE,		/* TCP is up, the TLS handshake runs */
+	SV__IW_TLS_UP,			/* MPA and FPDUs flow as application data */
+	SV__IW_TLS_CLOSED,		/* our close_notify is out (RFC 8446 section 6.1) */
+	SV__IW_TLS_FAILED,		/* a handshake or record error: nothing more moves */
+	SV__IW_TLS_N
+};
+
+/* Per device (the transport's tctx): its client and server contexts, made on first use
+ * from the device options, and whether the kernel offers kTLS. */
+struct sv__iw_tls_dev;
+int sv__iw_tls_dev_new(struct sv__iw_tls_dev **d);
+void sv__iw_tls_dev_free(struct sv__iw_tls_dev *d);
+/* [loop] Makes the device's server or client context unless it exists; a configuration
+ * error is logged with OpenSSL's reason and returned as -EINVAL. */
+int sv__iw_tls_dev_ready(struct sv_context *ctx, bool server);
+/* [loop] A session on the connected socket fd, in HANDSHAKE. */
+int sv__iw_tls_new(struct sv_context *ctx, int fd, bool server, struct sv__iw_tls **t);
+void sv__iw_tls_free(struct sv__iw_tls *t);
+enum sv__iw_tls_state sv__iw_tls_state(const struct sv__iw_tls *t);
+/* [loop] One step of the handshake: 1 done (UP), 0 call again on the next event
+ * (*want_write: when writable), or -EKEYREJECTED (the peer's certificate failed our
+ * verification) or -EPROTO (any other failure; the peer's alert included), logged with
+ * OpenSSL's reason. */
+int sv__iw_tls_handshake(struct sv__iw_tls *t, bool *want_write);
+/* Plaintext OpenSSL holds that no socket event will announce. */
+bool sv__iw_tls_pending(const struct sv__iw_tls *t);
+/* readv and sendmsg on the session, with their return and errno contract (a short read
+ * leaves nothing buffered in OpenSSL). A failed record (altered, forged, truncated) is
+ * logged with OpenSSL's reason; the session then reads and writes as ECONNRESET. */
+ssize_t sv__iw_tls_readv(struct sv__iw_tls *t, const struct iovec *v, int n);
+ssize_t sv__iw_tls_sendmsg(struct sv__iw_tls *t, const struct msghdr *mh);
+/* Bytes handed to a record that is not yet fully on the socket. */
+size_t sv__iw_tls_unsent(const struct sv__iw_tls *t);
+/* Sends close_notify before our FIN. 1 done (or nothing to do), 0 socket full. */
+int sv__iw_tls_close(struct sv__iw_tls *t);
 
 /* iwarp_cm.c — [loop]: the CM ops of the table */
 int sv__iw_listen(struct sv_context *ctx, void *cm, const struct sockaddr *addr, int backlog,

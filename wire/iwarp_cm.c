@@ -57,9 +57,11 @@
 
 enum ep_state {
 	EP_LISTEN,
-	EP_CONNECTING,			/* initiator: TCP connect in progress */
+	EP_CONNECTING,			/* initiator: TCP connect (then, under TLS, the
+					 * TLS handshake) in progress */
 	EP_REP_WAIT,			/* initiator: Request sent (or going), Reply awaited */
-	EP_REQ_WAIT,			/* responder: reading the Request */
+	EP_REQ_WAIT,			/* responder: (the TLS handshake, then) reading
+					 * the Request */
 	EP_REQ_RCVD,			/* responder: waiting for accept or reject */
 	EP_REJECTING,			/* responder: sending a Reply with R, then close */
 	EP_RTR_WAIT,			/* responder: Reply sent, first FPDU awaited */
@@ -97,6 +99,7 @@ struct sv__tep {
 	bool req_crc;			/* initiator: C we sent */
 	uint16_t my_ird, my_ord;
 	struct sockaddr_storage local, peer;
+	struct sv__iw_tls *tls;		/* under SV_TLS: the session, from TCP up */
 };
 
 static void poll_cb(uv_poll_t *h, int status, int events);
@@ -187,10 +190,13 @@ static void ep_close_fd(struct sv__tep *ep)
 	if (ep->qp) {
 		sv__qp_lock(ep->qp);
 		ep->iq->fd = -1;
+		ep->iq->tls = NULL;
 		ep->iq->up = false;
 		ep->iq->down = ep->was_up;
 		sv__qp_unlock(ep->qp);
 	}
+	sv__iw_tls_free(ep->tls);
+	ep->tls = NULL;
 	if (ep->timer_open)
 		uv_timer_stop(&ep->timer);
 	/* A stopped poll handle no longer watches the fd, so it may close now: once
@@ -260,13 +266,41 @@ static void save_addrs(struct sv__tep *ep)
 	getpeername(ep->fd, (struct sockaddr *)&ep->peer, &l);
 }
 
+/* The handshake frames' I/O: the socket, or the TLS session once there is one. */
+static ssize_t ep_send(struct sv__tep *ep, const void *p, size_t len)
+{
+	struct iovec v = { .iov_base = (void *)p, .iov_len = len };
+	struct msghdr mh = { .msg_iov = &v, .msg_iovlen = 1 };
+
+	if (ep->tls)
+		return sv__iw_tls_sendmsg(ep->tls, &mh);
+	return send(ep->fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+static ssize_t ep_recv(struct sv__tep *ep, void *p, size_t len)
+{
+	struct iovec v = { .iov_base = p, .iov_len = len };
+
+	if (ep->tls)
+		return sv__iw_tls_readv(ep->tls, &v, 1);
+	return recv(ep->fd, p, len, MSG_DONTWAIT);
+}
+
+/* Our FIN, after our close_notify under TLS (RFC 8446 section 6.1; best effort here: a
+ * full socket drops it, and the peer sees a truncated session). */
+static void ep_shut_wr(struct sv__tep *ep)
+{
+	if (ep->tls)
+		sv__iw_tls_close(ep->tls);
+	shutdown(ep->fd, SHUT_WR);
+}
+
 /* Writes what is left of the handshake frame. Returns 1 when done, 0 when the socket is
  * full, or a negative errno. */
 static int hs_flush(struct sv__tep *ep)
 {
 	while (ep->hs_tx_off < ep->hs_tx_len) {
-		ssize_t n = send(ep->fd, ep->hs_tx + ep->hs_tx_off, ep->hs_tx_len - ep->hs_tx_off,
-				 MSG_NOSIGNAL | MSG_DONTWAIT);
+		ssize_t n = ep_send(ep, ep->hs_tx + ep->hs_tx_off, ep->hs_tx_len - ep->hs_tx_off);
 
 		if (n < 0) {
 			if (errno == EINTR)
@@ -305,7 +339,7 @@ static int hs_read(struct sv__tep *ep, bool reply)
 				return -EPROTO;
 			return rc < 0 ? rc : 1;
 		}
-		n = recv(ep->fd, ep->hs_rx + ep->hs_rx_len, need - ep->hs_rx_len, MSG_DONTWAIT);
+		n = ep_recv(ep, ep->hs_rx + ep->hs_rx_len, need - ep->hs_rx_len);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -350,6 +384,12 @@ static void data_phase(struct sv__tep *ep, bool crc, bool mark_tx, bool mark_rx,
 	struct sv__iwqp *iq = ep->iq;
 
 	iq->fd = ep->fd;
+	iq->tls = ep->tls;
+	/* Bytes the MPA exchange left decrypted inside OpenSSL raise no socket event. */
+	if (iq->tls && sv__iw_tls_pending(iq->tls)) {
+		iq->rx_again = true;
+		sv__qp_kick(iq->qp);
+	}
 	iq->crc = crc;
 	iq->mark_tx = mark_tx;
 	iq->mark_rx = mark_rx;
@@ -458,21 +498,48 @@ static void initiator_reply(struct sv__tep *ep)
 	ep_update(ep);
 }
 
+/* Under SV_TLS: one step of the client's TLS handshake. Returns 1 when it is done, 0 while
+ * it runs (the poll mask set for its next step), -1 after reporting its failure. */
+static int connecting_tls(struct sv__tep *ep)
+{
+	bool want_write;
+	int rc;
+
+	if (!ep->tls && (rc = sv__iw_tls_new(ep->ctx, ep->fd, false, &ep->tls)) < 0) {
+		connect_fail(ep, SV_CM_EVENT_CONNECT_ERROR, rc);
+		return -1;
+	}
+	rc = sv__iw_tls_handshake(ep->tls, &want_write);
+	if (rc < 0) {
+		connect_fail(ep, SV_CM_EVENT_CONNECT_ERROR, rc);
+		return -1;
+	}
+	if (rc == 0)
+		ep_poll(ep, UV_READABLE | (want_write ? UV_WRITABLE : 0));
+	return rc;
+}
+
 static void connecting(struct sv__tep *ep)
 {
 	int err = 0, rc;
 	socklen_t l = sizeof(err);
 
-	getsockopt(ep->fd, SOL_SOCKET, SO_ERROR, &err, &l);
-	if (err) {
-		connect_fail(ep, SV_CM_EVENT_UNREACHABLE, -err);
-		return;
+	if (!ep->tls) {
+		getsockopt(ep->fd, SOL_SOCKET, SO_ERROR, &err, &l);
+		if (err) {
+			connect_fail(ep, SV_CM_EVENT_UNREACHABLE, -err);
+			return;
+		}
 	}
+	if (sv__ctx_opts(ep->ctx)->tls && connecting_tls(ep) <= 0)
+		return;
 	save_addrs(ep);
 	ep->state = EP_REP_WAIT;
 	rc = hs_flush(ep);
 	if (rc < 0) {
-		connect_fail(ep, SV_CM_EVENT_UNREACHABLE, rc);
+		/* Under TLS the peer was reached: it closed after the handshake. */
+		connect_fail(ep, ep->tls ? SV_CM_EVENT_CONNECT_ERROR : SV_CM_EVENT_UNREACHABLE,
+			     rc);
 		return;
 	}
 	ep_poll(ep, UV_READABLE | (rc == 0 ? UV_WRITABLE : 0));
@@ -493,6 +560,8 @@ int sv__iw_connect(struct sv_qp *qp, void *cm, const struct sockaddr *dst,
 		return -EAFNOSUPPORT;
 	if (param && param->priv_len > SV_MPA_MAX_PD_LEN - SV_MPA_V2_BLOCK_LEN)
 		return -EINVAL;
+	if (o->tls && (rc = sv__iw_tls_dev_ready(ctx, false)) < 0)
+		return rc;
 	fd = sock_new(dst->sa_family);
 	if (fd < 0)
 		return fd;
@@ -708,13 +777,65 @@ int sv__iw_reject(struct sv__tep *ep, const uint8_t *priv, uint16_t priv_len)
 	ep->state = EP_REJECTING;
 	rc = hs_flush(ep);
 	if (rc != 0) {
-		shutdown(ep->fd, SHUT_WR);
+		ep_shut_wr(ep);
 		ep_close_fd(ep);
 		return 0;
 	}
 	ep_poll(ep, UV_WRITABLE);
 	ep_timer(ep, SV__IW_CLOSE_TIMEOUT_MS);
 	return 0;
+}
+
+/*
+ * Under SV_TLS: one step of the listener side's TLS handshake, before any MPA byte.
+ * Returns 1 when it is done, 0 while it runs, -1 after freeing the endpoint. A client
+ * that speaks MPA in plaintext is refused with a log line rather than fed to the TLS
+ * parser: its first bytes are the Request key (RFC 5044 section 7.1), where a TLS
+ * client's are a handshake record (RFC 8446 section 5.1, content type 22).
+ */
+static int responder_tls(struct sv__tep *ep)
+{
+	static const char key[] = "MPA ID Req Frame";
+	bool want_write;
+	int rc;
+
+	if (!ep->tls) {
+		char head[sizeof(key) - 1];
+		ssize_t n = recv(ep->fd, head, sizeof(head), MSG_PEEK | MSG_DONTWAIT);
+
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+			return 0;
+		if (n > 0 && head[0] != 22) {
+			char from[INET6_ADDRSTRLEN] = "?";
+
+			save_addrs(ep);
+			if (ep->peer.ss_family == AF_INET6)
+				inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ep->peer)->sin6_addr,
+					  from, sizeof(from));
+			else
+				inet_ntop(AF_INET, &((struct sockaddr_in *)&ep->peer)->sin_addr,
+					  from, sizeof(from));
+			sv__log(SV_LOG_ERROR, "iwarp: refusing a connection from %s that does "
+				"not start TLS%s: this device requires TLS (SV_TLS)", from,
+				!memcmp(head, key, (size_t)n) ? " (a plaintext MPA Request)" : "");
+			ep_free(ep);
+			return -1;
+		}
+		if (n <= 0 || sv__iw_tls_new(ep->ctx, ep->fd, true, &ep->tls) < 0) {
+			ep_free(ep);
+			return -1;
+		}
+	}
+	rc = sv__iw_tls_handshake(ep->tls, &want_write);
+	if (rc < 0) {
+		ep_free(ep);
+		return -1;
+	}
+	if (rc == 0)
+		ep_poll(ep, UV_READABLE | (want_write ? UV_WRITABLE : 0));
+	else
+		ep_poll(ep, UV_READABLE);
+	return rc;
 }
 
 static void listener_cb(struct sv__tep *l)
@@ -772,6 +893,8 @@ int sv__iw_listen(struct sv_context *ctx, void *cm, const struct sockaddr *addr,
 		alen = sizeof(struct sockaddr_in6);
 	else
 		return -EAFNOSUPPORT;
+	if (o->tls && (rc = sv__iw_tls_dev_ready(ctx, true)) < 0)
+		return rc;
 	memcpy(&a, addr, alen);
 	/* sv_cm_listen(): port 0 means the device's port, or any if that is 0 too. */
 	if (a.ss_family == AF_INET && ((struct sockaddr_in *)&a)->sin_port == 0)
@@ -888,7 +1011,7 @@ static void ep_update(struct sv__tep *ep)
 	if (!ep->qp) {
 		/* The QP is gone: just finish closing the socket. */
 		if (ep->state != EP_CLOSING) {
-			shutdown(ep->fd, SHUT_WR);
+			ep_shut_wr(ep);
 			ep->state = EP_CLOSING;
 			ep_timer(ep, SV__IW_CLOSE_TIMEOUT_MS);
 		}
@@ -961,6 +1084,11 @@ static void poll_cb(uv_poll_t *h, int status, int events)
 			if (rc < 0) {
 				if (rc == -EPROTO)
 					sv__log(SV_LOG_WARN, "iwarp: malformed MPA Reply");
+				else if (rc == -ECONNRESET && !ep->tls)
+					sv__log(SV_LOG_WARN, "iwarp: the connection closed "
+						"before the MPA Reply (a listener that requires "
+						"TLS closes on a plaintext Request: SV_TLS=1 on "
+						"both ends?)");
 				connect_fail(ep, SV_CM_EVENT_CONNECT_ERROR, rc);
 			} else if (rc > 0) {
 				initiator_reply(ep);
@@ -968,10 +1096,14 @@ static void poll_cb(uv_poll_t *h, int status, int events)
 		}
 		break;
 	case EP_REQ_WAIT:
+		if (sv__ctx_opts(ep->ctx)->tls && responder_tls(ep) <= 0)
+			break;
 		rc = hs_read(ep, false);
 		if (rc < 0) {
 			if (rc == -EPROTO)
-				sv__log(SV_LOG_WARN, "iwarp: malformed MPA Request");
+				sv__log(SV_LOG_WARN, "iwarp: malformed MPA Request%s",
+					ep->hs_rx[0] == 22 ? " (a TLS handshake record: the "
+					"client runs TLS, this device does not)" : "");
 			ep_free(ep);
 		} else if (rc > 0) {
 			responder_request(ep);
@@ -980,7 +1112,7 @@ static void poll_cb(uv_poll_t *h, int status, int events)
 	case EP_REJECTING:
 		rc = hs_flush(ep);
 		if (rc != 0) {
-			shutdown(ep->fd, SHUT_WR);
+			ep_shut_wr(ep);
 			ep_close_fd(ep);
 		}
 		break;
@@ -1029,7 +1161,10 @@ static void timer_cb(uv_timer_t *t)
 
 	switch (ep->state) {
 	case EP_CONNECTING:
-		connect_fail(ep, SV_CM_EVENT_UNREACHABLE, ep->conn_err ? ep->conn_err : -ETIMEDOUT);
+		if (ep->tls)
+			sv__log(SV_LOG_ERROR, "iwarp: TLS handshake timed out");
+		connect_fail(ep, ep->tls ? SV_CM_EVENT_CONNECT_ERROR : SV_CM_EVENT_UNREACHABLE,
+			     ep->conn_err ? ep->conn_err : -ETIMEDOUT);
 		break;
 	case EP_REP_WAIT:
 		connect_fail(ep, SV_CM_EVENT_CONNECT_ERROR, -ETIMEDOUT);
@@ -1116,6 +1251,7 @@ void sv__iw_ep_detach_qp(struct sv__tep *ep)
 	sv__qp_lock(ep->qp);
 	ep->iq->ep = NULL;
 	ep->iq->fd = -1;
+	ep->iq->tls = NULL;
 	ep->iq->up = false;
 	ep->iq->down = ep->was_up;
 	sv__qp_unlock(ep->qp);

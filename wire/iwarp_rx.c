@@ -14,7 +14,8 @@
  * Bytes come through a read-ahead staging buffer; payloads of SV__IW_RX_DIRECT bytes or
  * more are read in place with one readv whose last iovec is the staging buffer, so the
  * next headers arrive in the same system call. Markers (RFC 5044), when we
- * asked for them, are stripped as bytes are pulled and counted in the CRC.
+ * asked for them, are stripped as bytes are pulled and counted in the CRC. Under TLS the
+ * same reads go through the session (iwarp_tls.c), which decrypts into those buffers.
  *
  * Every function here runs with the QP lock held.
  */
@@ -113,7 +114,9 @@ static int refill(struct sv__iwqp *iq)
 	if (rx->dry)
 		return -EAGAIN;
 	do
-		n = recv(iq->fd, rx->stage_buf, sizeof(rx->stage_buf), MSG_DONTWAIT);
+		n = iq->tls ? sv__iw_tls_readv(iq->tls, &(struct iovec){ rx->stage_buf,
+								  sizeof(rx->stage_buf) }, 1)
+			    : recv(iq->fd, rx->stage_buf, sizeof(rx->stage_buf), MSG_DONTWAIT);
 	while (n < 0 && errno == EINTR);
 	if (n > 0) {
 		rx->dry = (size_t)n < sizeof(rx->stage_buf);
@@ -218,7 +221,8 @@ static ssize_t rx_pull(struct sv__iwqp *iq, const struct iovec *dst, int ndst, s
 			v[k].iov_base = rx->stage_buf;
 			v[k].iov_len = sizeof(rx->stage_buf);
 			do
-				n = readv(iq->fd, v, k + 1);
+				n = iq->tls ? sv__iw_tls_readv(iq->tls, v, k + 1)
+					    : readv(iq->fd, v, k + 1);
 			while (n < 0 && errno == EINTR);
 			if (n <= 0) {
 				rc = n == 0 ? -ENODATA :

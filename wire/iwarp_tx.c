@@ -9,6 +9,8 @@
  * batch buffer; payload goes to writev straight from registered memory, so there is no
  * staging copy. One sendmsg carries up to SV__IW_TX_FPDU FPDUs; a partial write leaves a cursor that the
  * next call (the poster's thread or the loop when the socket turns writable) resumes.
+ * Under TLS the batch goes through the session instead (iwarp_tls.c), which gathers it
+ * into records: there the record's plaintext is the one copy.
  *
  * Order at each FPDU boundary: a pending Terminate (then nothing more), the RTR FPDU,
  * queued Read/Atomic Responses, then new requests, so responses are never stuck behind
@@ -525,7 +527,8 @@ int sv__iw_tx_progress(struct sv__iwqp *iq)
 		mh.msg_iovlen = (size_t)(b->niov - b->iov_pos);
 		if (mh.msg_iovlen > IOV_MAX)
 			mh.msg_iovlen = IOV_MAX;
-		n = sendmsg(iq->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+		n = iq->tls ? sv__iw_tls_sendmsg(iq->tls, &mh)
+			    : sendmsg(iq->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -549,6 +552,13 @@ int sv__iw_tx_progress(struct sv__iwqp *iq)
 	}
 	if (b->done == b->total && iq->shut_req && !iq->shut_done &&
 	    (!iq->term_pending || iq->term_sent)) {
+		/* Under TLS our close_notify goes first (RFC 8446 section 6.1). */
+		if (iq->tls && sv__iw_tls_close(iq->tls) == 0) {
+			iq->want_write = true;
+			if (!waiting)
+				sv__qp_kick(iq->qp);
+			return moved;
+		}
 		shutdown(iq->fd, SHUT_WR);	/* our FIN: RFC 5044 graceful teardown */
 		iq->shut_done = true;
 		sv__qp_kick(iq->qp);
@@ -563,6 +573,10 @@ void sv__iw_tx_abort(struct sv__iwqp *iq)
 
 	for (int i = 0; i < b->nfp && !boundary; i++)
 		boundary = b->fp[i].end == b->done;
+	/* A TLS record cut short keeps bytes past done: it must go out as it was sealed,
+	 * so nothing can follow it at an FPDU boundary. */
+	if (iq->tls && sv__iw_tls_unsent(iq->tls))
+		boundary = false;
 	/* The FPDUs not yet written are dropped: their WQEs are flushed by core, and a
 	 * Terminate can only follow a complete FPDU (RFC 5040: best effort). */
 	iq->tx_off -= b->total - b->done;

@@ -50,6 +50,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include "wire/ib_cm.h"
@@ -70,6 +72,7 @@ static bool on_loop(const struct sv__rctx *rc)
 }
 
 static void timer_cb(uv_timer_t *t);
+static void rx_cb(uv_poll_t *h, int status, int events);
 static bool inbox_run(struct sv__rqp *q);
 
 int sv__roce_iov_slice(const struct iovec *iov, int niov, uint32_t off, uint32_t len,
@@ -293,7 +296,7 @@ int sv__roce_flush(struct sv__rqp *q)
 	struct sv__roce_txb *b = q->txb;
 	struct sv__rctx *rc = q->rc;
 	unsigned done = 0;
-	int rc_out = 0;
+	int taken;
 
 	if (!b->n)
 		return 0;
@@ -307,9 +310,11 @@ int sv__roce_flush(struct sv__rqp *q)
 		q->st.tx_packets += b->n;
 		for (unsigned i = 0; i < b->n; i++)
 			q->st.tx_bytes += msg_len(&b->msgs[i].msg_hdr);
+		taken = (int)b->n;
 		b->n = 0;
-		return 0;
+		return taken;
 	}
+	taken = (int)b->n;
 	while (done < b->n) {
 		int s = sendmmsg(rc->fd, b->msgs + done, b->n - done, MSG_DONTWAIT);
 
@@ -325,7 +330,8 @@ int sv__roce_flush(struct sv__rqp *q)
 			 * fails the QP (tx_failed()), and the rest still go. */
 			sv__roce_tx_refused(q, &q->peer, e, len, b->n - done);
 			if (sv__roce_tx_lossy(e)) {
-				rc_out = -EAGAIN;
+				if (e == EAGAIN || e == EWOULDBLOCK)
+					taken = (int)done;
 				break;
 			}
 			done++;
@@ -338,7 +344,7 @@ int sv__roce_flush(struct sv__rqp *q)
 		done += (unsigned)s;
 	}
 	b->n = 0;
-	return rc_out;
+	return taken;
 }
 
 /* [qp-locked] After a flush, outside any packet loop: a datagram the socket refused for
@@ -834,6 +840,104 @@ static void inbox_service(struct sv__rqp *q)
 	}
 }
 
+/* ---------------------------------------------------------------------------------------
+ * Waiting for the socket. A QP with READ responses left (roce_resp.c: the socket was
+ * full, or its turn's budget ran out) is put on rc->txw_qs and the loop polls the socket
+ * for writable as well as readable while the list is not empty; each writable event
+ * gives every QP on it one turn, so a QP answering a large READ (or a flood of retried
+ * ones) takes its share and no more. A UDP socket reports writable once half its send
+ * buffer is free (socket(7), SO_SNDBUF), so a turn that found it full resumes only when
+ * hundreds of packets fit again.
+ */
+
+unsigned sv__roce_tx_room(const struct sv__rctx *rc, uint32_t len)
+{
+	int queued;
+	unsigned room;
+
+	/* The kernel charges a datagram's buffer (its truesize: the data rounded up to an
+	 * allocation, plus the skb) to the socket until the device has sent it, and takes
+	 * one more while the charge is below SO_SNDBUF (socket(7)); counting each at twice
+	 * its length errs on the side of building less. */
+	if (rc->imp || rc->sndbuf <= 0 || ioctl(rc->fd, SIOCOUTQ, &queued) < 0)
+		return UINT32_MAX;
+	if (queued >= rc->sndbuf)
+		return 0;
+	room = (unsigned)(rc->sndbuf - queued) / (2 * len + 1);
+	/* Writable (less than half charged) always has room for one: a QP that waits for
+	 * writable and then finds none would spin. */
+	return room || queued >= rc->sndbuf / 2 ? room : 1;
+}
+
+/* [loop] Polls for writable as long as a QP waits. */
+static void txw_arm(struct sv__rctx *rc)
+{
+	bool want;
+
+	pthread_mutex_lock(&rc->inbox_lock);
+	want = rc->txw_qs != NULL;
+	pthread_mutex_unlock(&rc->inbox_lock);
+	if (want == rc->txw_on)
+		return;
+	rc->txw_on = want;
+	uv_poll_start(&rc->poll, want ? UV_READABLE | UV_WRITABLE : UV_READABLE, rx_cb);
+}
+
+void sv__roce_tx_wait(struct sv__rqp *q)
+{
+	struct sv__rctx *rc = q->rc;
+	bool added = false;
+
+	pthread_mutex_lock(&rc->inbox_lock);
+	if (!q->txw_queued) {
+		q->txw_queued = added = true;
+		q->txw_next = NULL;
+		*rc->txw_tail = q;
+		rc->txw_tail = &q->txw_next;
+	}
+	pthread_mutex_unlock(&rc->inbox_lock);
+	if (!added)
+		return;
+	if (on_loop(rc))
+		txw_arm(rc);
+	else
+		uv_async_send(&rc->defer_wake);	/* defer_cb arms it */
+}
+
+/* [loop] The socket is writable: one turn for each QP that waited for it, oldest first.
+ * A QP that needs another turn joins the end of the list again, after the QPs this
+ * service counted at its start. */
+static void txw_service(struct sv__rctx *rc)
+{
+	unsigned n = 0;
+
+	pthread_mutex_lock(&rc->inbox_lock);
+	for (struct sv__rqp *p = rc->txw_qs; p; p = p->txw_next)
+		n++;
+	pthread_mutex_unlock(&rc->inbox_lock);
+	while (n--) {
+		struct sv__rqp *q;
+
+		pthread_mutex_lock(&rc->inbox_lock);
+		if ((q = rc->txw_qs)) {
+			rc->txw_qs = q->txw_next;
+			if (!rc->txw_qs)
+				rc->txw_tail = &rc->txw_qs;
+			q->txw_queued = false;
+		}
+		pthread_mutex_unlock(&rc->inbox_lock);
+		if (!q)
+			break;
+		sv__qp_lock(q->qp);
+		if (!q->err && q->live) {
+			inbox_run(q);
+			round_end(q);
+		}
+		sv__qp_unlock(q->qp);
+	}
+	txw_arm(rc);
+}
+
 /*
  * RC packets of one receive batch, in arrival order, waiting for their QPs. Each QP's
  * packets are handed over under one acquisition of its lock, and its replies (one
@@ -1025,15 +1129,19 @@ static void rx_cb(uv_poll_t *h, int status, int events)
 	struct sv__rctx *rc = h->data;
 	struct sv__rqp *qs;
 
-	if (status < 0 || !(events & UV_READABLE))
+	if (status < 0)
 		return;
-	pthread_mutex_lock(&rc->rx_lock);
-	defer_run(rc);
-	for (int rounds = 16; rounds-- && rx_round(rc, NULL) == SV__ROCE_RX_BATCH;)
-		;
-	qs = inbox_qs_take(rc);
-	pthread_mutex_unlock(&rc->rx_lock);
-	inbox_service(qs);
+	if (events & UV_READABLE) {
+		pthread_mutex_lock(&rc->rx_lock);
+		defer_run(rc);
+		for (int rounds = 16; rounds-- && rx_round(rc, NULL) == SV__ROCE_RX_BATCH;)
+			;
+		qs = inbox_qs_take(rc);
+		pthread_mutex_unlock(&rc->rx_lock);
+		inbox_service(qs);
+	}
+	if (events & UV_WRITABLE)
+		txw_service(rc);
 }
 
 /* defer_wake: pollers deferred datagrams or filled other QPs' inboxes. */
@@ -1047,6 +1155,7 @@ static void defer_cb(uv_async_t *a)
 	qs = inbox_qs_take(rc);
 	pthread_mutex_unlock(&rc->rx_lock);
 	inbox_service(qs);
+	txw_arm(rc);
 }
 
 /*
@@ -1166,6 +1275,12 @@ static int open_socket(struct sv__rctx *rc, const struct sv_device_opts *o)
 	 * kernel caps them at rmem_max/wmem_max; less just means more loss to repair. */
 	(void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sb, sizeof(sb));
 	(void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sb, sizeof(sb));
+	{
+		socklen_t l = sizeof(rc->sndbuf);
+
+		if (getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &rc->sndbuf, &l) < 0)
+			rc->sndbuf = 0;	/* unknown: sv__roce_tx_room() does not guess */
+	}
 	for (unsigned i = 0; i < tries; i++) {
 		if (v6 && port + i > 0xffff)
 			break;
@@ -1257,6 +1372,7 @@ static int ctx_init(struct sv_context *ctx, void **tctx)
 	pthread_mutex_init(&rc->rx_lock, NULL);
 	pthread_mutex_init(&rc->inbox_lock, NULL);
 	rc->defer_tail = &rc->defer_head;
+	rc->txw_tail = &rc->txw_qs;
 	if (!(rc->tbl = calloc(rc->tbl_mask + 1, sizeof(*rc->tbl)))) {
 		r = -ENOMEM;
 		goto err_free;
@@ -1419,6 +1535,19 @@ static void qp_destroy(struct sv_qp *qp, void *tqp)
 	}
 	pthread_mutex_unlock(&q->rc->rx_lock);
 	inbox_clear(q);
+	/* Off the list of QPs waiting for the socket (txw_service() runs on this thread). */
+	pthread_mutex_lock(&q->rc->inbox_lock);
+	if (q->txw_queued) {
+		struct sv__rqp **pp = &q->rc->txw_qs;
+
+		while (*pp != q)
+			pp = &(*pp)->txw_next;
+		*pp = q->txw_next;
+		if (!*pp)
+			q->rc->txw_tail = pp;
+		q->txw_queued = false;
+	}
+	pthread_mutex_unlock(&q->rc->inbox_lock);
 	uv_timer_stop(&q->timer);
 	uv_close((uv_handle_t *)&q->timer, timer_closed);
 }
@@ -1552,6 +1681,7 @@ const struct sv__transport_ops sv__roce_udp_ops = {
 	.name = "udp",
 	.accept = sv__roce_cm_accept,
 	.active_mtu = active_mtu,
+	.cm_stats = sv__roce_cm_stats,
 	.connect = sv__roce_cm_connect,
 	.ctx_fini = ctx_fini,
 	.ctx_init = ctx_init,

@@ -56,6 +56,7 @@
 #define SV__ROCE_OOO 1024		/* SR: out-of-order packets a responder keeps */
 #define SV__ROCE_ACKREQ_EVERY 16	/* AckReq at least every this many packets */
 #define SV__ROCE_RSPQ 256		/* queued READ responses / atomic acks: twice IRD 128 */
+#define SV__ROCE_RSP_TURN 256		/* READ response packets a QP builds per turn */
 #define SV__ROCE_SRNAKQ 64		/* SR NAKs queued between flushes */
 #define SV__ROCE_FALLBACK_ADDRS 32	/* 127.0.0.1 .. 127.0.0.32 when 4791 is taken */
 
@@ -129,6 +130,7 @@ struct sv__rctx {
 	struct sv_context *ctx;
 	pthread_t loop_thread;
 	int fd;
+	int sndbuf;			/* SO_SNDBUF as the kernel set it (0: unknown) */
 	union sv__roce_addr local;	/* bound address and port (IPv4 or IPv6) */
 	uint16_t dport_default;		/* peer port when an AV says 0 */
 	uint8_t gid[16];
@@ -158,6 +160,11 @@ struct sv__rctx {
 	 * linked through inbox_next). */
 	pthread_mutex_t inbox_lock;
 	struct sv__rqp *inbox_qs;
+	/* QPs whose READ responses wait for the socket (full) or for their next turn, oldest
+	 * first, under inbox_lock, linked through txw_next; txw_on says the loop polls for
+	 * writable. */
+	struct sv__rqp *txw_qs, **txw_tail;
+	bool txw_on;			/* loop only */
 	/* QPN table, open addressing: written on the loop under rx_lock, read under it. */
 	struct sv__rqp **tbl;
 	uint32_t tbl_mask;
@@ -172,6 +179,7 @@ struct sv__rctx {
 	uv_timer_t cm_timer;		/* MAD retransmissions */
 	struct sv__tep *cm_eps;		/* listeners and connections */
 	uint32_t gsi_psn;		/* BTH PSN of the MADs we send */
+	struct sv_cm_stats cm_st;	/* counters (sv_query_cm_stats) */
 	struct sv__rctx *cm_live_next;	/* roce_cm.c's contexts to close at exit */
 };
 
@@ -210,18 +218,19 @@ struct sv__rres {
 	uint64_t orig;			/* atomic: the value returned (host order) */
 };
 
-/* A queued READ response stream or atomic acknowledgement. */
+/* A queued READ response stream or atomic acknowledgement (roce_resp.c, "Replies"). A
+ * stream is its packets 0..npkts-1 from first_psn on; sent counts those the socket took.
+ * It holds no reference on the memory: each run of packets looks the key up again. */
 struct sv__rrsp {
 	bool atomic;
 	bool dup;			/* a replay for a duplicate request */
-	bool cancelled;			/* superseded by a later retry of the READ */
-	uint32_t psn;			/* next response PSN */
+	uint32_t first_psn;		/* of its packet 0 (the request's, or the retried PSN) */
 	uint32_t res_psn;		/* first PSN of the READ it answers (its resource) */
-	uint32_t first_psn;		/* of the request (pkt index base) */
-	uint32_t off;			/* bytes of the request already sent */
-	uint32_t len;			/* bytes of the whole request */
-	uint8_t *ptr;			/* host address of the request's byte 0 */
-	struct sv__mr *mr;
+	uint32_t npkts;			/* packets it sends (an atomic ACK, an empty READ: 1) */
+	uint32_t sent;			/* packets the socket took */
+	uint32_t len;			/* READ: bytes from va on */
+	uint64_t va;			/* READ: the request's address and key */
+	uint32_t rkey;
 	uint64_t orig;
 	uint32_t msn;
 };
@@ -231,6 +240,9 @@ struct sv__rqp_stats {
 	uint64_t retransmits, naks_tx, naks_rx, rnr_naks_tx, rnr_naks_rx;
 	uint64_t icrc_errors, dup_rx, ooo_rx;
 	uint64_t tx_drops, tx_errors;	/* datagrams the socket refused (sv__roce_tx_refused) */
+	/* READ response packets built, those the socket took, and the runs it was full
+	 * for (roce_resp.c): built - sent <= SV__ROCE_TX_BATCH * rsp_full. */
+	uint64_t rsp_built, rsp_sent, rsp_full;
 };
 
 /* Per-QP state (the qp's tqp). */
@@ -276,14 +288,22 @@ struct sv__rqp {
 	int nriov;
 	uint32_t rcap, rgot;
 	bool in_send, in_write;
-	struct sv__mr *wmr;		/* WRITE in progress: target held */
+	struct sv__mr *wmr;		/* WRITE in progress: target held (a window's: NULL
+					 * between packets, looked up again at wrkey, wva) */
 	uint8_t *wptr;
 	uint32_t wlen, wgot;
+	bool wwin;
+	uint32_t wrkey;
+	uint64_t wva;
 	struct sv__rres *res;
 	uint32_t nres, res_next;
 	struct sv__rrsp rspq[SV__ROCE_RSPQ];
 	uint32_t rsp_get, rsp_put;
 	uint32_t rd_new;		/* new READ/atomic entries queued (IRD) */
+	/* On rc->txw_qs (under rc->inbox_lock): responses left for when the socket is
+	 * writable (sv__roce_tx_wait). */
+	bool txw_queued;
+	struct sv__rqp *txw_next;
 	uint8_t **ooo;			/* SR: kept packets by PSN slot */
 	uint16_t *ooo_len;
 	struct sv__rqp_stats st;
@@ -319,11 +339,20 @@ int sv__roce_txq(struct sv__rqp *q, const uint8_t *hdr, size_t hlen, const struc
  * socket sends). */
 uint32_t sv__roce_tx_icrc(const struct sv__rctx *rc, const struct sockaddr *dst,
 			  const struct iovec *iov, int niov);
-/* [qp-locked] Sends the batch. Returns -EAGAIN if the socket was full (unsent packets are
- * dropped: the reliability layer resends them). A datagram refused for good (EMSGSIZE:
- * larger than the route's MTU) is skipped and recorded; the caller's round then fails
- * the QP. */
+/* [qp-locked] Sends the batch. Returns how many of its datagrams, from the first, the
+ * socket took before it was full (EAGAIN): the rest are dropped (the reliability layer
+ * resends them; the responder builds them again, roce_resp.c). A datagram lost to any
+ * other transient error counts as taken: it is lost as on a link, and waiting for the
+ * socket would not bring it. A datagram refused for good (EMSGSIZE: larger than the
+ * route's MTU) is skipped and recorded; the caller's round then fails the QP. */
 int sv__roce_flush(struct sv__rqp *q);
+/* How many datagrams of len bytes the socket's send buffer has room for now, at most
+ * (SIOCOUTQ against SO_SNDBUF; UINT32_MAX when it cannot tell, or the impairment layer
+ * sends); at least 1 whenever the socket polls writable. */
+unsigned sv__roce_tx_room(const struct sv__rctx *rc, uint32_t len);
+/* [qp-locked] q has READ responses left: the loop gives it another turn once the socket
+ * is writable (at once when it is: a turn ended by its budget yields to other QPs). */
+void sv__roce_tx_wait(struct sv__rqp *q);
 /* Whether a send errno only loses the datagram (full socket or qdisc, no route now, a
  * firewall): the reliability layer resends it, or for UD it is lost as on any link. Else
  * the datagram can never go (EMSGSIZE, EINVAL...). */
@@ -389,7 +418,7 @@ int sv__roce_cm_listen(struct sv_context *ctx, void *cm, const struct sockaddr *
 int sv__roce_cm_connect(struct sv_qp *qp, void *cm, const struct sockaddr *dst,
 			const struct sv__conn_param *param, struct sv__tep **ep);
 int sv__roce_cm_ud_listen(struct sv_context *ctx, void *cm, const struct sockaddr *addr,
-			  uint16_t ps, struct sv__tep **lep);
+			  uint16_t ps, int backlog, struct sv__tep **lep);
 int sv__roce_cm_ud_resolve(struct sv_context *ctx, void *cm, const struct sockaddr *dst,
 			   uint16_t ps, const struct sv__conn_param *param, struct sv__tep **ep);
 int sv__roce_cm_accept(struct sv__tep *ep, struct sv_qp *qp,
@@ -399,6 +428,7 @@ int sv__roce_cm_disconnect(struct sv__tep *ep);
 void sv__roce_cm_ep_destroy(struct sv__tep *ep);
 int sv__roce_cm_ep_addr(struct sv__tep *ep, struct sockaddr_storage *local,
 			struct sockaddr_storage *peer);
+void sv__roce_cm_stats(struct sv_context *ctx, struct sv_cm_stats *stats);
 
 /* roce_req.c — [qp-locked] */
 void sv__roce_req_init(struct sv__rqp *q);
@@ -421,14 +451,15 @@ void sv__roce_resp_fini(struct sv__rqp *q);
  * may keep (SR out-of-order): then it sets *kept and the caller needs a new buffer. */
 void sv__roce_resp_rx(struct sv__rqp *q, const struct sv_ib_pkt *k, uint8_t *buf,
 		      size_t buflen, bool *kept);
-/* Sends queued READ responses, atomic ACKs, then the pending ACK/NAKs. */
 /* Sends the coalesced ACK the responder owes, if any (QP entering ERR). */
 void sv__roce_resp_final_ack(struct sv__rqp *q);
+/* Sends queued READ responses and atomic ACKs, at most SV__ROCE_RSP_TURN packets and
+ * what the socket takes, then, once none is left, the pending ACK/NAKs. */
 void sv__roce_resp_progress(struct sv__rqp *q);
 /* qp_error/reset: drop MR references and queued responses. */
 void sv__roce_resp_abort(struct sv__rqp *q);
-/* The qp_holds op: the target of the WRITE in progress, the sources of queued READ
- * responses (the only sv__mr_acquire() references the transport keeps across calls). */
+/* The qp_holds op: the target of the WRITE in progress (the only sv__mr_acquire()
+ * reference the transport keeps across calls). */
 bool sv__roce_qp_holds(struct sv_qp *qp, const struct sv__mr *mr);
 
 #endif

@@ -52,15 +52,20 @@
  * UNREACHABLE (-ECONNREFUSED), as the TCP transport reports a refused TCP connect, so
  * "nobody listens there" reads the same on both transports (and rdma_cm's drop-in retries
  * it alike while the connect's deadline lasts); the second as REJECTED. DREQ/DREP
- * close; both sides report DISCONNECTED. A MAD that expects an answer (REQ, REP, DREQ) is
- * sent again every CM_RETRY_MS, up to Max CM Retries times (ours in the REQ: 15; the
- * passive side's REP and DREQ use the REQ's); an unanswered REQ ends in UNREACHABLE, an unanswered
- * REP in UNREACHABLE at the passive side, an unanswered DREQ in DISCONNECTED. Repeated
- * messages get the answer again: a REQ our REP or REJ answered gets it again, a REP our
- * RTU answered the RTU, a DREQ always a DREP; a REQ repeated while the application has
- * not decided yet gets an MRA, which restarts the active side's count. Data arriving at
- * the passive QP before the RTU is received but does not stand in for the RTU (no
- * COMM_EST): a lost RTU is repaired by the REP's retransmission.
+ * close; both sides report DISCONNECTED. Our REQ, the RTU and the DREQ of an established
+ * connection are sent again every CM_RETRY_MS, up to Max CM Retries times (ours in the
+ * REQ: 15; the passive side's DREQ uses the REQ's); an unanswered REQ ends in
+ * UNREACHABLE, an unanswered DREQ in DISCONNECTED, and the RTU stops once our QP hears
+ * from the peer's. The passive side sends nothing more to a REQ's source than it was
+ * sent (doc/security.md, "Control plane"): its REP goes once and again for each
+ * repeated REQ, a REQ repeated while the application decides gets one MRA, and its REJ
+ * goes again for a repeated REQ; it waits for the RTU as long as the REQ says the
+ * active side repeats it, and the QP's first packet from the peer stands in for a lost
+ * RTU (IBA's Communication Established). A DREQ always gets a DREP, once each. Every
+ * answer must come from the IP address of its exchange, with its communication IDs.
+ * A listener holds at most its backlog of requests the application has not answered;
+ * more are dropped (the peer repeats them); one unanswered for SV_CM_REQ_TIMEOUT_MS is
+ * refused with a REJ (Timeout).
  *
  * UD port spaces (rdma_cm RDMA_PS_UDP / RDMA_PS_IPOIB; IBA 12.11 service ID resolution):
  * a listener of such a port space answers SIDR_REQ, not REQ, for service ID
@@ -104,9 +109,15 @@
 #define CM_MRA_SERVICE_TIMEOUT 20	/* 4.096 us * 2^20 = 4.3 s to decide, per MRA */
 #define CM_RETRY_CNT 7
 #define CM_MIN_RNR_TIMER 12
+/* The least a passive side waits for the RTU, whatever the REQ says: waiting sends
+ * nothing and holds no backlog slot, and a peer slow to send its RTU still connects. */
+#define CM_RTU_WAIT_MIN_MS 4000
 #define CM_EPHEMERAL 49152
 #define SV__CM_HDR_SR 0x01		/* in the IP header's reserved low nibble of byte 1 */
 
+/* The endpoint's place in the IB CM exchange (IBA Vol 1 chapter 12's CM states): one
+ * state per endpoint, changed only by ep_move(), which refuses a move the table below
+ * does not have. */
 enum ep_state {
 	EP_LISTEN,
 	EP_REQ_SENT,		/* active: waiting for REP */
@@ -117,6 +128,37 @@ enum ep_state {
 	EP_CLOSED,
 	EP_SIDR_SENT,		/* UD requester: waiting for SIDR_REP */
 	EP_SIDR_DONE,		/* UD: answered (msg holds our SIDR_REP) or resolved */
+	EP_NSTATES
+};
+
+static const char *const ep_state_name[EP_NSTATES] = {
+	[EP_LISTEN] = "LISTEN",
+	[EP_REQ_SENT] = "REQ_SENT",
+	[EP_REQ_RCVD] = "REQ_RCVD",
+	[EP_REP_SENT] = "REP_SENT",
+	[EP_ESTABLISHED] = "ESTABLISHED",
+	[EP_DREQ_SENT] = "DREQ_SENT",
+	[EP_CLOSED] = "CLOSED",
+	[EP_SIDR_SENT] = "SIDR_SENT",
+	[EP_SIDR_DONE] = "SIDR_DONE",
+};
+
+#define TO(s) (1u << (s))
+
+/* ep_moves[s] has bit t set when s -> t is a move the CM makes. */
+static const unsigned ep_moves[EP_NSTATES] = {
+	[EP_LISTEN] = 0,
+	/* REP (RTU sent), or REJ, no answer, a QP that cannot follow the REP */
+	[EP_REQ_SENT] = TO(EP_ESTABLISHED) | TO(EP_CLOSED),
+	/* accept (REP sent), reject or timeout (REJ sent); SIDR: the SIDR_REP */
+	[EP_REQ_RCVD] = TO(EP_REP_SENT) | TO(EP_CLOSED) | TO(EP_SIDR_DONE),
+	/* RTU or the QP's first packet; disconnect; REJ, DREQ, no RTU */
+	[EP_REP_SENT] = TO(EP_ESTABLISHED) | TO(EP_DREQ_SENT) | TO(EP_CLOSED),
+	[EP_ESTABLISHED] = TO(EP_DREQ_SENT) | TO(EP_CLOSED),
+	[EP_DREQ_SENT] = TO(EP_CLOSED),
+	[EP_CLOSED] = 0,
+	[EP_SIDR_SENT] = TO(EP_SIDR_DONE) | TO(EP_CLOSED),
+	[EP_SIDR_DONE] = 0,
 };
 
 struct sv__tep {
@@ -143,12 +185,32 @@ struct sv__tep {
 	uint8_t retry_cnt, rnr_retry;
 	bool sr_set, sr;		/* passive: the mode the REQ asked for */
 	bool rejected;			/* passive: msg holds our REJ */
+	bool timed_out;			/* passive: refused for want of an answer in time */
 	uint64_t req_tid;		/* passive: the REQ's transaction */
 	uint8_t msg[SV_MAD_LEN];	/* the last MAD sent, for retransmission */
 	unsigned tries;
-	uint64_t deadline_ns;		/* 0: nothing to retransmit */
+	uint64_t deadline_ns;		/* 0: nothing to do on the timer */
+	uint64_t expire_ns;		/* passive, REP_SENT: the end of the wait for the RTU */
+	uint64_t rx_mark;		/* the QP's received packets when the REP or RTU went */
+	uint64_t rtu_wait_ns;		/* passive: how long the active side repeats its REQ */
+	struct sv__tep *lis;		/* passive: its listener while both live */
+	int backlog;			/* listener: requests that may wait for a decision */
+	bool dropping;			/* listener: its backlog is full (said once) */
 	int dir_fd;			/* listener: its host-local directory entry, or -1 */
 };
+
+static bool ep_move(struct sv__tep *ep, enum ep_state to)
+{
+	if (!(ep_moves[ep->state] & TO(to))) {
+		sv__log(SV_LOG_ERROR, "softverbs udp: CM %08x: no move from %s to %s", ep->local_id,
+			ep_state_name[ep->state], ep_state_name[to]);
+		return false;
+	}
+	sv__log(SV_LOG_DEBUG, "softverbs udp: CM %08x: %s -> %s", ep->local_id,
+		ep_state_name[ep->state], ep_state_name[to]);
+	ep->state = to;
+	return true;
+}
 
 static uint64_t ms_ns(uint64_t ms)
 {
@@ -463,7 +525,102 @@ static int qp_to_rts(struct sv__tep *ep)
 
 /* ---------------------------------------------------------------------------------------
  * Receiving MADs.
+ *
+ * Nothing is sent to a MAD's source that it did not ask for, one for one (doc/security.md,
+ * "Control plane"): before the RTU (or the QP's first packet) shows that the active side
+ * receives at the address its REQ came from, that address is only what an unauthenticated
+ * datagram claims, and a forged REQ must not make us a reflector. So the REP goes once,
+ * and again only for a repeated REQ; an MRA answers a repeated REQ while the application
+ * decides; a REJ answers a REQ (or its repeat). Our REQ, our DREQ of an established
+ * connection and our RTU go to the address our own application chose, or that answered
+ * with our random communication ID, and are repeated on the timer.
  */
+
+/* 4.096 us * 2^t, the unit of the CM's response and service timeouts (IBA 12.7, 12.6.6),
+ * capped at 2^24 (69 s). */
+static uint64_t cm_time_ns(uint8_t t)
+{
+	return 4096ull << (t > 24 ? 24 : t);
+}
+
+/* The packets ep's QP has received from its peer (roce.c counts only the peer's). */
+static uint64_t qp_rx(struct sv__tep *ep)
+{
+	uint64_t n;
+
+	sv__qp_lock(ep->qp);
+	n = sv__rqp(ep->qp)->st.rx_packets;
+	sv__qp_unlock(ep->qp);
+	return n;
+}
+
+/* An answer for ep from another address than its exchange's, or naming it wrongly. */
+static void foreign(struct sv__rctx *rc, const struct sv__tep *ep, const char *what,
+		    const union sv__roce_addr *src)
+{
+	char from[INET6_ADDRSTRLEN + 8], want[INET6_ADDRSTRLEN + 8];
+
+	rc->cm_st.foreign_drops++;
+	sv__log(SV_LOG_DEBUG, "softverbs udp: CM %08x: %s from %s dropped (the exchange is with "
+		"%s)", ep->local_id, what, sv__roce_addr_str(src, from, sizeof(from)),
+		sv__roce_addr_str(&ep->gsi, want, sizeof(want)));
+}
+
+/* Whether src is the address of ep's exchange: its IP (a RoCEv2 sender's source port is
+ * entropy, peer_cm). */
+static bool from_peer(struct sv__rctx *rc, const struct sv__tep *ep, const char *what,
+		      const union sv__roce_addr *src)
+{
+	if (sv__roce_addr_same_ip(src, &ep->gsi))
+		return true;
+	foreign(rc, ep, what, src);
+	return false;
+}
+
+/*
+ * Whether listener l may take one more request. The requests it delivered that the
+ * application has not answered yet count against its backlog (sv_cm_listen); one more
+ * is dropped, not refused: nothing goes back to a source no one has verified, and the
+ * peer's retransmission tries again once the application has answered, as with the
+ * kernel's rdma_cm, which leaves a request past its listener's backlog unanswered so
+ * that the peer may retry.
+ */
+static bool backlog_room(struct sv__rctx *rc, struct sv__tep *l)
+{
+	int n = 0;
+
+	for (const struct sv__tep *e = rc->cm_eps; e; e = e->next)
+		if (e->lis == l && e->state == EP_REQ_RCVD)
+			n++;
+	if (n < l->backlog) {
+		l->dropping = false;
+		return true;
+	}
+	rc->cm_st.backlog_drops++;
+	if (!l->dropping)
+		sv__log(SV_LOG_INFO, "softverbs udp: CM listener on port %u: %d requests wait for "
+			"the application (its backlog), more are dropped until it answers",
+			sv__roce_addr_port(&l->local), n);
+	l->dropping = true;
+	return false;
+}
+
+/* A new passive endpoint of listener l for a request from src: it waits for the
+ * application at most SV_CM_REQ_TIMEOUT_MS. */
+static struct sv__tep *passive_ep(struct sv__rctx *rc, struct sv__tep *l,
+				  const union sv__roce_addr *src, uint32_t remote_id, uint64_t tid)
+{
+	struct sv__tep *ep = ep_new(rc, EP_REQ_RCVD);
+
+	if (!ep)
+		return NULL;
+	ep->lis = l;
+	ep->remote_id = remote_id;
+	ep->req_tid = tid;
+	ep->gsi = *src;
+	ep->deadline_ns = sv__now_ns() + ms_ns(SV_CM_REQ_TIMEOUT_MS);
+	return ep;
+}
 
 static void rx_req(struct sv__rctx *rc, const union sv__roce_addr *src,
 		   const struct sv_cm_msg *m)
@@ -479,8 +636,8 @@ static void rx_req(struct sv__rctx *rc, const union sv__roce_addr *src,
 		if (e->state == EP_LISTEN || e->sidr)
 			continue;
 		if (e->remote_id == req->local_comm_id && sv__roce_addr_eq(&e->gsi, src)) {
-			/* A repeated REQ (IBA 12.9.5): still deciding -> MRA; REP lost -> the
-			 * REP again; otherwise it is stale. */
+			/* A repeated REQ (IBA 12.9.5), answered once each: still deciding ->
+			 * MRA; REP or REJ lost -> it again; otherwise it is stale. */
 			if (e->state == EP_REQ_RCVD) {
 				struct sv_cm_msg a;
 				uint8_t buf[SV_MAD_LEN];
@@ -514,12 +671,11 @@ static void rx_req(struct sv__rctx *rc, const union sv__roce_addr *src,
 			 SV_CM_REJ_INVALID_MTU, NULL, 0);
 		return;
 	}
-	if (!(ep = ep_new(rc, EP_REQ_RCVD)))
+	if (!backlog_room(rc, l))
+		return;
+	if (!(ep = passive_ep(rc, l, src, req->local_comm_id, m->mad.tid)))
 		return;		/* the peer repeats the REQ */
-	ep->remote_id = req->local_comm_id;
 	ep->remote_qpn = req->local_qpn;
-	ep->req_tid = m->mad.tid;
-	ep->gsi = *src;
 	ep->mtu = req->path_mtu;
 	ep->sr_set = false;
 	ep->retry_cnt = req->retry_count;
@@ -528,9 +684,17 @@ static void rx_req(struct sv__rctx *rc, const union sv__roce_addr *src,
 	ep->ord = req->initiator_depth;
 	ep->sq_psn = req->starting_psn;		/* where the peer's QP receives from */
 	/* IBA 12.7.34: the REQ's Local ACK Timeout is for the passive QP (the kernel's
-	 * ib_cm uses it as is), and its Max CM Retries bounds our REP's resends. */
+	 * ib_cm uses it as is), and its Max CM Retries bounds our DREQ's resends. */
 	ep->ack_timeout = req->primary.local_ack_timeout;
 	ep->retries = req->max_cm_retries;
+	/* How long the active side goes on repeating its REQ when no REP comes: each try
+	 * waits the Remote CM Response Timeout, Max CM Retries times more (the REQ's
+	 * fields, IBA 12.7). Our REP waits that long for the RTU: a REP that was lost is
+	 * answered by the REQ's repeat, not by our own resend. */
+	ep->rtu_wait_ns = (req->max_cm_retries + 1ull) *
+			  cm_time_ns(req->remote_cm_response_timeout);
+	if (ep->rtu_wait_ns < ms_ns(CM_RTU_WAIT_MIN_MS))
+		ep->rtu_wait_ns = ms_ns(CM_RTU_WAIT_MIN_MS);
 	/* An rdma_cm peer puts its IP header first (IP version 4 or 6); anyone else's
 	 * private data is all the application's. */
 	if (sv__cm_ip_hdr_decode(&ip, req->private_data, SV_CM_REQ_PRIVATE_LEN) > 0) {
@@ -568,10 +732,13 @@ static void rx_rep(struct sv__rctx *rc, const union sv__roce_addr *src,
 	struct sv__conn_param p = { 0 };
 	struct sv_cm_msg rtu;
 
-	if (!ep)
+	if (!ep || !from_peer(rc, ep, "REP", src))
 		return;
-	if (ep->state == EP_ESTABLISHED && ep->remote_id == rep->local_comm_id) {
-		(void)mad_send(rc, src, ep->msg);	/* our RTU was lost */
+	if (ep->state == EP_ESTABLISHED) {
+		if (ep->remote_id == rep->local_comm_id)
+			(void)mad_send(rc, src, ep->msg);	/* our RTU was lost */
+		else
+			foreign(rc, ep, "REP", src);
 		return;
 	}
 	if (ep->state != EP_REQ_SENT || !ep->qp)
@@ -589,7 +756,7 @@ static void rx_rep(struct sv__rctx *rc, const union sv__roce_addr *src,
 	if (qp_to_rtr(ep, rep->local_qpn) < 0 || qp_to_rts(ep) < 0) {
 		send_rej(rc, src, m->mad.tid, ep->local_id, ep->remote_id, SV_CM_MSG_REP,
 			 SV_CM_REJ_NO_RESOURCES, NULL, 0);
-		ep->state = EP_CLOSED;
+		ep_move(ep, EP_CLOSED);
 		ep->deadline_ns = 0;
 		report(ep, SV_CM_EVENT_CONNECT_ERROR, -EINVAL, NULL);
 		return;
@@ -597,8 +764,12 @@ static void rx_rep(struct sv__rctx *rc, const union sv__roce_addr *src,
 	sv__cm_mad_init(&rtu, SV_CM_ATTR_RTU, m->mad.tid);
 	rtu.rtu.local_comm_id = ep->local_id;
 	rtu.rtu.remote_comm_id = ep->remote_id;
-	ep->state = EP_ESTABLISHED;
-	(void)ep_send(ep, &rtu, false);
+	ep_move(ep, EP_ESTABLISHED);
+	/* The RTU is not answered, and the passive side does not repeat its REP on its own:
+	 * ours is repeated (to the side that just proved it got our REQ) until our QP hears
+	 * from the peer's or Max CM Retries run out. */
+	ep->rx_mark = qp_rx(ep);
+	(void)ep_send(ep, &rtu, true);
 	p.priv = rep->private_data;
 	p.priv_len = SV_CM_REP_PRIVATE_LEN;
 	p.ird = rep->initiator_depth;		/* our side's view, as for a REQ */
@@ -606,33 +777,56 @@ static void rx_rep(struct sv__rctx *rc, const union sv__roce_addr *src,
 	report(ep, SV_CM_EVENT_ESTABLISHED, 0, &p);
 }
 
-static void rx_rtu(struct sv__rctx *rc, const struct sv_cm_msg *m)
+/* The passive side is connected: by the RTU, or by the first packet of its QP. */
+static void passive_established(struct sv__tep *ep)
 {
-	struct sv__tep *ep = find_by_local(rc, m->rtu.remote_comm_id);
 	struct sv__conn_param p = { 0 };
 
-	if (!ep || ep->state != EP_REP_SENT || ep->remote_id != m->rtu.local_comm_id)
-		return;
 	ep->deadline_ns = 0;
 	if (!ep->qp) {
-		ep->state = EP_CLOSED;
+		ep_move(ep, EP_CLOSED);
 		report(ep, SV_CM_EVENT_CONNECT_ERROR, -EINVAL, NULL);
 		return;
 	}
-	ep->state = EP_ESTABLISHED;
+	ep_move(ep, EP_ESTABLISHED);
 	p.ird = ep->ird;
 	p.ord = ep->ord;
 	report(ep, SV_CM_EVENT_ESTABLISHED, 0, &p);
 }
 
-static void rx_rej(struct sv__rctx *rc, const struct sv_cm_msg *m)
+static void rx_rtu(struct sv__rctx *rc, const union sv__roce_addr *src,
+		   const struct sv_cm_msg *m)
+{
+	struct sv__tep *ep = find_by_local(rc, m->rtu.remote_comm_id);
+
+	if (!ep || ep->state != EP_REP_SENT)
+		return;
+	if (!from_peer(rc, ep, "RTU", src))
+		return;
+	if (ep->remote_id != m->rtu.local_comm_id) {
+		foreign(rc, ep, "RTU", src);
+		return;
+	}
+	passive_established(ep);
+}
+
+static void rx_rej(struct sv__rctx *rc, const union sv__roce_addr *src,
+		   const struct sv_cm_msg *m)
 {
 	struct sv__tep *ep = find_by_local(rc, m->rej.remote_comm_id);
 	struct sv__conn_param p = { 0 };
+	bool timeout = m->rej.reason == SV_CM_REJ_TIMEOUT;
 
 	if (!ep || (ep->state != EP_REQ_SENT && ep->state != EP_REP_SENT))
 		return;
-	ep->state = EP_CLOSED;
+	if (!from_peer(rc, ep, "REJ", src))
+		return;
+	/* The REJ of a REQ may not know the peer's ID yet (0); later it must be theirs. */
+	if (ep->state == EP_REP_SENT && m->rej.local_comm_id != ep->remote_id) {
+		foreign(rc, ep, "REJ", src);
+		return;
+	}
+	ep_move(ep, EP_CLOSED);
 	ep->deadline_ns = 0;
 	/* An application's reject carries its private data; ours (no listener, ...) none
 	 * worth passing, but the full field is what IB delivers either way. */
@@ -640,20 +834,21 @@ static void rx_rej(struct sv__rctx *rc, const struct sv_cm_msg *m)
 	p.priv_len = SV_CM_REJ_PRIVATE_LEN;
 	sv__log(SV_LOG_DEBUG, "softverbs udp: CM REJ, reason %u", m->rej.reason);
 	report(ep, m->rej.reason == SV_CM_REJ_INVALID_SERVICE_ID ? SV_CM_EVENT_UNREACHABLE :
-	       SV_CM_EVENT_REJECTED, -ECONNREFUSED, &p);
+	       SV_CM_EVENT_REJECTED, timeout ? -ETIMEDOUT : -ECONNREFUSED, &p);
 }
 
-static void rx_mra(struct sv__rctx *rc, const struct sv_cm_msg *m)
+static void rx_mra(struct sv__rctx *rc, const union sv__roce_addr *src,
+		   const struct sv_cm_msg *m)
 {
 	struct sv__tep *ep = find_by_local(rc, m->mra.remote_comm_id);
 	uint64_t wait_ns;
 
-	if (!ep || ep->state != EP_REQ_SENT)
+	if (!ep || ep->state != EP_REQ_SENT || !from_peer(rc, ep, "MRA", src))
 		return;
 	/* IBA 12.6.6: the sender of the MRA needs service timeout (4.096 us * 2^t) more,
-	 * on top of our usual wait; capped at 2^24 (69 s) so a broken peer cannot park us. */
-	wait_ns = 4096ull << (m->mra.service_timeout > 24 ? 24 : m->mra.service_timeout);
-	ep->tries = 1;
+	 * on top of our usual wait, capped at 2^24 (69 s). The REQ's tries go on counting,
+	 * as the kernel's ib_cm counts them, so MRAs cannot park us for ever. */
+	wait_ns = cm_time_ns(m->mra.service_timeout);
 	ep->deadline_ns = sv__now_ns() + wait_ns + ms_ns(CM_RETRY_MS);
 }
 
@@ -664,17 +859,23 @@ static void rx_dreq(struct sv__rctx *rc, const union sv__roce_addr *src,
 	uint8_t buf[SV_MAD_LEN];
 	struct sv_cm_msg a;
 
-	/* Always answered, even for a connection already gone (its DREP was lost). */
+	/* A DREQ for a live endpoint must come from its peer, with its ID. */
+	if (ep && (!sv__roce_addr_same_ip(src, &ep->gsi) ||
+		   ep->remote_id != m->dreq.local_comm_id)) {
+		foreign(rc, ep, "DREQ", src);
+		return;
+	}
+	/* Answered, once each, even for a connection already gone (its DREP was lost). */
 	sv__cm_mad_init(&a, SV_CM_ATTR_DREP, m->mad.tid);
 	a.drep.local_comm_id = m->dreq.remote_comm_id;
 	a.drep.remote_comm_id = m->dreq.local_comm_id;
 	if (sv__cm_encode(buf, sizeof(buf), &a) == SV_MAD_LEN)
 		(void)mad_send(rc, src, buf);
-	if (!ep || ep->remote_id != m->dreq.local_comm_id)
+	if (!ep)
 		return;
 	if (ep->state == EP_ESTABLISHED || ep->state == EP_REP_SENT ||
 	    ep->state == EP_DREQ_SENT) {
-		ep->state = EP_CLOSED;
+		ep_move(ep, EP_CLOSED);
 		ep->deadline_ns = 0;
 		report(ep, SV_CM_EVENT_DISCONNECTED, 0, NULL);
 	}
@@ -720,16 +921,15 @@ static void rx_sidr_req(struct sv__rctx *rc, const union sv__roce_addr *src,
 		send_sidr_status(rc, src, m, SV_CM_SIDR_UNSUPPORTED);
 		return;
 	}
-	if (!(ep = ep_new(rc, EP_REQ_RCVD))) {
+	if (!backlog_room(rc, l))
+		return;
+	if (!(ep = passive_ep(rc, l, src, req->request_id, m->mad.tid))) {
 		send_sidr_status(rc, src, m, SV_CM_SIDR_REJECT);
 		return;
 	}
 	ep->sidr = true;
 	ep->ps = ps;
 	ep->service_id = req->service_id;
-	ep->remote_id = req->request_id;
-	ep->req_tid = m->mad.tid;
-	ep->gsi = *src;
 	ep->peer = *src;
 	sv__roce_addr_set_port(&ep->peer, 0);
 	/* An rdma_cm requester puts its IP header first (its service port in it). */
@@ -761,9 +961,9 @@ static void rx_sidr_rep(struct sv__rctx *rc, const union sv__roce_addr *src,
 	for (struct sv__tep *e = rc->cm_eps; e; e = e->next)
 		if (e->sidr && e->state == EP_SIDR_SENT && e->local_id == rep->request_id)
 			ep = e;
-	if (!ep)
-		return;		/* a repeated answer, or for an endpoint gone */
-	ep->state = EP_SIDR_DONE;
+	if (!ep || !from_peer(rc, ep, "SIDR_REP", src))
+		return;		/* a repeated answer, for an endpoint gone, or forged */
+	ep_move(ep, EP_SIDR_DONE);
 	ep->deadline_ns = 0;
 	p.priv = rep->private_data;
 	p.priv_len = SV_CM_SIDR_REP_PRIVATE_LEN;
@@ -783,13 +983,18 @@ static void rx_sidr_rep(struct sv__rctx *rc, const union sv__roce_addr *src,
 	report(ep, SV_CM_EVENT_ESTABLISHED, 0, &p);
 }
 
-static void rx_drep(struct sv__rctx *rc, const struct sv_cm_msg *m)
+static void rx_drep(struct sv__rctx *rc, const union sv__roce_addr *src,
+		    const struct sv_cm_msg *m)
 {
 	struct sv__tep *ep = find_by_local(rc, m->drep.remote_comm_id);
 
-	if (!ep || ep->state != EP_DREQ_SENT || ep->remote_id != m->drep.local_comm_id)
+	if (!ep || ep->state != EP_DREQ_SENT || !from_peer(rc, ep, "DREP", src))
 		return;
-	ep->state = EP_CLOSED;
+	if (ep->remote_id != m->drep.local_comm_id) {
+		foreign(rc, ep, "DREP", src);
+		return;
+	}
+	ep_move(ep, EP_CLOSED);
 	ep->deadline_ns = 0;
 	report(ep, SV_CM_EVENT_DISCONNECTED, 0, NULL);
 }
@@ -843,19 +1048,19 @@ void sv__roce_cm_rx(struct sv__rctx *rc, const union sv__roce_addr *from, const 
 		rx_rep(rc, src, m);
 		break;
 	case SV_CM_ATTR_RTU:
-		rx_rtu(rc, m);
+		rx_rtu(rc, src, m);
 		break;
 	case SV_CM_ATTR_REJ:
-		rx_rej(rc, m);
+		rx_rej(rc, src, m);
 		break;
 	case SV_CM_ATTR_MRA:
-		rx_mra(rc, m);
+		rx_mra(rc, src, m);
 		break;
 	case SV_CM_ATTR_DREQ:
 		rx_dreq(rc, src, m);
 		break;
 	case SV_CM_ATTR_DREP:
-		rx_drep(rc, m);
+		rx_drep(rc, src, m);
 		break;
 	case SV_CM_ATTR_SIDR_REQ:
 		rx_sidr_req(rc, src, m);
@@ -875,16 +1080,67 @@ out:
  * Retransmission.
  */
 
+/* Our MAD went unanswered Max CM Retries times. */
 static void give_up(struct sv__tep *ep)
 {
 	enum ep_state st = ep->state;
 
-	ep->state = EP_CLOSED;
 	ep->deadline_ns = 0;
-	if (st == EP_REQ_SENT || st == EP_REP_SENT || st == EP_SIDR_SENT)
+	if (st == EP_ESTABLISHED)
+		return;			/* the RTU's repeats are done */
+	ep_move(ep, EP_CLOSED);
+	if (st == EP_REQ_SENT || st == EP_SIDR_SENT)
 		report(ep, SV_CM_EVENT_UNREACHABLE, -ETIMEDOUT, NULL);
 	else if (st == EP_DREQ_SENT)
 		report(ep, SV_CM_EVENT_DISCONNECTED, 0, NULL);
+}
+
+static int ep_reject(struct sv__tep *ep, uint16_t reason, const uint8_t *priv,
+		     uint16_t priv_len);
+static int sidr_answer(struct sv__tep *ep, uint8_t status, uint32_t qpn, uint32_t qkey,
+		       const uint8_t *priv, uint16_t priv_len);
+
+/* The application left a request unanswered for SV_CM_REQ_TIMEOUT_MS: the peer is
+ * refused (REJ reason Timeout, IBA 12.6.7; a SIDR_REP with status reject), once, and
+ * the request's id hears of it. Its backlog slot is free from now on. */
+static void req_timeout(struct sv__tep *ep)
+{
+	struct sv__rctx *rc = ep->rc;
+
+	ep->deadline_ns = 0;
+	rc->cm_st.req_timeouts++;
+	sv__log(SV_LOG_INFO, "softverbs udp: CM %08x: the application did not answer the "
+		"request in %d ms: refused", ep->local_id, SV_CM_REQ_TIMEOUT_MS);
+	if (ep->sidr)
+		(void)sidr_answer(ep, SV_CM_SIDR_REJECT, 0, 0, NULL, 0);
+	else
+		(void)ep_reject(ep, SV_CM_REJ_TIMEOUT, NULL, 0);
+	if (ep->state == EP_REQ_RCVD)
+		ep_move(ep, EP_CLOSED);	/* even if the answer could not be built */
+	ep->timed_out = true;
+	report(ep, SV_CM_EVENT_CONNECT_ERROR, -ETIMEDOUT, NULL);
+}
+
+/* The passive side waits for the RTU without repeating its REP. Each tick it looks
+ * whether its QP has received a packet from the peer: that is IBA's Communication
+ * Established (the RTU was lost, the active side is sending), as the kernel's ib_cm
+ * takes it. At the end of the wait the connection attempt has failed. */
+static void rep_tick(struct sv__tep *ep, uint64_t now)
+{
+	if (ep->qp && qp_rx(ep) != ep->rx_mark) {
+		ep->rc->cm_st.comm_est++;
+		passive_established(ep);
+		return;
+	}
+	if (now >= ep->expire_ns) {
+		ep->deadline_ns = 0;
+		ep_move(ep, EP_CLOSED);
+		report(ep, SV_CM_EVENT_UNREACHABLE, -ETIMEDOUT, NULL);
+		return;
+	}
+	ep->deadline_ns = now + ms_ns(CM_RETRY_MS);
+	if (ep->deadline_ns > ep->expire_ns)
+		ep->deadline_ns = ep->expire_ns;
 }
 
 static void timer_cb(uv_timer_t *t)
@@ -895,7 +1151,18 @@ static void timer_cb(uv_timer_t *t)
 	for (struct sv__tep *e = rc->cm_eps; e; e = e->next) {
 		if (!e->deadline_ns || e->deadline_ns > now)
 			continue;
-		if (e->tries > e->retries) {
+		if (e->state == EP_REQ_RCVD) {
+			req_timeout(e);
+			continue;
+		}
+		if (e->state == EP_REP_SENT) {
+			rep_tick(e, now);
+			continue;
+		}
+		/* Our RTU needs no more repeats once our QP hears from the peer's: its first
+		 * packet reached the peer's QP too, which establishes the peer. */
+		if (e->tries > e->retries ||
+		    (e->state == EP_ESTABLISHED && e->qp && qp_rx(e) != e->rx_mark)) {
 			give_up(e);
 			continue;
 		}
@@ -1047,7 +1314,7 @@ static void log_not_local(const struct sv__rctx *rc, const union sv__roce_addr *
 }
 
 static int listen_ps(struct sv_context *ctx, void *cm, const struct sockaddr *addr,
-		     uint16_t ps, struct sv__tep **lep)
+		     uint16_t ps, int backlog, struct sv__tep **lep)
 {
 	struct sv__rctx *rc = sv__ctx_tctx(ctx);
 	union sv__roce_addr a;
@@ -1072,6 +1339,7 @@ static int listen_ps(struct sv_context *ctx, void *cm, const struct sockaddr *ad
 	ep->cm = cm;
 	ep->ps = ps;
 	ep->sidr = ps != SV_CMA_PS_TCP;
+	ep->backlog = backlog > 0 ? backlog : 1;
 	local_addr(rc, port, &ep->local);
 	if (!own) {
 		ep->local = a;			/* reported as the application named it */
@@ -1100,14 +1368,13 @@ static int listen_ps(struct sv_context *ctx, void *cm, const struct sockaddr *ad
 int sv__roce_cm_listen(struct sv_context *ctx, void *cm, const struct sockaddr *addr,
 		       int backlog, struct sv__tep **lep)
 {
-	(void)backlog;			/* REQs are queued as CONNECT_REQUEST events */
-	return listen_ps(ctx, cm, addr, SV_CMA_PS_TCP, lep);
+	return listen_ps(ctx, cm, addr, SV_CMA_PS_TCP, backlog, lep);
 }
 
 int sv__roce_cm_ud_listen(struct sv_context *ctx, void *cm, const struct sockaddr *addr,
-			  uint16_t ps, struct sv__tep **lep)
+			  uint16_t ps, int backlog, struct sv__tep **lep)
 {
-	return listen_ps(ctx, cm, addr, ps, lep);
+	return listen_ps(ctx, cm, addr, ps, backlog, lep);
 }
 
 /*
@@ -1135,7 +1402,8 @@ static int active_ep(struct sv__rctx *rc, void *cm, const union sv__roce_addr *d
 	/* On loopback the IP alone may name another device than the listener's (roce.c
 	 * hands 127.0.0.x out in the order devices open): ask the host-local directory,
 	 * as rdma_resolve_addr asks ARP on a fabric. The IP header keeps d. */
-	(void)sv__roce_cm_dir_lookup(rc->dport_default, ps, d, &ep->gsi);
+	(void)sv__roce_cm_dir_lookup(rc->dport_default, ps, d, &ep->gsi,
+				     &rc->cm_st.dir_foreign);
 	*out = ep;
 	return 0;
 }
@@ -1224,7 +1492,7 @@ static int sidr_answer(struct sv__tep *ep, uint8_t status, uint32_t qpn, uint32_
 	if (priv_len)
 		memcpy(m->sidr_rep.private_data, priv, priv_len);
 	if ((r = ep_send(ep, m, false)) == 0)
-		ep->state = EP_SIDR_DONE;
+		ep_move(ep, EP_SIDR_DONE);
 	free(m);
 	return r;
 }
@@ -1311,6 +1579,8 @@ int sv__roce_cm_accept(struct sv__tep *ep, struct sv_qp *qp, const struct sv__co
 	struct sv_cm_msg *m;
 	int r;
 
+	if (ep->timed_out)
+		return -ETIMEDOUT;
 	if (ep->sidr) {
 		if (qp->qp_type != SV_QPT_UD)
 			return -EINVAL;
@@ -1354,19 +1624,26 @@ int sv__roce_cm_accept(struct sv__tep *ep, struct sv_qp *qp, const struct sv__co
 	m->rep.local_ca_guid = sv__ctx_node_guid(qp->context);
 	if (param->priv_len)
 		memcpy(m->rep.private_data, param->priv, param->priv_len);
-	ep->state = EP_REP_SENT;
-	r = ep_send(ep, m, true);
+	ep_move(ep, EP_REP_SENT);
+	/* Sent once: a lost REP is answered by the REQ's repeat (rx_req), a lost RTU by
+	 * the QP's first packet (rep_tick). */
+	ep->rx_mark = qp_rx(ep);
+	r = ep_send(ep, m, false);
+	ep->expire_ns = sv__now_ns() + ep->rtu_wait_ns;
+	ep->deadline_ns = sv__now_ns() + ms_ns(CM_RETRY_MS);
+	if (ep->deadline_ns > ep->expire_ns)
+		ep->deadline_ns = ep->expire_ns;
+	arm(ep->rc);
 out:
 	free(m);
 	return r;
 }
 
-int sv__roce_cm_reject(struct sv__tep *ep, const uint8_t *priv, uint16_t priv_len)
+/* Refuses the request ep holds with a REJ of reason, kept in ep->msg: a repeated REQ
+ * (our REJ lost) gets it again. */
+static int ep_reject(struct sv__tep *ep, uint16_t reason, const uint8_t *priv,
+		     uint16_t priv_len)
 {
-	if (ep->sidr)
-		return sidr_answer(ep, SV_CM_SIDR_REJECT, 0, 0, priv, priv_len);
-	if (ep->state != EP_REQ_RCVD)
-		return -EINVAL;
 	struct sv_cm_msg *m;
 	int r;
 
@@ -1374,20 +1651,36 @@ int sv__roce_cm_reject(struct sv__tep *ep, const uint8_t *priv, uint16_t priv_le
 		return -EINVAL;
 	if (!(m = calloc(1, sizeof(*m))))
 		return -ENOMEM;
-	/* Kept in ep->msg: a repeated REQ (our REJ lost) gets it again. */
 	sv__cm_mad_init(m, SV_CM_ATTR_REJ, ep->req_tid);
 	m->rej.local_comm_id = ep->local_id;
 	m->rej.remote_comm_id = ep->remote_id;
 	m->rej.msg_rejected = SV_CM_MSG_REQ;
-	m->rej.reason = SV_CM_REJ_CONSUMER_DEFINED;
+	m->rej.reason = reason;
+	/* A Timeout REJ names the CA that timed out in its ARI (IBA 12.6.7),
+	 * as the kernel's ib_cm sends it. */
+	if (reason == SV_CM_REJ_TIMEOUT) {
+		m->rej.ari_len = 8;
+		sv__put_be64(m->rej.ari, sv__ctx_node_guid(ep->rc->ctx));
+	}
 	if (priv_len)
 		memcpy(m->rej.private_data, priv, priv_len);
 	if ((r = ep_send(ep, m, false)) == 0) {
-		ep->state = EP_CLOSED;
+		ep_move(ep, EP_CLOSED);
 		ep->rejected = true;
 	}
 	free(m);
 	return r;
+}
+
+int sv__roce_cm_reject(struct sv__tep *ep, const uint8_t *priv, uint16_t priv_len)
+{
+	if (ep->timed_out)
+		return -ETIMEDOUT;
+	if (ep->sidr)
+		return sidr_answer(ep, SV_CM_SIDR_REJECT, 0, 0, priv, priv_len);
+	if (ep->state != EP_REQ_RCVD)
+		return -EINVAL;
+	return ep_reject(ep, SV_CM_REJ_CONSUMER_DEFINED, priv, priv_len);
 }
 
 /* The DREQ for ep's connection (IBA 12.6.10). */
@@ -1415,8 +1708,16 @@ int sv__roce_cm_disconnect(struct sv__tep *ep)
 		return 0;
 	if (ep->state != EP_ESTABLISHED && ep->state != EP_REP_SENT)
 		return -ENOTCONN;
-	if ((r = send_dreq(ep, true)) == 0)
-		ep->state = EP_DREQ_SENT;
+	/* Before the RTU the peer's address is unverified: one DREQ, no repeats (the
+	 * wait for its DREP is one retry interval). */
+	if ((r = send_dreq(ep, ep->state == EP_ESTABLISHED)) == 0) {
+		if (ep->state == EP_REP_SENT) {
+			ep->tries = ep->retries + 1u;
+			ep->deadline_ns = sv__now_ns() + ms_ns(CM_RETRY_MS);
+			arm(ep->rc);
+		}
+		ep_move(ep, EP_DREQ_SENT);
+	}
 	return r;
 }
 
@@ -1433,10 +1734,18 @@ void sv__roce_cm_ep_destroy(struct sv__tep *ep)
 		send_rej(rc, &ep->gsi, ep->req_tid, ep->local_id, ep->remote_id,
 			 SV_CM_MSG_REQ, SV_CM_REJ_CONSUMER_DEFINED, NULL, 0);
 	sv__roce_cm_dir_withdraw(ep->dir_fd);
+	for (struct sv__tep *e = rc->cm_eps; e; e = e->next)
+		if (e->lis == ep)
+			e->lis = NULL;
 	detach_qp(ep);
 	ep_unlink(ep);
 	free(ep);
 	arm(rc);
+}
+
+void sv__roce_cm_stats(struct sv_context *ctx, struct sv_cm_stats *stats)
+{
+	*stats = ((struct sv__rctx *)sv__ctx_tctx(ctx))->cm_st;
 }
 
 int sv__roce_cm_ep_addr(struct sv__tep *ep, struct sockaddr_storage *local,

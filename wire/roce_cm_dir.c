@@ -19,9 +19,18 @@
  * see each other's listeners), ps the rdma_cm port space, the listen IP what the
  * application listened on (the device's own, another loopback address, or the wildcard)
  * and the last two where the device's socket is. An abstract name vanishes with the
- * last descriptor, so a process that dies leaves nothing stale, and the uid keeps
- * users apart (a separation, not a protection: as with ARP, anyone on the host could
- * publish a name). Nothing is ever sent to that socket; it only holds the name.
+ * last descriptor, so a process that dies leaves nothing stale, and the uid in the name
+ * keeps users apart. Nothing is ever sent to that socket; it only holds the name.
+ *
+ * Trust. Any local user can bind any abstract name, our uid's included, and so point
+ * our REQs at a socket of its own. A record counts only when the kernel says its socket
+ * belongs to our uid: sock_diag(7) reports the owner of an AF_UNIX socket by inode
+ * (UNIX_DIAG_UID, Linux 5.3), the uid the kernel recorded when the socket was made,
+ * which the publisher cannot choose. (SO_PEERCRED would tell the same, but only over a
+ * connection the publisher accepts; this asks the kernel without one.) A record of
+ * another uid is ignored, counted (sv_cm_stats.dir_foreign) and logged. Where the
+ * kernel cannot say (no sock_diag for AF_UNIX), no record is trusted and the CM sends
+ * where the IP names, as without a directory; that is said once in the log.
  *
  * The connecting side, for a loopback destination, reads the bound abstract names from
  * /proc/net/unix and takes, among the listeners of its fabric, port space and service
@@ -42,6 +51,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +61,12 @@
 #include <unistd.h>
 
 #include "wire/roce_cm_dir.h"
+
+#ifdef __linux__
+#include <linux/netlink.h>
+#include <linux/sock_diag.h>
+#include <linux/unix_diag.h>
+#endif
 
 #define DIR_ROOT "softverbs"
 #define DIR_KIND "roce-cm"
@@ -119,6 +135,103 @@ void sv__roce_cm_dir_withdraw(int fd)
 		close(fd);
 }
 
+/*
+ * The uid owning the AF_UNIX socket whose inode is ino, as the kernel recorded it when
+ * the socket was made (sock_diag(7), UNIX_DIAG_UID): 0 and *uid, or a negative errno
+ * (-ENOENT: the socket is gone; others: the kernel cannot say).
+ */
+static int socket_owner(unsigned ino, uid_t *uid)
+{
+	struct {
+		struct nlmsghdr nh;
+		struct unix_diag_req req;
+	} q = {
+		.nh = { .nlmsg_len = sizeof(q), .nlmsg_type = SOCK_DIAG_BY_FAMILY,
+			.nlmsg_flags = NLM_F_REQUEST, .nlmsg_seq = ino },
+		/* No cookie: the socket is named by its inode alone (~0, ~0). */
+		.req = { .sdiag_family = AF_UNIX, .udiag_states = ~0u, .udiag_ino = ino,
+			 .udiag_show = UDIAG_SHOW_UID, .udiag_cookie = { ~0u, ~0u } },
+	};
+	union {
+		struct nlmsghdr nh;
+		uint8_t b[1024];
+	} a;
+	struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
+	const struct nlmsghdr *nh = &a.nh;
+	ssize_t n;
+	int fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG), r = -EPROTO;
+
+	if (fd < 0)
+		return -errno;
+	if (sendto(fd, &q, sizeof(q), 0, (struct sockaddr *)&kernel, sizeof(kernel)) < 0 ||
+	    (n = recv(fd, &a, sizeof(a), 0)) < 0) {
+		r = -errno;
+		goto out;
+	}
+	for (; NLMSG_OK(nh, (size_t)n); nh = NLMSG_NEXT(nh, n)) {
+		const struct unix_diag_msg *d = NLMSG_DATA(nh);
+		const struct nlattr *at;
+		size_t left;
+
+		if (nh->nlmsg_type == NLMSG_ERROR) {
+			const struct nlmsgerr *e = NLMSG_DATA(nh);
+
+			r = e->error < 0 ? e->error : -EPROTO;
+			goto out;
+		}
+		if (nh->nlmsg_type != SOCK_DIAG_BY_FAMILY ||
+		    nh->nlmsg_len < NLMSG_LENGTH(sizeof(*d)) || d->udiag_ino != ino)
+			continue;
+		left = nh->nlmsg_len - NLMSG_LENGTH(sizeof(*d));
+		at = (const struct nlattr *)(d + 1);
+		while (left >= NLA_HDRLEN && at->nla_len >= NLA_HDRLEN && at->nla_len <= left) {
+			size_t step = NLA_ALIGN(at->nla_len);
+
+			if (at->nla_type == UNIX_DIAG_UID &&
+			    at->nla_len >= NLA_HDRLEN + sizeof(uint32_t)) {
+				uint32_t v;
+
+				memcpy(&v, (const uint8_t *)at + NLA_HDRLEN, sizeof(v));
+				*uid = (uid_t)v;
+				r = 0;
+				goto out;
+			}
+			if (step >= left)
+				break;
+			left -= step;
+			at = (const struct nlattr *)((const uint8_t *)at + step);
+		}
+		r = -EOPNOTSUPP;	/* a kernel before UNIX_DIAG_UID */
+		goto out;
+	}
+out:
+	close(fd);
+	return r;
+}
+
+/* Whether the record on socket ino may be used: published by our own uid. */
+static bool record_ours(unsigned ino, const char *name, uint64_t *foreign)
+{
+	static atomic_bool said;
+	uid_t uid = (uid_t)-1;
+	int r = socket_owner(ino, &uid);
+
+	if (r == -ENOENT)
+		return false;		/* withdrawn since /proc listed it */
+	if (r < 0) {
+		if (!atomic_exchange(&said, true))
+			sv__log(SV_LOG_WARN, "softverbs udp: the kernel does not say who published "
+				"host-local CM records (sock_diag: %s); none is used", strerror(-r));
+		return false;
+	}
+	if (uid == getuid())
+		return true;
+	(*foreign)++;
+	sv__log(SV_LOG_WARN, "softverbs udp: host-local CM record %s is uid %u's, not ours (%u): "
+		"ignored", name, (unsigned)uid, (unsigned)getuid());
+	return false;
+}
+
 /* How well the entry rest ("<listen IP>/<device IP>/<UDP port>") serves dst; 0: not
  * at all. *dev gets the entry's device socket. */
 static int rank(char *rest, const union sv__roce_addr *dst, uint16_t fabric,
@@ -151,12 +264,13 @@ static int rank(char *rest, const union sv__roce_addr *dst, uint16_t fabric,
 }
 
 int sv__roce_cm_dir_lookup(uint16_t fabric, uint16_t ps, const union sv__roce_addr *dst,
-			   union sv__roce_addr *dev)
+			   union sv__roce_addr *dev, uint64_t *foreign)
 {
 	char prefix[sizeof(((struct sockaddr_un *)0)->sun_path) + 1];
 	char line[512], path[sizeof(line)], name[sizeof(line)], best[sizeof(line)] = "";
 	union sv__roce_addr cand;
 	int n, best_rank = 0, r;
+	unsigned ino;
 	FILE *f;
 
 	if (!sv__roce_addr_loopback(dst))
@@ -171,12 +285,13 @@ int sv__roce_cm_dir_lookup(uint16_t fabric, uint16_t ps, const union sv__roce_ad
 		return -ENOENT;
 	while (fgets(line, sizeof(line), f)) {
 		/* Num RefCount Protocol Flags Type St Inode Path */
-		if (sscanf(line, "%*s %*s %*s %*s %*s %*s %*s %511s", path) != 1 ||
+		if (sscanf(line, "%*s %*s %*s %*s %*s %*s %u %511s", &ino, path) != 2 ||
 		    strncmp(path, prefix, (size_t)n) != 0)
 			continue;
 		memcpy(name, path, sizeof(name));	/* rank() cuts path up */
 		r = rank(path + n, dst, fabric, &cand);
-		if (r > best_rank || (r && r == best_rank && strcmp(name, best) < 0)) {
+		if ((r > best_rank || (r && r == best_rank && strcmp(name, best) < 0)) &&
+		    record_ours(ino, name, foreign)) {
 			best_rank = r;
 			memcpy(best, name, sizeof(best));
 			*dev = cand;
@@ -205,12 +320,13 @@ void sv__roce_cm_dir_withdraw(int fd)
 }
 
 int sv__roce_cm_dir_lookup(uint16_t fabric, uint16_t ps, const union sv__roce_addr *dst,
-			   union sv__roce_addr *dev)
+			   union sv__roce_addr *dev, uint64_t *foreign)
 {
 	(void)fabric;
 	(void)ps;
 	(void)dst;
 	(void)dev;
+	(void)foreign;
 	return -ENOENT;
 }
 

@@ -31,9 +31,10 @@ void sv__roce_cm_dir_withdraw(int fd);
  * The UDP socket of the device whose listener of port space ps serves dst (a loopback
  * IP and the service port), among the devices configured with UDP port fabric: 0 and
  * *dev set, or -ENOENT (nobody published one; the caller then sends where it would
- * without a directory).
+ * without a directory). Only records our own uid published count: each record of
+ * another uid that would have been used adds one to *foreign.
  */
 int sv__roce_cm_dir_lookup(uint16_t fabric, uint16_t ps, const union sv__roce_addr *dst,
-			   union sv__roce_addr *dev);
+			   union sv__roce_addr *dev, uint64_t *foreign);
 
 #endif

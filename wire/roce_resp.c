@@ -14,7 +14,9 @@
  *
  * Replies leave in order: queued READ responses and atomic ACKs first, then NAKs, then
  * the coalesced ACK (one per receive batch), so an ACK never overtakes the responses
- * before it (the requester would take that for a lost response: implied NAK).
+ * before it (the requester would take that for a lost response: implied NAK). READ
+ * responses are built only as the socket takes them ("Replies" below), so while some
+ * are left the ACK/NAKs behind them wait too.
  *
  * [qp-locked] everywhere.
  */
@@ -66,13 +68,7 @@ void sv__roce_resp_abort(struct sv__rqp *q)
 		sv__mr_release(q->wmr);
 		q->wmr = NULL;
 	}
-	for (; q->rsp_get != q->rsp_put; q->rsp_get++) {
-		struct sv__rrsp *e = &q->rspq[q->rsp_get % SV__ROCE_RSPQ];
-
-		if (e->mr)
-			sv__mr_release(e->mr);
-		e->mr = NULL;
-	}
+	q->rsp_get = q->rsp_put;	/* queued responses hold no reference */
 	q->rd_new = 0;
 	q->rwqe = NULL;			/* core flushes it */
 	q->in_send = q->in_write = false;
@@ -83,12 +79,7 @@ bool sv__roce_qp_holds(struct sv_qp *qp, const struct sv__mr *mr)
 {
 	struct sv__rqp *q = sv__rqp(qp);
 
-	if (q->wmr == mr)
-		return true;
-	for (uint32_t i = q->rsp_get; i != q->rsp_put; i++)
-		if (q->rspq[i % SV__ROCE_RSPQ].mr == mr)
-			return true;
-	return false;
+	return q->wmr == mr;
 }
 
 void sv__roce_resp_reset(struct sv__rqp *q)
@@ -140,29 +131,43 @@ static void put_ack(struct sv__rqp *q, uint8_t syn, uint32_t psn, const uint8_t 
 	sv__roce_txq(q, h, SV_BTH_LEN + SV_AETH_LEN + paylen, NULL, 0, paylen);
 }
 
-static void send_rsp(struct sv__rqp *q, struct sv__rrsp *e)
+/*
+ * READ responses are built as the socket takes them, never ahead of it. A run is at most
+ * one transmit batch of response packets (of one queued stream or of several), sent by
+ * itself and no larger than the socket has room for (sv__roce_tx_room), and each stream
+ * advances by the packets the socket took: what a full socket refused is built again
+ * when it is writable (sv__roce_tx_wait), so building for a socket that then refuses
+ * costs at most one batch each time it was full, and rarely any. A turn builds at most
+ * SV__ROCE_RSP_TURN packets and the QP then waits for its next one like any other QP on
+ * the socket: a 2 GiB READ neither holds the QP lock for its length nor starves the
+ * rest. Each run looks the stream's key up again and holds the region only while the
+ * run reads it and the socket copies it (doc/security.md, "Memory contract"): a stream
+ * waiting for the socket pins nothing, and one whose region was deregistered (or whose
+ * window was invalidated) meanwhile ends with a remote access error NAK.
+ */
+
+/* Packet j of stream e into the batch; ptr is the host address of the stream's byte 0. */
+static void rsp_pkt(struct sv__rqp *q, const struct sv__rrsp *e, uint32_t j, uint8_t *ptr)
 {
 	uint8_t h[SV_BTH_LEN + SV_AETH_LEN + SV_ATOMICACKETH_LEN];
-	uint32_t total, j, seg;
+	uint32_t psn = sv__psn_add(e->first_psn, j), off, seg;
 	struct iovec v;
 	uint8_t op;
 
 	if (e->atomic) {
-		sv__roce_bth_put(h, SV_IB_OP_ATOMIC_ACK, false, 0, q->dqpn, false, e->psn);
+		sv__roce_bth_put(h, SV_IB_OP_ATOMIC_ACK, false, 0, q->dqpn, false, psn);
 		aeth_put(h + SV_BTH_LEN, SYN_ACK, e->msn);
 		(void)sv__atomicacketh_encode(h + SV_BTH_LEN + SV_AETH_LEN, SV_ATOMICACKETH_LEN,
 					      e->orig);
 		sv__roce_txq(q, h, sizeof(h), NULL, 0, 0);
-		e->off = e->len = 0;
 		return;
 	}
-	total = e->len ? (e->len + q->mtu - 1) / q->mtu : 1;
-	j = e->off / q->mtu;
-	seg = e->len - e->off < q->mtu ? e->len - e->off : q->mtu;
-	op = total == 1 ? SV_IB_OP_READ_RESP_ONLY : j == 0 ? SV_IB_OP_READ_RESP_FIRST :
-	     j == total - 1 ? SV_IB_OP_READ_RESP_LAST : SV_IB_OP_READ_RESP_MIDDLE;
-	sv__roce_bth_put(h, op, false, 0, q->dqpn, false, e->psn);
-	v.iov_base = e->ptr + e->off;
+	off = j * q->mtu;		/* <= len <= 2^31 */
+	seg = e->len - off < q->mtu ? e->len - off : q->mtu;
+	op = e->npkts == 1 ? SV_IB_OP_READ_RESP_ONLY : j == 0 ? SV_IB_OP_READ_RESP_FIRST :
+	     j == e->npkts - 1 ? SV_IB_OP_READ_RESP_LAST : SV_IB_OP_READ_RESP_MIDDLE;
+	sv__roce_bth_put(h, op, false, 0, q->dqpn, false, psn);
+	v.iov_base = seg ? ptr + off : NULL;
 	v.iov_len = seg;
 	if (op == SV_IB_OP_READ_RESP_MIDDLE) {
 		sv__roce_txq(q, h, SV_BTH_LEN, &v, seg ? 1 : 0, seg);
@@ -171,26 +176,112 @@ static void send_rsp(struct sv__rqp *q, struct sv__rrsp *e)
 		aeth_put(h + SV_BTH_LEN, SYN_ACK, e->msn);
 		sv__roce_txq(q, h, SV_BTH_LEN + SV_AETH_LEN, &v, seg ? 1 : 0, seg);
 	}
-	e->off += seg;
-	e->psn = sv__psn_add(e->psn, 1);
 }
 
-void sv__roce_resp_progress(struct sv__rqp *q)
+/* One run of at most budget packets (and one batch) from the head of the queue on.
+ * Returns the packets built; *full when the socket had no room or did not take them
+ * all; *bad the stream whose key no longer grants the READ (the run ends before it). */
+static unsigned rsp_run(struct sv__rqp *q, unsigned budget, bool *full, struct sv__rrsp **bad)
+{
+	struct sv__mr *held[SV__ROCE_TX_BATCH];
+	uint32_t slot[SV__ROCE_TX_BATCH];
+	uint32_t i = q->rsp_get, j = 0;
+	unsigned n = 0, nheld = 0, room;
+	uint8_t *ptr = NULL;
+	bool fresh = true;
+	int taken;
+
+	if (budget > SV__ROCE_TX_BATCH)
+		budget = SV__ROCE_TX_BATCH;
+	/* Whatever the batch holds goes first, by itself: the run counts only its own. */
+	if (q->txb->n)
+		sv__roce_flush(q);
+	/* No more than the socket has room for: the rest waits for it to drain. */
+	room = sv__roce_tx_room(q->rc, SV_BTH_LEN + SV_AETH_LEN + q->mtu + SV_ICRC_LEN);
+	if (room == 0) {
+		*full = true;
+		q->st.rsp_full++;
+		return 0;
+	}
+	if (budget > room)
+		budget = room;
+	while (n < budget && i != q->rsp_put) {
+		struct sv__rrsp *e = &q->rspq[i % SV__ROCE_RSPQ];
+
+		if (fresh) {
+			j = e->sent;
+			ptr = NULL;
+			fresh = false;
+			if (j < e->npkts && !e->atomic && e->len) {
+				struct sv__mr *mr;
+				void *p;
+
+				if (sv__mr_acquire(q->qp, e->rkey, e->va, e->len,
+						   SV_ACCESS_REMOTE_READ, &mr, &p) < 0) {
+					*bad = e;
+					break;
+				}
+				held[nheld++] = mr;	/* one per stream with a packet here */
+				ptr = p;
+			}
+		}
+		if (j == e->npkts) {
+			i++;
+			fresh = true;
+			continue;
+		}
+		rsp_pkt(q, e, j++, ptr);
+		slot[n++] = i;
+	}
+	taken = n ? sv__roce_flush(q) : 0;
+	while (nheld)
+		sv__mr_release(held[--nheld]);
+	for (int k = 0; k < taken; k++)
+		q->rspq[slot[k] % SV__ROCE_RSPQ].sent++;
+	q->st.rsp_built += n;
+	q->st.rsp_sent += (unsigned)taken;
+	*full = (unsigned)taken < n;
+	if (*full)
+		q->st.rsp_full++;
+	return n;
+}
+
+/* Drops the finished streams at the head of the queue. */
+static void rsp_retire(struct sv__rqp *q)
 {
 	while (q->rsp_get != q->rsp_put) {
 		struct sv__rrsp *e = &q->rspq[q->rsp_get % SV__ROCE_RSPQ];
 
-		if (!e->cancelled) {
-			do
-				send_rsp(q, e);
-			while (e->off < e->len);
-		}
-		if (e->mr)
-			sv__mr_release(e->mr);
-		e->mr = NULL;
+		if (e->sent < e->npkts)
+			return;
 		if (!e->dup)
 			q->rd_new--;
 		q->rsp_get++;
+	}
+}
+
+static void fatal(struct sv__rqp *q, uint8_t syn, uint32_t psn, enum sv_wc_status rq_status);
+
+void sv__roce_resp_progress(struct sv__rqp *q)
+{
+	unsigned left = SV__ROCE_RSP_TURN;
+	struct sv__rrsp *bad = NULL;
+	bool full = false;
+
+	while (q->rsp_get != q->rsp_put && left && !full && !bad && !q->tx_errno) {
+		left -= rsp_run(q, left, &full, &bad);
+		rsp_retire(q);
+	}
+	if (bad) {
+		/* The READ's region or window went away mid-response: the rest cannot be
+		 * read. A remote access error, as at the first packet (rxe does the same
+		 * when a retried READ's key fails). */
+		fatal(q, SYN_NAK_ACC, sv__psn_add(bad->first_psn, bad->sent), SV_WC_REM_ACCESS_ERR);
+		return;
+	}
+	if (q->rsp_get != q->rsp_put) {
+		sv__roce_tx_wait(q);	/* the rest, and the ACK/NAKs behind it, next turn */
+		return;
 	}
 	if (q->nak_pending) {
 		put_ack(q, q->nak_syn, q->nak_psn, NULL, 0);
@@ -228,6 +319,10 @@ static void fatal(struct sv__rqp *q, uint8_t syn, uint32_t psn, enum sv_wc_statu
 				syn == SYN_NAK_INV ? SV_EVENT_QP_REQ_ERR : SV_EVENT_QP_FATAL;
 	struct sv__recv_wqe *w = q->rwqe;
 
+	/* Responses not yet sent are not: the QP stops answering, and the NAK must not
+	 * wait behind them. */
+	q->rsp_get = q->rsp_put;
+	q->rd_new = 0;
 	q->nak_pending = true;
 	q->nak_syn = syn;
 	q->nak_psn = psn;
@@ -341,6 +436,7 @@ static int do_write(struct sv__rqp *q, const struct sv_ib_pkt *k)
 	if ((f & SV_IB_OPF_IMM) && take_rwqe(q, k) != GO)
 		return STOP;
 	if (f & SV_IB_OPF_START) {
+		q->wwin = false;
 		if (k->reth.dma_len > (1u << 31)) {
 			fatal(q, SYN_NAK_INV, k->bth.psn, SV_WC_REM_INV_REQ_ERR);
 			return STOP;
@@ -359,6 +455,9 @@ static int do_write(struct sv__rqp *q, const struct sv_ib_pkt *k)
 				return STOP;
 			}
 			q->wptr = p;
+			q->wwin = sv__mr_is_window(q->wmr);
+			q->wrkey = k->reth.rkey;
+			q->wva = k->reth.va;
 		} else if (!(sv__qp_attr(q->qp)->qp_access_flags & SV_ACCESS_REMOTE_WRITE)) {
 			fatal(q, SYN_NAK_INV, k->bth.psn, SV_WC_REM_INV_REQ_ERR);
 			return STOP;
@@ -369,9 +468,28 @@ static int do_write(struct sv__rqp *q, const struct sv_ib_pkt *k)
 		fatal(q, SYN_NAK_INV, k->bth.psn, SV_WC_REM_INV_REQ_ERR);
 		return STOP;
 	}
+	/* Through a window the target is held for one packet at a time (core/mw.c): a
+	 * later packet finds the key gone once the window is invalidated, and fails as a
+	 * first packet would. */
+	if (q->wwin && !q->wmr && k->payload_len) {
+		void *p;
+		int rc = sv__mr_acquire(q->qp, q->wrkey, q->wva + q->wgot, k->payload_len,
+					SV_ACCESS_REMOTE_WRITE, &q->wmr, &p);
+
+		if (rc < 0) {
+			q->wmr = NULL;
+			fatal(q, nak_of_mr(rc), k->bth.psn, SV_WC_REM_ACCESS_ERR);
+			return STOP;
+		}
+		q->wptr = (uint8_t *)p - q->wgot;
+	}
 	if (k->payload_len)
 		memcpy(q->wptr + q->wgot, k->payload, k->payload_len);
 	q->wgot += k->payload_len;
+	if (q->wwin && q->wmr) {
+		sv__mr_release(q->wmr);
+		q->wmr = NULL;
+	}
 	q->in_write = !(f & SV_IB_OPF_END);
 	if (f & SV_IB_OPF_END) {
 		if (q->wmr)
@@ -410,8 +528,8 @@ static int do_read(struct sv__rqp *q, const struct sv_ib_pkt *k)
 	uint32_t n = k->reth.dma_len ? (k->reth.dma_len + q->mtu - 1) / q->mtu : 1;
 	struct sv__rrsp *e;
 	struct sv__rres *r;
-	void *p = NULL;
-	struct sv__mr *mr = NULL;
+	struct sv__mr *mr;
+	void *p;
 
 	/* IRD: more READ/atomics than our resources is an invalid request (IBA C9-
 	 * 9.7.5.1.x via rxe). */
@@ -427,6 +545,7 @@ static int do_read(struct sv__rqp *q, const struct sv_ib_pkt *k)
 			fatal(q, nak_of_mr(rc), k->bth.psn, SV_WC_REM_ACCESS_ERR);
 			return STOP;
 		}
+		sv__mr_release(mr);	/* checked now; each run of responses looks it up */
 	} else if (!(sv__qp_attr(q->qp)->qp_access_flags & SV_ACCESS_REMOTE_READ)) {
 		fatal(q, SYN_NAK_INV, k->bth.psn, SV_WC_REM_INV_REQ_ERR);
 		return STOP;
@@ -439,10 +558,11 @@ static int do_read(struct sv__rqp *q, const struct sv_ib_pkt *k)
 	r->len = k->reth.dma_len;
 	q->msn = sv__psn_add(q->msn, 1);
 	e = rsp_new(q);			/* room: rd_queued < nres <= RSPQ / 2 */
-	e->psn = e->first_psn = e->res_psn = k->bth.psn;
+	e->first_psn = e->res_psn = k->bth.psn;
+	e->npkts = n;
 	e->len = k->reth.dma_len;
-	e->ptr = p;
-	e->mr = mr;
+	e->va = k->reth.va;
+	e->rkey = k->reth.rkey;
 	e->msn = q->msn;
 	q->rsp_put++;
 	q->rd_new++;
@@ -497,7 +617,8 @@ static int do_atomic(struct sv__rqp *q, const struct sv_ib_pkt *k)
 	q->msn = sv__psn_add(q->msn, 1);
 	e = rsp_new(q);
 	e->atomic = true;
-	e->psn = e->first_psn = k->bth.psn;
+	e->first_psn = e->res_psn = k->bth.psn;
+	e->npkts = 1;
 	e->orig = orig;
 	e->msn = q->msn;
 	q->rsp_put++;
@@ -550,23 +671,58 @@ static int execute(struct sv__rqp *q, const struct sv_ib_pkt *k)
  */
 
 /*
- * A retried READ supersedes every stream queued for the same READ: the requester asks
- * from the first response it lacks, so anything queued before is either already there
- * or resent by the new stream. One stream per READ keeps a burst of retries (a duplicated
- * request, a timeout racing a gap) from multiplying the response traffic.
+ * A retried READ restarts its response from the PSN it asks for (IBA 9.7.5.1.3 and
+ * spec/roce.md 7): the requester asks from the first response it lacks, so anything
+ * queued for that READ before is either there already or resent by the restart. There
+ * is one stream per READ: the newest retry replaces the stream queued for it (restarted
+ * in place when it is the last one queued, the common case of a burst of retries), and
+ * at most nres (max_dest_rd_atomic) retries' streams are queued, the oldest giving way
+ * to a new one. With the nres new READs and atomics IRD allows, the queue never holds
+ * more than 2 * nres <= SV__ROCE_RSPQ streams, and a flood of retries costs only the
+ * packets sent between them, never a response each. An atomic's retry replays its saved
+ * result the same way.
  */
-static void cancel_streams(struct sv__rqp *q, const struct sv__rres *r)
-{
-	for (uint32_t i = q->rsp_get; i != q->rsp_put; i++) {
-		struct sv__rrsp *e = &q->rspq[i % SV__ROCE_RSPQ];
 
-		if (e->atomic || e->res_psn != r->first_psn)
-			continue;
-		if (e->mr)
-			sv__mr_release(e->mr);
-		e->mr = NULL;
-		e->cancelled = true;
+/* Takes the stream at queue index i out; the ones after it move up. */
+static void rsp_remove(struct sv__rqp *q, uint32_t i)
+{
+	if (!q->rspq[i % SV__ROCE_RSPQ].dup)
+		q->rd_new--;
+	for (; i + 1 != q->rsp_put; i++)
+		q->rspq[i % SV__ROCE_RSPQ] = q->rspq[(i + 1) % SV__ROCE_RSPQ];
+	q->rsp_put--;
+}
+
+/* The stream a retry of resource r (re)starts; NULL when the queue is full. */
+static struct sv__rrsp *dup_stream(struct sv__rqp *q, const struct sv__rres *r)
+{
+	struct sv__rrsp *e;
+	uint32_t dups = 0, oldest = q->rsp_put;
+
+	if (q->rsp_put != q->rsp_get) {
+		e = &q->rspq[(q->rsp_put - 1) % SV__ROCE_RSPQ];
+		if (e->atomic == r->atomic && e->res_psn == r->first_psn)
+			return e;
 	}
+	for (uint32_t i = q->rsp_get; i != q->rsp_put;) {
+		e = &q->rspq[i % SV__ROCE_RSPQ];
+		if (e->atomic == r->atomic && e->res_psn == r->first_psn) {
+			rsp_remove(q, i);	/* superseded by this retry */
+			continue;
+		}
+		if (e->dup && dups++ == 0)
+			oldest = i;
+		i++;
+	}
+	if (dups >= q->nres && oldest != q->rsp_put)
+		rsp_remove(q, oldest);
+	if (!(e = rsp_new(q)))
+		return NULL;
+	e->dup = true;
+	e->atomic = r->atomic;
+	e->res_psn = r->first_psn;
+	q->rsp_put++;
+	return e;
 }
 
 static void duplicate(struct sv__rqp *q, const struct sv_ib_pkt *k)
@@ -578,10 +734,10 @@ static void duplicate(struct sv__rqp *q, const struct sv_ib_pkt *k)
 
 		for (uint32_t i = 0; i < q->nres; i++) {
 			struct sv__rres *r = &q->res[i];
-			struct sv__mr *mr = NULL;
 			struct sv__rrsp *e;
-			void *p = NULL;
+			struct sv__mr *mr;
 			uint32_t idx;
+			void *p;
 
 			if (!r->valid || r->atomic != atomic || r->rkey != rkey)
 				continue;
@@ -596,29 +752,24 @@ static void duplicate(struct sv__rqp *q, const struct sv_ib_pkt *k)
 						 (k->reth.dma_len % q->mtu &&
 						  k->reth.dma_len != r->len - idx * q->mtu)))
 				return;
-			if (!atomic) {
-				cancel_streams(q, r);
-				/* The memory is read again (spec/roce.md 7). */
-				if (k->reth.dma_len &&
-				    sv__mr_acquire(q->qp, rkey, k->reth.va, k->reth.dma_len,
+			/* The memory is read again (spec/roce.md 7): its key must still grant
+			 * it, else the retry is dropped. Each run looks it up again. */
+			if (!atomic && k->reth.dma_len) {
+				if (sv__mr_acquire(q->qp, rkey, k->reth.va, k->reth.dma_len,
 						   SV_ACCESS_REMOTE_READ, &mr, &p) < 0)
 					return;
+				sv__mr_release(mr);
 			}
-			if (!(e = rsp_new(q))) {
-				if (mr)
-					sv__mr_release(mr);
-				return;		/* busy: the requester asks again */
-			}
-			e->dup = true;
-			e->atomic = atomic;
-			e->psn = e->first_psn = k->bth.psn;
-			e->res_psn = r->first_psn;
+			if (!(e = dup_stream(q, r)))
+				return;
+			e->first_psn = k->bth.psn;
+			e->sent = 0;
 			e->msn = q->msn;
 			e->orig = r->orig;	/* atomics: replayed, never re-executed */
-			e->mr = mr;
-			e->ptr = p;
 			e->len = atomic ? 0 : k->reth.dma_len;
-			q->rsp_put++;
+			e->npkts = e->len ? (e->len + q->mtu - 1) / q->mtu : 1;
+			e->va = k->reth.va;
+			e->rkey = rkey;
 			return;
 		}
 		return;			/* no resource: drop silently */

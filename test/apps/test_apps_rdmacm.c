@@ -297,3 +297,33 @@ TCP_AND_UDP(accept_takes_the_requests_depths)
 	cr_expect(strstr(out, "server max_rd_atomic 3 max_dest_rd_atomic 5\n"), "%s", out);
 	free(out);
 }
+
+/* librdmacm behaviours frameworks rely on, one line each in cm_probe's output:
+ * getaddrinfo from hints alone, rdma_migrate_id of a listener, cm_id->pd, disconnect
+ * after the peer's, EINTR out of rdma_get_cm_event (test/apps/cm_probe.c). */
+static void cm_behaviours(bool udp)
+{
+	static const char *const checks[] = {
+		"getaddrinfo_hints", "migrate_id", "create_qp_sets_pd", "request_on_new_channel",
+		"disconnect_after_peer", "old_channel_quiet", "get_cm_event_eintr",
+	};
+	char *out = probe(udp, "cm_probe", NULL);
+
+	for (size_t i = 0; i < sizeof(checks) / sizeof(checks[0]); i++) {
+		char line[64];
+
+		snprintf(line, sizeof(line), "%s ok\n", checks[i]);
+		cr_expect(strstr(out, line), "%s: %s", checks[i], out);
+	}
+	free(out);
+}
+
+Test(apps_rdmacm, tcp_cm_behaviours, .timeout = 60)
+{
+	cm_behaviours(false);
+}
+
+Test(apps_rdmacm, udp_cm_behaviours, .timeout = 60)
+{
+	cm_behaviours(true);
+}

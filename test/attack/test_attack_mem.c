@@ -1,6 +1,7 @@
 /*
  * test_attack_mem.c — the memory contract and the datagram service against a hostile
- * peer (doc/security.md, "Memory contract" and "Datagrams"; issue 10 findings 1, 2, 5).
+ * peer (doc/security.md, "Memory contract", "Memory windows" and "Datagrams"; issue 10
+ * findings 1, 2, 5). The window tests invalidate a window instead of deregistering.
  *
  * The attacker is a plain socket speaking the wire format through the project's codecs:
  * for RoCE a UDP socket whose packets carry a valid ICRC and the PSNs the victim QP
@@ -220,6 +221,29 @@ static uint32_t fake_expect(struct fake *f, uint8_t op, struct sv_ib_pkt *out)
 	}
 }
 
+/* Reads packets until a NAK arrives (others are skipped); its PSN. */
+static uint32_t fake_expect_nak(struct fake *f, struct sv_ib_pkt *out)
+{
+	long end = ru_now_ms() + WAIT_MS;
+	static uint8_t rbuf[SV__ROCE_RX_BUF];
+
+	for (;;) {
+		struct pollfd p = { .fd = f->fd, .events = POLLIN };
+		long left = end - ru_now_ms();
+		ssize_t n;
+
+		cr_assert_gt(left, 0, "the victim never sent a NAK");
+		if (poll(&p, 1, (int)left) != 1)
+			continue;
+		n = recv(f->fd, rbuf, sizeof(rbuf), 0);
+		cr_assert_gt(n, 0);
+		if (sv__ib_pkt_decode(out, rbuf, (size_t)n) < 0 || out->bth.opcode != SV_IB_OP_ACK ||
+		    sv__aeth_type(out->aeth.syndrome) != SV_AETH_NAK)
+			continue;
+		return out->bth.psn;
+	}
+}
+
 static void put_reth(uint8_t *p, uint64_t va, uint32_t rkey, uint32_t len)
 {
 	const struct sv_reth r = { .va = va, .rkey = rkey, .dma_len = len };
@@ -385,6 +409,112 @@ Test(attack_mem, roce_stalled_write_cannot_block_dereg)
 	barrier();
 	e2e_assert_bytes(vic.s.buf + MTU, BUF - MTU, CANARY, "bytes placed after sv_dereg_mr");
 	victim_close();
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Memory windows (doc/security.md, "Memory windows"): a type 2 window over the first
+ * three MTUs of the region, bound through the victim QP; a WRITE through it starts, the
+ * window is invalidated (LOCAL_INV, or sv_dealloc_mw()) while the attacker holds the
+ * rest back, then the rest comes. Nothing may land once the invalidation is done.
+ */
+
+/* Binds a type 2 window over len bytes at buf (of a region registered with MW_BIND) on
+ * qp, whose send completions go to cq; returns it. */
+static struct sv_mw *bind_window(struct sv_qp *qp, struct sv_cq *cq, struct sv_mr *mr,
+				 uint8_t *buf, uint64_t len)
+{
+	struct sv_send_wr wr = { 0 };
+	struct sv_mw *mw;
+
+	cr_assert_eq(sv_alloc_mw(qp->pd, SV_MW_TYPE_2, &mw), 0);
+	wr.wr_id = 0xb1d;
+	wr.opcode = SV_WR_BIND_MW;
+	wr.send_flags = SV_SEND_SIGNALED;
+	wr.wr.bind_mw.mw = mw;
+	wr.wr.bind_mw.rkey = (mw->rkey & ~0xffu) | 0x5a;
+	wr.wr.bind_mw.bind_info.mr = mr;
+	wr.wr.bind_mw.bind_info.addr = (uintptr_t)buf;
+	wr.wr.bind_mw.bind_info.length = len;
+	wr.wr.bind_mw.bind_info.mw_access_flags = SV_ACCESS_REMOTE_WRITE;
+	e2e_post(qp, &wr);
+	expect_wc(cq, 0xb1d, SV_WC_SUCCESS, "the window's bind");
+	return mw;
+}
+
+/* LOCAL_INV of key on qp; its completion (cq) is when the invalidation is done. */
+static void local_inv(struct sv_qp *qp, struct sv_cq *cq, uint32_t key, enum sv_wc_status st)
+{
+	struct sv_send_wr wr = { 0 };
+
+	wr.wr_id = 0x1ee;
+	wr.opcode = SV_WR_LOCAL_INV;
+	wr.send_flags = SV_SEND_SIGNALED;
+	wr.invalidate_rkey = key;
+	e2e_post(qp, &wr);
+	expect_wc(cq, 0x1ee, st, "the LOCAL_INV");
+}
+
+/* sv_dealloc_mw(*mw), which must return 0 before the hang guard; *mw becomes NULL. */
+static void dealloc_bounded(struct sv_mw **mw)
+{
+	long t0 = ru_now_ms();
+
+	cr_assert_eq(sv_dealloc_mw(*mw), 0);
+	cr_assert_lt(ru_now_ms() - t0, HANG_GUARD_MS, "sv_dealloc_mw hung");
+	*mw = NULL;
+}
+
+/* RoCE: the window's reference is held only while a packet is placed, so the
+ * invalidation returns at once; the WRITE's next packet finds the key gone: the victim
+ * NAKs it (remote access error) and its QP goes to ERR with QP_ACCESS_ERR. */
+static void roce_window_invalidated_midway(bool dealloc)
+{
+	uint8_t reth[SV_RETH_LEN];
+	struct sv_ib_pkt k;
+	struct sv_mr *mrw;
+	struct sv_mw *mw;
+
+	pats();
+	victim_open(false);
+	cr_assert_eq(sv_reg_mr(vic.s.pd, vic.s.buf, BUF, SV_ACCESS_LOCAL_WRITE |
+			       SV_ACCESS_REMOTE_WRITE | SV_ACCESS_MW_BIND, &mrw), 0);
+	mw = bind_window(vic.s.qp, vic.s.cq, mrw, vic.s.buf, 3 * MTU);
+	put_reth(reth, (uintptr_t)vic.s.buf, mw->rkey, 3 * MTU);
+	fake_send(&fk, SV_IB_OP_WRITE_FIRST, vic.s.qp->qp_num, FAKE_PSN, true, reth,
+		  sizeof(reth), pat_a, MTU);
+	cr_assert_eq(fake_expect(&fk, SV_IB_OP_ACK, NULL), FAKE_PSN, "WRITE FIRST not executed");
+	e2e_assert_bytes(vic.s.buf, MTU, 0xaa, "WRITE FIRST placed");
+
+	if (dealloc)
+		dealloc_bounded(&mw);
+	else
+		local_inv(vic.s.qp, vic.s.cq, mw->rkey, SV_WC_SUCCESS);
+
+	fake_send(&fk, SV_IB_OP_WRITE_MIDDLE, vic.s.qp->qp_num, FAKE_PSN + 1, false, NULL, 0,
+		  pat_b, MTU);
+	fake_send(&fk, SV_IB_OP_WRITE_LAST, vic.s.qp->qp_num, FAKE_PSN + 2, true, NULL, 0,
+		  pat_b, MTU);
+	/* The NAK for the first packet after the invalidation. */
+	cr_assert_eq(fake_expect_nak(&fk, &k), FAKE_PSN + 1, "the NAK names the MIDDLE packet");
+	cr_assert_eq(sv__aeth_value(k.aeth.syndrome), SV_AETH_NAK_REM_ACCESS);
+	barrier();
+	expect_failed_qp(vic.s.ctx, vic.s.qp);
+	e2e_assert_bytes(vic.s.buf + MTU, BUF - MTU, CANARY,
+			 "bytes placed through the window after its invalidation");
+	if (mw)
+		cr_assert_eq(sv_dealloc_mw(mw), 0);
+	cr_assert_eq(sv_dereg_mr(mrw), 0);
+	victim_close();
+}
+
+Test(attack_mem, roce_window_write_stops_at_local_inv)
+{
+	roce_window_invalidated_midway(false);
+}
+
+Test(attack_mem, roce_window_write_stops_at_dealloc)
+{
+	roce_window_invalidated_midway(true);
 }
 
 /* Finding 1, READ sink: the victim READs three packets; the first response lands, the
@@ -590,6 +720,64 @@ Test(attack_mem, iwarp_stalled_write_cannot_block_dereg)
 	cr_assert(fp_wait_eof(&fc, WAIT_MS), "the victim kept the stream of its failed QP");
 	e2e_assert_bytes(iw.buf + FIRST, BUF - FIRST, CANARY, "bytes placed after sv_dereg_mr");
 	iw_close();
+}
+
+/* Windows on TCP: the Write's FPDU is half read when the window is invalidated, and the
+ * placement holds the window's reference while the rest may still come. sv_dealloc_mw()
+ * waits for it at most its bound, then fails the QP (QP_ACCESS_ERR); a LOCAL_INV on the
+ * QP doing the placement cannot wait for its own QP, which goes to ERR at once (the
+ * LOCAL_INV, whose key is dead all the same, completes flushed). Either way the rest of
+ * the payload is never placed. */
+static void iwarp_window_invalidated_midway(bool dealloc)
+{
+	enum { LEN = 3000, FIRST = 1000 };
+	static uint8_t pay[LEN], ulpdu[LEN + 64], fpdu[LEN + 80];
+	struct sv_rdmap_msg m;
+	struct sv_mr *mrw;
+	struct sv_mw *mw;
+	size_t n, f, head;
+
+	iw_open();
+	mrw = e2e_reg(&iw.srv, iw.buf, BUF, E2E_ACCESS_ALL | SV_ACCESS_MW_BIND);
+	mw = bind_window(iw.srv.qp, iw.srv.send_cq, mrw, iw.buf, LEN);
+	memset(pay, 0xaa, sizeof(pay));
+	memset(&m, 0, sizeof(m));
+	m.opcode = SV_RDMAP_WRITE;
+	m.ddp.tagged = true;
+	m.ddp.last = true;
+	m.ddp.stag = mw->rkey;
+	m.ddp.to = (uintptr_t)iw.buf;
+	n = fp_ulpdu(ulpdu, sizeof(ulpdu), &m, pay, LEN);
+	f = fp_fpdu(fpdu, sizeof(fpdu), ulpdu, n, true, false);
+	head = SV_MPA_LEN_FIELD + (n - LEN);	/* length field and headers */
+	fp_send_all(&fc, fpdu, head + FIRST);
+	wait_bytes(iw.buf, FIRST, 0xaa, "first part of the Write");
+
+	if (dealloc)
+		dealloc_bounded(&mw);
+	else
+		local_inv(iw.srv.qp, iw.srv.send_cq, mw->rkey, SV_WC_WR_FLUSH_ERR);
+	expect_failed_qp(iw.srv.ctx, iw.srv.qp);
+
+	send_late(fpdu + head + FIRST, f - head - FIRST);
+	cr_assert(fp_wait_eof(&fc, WAIT_MS), "the victim kept the stream of its failed QP");
+	e2e_assert_bytes(iw.buf + FIRST, BUF - FIRST, CANARY,
+			 "bytes placed through the window after its invalidation");
+	if (mw)
+		cr_assert_eq(sv_dealloc_mw(mw), 0);
+	cr_assert_eq(sv_dereg_mr(mrw), 0);
+	cr_assert_eq(sv_dereg_mr(iw.mr), 0);
+	iw_close();
+}
+
+Test(attack_mem, iwarp_window_write_stops_at_local_inv)
+{
+	iwarp_window_invalidated_midway(false);
+}
+
+Test(attack_mem, iwarp_window_write_stops_at_dealloc)
+{
+	iwarp_window_invalidated_midway(true);
 }
 
 /*

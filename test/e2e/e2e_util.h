@@ -85,6 +85,9 @@ void e2e_side_open(struct e2e_side *s, int crc, const struct e2e_pair_opts *o);
 /* The same, also choosing whether the side asks its peer for MPA markers. */
 void e2e_side_open_markers(struct e2e_side *s, int crc, int markers,
 			   const struct e2e_pair_opts *o);
+/* The same with device options of the test's own (TLS settings, say). */
+void e2e_side_open_dev(struct e2e_side *s, const struct sv_device_opts *d,
+		       const struct e2e_pair_opts *o);
 void e2e_side_create_qp(struct e2e_side *s, const struct e2e_pair_opts *o, unsigned access);
 /* Destroys everything of the side that exists and asserts that each call succeeds,
  * finishing with sv_close_device() == 0. Acknowledges nothing: tests ack their events. */

@@ -7,7 +7,7 @@
  * transaction. The passive side follows the loss recovery mode the REQ asks for. A peer
  * that sends its MADs from an entropy source port, as rxe does, is answered (REP, RTU,
  * DREP, SIDR_REP) and reached (data, the SIDR AH) at its RoCE port, with the PSNs its
- * Starting PSNs asked for.
+ * Starting PSNs asked for. A lost RTU is stood in for by the first packet from the peer.
  */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
@@ -661,5 +661,81 @@ Test(roce_cm_wire, sidr_answers_go_to_the_roce_port)
 	ru_cm_close(&s);
 	close(roce);
 	close(ent);
+	free(m);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * A lost RTU. The passive side sends its REP once (doc/security.md, "Control plane") and
+ * does not repeat it to get the RTU again; the first packet its QP receives from the
+ * peer establishes it instead (IBA's Communication Established, as the kernel's ib_cm
+ * takes it). The fake active peer here never sends the RTU, only a WRITE.
+ */
+Test(roce_cm_wire, first_packet_stands_in_for_a_lost_rtu)
+{
+	uint16_t port = free_udp_port();
+	struct sockaddr_in fake, dev_addr = { .sin_family = AF_INET };
+	struct sockaddr_in lis = { .sin_family = AF_INET, .sin_port = htons(SERVICE) };
+	struct sv_cm_ip_hdr ip = { .ip_version = 4, .src_port = 5555 };
+	struct sv_cm_msg *m = calloc(1, sizeof(*m));
+	uint8_t *buf = aligned_alloc(4096, 4096);
+	struct pollfd pf = { .events = POLLIN };
+	struct sv_cm_stats st;
+	struct sv_cm_event *ev;
+	struct sv_cm_id *conn;
+	uint8_t rx[512];
+	struct sv_mr *mr;
+	struct dev d;
+	int fd = fake_socket(port, &fake);
+
+	cr_assert(m && buf);
+	memset(buf, 0, 4096);
+	dev_open(&d, port, SV_RETX_GBN);
+	cr_assert_eq(sv_reg_mr(d.pd, buf, 4096, SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_WRITE,
+			       &mr), 0);
+	memcpy(&lis.sin_addr, d.gid + 12, 4);
+	cr_assert_eq(sv_cm_listen(d.id, (struct sockaddr *)&lis, 1), 0);
+	dev_addr.sin_addr = lis.sin_addr;
+	dev_addr.sin_port = htons(port);
+	sv__cm_mad_init(m, SV_CM_ATTR_REQ, 0x7171);
+	m->req.local_comm_id = 0x71;
+	m->req.service_id = 0x0000000001060000ull | SERVICE;
+	m->req.local_qpn = 0x72;
+	m->req.transport = SV_CM_TRANSPORT_RC;
+	m->req.starting_psn = 0x100;
+	m->req.retry_count = 7;
+	m->req.rnr_retry_count = 7;
+	m->req.remote_cm_response_timeout = 20;
+	m->req.max_cm_retries = 15;
+	m->req.pkey = 0xffff;
+	m->req.path_mtu = SV_MTU_1024;
+	m->req.primary.local_ack_timeout = 14;
+	memcpy(ip.src_addr + 12, &fake.sin_addr, 4);
+	memcpy(ip.dst_addr + 12, &lis.sin_addr, 4);
+	cr_assert_eq(sv__cm_ip_hdr_encode(m->req.private_data, SV_CM_REQ_PRIVATE_LEN, &ip),
+		     SV_CM_IP_HDR_LEN);
+	fake_mad(fd, &fake, &dev_addr, m);
+	ev = dev_event(&d, SV_CM_EVENT_CONNECT_REQUEST);
+	conn = ev->id;
+	cr_assert_eq(sv_cm_ack_event(ev), 0);
+	cr_assert_eq(sv_cm_accept(conn, d.qp, NULL), 0);
+	pf.fd = fd;
+	cr_assert_eq(poll(&pf, 1, WAIT_MS), 1, "no REP");
+	cr_assert_eq(recv(fd, rx, sizeof(rx), 0), 12 + 8 + SV_MAD_LEN + 4);
+	cr_assert_eq(sv__cm_decode(m, rx + 20, SV_MAD_LEN), SV_MAD_LEN);
+	cr_assert_eq(m->mad.attr_id, SV_CM_ATTR_REP);
+
+	fake_write(fd, &fake, &dev_addr, d.qp->qp_num, m->rep.starting_psn, (uintptr_t)buf,
+		   mr->rkey, 'E');
+	ev = dev_event(&d, SV_CM_EVENT_ESTABLISHED);
+	cr_assert_eq(ev->id, conn);
+	cr_assert_eq(sv_cm_ack_event(ev), 0);
+	cr_assert_eq(memcmp(buf, "EEEEEEEE", 8), 0, "the WRITE was placed");
+	cr_assert_eq(sv_query_cm_stats(d.ctx, &st), 0);
+	cr_assert_eq(st.comm_est, 1);
+	cr_assert_eq(sv_cm_destroy_id(conn), 0);
+	cr_assert_eq(sv_dereg_mr(mr), 0);
+	dev_close(&d);
+	close(fd);
+	free(buf);
 	free(m);
 }

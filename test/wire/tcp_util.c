@@ -25,14 +25,23 @@ static void nonblocking(int fd)
 void tcp_end_open(struct tcp_end *e, size_t buflen, uint8_t fill, unsigned access, bool init)
 {
 	struct sv_device_opts d;
-	struct sv_qp_init_attr ia = { 0 };
-	struct sv_qp_attr qa = { 0 };
 
-	memset(e, 0, sizeof(*e));
 	sv_device_opts_init(&d);
 	d.transport = SV_TRANSPORT_TCP;
 	d.crc = 1;
-	cr_assert_eq(sv_open_device(&d, &e->ctx), 0);
+	tcp_end_open_dev(e, &d, buflen, fill, access, init);
+}
+
+void tcp_end_open_dev(struct tcp_end *e, const struct sv_device_opts *d, size_t buflen,
+		      uint8_t fill, unsigned access, bool init)
+{
+	struct sv_qp_init_attr ia = { 0 };
+	struct sv_qp_attr qa = { 0 };
+	int rc;
+
+	memset(e, 0, sizeof(*e));
+	rc = sv_open_device(d, &e->ctx);
+	cr_assert_eq(rc, 0, "sv_open_device: %s", sv_strerror(rc));
 	cr_assert_eq(sv_alloc_pd(e->ctx, &e->pd), 0);
 	cr_assert_eq(sv_create_cq(e->ctx, 256, NULL, NULL, 0, &e->cq), 0);
 	ia.send_cq = ia.recv_cq = e->cq;

@@ -27,6 +27,9 @@ struct tcp_end {
  * every remote right when init, so receives can be posted before the connection exists),
  * buflen bytes of fill registered with access, and a CM channel. */
 void tcp_end_open(struct tcp_end *e, size_t buflen, uint8_t fill, unsigned access, bool init);
+/* The same on a device with options d (a TLS device, say). */
+void tcp_end_open_dev(struct tcp_end *e, const struct sv_device_opts *d, size_t buflen,
+		      uint8_t fill, unsigned access, bool init);
 /* Drains e's async and CM events, then destroys all of it. */
 void tcp_end_close(struct tcp_end *e);
 /* Waits for e's next CM event, which must be type; the caller acks it. */
