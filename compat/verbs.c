@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <arpa/inet.h>
+#include <sys/eventfd.h>
 
 #include "compat/compat.h"
 
@@ -48,6 +49,10 @@ _Static_assert(sizeof(struct ibv_qp_ex) == 352, "struct ibv_qp_ex");
 _Static_assert(sizeof(struct ibv_sge) == sizeof(struct sv_sge), "sge size");
 _Static_assert(offsetof(struct ibv_sge, lkey) == offsetof(struct sv_sge, lkey), "sge lkey");
 _Static_assert(offsetof(struct ibv_sge, length) == offsetof(struct sv_sge, length), "sge len");
+_Static_assert((int)IBV_REREG_MR_CHANGE_TRANSLATION == (int)SV_REREG_TRANSLATION &&
+	       (int)IBV_REREG_MR_CHANGE_PD == (int)SV_REREG_PD &&
+	       (int)IBV_REREG_MR_CHANGE_ACCESS == (int)SV_REREG_ACCESS,
+	       "rereg flags");
 
 #define OLD_PORT_ATTR_LEN 48	/* struct ibv_port_attr before active_speed_ex */
 #define POLL_CHUNK 32
@@ -63,7 +68,8 @@ struct svc_device {
 struct svc_context {
 	struct verbs_context vctx;	/* ends with the ibv_context we hand out */
 	struct svc_device *dev;
-	struct sv_context *sv;
+	struct sv_context *sv;		/* of this process: see ctx_sv() */
+	unsigned gen;			/* fork_gen when sv was looked up */
 };
 
 struct svc_pd {
@@ -156,6 +162,9 @@ static struct svc_qp *to_qp(struct ibv_qp *q)
 	return container_of(q, struct svc_qp, qpx.qp_base);
 }
 
+/* Incremented in a child after fork(): contexts looked up before it are the parent's. */
+static unsigned fork_gen;
+
 /* Opens the device's shared softverbs context once; later calls return the outcome. */
 static int dev_open(struct svc_device *d, struct sv_context **out)
 {
@@ -173,6 +182,49 @@ static int dev_open(struct svc_device *d, struct sv_context **out)
 	*out = d->sv;
 	pthread_mutex_unlock(&dev_lock);
 	return rc;
+}
+
+/*
+ * fork(): the child inherits the parent's softverbs contexts without their progress
+ * threads, so anything that waits on one would wait forever (pyverbs' rdma_cm tests
+ * fork with a context open). The child forgets them: the next use of a device
+ * opens a context of its own, and every ibv_context inherited from the parent moves to it
+ * on its next use (ctx_sv). The parent's objects stay behind untouched: their sockets
+ * and memory are the parent's, and a child closing an inherited context frees only its
+ * own copy of the wrapper.
+ */
+static void fork_child(void)
+{
+	unsigned i;
+
+	pthread_mutex_init(&dev_lock, NULL);
+	for (i = 0; i < sizeof(devices) / sizeof(devices[0]); i++) {
+		devices[i].sv = NULL;
+		devices[i].tried = false;
+		devices[i].open_rc = 0;
+	}
+	fork_gen++;
+}
+
+__attribute__((constructor)) static void svc_verbs_init(void)
+{
+	pthread_atfork(NULL, NULL, fork_child);
+}
+
+/* The softverbs context of this process under an ibv_context (see fork_child). A
+ * context whose reopen fails keeps the old one, whose calls then fail or stall as the
+ * parent's would; the open's error is what the next open_device reports. */
+static struct sv_context *ctx_sv(struct svc_context *c)
+{
+	struct sv_context *sv;
+
+	if (__atomic_load_n(&c->gen, __ATOMIC_ACQUIRE) != fork_gen &&
+	    dev_open(c->dev, &sv) == 0) {
+		c->sv = sv;
+		c->vctx.context.async_fd = sv_async_fd(sv);
+		__atomic_store_n(&c->gen, fork_gen, __ATOMIC_RELEASE);
+	}
+	return c->sv;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -321,7 +373,7 @@ static void fill_device_attr(struct svc_context *c, struct ibv_device_attr *out)
 	struct sv_device_attr a;
 
 	memset(out, 0, sizeof(*out));
-	if (sv_query_device(c->sv, &a) < 0)
+	if (sv_query_device(ctx_sv(c), &a) < 0)
 		return;
 	snprintf(out->fw_ver, sizeof(out->fw_ver), "softverbs %s", "0.1");
 	out->node_guid = htobe64(a.node_guid);
@@ -394,7 +446,7 @@ static int svc_query_port_ex(struct ibv_context *ctx, uint8_t port, struct ibv_p
 
 	if (!out)
 		return EINVAL;
-	if ((rc = sv_query_port(c->sv, port, &a)) < 0)
+	if ((rc = sv_query_port(ctx_sv(c), port, &a)) < 0)
 		return svc_errno(rc);
 	memset(&pa, 0, sizeof(pa));
 	pa.state = (enum ibv_port_state)a.state;
@@ -423,23 +475,32 @@ SVC_EXPORT int ibv_query_port(struct ibv_context *ctx, uint8_t port,
 }
 
 /* GID 0. On sv_udp0 it is the context's own (the address its UDP socket is bound to,
- * IPv4-mapped or IPv6: a RoCE v2 GID, which peers put in ah_attr.grh.dgid). For iWARP the
- * GID only names the port: the bind address in the same form, loopback when unspecified. */
+ * IPv4-mapped or IPv6: a RoCE v2 GID, which peers put in ah_attr.grh.dgid). An iWARP
+ * port addresses nothing by GID (peers are IP addresses and TCP ports, RFC 5040 and
+ * RFC 5044, reached through rdma_cm), and the kernel's iWARP providers fill GID 0 with
+ * the port's Ethernet address in bytes 0-5 and zeros after, so it is formed the same way
+ * here: programs that pick a GID for an out-of-band RC connection see an interface ID of
+ * zero, which no RoCE or IB GID has, and leave the device to rdma_cm. A socket has no
+ * Ethernet address, so the port's is the node GUID's EUI-64 folded to EUI-48 (bytes 0-2
+ * and 5-7), locally administered and unicast. */
 static int make_gid(struct svc_context *c, unsigned index, union ibv_gid *gid)
 {
-	const char *bind = getenv("SV_BIND_ADDR");
-	struct in_addr in;
+	struct sv_device_attr a;
+	int rc;
 
 	if (index != 0)
 		return EINVAL;
 	if (c->dev->transport == SV_TRANSPORT_UDP)
-		return svc_errno(sv_query_gid(c->sv, 1, 0, gid->raw));
-	if (!bind || inet_pton(AF_INET, bind, &in) != 1 || in.s_addr == htonl(INADDR_ANY))
-		in.s_addr = htonl(INADDR_LOOPBACK);
+		return svc_errno(sv_query_gid(ctx_sv(c), 1, 0, gid->raw));
+	if ((rc = sv_query_device(ctx_sv(c), &a)) < 0)
+		return svc_errno(rc);
 	memset(gid, 0, sizeof(*gid));
-	gid->raw[10] = 0xff;
-	gid->raw[11] = 0xff;
-	memcpy(&gid->raw[12], &in, 4);
+	gid->raw[0] = (uint8_t)(((a.node_guid >> 56) | 0x02) & ~0x01);
+	gid->raw[1] = (uint8_t)(a.node_guid >> 48);
+	gid->raw[2] = (uint8_t)(a.node_guid >> 40);
+	gid->raw[3] = (uint8_t)(a.node_guid >> 16);
+	gid->raw[4] = (uint8_t)(a.node_guid >> 8);
+	gid->raw[5] = (uint8_t)a.node_guid;
 	return 0;
 }
 
@@ -478,6 +539,21 @@ SVC_EXPORT int _ibv_query_gid_ex(struct ibv_context *ctx, uint32_t port, uint32_
 		     IBV_GID_TYPE_IB;
 	memcpy(entry, &e, entry_size < sizeof(e) ? entry_size : sizeof(e));
 	return 0;
+}
+
+/* The valid entries of the port's GID table: softverbs devices have one port, one GID. */
+SVC_EXPORT ssize_t _ibv_query_gid_table(struct ibv_context *ctx, struct ibv_gid_entry *entries,
+					size_t max_entries, uint32_t flags, size_t entry_size)
+{
+	int rc;
+
+	if (!ctx || !entries || flags || entry_size < sizeof(struct ibv_gid_entry))
+		return -EINVAL;
+	if (max_entries < 1)
+		return -EINVAL;
+	if ((rc = _ibv_query_gid_ex(ctx, 1, 0, entries, 0, sizeof(struct ibv_gid_entry))))
+		return -rc;
+	return 1;
 }
 
 SVC_EXPORT int ibv_query_pkey(struct ibv_context *ctx, uint8_t port, int index, __be16 *pkey)
@@ -557,7 +633,7 @@ SVC_EXPORT struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *
 		errno = ENOMEM;
 		return NULL;
 	}
-	if ((rc = sv_create_comp_channel(to_ctx(ctx)->sv, &ch->sv)) < 0) {
+	if ((rc = sv_create_comp_channel(ctx_sv(to_ctx(ctx)), &ch->sv)) < 0) {
 		free(ch);
 		errno = -rc;
 		return NULL;
@@ -588,7 +664,8 @@ SVC_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *ctx, int cqe, void *
 	struct svc_cq *cq;
 	int rc;
 
-	if (!ctx || cqe < 1) {
+	/* One progress thread per context is its one completion vector (num_comp_vectors). */
+	if (!ctx || cqe < 1 || comp_vector < 0 || comp_vector >= ctx->num_comp_vectors) {
 		errno = EINVAL;
 		return NULL;
 	}
@@ -597,7 +674,7 @@ SVC_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *ctx, int cqe, void *
 		return NULL;
 	}
 	/* Our CQ object is the sv CQ's context, so a CQ event leads back to it. */
-	rc = sv_create_cq(to_ctx(ctx)->sv, cqe, cq,
+	rc = sv_create_cq(ctx_sv(to_ctx(ctx)), cqe, cq,
 			  channel ? container_of(channel, struct svc_channel, ch)->sv : NULL,
 			  comp_vector, &cq->sv);
 	if (rc < 0) {
@@ -684,7 +761,7 @@ SVC_EXPORT struct ibv_pd *ibv_alloc_pd(struct ibv_context *ctx)
 		errno = ENOMEM;
 		return NULL;
 	}
-	if ((rc = sv_alloc_pd(to_ctx(ctx)->sv, &pd->sv)) < 0) {
+	if ((rc = sv_alloc_pd(ctx_sv(to_ctx(ctx)), &pd->sv)) < 0) {
 		free(pd);
 		errno = -rc;
 		return NULL;
@@ -777,6 +854,61 @@ SVC_EXPORT int ibv_dereg_mr(struct ibv_mr *ibmr)
 		return svc_errno(rc);
 	free(mr);
 	return 0;
+}
+
+/*
+ * ibv_rereg_mr(3) on sv_rereg_mr(): the IBV_REREG_MR_CHANGE_* bits are SV_REREG_*, and
+ * the keys stay, as on hardware that reregisters in place. Every failure leaves the old
+ * MR valid, which is what IBV_REREG_MR_ERR_INPUT promises; errno says why.
+ */
+SVC_EXPORT int ibv_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd, void *addr,
+			    size_t length, int access)
+{
+	struct svc_mr *mr;
+	struct sv_mr *fresh;
+	unsigned a = 0;
+	int rc;
+
+	if (!ibmr || !flags || (flags & ~IBV_REREG_MR_FLAGS_SUPPORTED) ||
+	    ((flags & IBV_REREG_MR_CHANGE_PD) && !pd) ||
+	    ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && !length)) {
+		errno = EINVAL;
+		return IBV_REREG_MR_ERR_INPUT;
+	}
+	if ((flags & IBV_REREG_MR_CHANGE_ACCESS) && (rc = access_from_ibv(access, &a))) {
+		errno = rc;
+		return IBV_REREG_MR_ERR_INPUT;
+	}
+	mr = container_of(ibmr, struct svc_mr, mr);
+	if ((rc = sv_rereg_mr(mr->sv, (unsigned)flags,
+			      (flags & IBV_REREG_MR_CHANGE_PD) ? to_pd(pd)->sv : NULL, addr,
+			      length, a, &fresh)) < 0) {
+		errno = -rc;
+		return IBV_REREG_MR_ERR_INPUT;
+	}
+	mr->sv = fresh;
+	if (flags & IBV_REREG_MR_CHANGE_PD) {
+		ibmr->pd = pd;
+		ibmr->context = pd->context;
+	}
+	ibmr->addr = fresh->addr;
+	ibmr->length = fresh->length;
+	return 0;
+}
+
+/* dma-buf memory is device memory exported by a kernel driver; we reach only the
+ * process's own virtual memory. */
+SVC_EXPORT struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, size_t length,
+					    uint64_t iova, int fd, int access)
+{
+	(void)pd;
+	(void)offset;
+	(void)length;
+	(void)iova;
+	(void)fd;
+	(void)access;
+	errno = EOPNOTSUPP;
+	return NULL;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -1134,6 +1266,23 @@ static void wr_bind_mw(struct ibv_qp_ex *qpx, struct ibv_mw *mw, uint32_t rkey,
 	}
 }
 
+/* The destination of the last WR on a UD QP (ibv_wr_set_ud_addr(3)). */
+static void wr_set_ud_addr(struct ibv_qp_ex *qpx, struct ibv_ah *ah, uint32_t remote_qpn,
+			   uint32_t remote_qkey)
+{
+	struct svc_pending *p = pend_last(qpx);
+
+	if (!p)
+		return;
+	if (!ah) {
+		container_of(qpx, struct svc_qp, qpx)->wr_err = EINVAL;
+		return;
+	}
+	p->wr.wr.ud.ah = container_of(ah, struct svc_ah, ah)->sv;
+	p->wr.wr.ud.remote_qpn = remote_qpn;
+	p->wr.wr.ud.remote_qkey = remote_qkey;
+}
+
 static void wr_set_sge(struct ibv_qp_ex *qpx, uint32_t lkey, uint64_t addr, uint32_t len)
 {
 	struct svc_pending *p = pend_last(qpx);
@@ -1210,6 +1359,7 @@ static void qpx_init(struct svc_qp *q)
 	x->wr_local_inv = wr_local_inv;
 	x->wr_bind_mw = wr_bind_mw;
 	x->wr_set_sge = wr_set_sge;
+	x->wr_set_ud_addr = wr_set_ud_addr;
 	x->wr_set_sge_list = wr_set_sge_list;
 	x->wr_set_inline_data = wr_set_inline_data;
 	x->wr_set_inline_data_list = wr_set_inline_data_list;
@@ -1218,6 +1368,23 @@ static void qpx_init(struct svc_qp *q)
 /* ---------------------------------------------------------------------------------------
  * Queue pairs.
  */
+
+/*
+ * An iWARP QP is born in the idle state, which verbs report as INIT: the stream it runs
+ * on (RFC 5040, RFC 5044) is bound by the connection manager, not by attributes, so it
+ * takes receives at once and leaves INIT only through rdma_cm. Its remote access rights
+ * are none until rdma_cm (or an INIT to INIT modify) sets them.
+ */
+static int iwarp_qp_idle(struct sv_qp *qp)
+{
+	struct sv_qp_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = SV_QPS_INIT;
+	a.port_num = 1;
+	return svc_errno(sv_modify_qp(qp, &a, SV_QP_STATE | SV_QP_PKEY_INDEX | SV_QP_PORT |
+				      SV_QP_ACCESS_FLAGS));
+}
 
 static struct ibv_qp *create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *ia,
 				uint64_t send_ops)
@@ -1275,6 +1442,12 @@ static struct ibv_qp *create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *ia,
 	pthread_cond_init(&q->qpx.qp_base.cond, NULL);
 	if (send_ops)
 		qpx_init(q);
+	if (to_ctx(pd->context)->dev->transport == SV_TRANSPORT_TCP && ia->qp_type == IBV_QPT_RC &&
+	    (rc = iwarp_qp_idle(q->sv))) {
+		ibv_destroy_qp(&q->qpx.qp_base);
+		errno = rc;
+		return NULL;
+	}
 	return &q->qpx.qp_base;
 }
 
@@ -1290,12 +1463,20 @@ static struct ibv_qp *svc_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_in
 			     IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
 			     IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_LOCAL_INV |
 			     IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_SEND_WITH_INV;
-	const uint32_t known = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+	/* A UD QP sends datagrams only: no RDMA, atomic or window operation over UD (IBTA
+	 * Vol 1 chapter 9, the operations each transport service supports). */
+	const uint64_t ud_ops = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM;
+	const uint32_t known = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS |
+			       IBV_QP_INIT_ATTR_CREATE_FLAGS;
 	struct ibv_qp_init_attr a;
 	struct ibv_qp *qp;
 
+	/* No creation flag is ours (scatter FCS, CVLAN stripping, self-loopback blocking,
+	 * ...: Ethernet-NIC features), so the mask may carry CREATE_FLAGS only with none. */
 	if (!ctx || !ia || !(ia->comp_mask & IBV_QP_INIT_ATTR_PD) || (ia->comp_mask & ~known) ||
-	    ((ia->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) && (ia->send_ops_flags & ~ops))) {
+	    ((ia->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) &&
+	     (ia->send_ops_flags & ~(ia->qp_type == IBV_QPT_UD ? ud_ops : ops))) ||
+	    ((ia->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && ia->create_flags)) {
 		errno = EOPNOTSUPP;
 		return NULL;
 	}
@@ -1467,6 +1648,34 @@ SVC_EXPORT int ibv_destroy_qp(struct ibv_qp *qp)
 	pthread_cond_destroy(&qp->cond);
 	pthread_mutex_destroy(&qp->mutex);
 	free(q);
+	return 0;
+}
+
+/* ECE (enhanced connection establishment) negotiates vendor options no softverbs
+ * transport has, so the verb fails as on a provider without it. */
+SVC_EXPORT int ibv_set_ece(struct ibv_qp *qp, struct ibv_ece *ece)
+{
+	if (!qp || !ece)
+		return EINVAL;
+	return EOPNOTSUPP;
+}
+
+SVC_EXPORT int ibv_query_ece(struct ibv_qp *qp, struct ibv_ece *ece)
+{
+	if (!qp || !ece)
+		return EINVAL;
+	return EOPNOTSUPP;
+}
+
+/* Whether the data of an operation is written to memory in order, so a poller may watch
+ * its last byte. softverbs makes no such promise (placement is memcpy by whichever
+ * thread receives): 0, the answer of a provider that does not guarantee it. */
+SVC_EXPORT int ibv_query_qp_data_in_order(struct ibv_qp *qp, enum ibv_wr_opcode op,
+					  uint32_t flags)
+{
+	(void)qp;
+	(void)op;
+	(void)flags;
 	return 0;
 }
 
@@ -1664,7 +1873,7 @@ SVC_EXPORT int ibv_get_async_event(struct ibv_context *ctx, struct ibv_async_eve
 
 	if (!ctx || !ev)
 		return -1;
-	if ((rc = sv_get_async_event(to_ctx(ctx)->sv, &e)) < 0) {
+	if ((rc = sv_get_async_event(ctx_sv(to_ctx(ctx)), &e)) < 0) {
 		errno = -rc;
 		return -1;
 	}
@@ -1726,7 +1935,7 @@ SVC_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 {
 	struct svc_context *c;
 	struct ibv_context *ctx;
-	int rc;
+	int rc, ctx_cmd_fd;
 
 	if (!device) {
 		errno = EINVAL;
@@ -1741,6 +1950,16 @@ SVC_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 		errno = -rc;
 		return NULL;
 	}
+	/* No kernel is behind us, but programs dup, poll and pass cmd_fd (pyverbs' shared-PD
+	 * tests dup it for ibv_import_device): a real descriptor of the context's own,
+	 * which never becomes readable. */
+	if ((ctx_cmd_fd = eventfd(0, EFD_CLOEXEC)) < 0) {
+		rc = errno;
+		free(c);
+		errno = rc;
+		return NULL;
+	}
+	c->gen = fork_gen;
 	c->dev = to_dev(device);
 	ctx = &c->vctx.context;
 	ctx->device = device;
@@ -1753,7 +1972,7 @@ SVC_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 	ctx->ops.alloc_mw = svc_alloc_mw;
 	ctx->ops.bind_mw = svc_bind_mw;
 	ctx->ops.dealloc_mw = svc_dealloc_mw;
-	ctx->cmd_fd = -1;			/* no kernel behind us */
+	ctx->cmd_fd = ctx_cmd_fd;
 	ctx->async_fd = sv_async_fd(c->sv);
 	ctx->num_comp_vectors = 1;
 	pthread_mutex_init(&ctx->mutex, NULL);
@@ -1770,9 +1989,62 @@ SVC_EXPORT int ibv_close_device(struct ibv_context *ctx)
 	if (!ctx)
 		return EINVAL;
 	/* The shared softverbs context stays for other contexts and rdma_cm ids. */
+	close(ctx->cmd_fd);
 	pthread_mutex_destroy(&ctx->mutex);
 	free(to_ctx(ctx));
 	return 0;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Importing objects of another process: a kernel context shared through its command fd.
+ * Our objects live in the process's memory, so there is nothing to import; the verbs
+ * fail as on a kernel without the import ioctls, and no unimport can have an object.
+ */
+
+SVC_EXPORT struct ibv_context *ibv_import_device(int cmd_fd)
+{
+	(void)cmd_fd;
+	errno = EOPNOTSUPP;
+	return NULL;
+}
+
+SVC_EXPORT struct ibv_pd *ibv_import_pd(struct ibv_context *ctx, uint32_t pd_handle)
+{
+	(void)ctx;
+	(void)pd_handle;
+	errno = EOPNOTSUPP;
+	return NULL;
+}
+
+SVC_EXPORT struct ibv_mr *ibv_import_mr(struct ibv_pd *pd, uint32_t mr_handle)
+{
+	(void)pd;
+	(void)mr_handle;
+	errno = EOPNOTSUPP;
+	return NULL;
+}
+
+SVC_EXPORT struct ibv_dm *ibv_import_dm(struct ibv_context *ctx, uint32_t dm_handle)
+{
+	(void)ctx;
+	(void)dm_handle;
+	errno = EOPNOTSUPP;
+	return NULL;
+}
+
+SVC_EXPORT void ibv_unimport_pd(struct ibv_pd *pd)
+{
+	(void)pd;
+}
+
+SVC_EXPORT void ibv_unimport_mr(struct ibv_mr *mr)
+{
+	(void)mr;
+}
+
+SVC_EXPORT void ibv_unimport_dm(struct ibv_dm *dm)
+{
+	(void)dm;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -1784,7 +2056,7 @@ SVC_EXPORT struct sv_context *svc_sv_context(struct ibv_context *ctx)
 	if (!ctx || ctx->abi_compat != (void *)UINTPTR_MAX ||
 	    ctx->ops.post_send != svc_post_send)
 		return NULL;
-	return to_ctx(ctx)->sv;
+	return ctx_sv(to_ctx(ctx));
 }
 
 SVC_EXPORT struct sv_qp *svc_sv_qp(struct ibv_qp *qp)

@@ -260,7 +260,12 @@ int sv_query_device(struct sv_context *ctx, struct sv_device_attr *attr)
 	attr->node_guid = ctx->node_guid;
 	attr->max_mr_size = o->max_mr_size;
 	attr->page_size_cap = ~0xfffull;	/* any multiple of 4 KiB; we do not pin pages */
-	attr->vendor_id = 0;
+	/* An IEEE OUI (IBTA Vol 1, the NodeInfo attribute's VendorID). We own none: 0xffffff
+	 * is no assignable OUI, so no program takes us for a vendor's hardware (test suites
+	 * and perftest branch on Mellanox's and Amazon's), and it is what the kernel's
+	 * software RoCE device reports, so what treats software devices alike treats us so
+	 * too. Zero reads as "no vendor" to the tools that print it. */
+	attr->vendor_id = 0xffffff;
 	attr->vendor_part_id = 0;
 	attr->hw_ver = 1;
 	attr->max_qp = o->max_qp;

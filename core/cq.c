@@ -421,6 +421,34 @@ static int drain(struct sv_cq *cq, int n, struct sv_wc *wc)
 }
 
 /*
+ * Removes the completions of QP qpn not yet polled (its entering RESET: a QP reset and
+ * brought up again must not hand its new life the old one's flushes, as the mlx4 and
+ * mlx5 providers clean their CQs on reset). The entries kept stay in order and end at
+ * put: a backwards walk moves each kept one up over the removed, then get moves up.
+ */
+void sv__cq_clean(struct sv_cq *cq, uint32_t qpn)
+{
+	uint32_t get, put, dst, src;
+
+	pthread_mutex_lock(&cq->poll_lock);
+	pthread_mutex_lock(&cq->lock);
+	get = atomic_load_explicit(&cq->get, memory_order_relaxed);
+	put = atomic_load_explicit(&cq->put, memory_order_relaxed);
+	for (src = dst = put; src != get;) {
+		src--;
+		if (cq->ring[src & cq->mask].qp_num == qpn)
+			continue;
+		dst--;
+		if (dst != src)
+			cq->ring[dst & cq->mask] = cq->ring[src & cq->mask];
+	}
+	if (dst != get)
+		atomic_store_explicit(&cq->get, dst, memory_order_release);
+	pthread_mutex_unlock(&cq->lock);
+	pthread_mutex_unlock(&cq->poll_lock);
+}
+
+/*
  * Progress in the caller's thread (DESIGN.md, "Thread hops"): on an empty CQ, let each
  * QP feeding it read what its socket holds. A QP whose lock is busy is skipped: its holder
  * is making progress already, and waiting could deadlock against a producer that holds

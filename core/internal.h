@@ -289,6 +289,8 @@ void sv__cq_detach(struct sv_cq *cq, struct sv__qp *qp);
 /* [qp-locked by the producer] Appends wc; solicited decides solicited-only notification.
  * Returns -EOVERFLOW if the CQ was full (the entry is lost, CQ_ERR raised). */
 int sv__cq_push(struct sv_cq *cq, const struct sv_wc *wc, bool solicited);
+/* Takes poll_lock, then lock: drops the unpolled completions of QP qpn. */
+void sv__cq_clean(struct sv_cq *cq, uint32_t qpn);
 
 /* ---------------------------------------------------------------------------------------
  * QP.

@@ -42,6 +42,11 @@
  * window (its acc, a struct sv__mr used only for the count), which its invalidation
  * waits for the same way (sv__mr_quiesce). A region with a window bound to it cannot be
  * deregistered (verbs.md 6): the window would outlive the memory it exposes.
+ *
+ * Reregistration (sv_rereg_mr) keeps the keys: a new region object with the changed
+ * translation, PD or access takes the old one's slot under the write lock, so every
+ * lookup from then on finds the new attributes, and the old object is retired as a
+ * deregistration retires it (its references in flight are waited for, boundedly).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -135,17 +140,12 @@ void sv__key_slot_put(struct sv_context *ctx, uint32_t idx)
 	ctx->mr_used--;
 }
 
-int sv_reg_mr(struct sv_pd *pd, void *addr, size_t length, unsigned access,
-	      struct sv_mr **out)
+/* The checks of a registration; 0 or -EINVAL. */
+static int check_reg(const struct sv_context *ctx, const void *addr, size_t length,
+		     unsigned access)
 {
-	struct sv_context *ctx;
-	struct sv__mr *mr;
-	uint32_t idx;
-	int rc;
-
-	if (!pd || !out || (!addr && length))
+	if (!addr && length)
 		return -EINVAL;
-	ctx = pd->context;
 	if (access & ~ACCESS_KNOWN)
 		return -EINVAL;
 	/* verbs.md 6: remote write or atomic without local write is invalid (the peer could
@@ -157,14 +157,39 @@ int sv_reg_mr(struct sv_pd *pd, void *addr, size_t length, unsigned access,
 		return -EINVAL;
 	if ((uintptr_t)addr + length < (uintptr_t)addr)
 		return -EINVAL;
-	if (!(mr = calloc(1, sizeof(*mr))))
-		return -ENOMEM;
-	mr->pub.context = ctx;
+	return 0;
+}
+
+static struct sv__mr *mr_new(struct sv_pd *pd, void *addr, size_t length, unsigned access)
+{
+	struct sv__mr *mr = calloc(1, sizeof(*mr));
+
+	if (!mr)
+		return NULL;
+	mr->pub.context = pd->context;
 	mr->pub.pd = pd;
 	mr->pub.addr = addr;
 	mr->pub.length = length;
 	mr->pub.access = access;
 	mr->iova = (access & SV_ACCESS_ZERO_BASED) ? 0 : (uint64_t)(uintptr_t)addr;
+	return mr;
+}
+
+int sv_reg_mr(struct sv_pd *pd, void *addr, size_t length, unsigned access,
+	      struct sv_mr **out)
+{
+	struct sv_context *ctx;
+	struct sv__mr *mr;
+	uint32_t idx;
+	int rc;
+
+	if (!pd || !out)
+		return -EINVAL;
+	ctx = pd->context;
+	if ((rc = check_reg(ctx, addr, length, access)) < 0)
+		return rc;
+	if (!(mr = mr_new(pd, addr, length, access)))
+		return -ENOMEM;
 
 	pthread_rwlock_wrlock(&ctx->mr_lock);
 	if ((rc = sv__key_slot_get(ctx, &idx)) == 0) {
@@ -255,6 +280,55 @@ void sv__mr_quiesce(struct sv_context *ctx, struct sv__mr *mr, struct sv_qp *sel
 	while (!wait_inflight(mr, SV_DEREG_BOUND_MS))
 		fail_holders(ctx, mr, self);
 	atomic_store(&mr->dereg_waiting, false);
+}
+
+int sv_rereg_mr(struct sv_mr *pub, unsigned flags, struct sv_pd *pd, void *addr,
+		size_t length, unsigned access, struct sv_mr **out)
+{
+	struct sv__mr *mr, *nmr;
+	struct sv_context *ctx;
+	struct sv__mr_slot *s;
+	int rc;
+
+	if (!pub || !out || !flags || (flags & ~SV_REREG_ALL) ||
+	    ((flags & SV_REREG_PD) && (!pd || pd->context != pub->context)))
+		return -EINVAL;
+	mr = container_of(pub, struct sv__mr, pub);
+	ctx = pub->context;
+	if (!(flags & SV_REREG_PD))
+		pd = pub->pd;
+	if (!(flags & SV_REREG_TRANSLATION)) {
+		addr = pub->addr;
+		length = pub->length;
+	}
+	if (!(flags & SV_REREG_ACCESS))
+		access = pub->access;
+	if ((rc = check_reg(ctx, addr, length, access)) < 0)
+		return rc;
+	if (!(nmr = mr_new(pd, addr, length, access)))
+		return -ENOMEM;
+	nmr->pub.lkey = pub->lkey;
+	nmr->pub.rkey = pub->rkey;
+	nmr->pub.handle = pub->handle;
+
+	pthread_rwlock_wrlock(&ctx->mr_lock);
+	s = &ctx->mr_slots[sv__key_index(ctx, pub->lkey)];
+	rc = s->mr != mr ? -EINVAL : mr->n_mw ? -EBUSY : 0;	/* verbs.md 6, as dereg */
+	if (!rc)
+		s->mr = nmr;
+	pthread_rwlock_unlock(&ctx->mr_lock);
+	if (rc) {
+		free(nmr);
+		return rc;
+	}
+	sv__mr_quiesce(ctx, mr, NULL);	/* retired as a deregistered one */
+	if (pd != pub->pd) {
+		atomic_fetch_sub(&container_of(pub->pd, struct sv__pd, pub)->n_mr, 1);
+		atomic_fetch_add(&container_of(pd, struct sv__pd, pub)->n_mr, 1);
+	}
+	free(mr);
+	*out = &nmr->pub;
+	return 0;
 }
 
 int sv_dereg_mr(struct sv_mr *pub)

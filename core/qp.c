@@ -11,7 +11,8 @@
  *
  * Entering ERR calls the transport's qp_error() once, then flushes every WQE still queued
  * on the SQ and then the RQ with SV_WC_WR_FLUSH_ERR, in order; a WQE that the transport
- * already finished keeps its real status. Entering RESET discards without completions.
+ * already finished keeps its real status. Entering RESET discards without completions,
+ * and drops the QP's completions not yet polled from its CQs (sv__cq_clean).
  *
  * The QP lock is recursive: a transport callback holding it may call a service (for
  * example sv__cm_report on a DISCONNECTED) that takes it again, and that must not
@@ -384,6 +385,10 @@ static void enter_reset(struct sv__qp *qp)
 	qp->err_notified = false;
 	qp->fatal_reported = false;
 	qp->attr.sq_psn = qp->attr.rq_psn = 0;
+	/* What it completed and nobody polled goes too (sv__cq_clean). */
+	sv__cq_clean(qp->pub.send_cq, qp->pub.qp_num);
+	if (qp->pub.recv_cq != qp->pub.send_cq)
+		sv__cq_clean(qp->pub.recv_cq, qp->pub.qp_num);
 }
 
 /* SQD: once nothing is in flight, raise SQ_DRAINED if asked (verbs.md 1, SQD row). */

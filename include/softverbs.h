@@ -273,6 +273,25 @@ int sv_reg_mr(struct sv_pd *pd, void *addr, size_t length, unsigned access,
  */
 int sv_dereg_mr(struct sv_mr *mr);
 
+/* What sv_rereg_mr() changes (the IBTA Reregister Memory Region modifiers). */
+enum sv_rereg_flags {
+	SV_REREG_TRANSLATION = 1 << 0,	/* addr and length */
+	SV_REREG_PD = 1 << 1,
+	SV_REREG_ACCESS = 1 << 2,
+	SV_REREG_ALL = (1 << 3) - 1,
+};
+
+/*
+ * Reregisters mr (IBTA Vol 1, Reregister Memory Region): what flags names takes the new
+ * value, the rest stays, and the keys stay. The checks are sv_reg_mr()'s. On success *out
+ * is the region from now on and mr is gone: the old translation, PD and rights are
+ * retired as sv_dereg_mr() retires a region (same memory contract, same bound), so once
+ * this returns no access under the old attributes is in flight. On failure mr is
+ * unchanged; -EBUSY while a memory window is bound to it.
+ */
+int sv_rereg_mr(struct sv_mr *mr, unsigned flags, struct sv_pd *pd, void *addr,
+		size_t length, unsigned access, struct sv_mr **out);
+
 /* ---------------------------------------------------------------------------------------
  * Memory windows (verbs.md section 7)
  *

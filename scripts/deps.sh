@@ -3,14 +3,15 @@
 #
 # Without --test: what the build needs (make, make demo). With --test (make check): also
 # what the test groups run — the rdma-core headers the drop-ins build against, the
-# rdma-core programs they are tested with, tshark for the wire captures, iproute2 for the
-# network namespaces. As root it installs whatever is missing. As a normal user it prints
-# the one apt-get line that would; it fails only when a build dependency is missing (the
-# tests that need a missing package skip themselves, and make check lists them at the
-# end with the reason).
+# rdma-core programs they are tested with and its own test suite (python3-pyverbs), tshark
+# for the wire captures, iproute2 for the network namespaces. As root it installs whatever
+# is missing. As a normal user it prints the one apt-get line that would; it fails only
+# when a build dependency is missing (the tests that need a missing package skip
+# themselves, and make check lists them at the end with the reason).
 set -eu
 build="build-essential cmake pkg-config libuv1-dev libssl-dev zlib1g-dev libcriterion-dev"
-tests="libibverbs-dev librdmacm-dev ibverbs-utils rdmacm-utils perftest tshark iproute2"
+tests="libibverbs-dev librdmacm-dev ibverbs-utils rdmacm-utils perftest python3-pyverbs tshark
+	iproute2"
 want=$build
 [ "${1:-}" = "--test" ] && want="$build $tests"
 

@@ -76,13 +76,15 @@ Test(apps_ibverbs, ibv_devices_lists_sv_tcp0, .timeout = 60)
 	prints(argv, want);
 }
 
+/* GID 0 of an iWARP port is an Ethernet address with a zero interface ID (compat/verbs.c,
+ * make_gid), which ibv_devinfo leaves out as it does for the kernel's iWARP devices. */
 Test(apps_ibverbs, ibv_devinfo_describes_the_iwarp_port, .timeout = 60)
 {
 	const char *argv[] = { "ibv_devinfo", "-v", "-d", "sv_tcp0", NULL };
 	const char *want[] = { "hca_id:\tsv_tcp0", "transport:\t\t\tiWARP (1)",
 			       "state:\t\t\tPORT_ACTIVE (4)", "link_layer:\t\tEthernet",
 			       "active_mtu:\t\t4096 (5)",
-			       "GID[  0]:\t\t0000:0000:0000:0000:0000:ffff:7f00:0001", NULL };
+			       "gid_tbl_len:\t\t1", NULL };
 
 	prints(argv, want);
 }

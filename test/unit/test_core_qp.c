@@ -407,6 +407,39 @@ Test(core_qp, reset_discards_without_completions)
 	cr_assert_eq(wc[0].opcode, SV_WC_RECV);
 }
 
+/* Completions a QP left unpolled go with its RESET; another QP's on the same CQ stay,
+ * in their order, interleaved as they were. */
+Test(core_qp, reset_drops_its_unpolled_completions_only)
+{
+	struct sv_qp *other = dbl_qp(&env, 8);
+	struct sv_qp_attr err = { .qp_state = SV_QPS_ERR }, reset = { .qp_state = SV_QPS_RESET };
+	struct sv_recv_wr r[4];
+	struct sv_wc wc[8];
+
+	dbl_to_rts(env.qp);
+	dbl_to_rts(other);
+	for (int i = 0; i < 4; i++)
+		r[i] = (struct sv_recv_wr){ .wr_id = 100 + i };
+	cr_assert_eq(sv_post_recv(env.qp, &r[0], NULL), 0);
+	cr_assert_eq(sv_post_recv(other, &r[1], NULL), 0);
+	cr_assert_eq(sv_modify_qp(env.qp, &err, SV_QP_STATE), 0);	/* flushes 100 */
+	cr_assert_eq(sv_modify_qp(other, &err, SV_QP_STATE), 0);	/* flushes 101 */
+	cr_assert_eq(sv_post_recv(env.qp, &r[3], NULL), 0);	/* in ERR: flushed, 103 */
+	cr_assert_eq(sv_modify_qp(other, &reset, SV_QP_STATE), 0);	/* drops 101 */
+	cr_assert_eq(dbl_to_init(other, 0), 0);
+	cr_assert_eq(sv_post_recv(other, &r[2], NULL), 0);
+	cr_assert_eq(sv_modify_qp(other, &err, SV_QP_STATE), 0);	/* flushes 102 */
+	cr_assert_eq(poll_all(env.cq, wc, 8), 3);
+	cr_assert_eq(wc[0].wr_id, 100);
+	cr_assert_eq(wc[1].wr_id, 103);
+	cr_assert_eq(wc[1].qp_num, env.qp->qp_num);
+	cr_assert_eq(wc[2].wr_id, 102);
+	cr_assert_eq(wc[2].qp_num, other->qp_num);
+	for (int i = 0; i < 3; i++)
+		cr_assert_eq(wc[i].status, SV_WC_WR_FLUSH_ERR);
+	cr_assert_eq(sv_destroy_qp(other), 0);
+}
+
 Test(core_qp, receive_completions_in_take_order)
 {
 	struct sv_recv_wr rwr[3] = { { .wr_id = 1, .next = &rwr[1] },

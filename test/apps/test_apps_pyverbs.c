@@ -1,0 +1,123 @@
+/*
+ * test_apps_pyverbs.c — rdma-core's own test suite (python3-pyverbs, rdma-core 44) on the
+ * drop-ins, once per device: `svrun --transport udp|tcp python3 run_tests.py --dev
+ * sv_udp0|sv_tcp0`. The suite ships gzip-compressed under /usr/share/doc/rdma-core/tests;
+ * it is copied to a directory of this test and unpacked there.
+ *
+ * The suite must complete (unittest's "Ran N tests" line, exit 0: a crash of the
+ * interpreter or a hung test fails here) with no failure and no error; the tests that do
+ * not apply to the device skip, with the reason pyverbs gives when a verb answers
+ * EOPNOTSUPP or the device lacks the feature (mlx5/EFA-only tests, device memory, ODP;
+ * on sv_tcp0 no GID for an out-of-band connection, as on the kernel's iWARP devices; no
+ * net interface in sysfs for the rdma_cm tests). A floor on the
+ * tests that passed keeps the test from passing by skipping everything: the counts
+ * measured when it was written (sv_udp0: 273 ran, 80 passed, 193 skipped; sv_tcp0: 273
+ * ran, 26 passed, 247 skipped).
+ *
+ * Skipped when python3-pyverbs or the packaged tests are not installed.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "apps_util.h"
+
+#define SUITE_SRC "/usr/share/doc/rdma-core/tests"
+#define PYTHON "/usr/bin/python3"
+#define SUITE_TIMEOUT_MS 300000
+
+/* The system's interpreter, which python3-pyverbs installs into (not one on PATH). */
+static void require_pyverbs(void)
+{
+	if (access(PYTHON, X_OK) != 0)
+		cr_skip_test("%s not installed", PYTHON);
+	if (system(PYTHON " -c 'import pyverbs' 2>/dev/null") != 0)
+		cr_skip_test("python3-pyverbs not installed (import pyverbs fails)");
+	if (access(SUITE_SRC "/run_tests.py", R_OK) != 0)
+		cr_skip_test("rdma-core's tests not installed (%s)", SUITE_SRC);
+}
+
+/* Copies the suite into a fresh directory and unpacks it; returns the directory. */
+static void unpack_suite(char *dir, size_t len)
+{
+	char cmd[512];
+
+	snprintf(dir, len, "/tmp/sv_pyverbs_XXXXXX");
+	cr_assert_not_null(mkdtemp(dir), "mkdtemp failed");
+	snprintf(cmd, sizeof(cmd), "cp -r " SUITE_SRC " %s/ && gunzip -f %s/tests/*.gz", dir,
+		 dir);
+	cr_assert_eq(system(cmd), 0, "could not unpack the suite: %s", cmd);
+}
+
+static void remove_dir(const char *dir)
+{
+	char cmd[512];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	cr_expect_eq(system(cmd), 0, "could not remove %s", dir);
+}
+
+/* unittest's closing count for key ("failures=", "errors=", "skipped="), 0 if absent. */
+static long closing_count(const char *closing, const char *key)
+{
+	const char *p = strstr(closing, key);
+
+	return p ? strtol(p + strlen(key), NULL, 10) : 0;
+}
+
+static void run_suite(const char *transport, const char *dev, long min_passed)
+{
+	char dir[64], script[128];
+	struct apps_proc p;
+	const char *ran, *closing;
+	long n_ran, n_failed, n_errors, n_skipped, n_passed;
+	char *out;
+	int rc;
+
+	require_pyverbs();
+	unpack_suite(dir, sizeof(dir));
+	snprintf(script, sizeof(script), "%s/tests/run_tests.py", dir);
+	{
+		const char *argv[] = { "--transport", transport, PYTHON, script, "--dev", dev,
+				       "-v", NULL };
+
+		apps_start(&p, argv);
+	}
+	rc = apps_wait(&p, SUITE_TIMEOUT_MS);
+	out = apps_output(&p);
+	remove_dir(dir);
+
+	ran = strstr(out, "\nRan ");
+	cr_assert_not_null(ran, "the suite did not complete on %s (exit %d):\n%s", dev, rc, out);
+	n_ran = strtol(ran + 5, NULL, 10);
+	closing = strstr(ran, "\nOK");
+	if (!closing)
+		closing = strstr(ran, "\nFAILED");
+	cr_assert_not_null(closing, "no closing line on %s:\n%s", dev, out);
+	n_failed = closing_count(closing, "failures=");
+	n_errors = closing_count(closing, "errors=");
+	n_skipped = closing_count(closing, "skipped=");
+	n_passed = n_ran - n_failed - n_errors - n_skipped -
+		   closing_count(closing, "expected failures=");
+	cr_log_info("pyverbs on %s: %ld ran, %ld passed, %ld skipped, %ld failed, %ld errors",
+		    dev, n_ran, n_passed, n_skipped, n_failed, n_errors);
+	cr_expect_eq(n_failed, 0, "%ld failures on %s:\n%s", n_failed, dev, out);
+	cr_expect_eq(n_errors, 0, "%ld errors on %s:\n%s", n_errors, dev, out);
+	cr_expect_eq(rc, 0, "the suite exited %d on %s:\n%s", rc, dev, out);
+	cr_expect_geq(n_passed, min_passed, "only %ld tests passed on %s (at least %ld):\n%s",
+		      n_passed, dev, min_passed, out);
+	free(out);
+}
+
+Test(apps_pyverbs, suite_on_sv_udp0, .timeout = 400)
+{
+	run_suite("udp", "sv_udp0", 80);
+}
+
+Test(apps_pyverbs, suite_on_sv_tcp0, .timeout = 400)
+{
+	run_suite("tcp", "sv_tcp0", 26);
+}
