@@ -307,12 +307,14 @@ int sv__evfd_wait(int fd)
 		return -errno;
 	if (fl & O_NONBLOCK)
 		return -EAGAIN;
+	/* A signal ends the wait with -EINTR, as the read() libibverbs and librdmacm block
+	 * in ends with EINTR: programs stop a waiting test with an alarm (qperf). */
 	for (;;) {
 		int n = poll(&pfd, 1, -1);
 
 		if (n > 0)
 			return 0;
-		if (n < 0 && errno != EINTR)
+		if (n < 0)
 			return -errno;
 	}
 }

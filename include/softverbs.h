@@ -455,7 +455,8 @@ int sv_poll_cq(struct sv_cq *cq, int num_entries, struct sv_wc *wc);
 /* Arms the CQ's channel for one event: the next completion, or with solicited_only the
  * next solicited receive or error completion. */
 int sv_req_notify_cq(struct sv_cq *cq, int solicited_only);
-/* Blocks until an event is pending on the channel (or -EAGAIN on a non-blocking fd). */
+/* Blocks until an event is pending on the channel (or -EAGAIN on a non-blocking fd;
+ * -EINTR when a signal interrupts the wait). */
 int sv_get_cq_event(struct sv_comp_channel *channel, struct sv_cq **cq, void **cq_context);
 void sv_ack_cq_events(struct sv_cq *cq, unsigned int nevents);
 
@@ -905,7 +906,8 @@ struct sv_async_event {
 
 /* A pollable fd, readable while async events are pending. */
 int sv_async_fd(const struct sv_context *ctx);
-/* Blocks until an event is pending (or -EAGAIN if the fd was made non-blocking). */
+/* Blocks until an event is pending (or -EAGAIN if the fd was made non-blocking; -EINTR
+ * when a signal interrupts the wait). */
 int sv_get_async_event(struct sv_context *ctx, struct sv_async_event *event);
 /* Every event must be acknowledged before its QP, CQ or SRQ can be destroyed. */
 void sv_ack_async_event(struct sv_async_event *event);
@@ -1080,7 +1082,8 @@ int sv_cm_reject(struct sv_cm_id *id, const void *private_data, uint8_t private_
  * and then TIMEWAIT_EXIT. */
 int sv_cm_disconnect(struct sv_cm_id *id);
 
-/* Blocks until an event is pending (or -EAGAIN on a non-blocking fd). */
+/* Blocks until an event is pending (or -EAGAIN on a non-blocking fd; -EINTR when a
+ * signal interrupts the wait). */
 int sv_cm_get_event(struct sv_cm_channel *channel, struct sv_cm_event **event);
 /* Frees the event (and the private data it points to). */
 int sv_cm_ack_event(struct sv_cm_event *event);

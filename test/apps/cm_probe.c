@@ -6,7 +6,8 @@
  *     then arrives (and none on the old one);
  *   - rdma_create_qp with the application's PD sets cm_id->pd;
  *   - rdma_disconnect after the peer's returns 0;
- *   - rdma_get_cm_event returns EINTR when a signal interrupts the wait.
+ *   - rdma_get_cm_event and ibv_get_cq_event return EINTR when a signal interrupts the
+ *     wait.
  * Prints one "name ok" line per check (or "name FAIL why") and exits 0 when all passed.
  */
 #include <arpa/inet.h>
@@ -133,6 +134,29 @@ static void check_eintr(struct rdma_event_channel *ch)
 		rdma_ack_cm_event(e);
 }
 
+static void check_cq_eintr(struct ibv_context *verbs)
+{
+	struct sigaction sa = { .sa_handler = on_alarm };	/* no SA_RESTART */
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(verbs);
+	struct ibv_cq *cq = ch ? ibv_create_cq(verbs, 4, NULL, ch, 0) : NULL, *got;
+	void *ctx;
+	int rc = -2, err = 0;
+
+	if (cq && ibv_req_notify_cq(cq, 0) == 0) {
+		sigaction(SIGALRM, &sa, NULL);
+		alarm(1);
+		rc = ibv_get_cq_event(ch, &got, &ctx);
+		err = errno;
+		alarm(0);
+	}
+	report("get_cq_event_eintr", rc == -1 && err == EINTR,
+	       rc == 0 ? "an event arrived" : rc == -2 ? "no CQ" : strerror(err));
+	if (cq)
+		ibv_destroy_cq(cq);
+	if (ch)
+		ibv_destroy_comp_channel(ch);
+}
+
 int main(void)
 {
 	struct sockaddr_in addr = { .sin_family = AF_INET };
@@ -183,6 +207,7 @@ int main(void)
 	if (stray)
 		rdma_ack_cm_event(stray);
 	check_eintr(s.old_ch);
+	check_cq_eintr(cli->verbs);
 
 	rdma_destroy_qp(cli);
 	ibv_dealloc_pd(pd);
