@@ -259,13 +259,36 @@ static bool fail_holder(struct sv__qp *qp, struct sv__mr *mr)
 	return local || remote;
 }
 
+/* The lock of a QP, if its holder lets go within a millisecond (the data path holds it
+ * for microseconds). */
+static bool qp_lock_soon(struct sv_qp *qp)
+{
+	uint64_t until = sv__now_ns() + 1000000;
+
+	while (!sv__qp_trylock(qp)) {
+		if (sv__now_ns() >= until)
+			return false;
+		sv__cpu_relax();
+	}
+	return true;
+}
+
+/*
+ * Never waits for a QP's lock while holding the QP list: an invalidation on the progress
+ * thread (a LOCAL_INV) quiesces its window holding its own QP's lock, and needs the list
+ * when its bound passes, while an application thread's sv_dealloc_mw or sv_dereg_mr
+ * holds the list here; waiting for that QP's lock would deadlock the two. A QP whose
+ * lock stays busy is skipped: the caller waits one more bound and comes back, by when
+ * the quiesce holding it has ended (bounded itself).
+ */
 static void fail_holders(struct sv_context *ctx, struct sv__mr *mr, struct sv_qp *self)
 {
 	pthread_mutex_lock(&ctx->qp_list_lock);
 	for (struct sv__qp *qp = ctx->qp_list; qp; qp = qp->qp_next) {
 		if (qp->pub.pd != mr->pub.pd || &qp->pub == self)
 			continue;
-		sv__qp_lock(&qp->pub);
+		if (!qp_lock_soon(&qp->pub))
+			continue;
 		fail_holder(qp, mr);
 		sv__qp_unlock(&qp->pub);
 	}
