@@ -20,6 +20,7 @@
  */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -778,6 +779,155 @@ Test(attack_mem, iwarp_window_write_stops_at_local_inv)
 Test(attack_mem, iwarp_window_write_stops_at_dealloc)
 {
 	iwarp_window_invalidated_midway(true);
+}
+
+/*
+ * Two invalidations at once, each waiting for a Write the other QP's peer stalled: the
+ * application thread deallocates window 1 (its Write stalled on QP 1) while the progress
+ * thread runs a LOCAL_INV, posted on QP 1 a moment later, of window 2 (its Write stalled
+ * on QP 2). The LOCAL_INV waits under QP 1's lock; the dealloc's bound passes first and
+ * it must fail QP 1, whose lock that wait holds. Waiting for that lock while holding the
+ * context's QP list (which the LOCAL_INV needs when its own bound passes) deadlocked the
+ * two; both must return, both QPs fail, and neither window places the rest of its Write.
+ */
+struct conn2 {
+	struct fp_conn fc;
+	struct sv_qp *qp;
+	struct sv_cm_id *id;
+};
+
+static void iw_accept_second(struct conn2 *c)
+{
+	struct sv_qp_init_attr a = { 0 };
+	struct sv_cm_event *ev;
+	struct sv_conn_param sp;
+	struct sv_mpa_rr rr;
+
+	a.send_cq = iw.srv.send_cq;
+	a.recv_cq = iw.srv.recv_cq;
+	a.qp_type = SV_QPT_RC;
+	a.cap.max_send_wr = a.cap.max_recv_wr = 16;
+	a.cap.max_send_sge = a.cap.max_recv_sge = 1;
+	cr_assert_eq(sv_create_qp(iw.srv.pd, &a, &c->qp), 0);
+	fp_connect(&c->fc, &iw.addr);
+	fp_send_request(&c->fc, true, true, SV_MPA_RTR_WRITE | SV_MPA_RTR_READ, 4, 4, NULL, 0);
+	ev = e2e_cm_wait(iw.srv.cm_ch, SV_CM_EVENT_CONNECT_REQUEST, WAIT_MS);
+	c->id = ev->id;
+	cr_assert_eq(sv_cm_ack_event(ev), 0);
+	memset(&sp, 0, sizeof(sp));
+	sp.responder_resources = 4;
+	sp.initiator_depth = 4;
+	cr_assert_eq(sv_cm_accept(c->id, c->qp, &sp), 0);
+	fp_recv_rr(&c->fc, &rr, true, WAIT_MS);
+	cr_assert_not(rr.reject);
+	fp_send_rtr(&c->fc, rr.rtr);
+	ev = e2e_cm_wait(iw.srv.cm_ch, SV_CM_EVENT_ESTABLISHED, WAIT_MS);
+	cr_assert_eq(sv_cm_ack_event(ev), 0);
+}
+
+/* The first FIRST bytes of a LEN-byte Write through key to buf, on the stream of fc; the
+ * FPDU's rest is left in rest/rest_len for later. */
+static void stall_write(struct fp_conn *c, uint32_t key, uint8_t *buf, uint8_t fill,
+			uint8_t *fpdu, size_t cap, const uint8_t **rest, size_t *rest_len)
+{
+	enum { LEN = 3000, FIRST = 1000 };
+	static uint8_t pay[LEN], ulpdu[LEN + 64];
+	struct sv_rdmap_msg m;
+	size_t n, f, head;
+
+	memset(pay, fill, sizeof(pay));
+	memset(&m, 0, sizeof(m));
+	m.opcode = SV_RDMAP_WRITE;
+	m.ddp.tagged = true;
+	m.ddp.last = true;
+	m.ddp.stag = key;
+	m.ddp.to = (uintptr_t)buf;
+	n = fp_ulpdu(ulpdu, sizeof(ulpdu), &m, pay, LEN);
+	f = fp_fpdu(fpdu, cap, ulpdu, n, true, false);
+	head = SV_MPA_LEN_FIELD + (n - LEN);
+	fp_send_all(c, fpdu, head + FIRST);
+	wait_bytes(buf, FIRST, fill, "first part of a Write");
+	*rest = fpdu + head + FIRST;
+	*rest_len = f - head - FIRST;
+}
+
+struct late_inv {
+	struct sv_qp *qp;
+	uint32_t key;
+};
+
+static void *post_inv_later(void *arg)
+{
+	struct late_inv *l = arg;
+	struct sv_send_wr wr = { 0 }, *bad;
+
+	usleep(50 * 1000);	/* the dealloc's wait began first, so its bound passes first */
+	wr.wr_id = 0x1ee;
+	wr.opcode = SV_WR_LOCAL_INV;
+	wr.send_flags = SV_SEND_SIGNALED;
+	wr.invalidate_rkey = l->key;
+	cr_assert_eq(sv_post_send(l->qp, &wr, &bad), 0);
+	return NULL;
+}
+
+Test(attack_mem, iwarp_two_invalidations_at_once_both_return)
+{
+	static uint8_t fpdu1[3100], fpdu2[3100];
+	const uint8_t *rest1, *rest2;
+	size_t rest1_len, rest2_len;
+	struct late_inv l;
+	struct conn2 c2;
+	struct sv_mr *mrw;
+	struct sv_mw *w1, *w2;
+	struct sv_wc wc;
+	pthread_t t;
+	int n;
+
+	iw_open();
+	iw_accept_second(&c2);
+	mrw = e2e_reg(&iw.srv, iw.buf, BUF, E2E_ACCESS_ALL | SV_ACCESS_MW_BIND);
+	w1 = bind_window(iw.srv.qp, iw.srv.send_cq, mrw, iw.buf, 4096);
+	w2 = bind_window(c2.qp, iw.srv.send_cq, mrw, iw.buf + 8192, 4096);
+	stall_write(&fc, w1->rkey, iw.buf, 0xaa, fpdu1, sizeof(fpdu1), &rest1, &rest1_len);
+	stall_write(&c2.fc, w2->rkey, iw.buf + 8192, 0xbb, fpdu2, sizeof(fpdu2), &rest2,
+		    &rest2_len);
+
+	l.qp = iw.srv.qp;
+	l.key = w2->rkey;
+	cr_assert_eq(pthread_create(&t, NULL, post_inv_later, &l), 0);
+	dealloc_bounded(&w1);
+	pthread_join(t, NULL);
+	/* The LOCAL_INV ends too: in error or flushed, as its QP failed. */
+	n = e2e_poll(iw.srv.send_cq, &wc, 1, HANG_GUARD_MS);
+	cr_assert_eq(n, 1, "the LOCAL_INV never completed");
+	cr_assert_eq(wc.wr_id, 0x1ee);
+	e2e_wait_qp_state(iw.srv.qp, SV_QPS_ERR, WAIT_MS);
+	e2e_wait_qp_state(c2.qp, SV_QPS_ERR, WAIT_MS);
+
+	send_late(rest1, rest1_len);
+	(void)send(c2.fc.fd, rest2, rest2_len, MSG_NOSIGNAL | MSG_DONTWAIT);
+	cr_assert(fp_wait_eof(&fc, WAIT_MS), "QP 1's stream stayed open");
+	cr_assert(fp_wait_eof(&c2.fc, WAIT_MS), "QP 2's stream stayed open");
+	e2e_assert_bytes(iw.buf + 1000, 8192 - 1000, CANARY, "bytes placed through window 1");
+	e2e_assert_bytes(iw.buf + 8192 + 1000, BUF - 8192 - 1000, CANARY,
+			 "bytes placed through window 2");
+
+	cr_assert_eq(sv_dealloc_mw(w2), 0);
+	cr_assert_eq(sv_dereg_mr(mrw), 0);
+	cr_assert_eq(sv_dereg_mr(iw.mr), 0);
+	fp_close(&c2.fc);
+	while ((n = e2e_poll(iw.srv.send_cq, &wc, 1, 0)) == 1)
+		;
+	ack_all_async(iw.srv.ctx);
+	{
+		struct sv_cm_event *ev;
+
+		while ((ev = e2e_cm_next(iw.srv.cm_ch, 0)))
+			sv_cm_ack_event(ev);
+	}
+	cr_assert_eq(sv_cm_destroy_id(c2.id), 0);
+	cr_assert_eq(sv_destroy_qp(c2.qp), 0);
+	iw_close();
 }
 
 /*
