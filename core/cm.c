@@ -705,13 +705,24 @@ struct stats_op {
 	struct sv_cm_stats *stats;
 };
 
+struct sv_cm_stats *sv__cm_core_stats(struct sv_context *ctx)
+{
+	return &ctx->cm_st;
+}
+
 static int stats_on_loop(void *arg)
 {
 	struct stats_op *op = arg;
+	const struct sv_cm_stats *c = &op->ctx->cm_st;
 
 	memset(op->stats, 0, sizeof(*op->stats));
 	if (op->ctx->ops->cm_stats)
 		op->ctx->ops->cm_stats(op->ctx, op->stats);
+	op->stats->backlog_drops += c->backlog_drops;
+	op->stats->req_timeouts += c->req_timeouts;
+	op->stats->foreign_drops += c->foreign_drops;
+	op->stats->comm_est += c->comm_est;
+	op->stats->dir_foreign += c->dir_foreign;
 	return 0;
 }
 
@@ -768,6 +779,7 @@ void *sv__cm_incoming(void *listen_cm, struct sv__tep *ep, const struct sv__conn
 	struct cm_event *e;
 
 	if (!backlog_take(l)) {
+		l->pub.context->cm_st.backlog_drops++;
 		if (!l->backlog_said) {
 			l->backlog_said = true;
 			sv__log(SV_LOG_INFO, "softverbs %s: listener backlog full (connection "

@@ -83,6 +83,10 @@ struct sv_context {
 	struct sv__qp *kick_head;	/* QPs waiting for loop_kick() */
 	struct sv__qp *kick_batch;	/* the ones being served now */
 
+	/* Connection manager counters core keeps (core/cm.c; loop thread only), added to
+	 * the transport's own in sv_query_cm_stats(). */
+	struct sv_cm_stats cm_st;
+
 	/* Object counts (sv_close_device refuses while any remain). */
 	pthread_mutex_t obj_lock;
 	uint32_t n_pd, n_cq, n_qp, n_mr, n_comp_channel, n_cm_id;

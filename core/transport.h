@@ -400,6 +400,10 @@ void sv__qp_established(struct sv_qp *qp, uint16_t ird, uint16_t ord);
 void sv__cm_report(void *cm, enum sv_cm_event_type type, int status,
 		   const struct sv__conn_param *param);
 void *sv__cm_incoming(void *listen_cm, struct sv__tep *ep, const struct sv__conn_param *param);
+/* [loop] The context's CM counters core keeps, for a transport without its own to count
+ * into (the TCP transport's request timeouts); sv_query_cm_stats() adds them to the
+ * transport's cm_stats. Core counts the requests it refuses over a backlog there. */
+struct sv_cm_stats *sv__cm_core_stats(struct sv_context *ctx);
 
 /* Logging with SV_LOG levels: 0 error, 1 warn, 2 info, 3 debug. */
 void sv__log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -1049,10 +1049,12 @@ int sv_cm_listen(struct sv_cm_id *id, const struct sockaddr *addr, int backlog);
 
 /* Connection manager counters of a device (fields a transport does not keep stay 0). */
 struct sv_cm_stats {
-	uint64_t backlog_drops;		/* requests dropped: the listener's backlog was full */
-	uint64_t req_timeouts;		/* requests refused after SV_CM_REQ_TIMEOUT_MS */
-	/* Answers (REP, REJ, RTU, MRA, DREQ, DREP, SIDR_REP) dropped because they came from
-	 * another address than the one their exchange is with, or named it wrongly. */
+	uint64_t backlog_drops;		/* requests refused: the listener's backlog was full */
+	uint64_t req_timeouts;		/* requests refused after SV_CM_REQ_TIMEOUT_MS (the
+					 * TCP transport's bound is the same 5 s) */
+	/* UDP only from here: answers (REP, REJ, RTU, MRA, DREQ, DREP, SIDR_REP) dropped
+	 * because they came from another address than the one their exchange is with, or
+	 * named it wrongly. */
 	uint64_t foreign_drops;
 	/* Passive connections established by the first packet of their QP (IBA's
 	 * Communication Established) because the RTU was lost. */

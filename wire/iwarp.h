@@ -32,10 +32,9 @@
  * from accept() to the Request (a TLS handshake included). */
 #define SV__IW_HS_TIMEOUT_MS 10000
 /* A request delivered to the application (CONNECT_REQUEST) must be accepted or rejected
- * by then, as on the UDP transport; else the initiator gets a Reply with R (ours still
- * waits for it: SV__IW_HS_TIMEOUT_MS from its connect), the connection closes, and the
- * request's id gets CONNECT_ERROR. */
-#define SV__IW_ANSWER_TIMEOUT_MS 5000
+ * within SV_CM_REQ_TIMEOUT_MS (include/softverbs.h), as on the UDP transport; else the
+ * initiator gets a Reply with R (ours still waits for it: SV__IW_HS_TIMEOUT_MS from its
+ * connect), the connection closes, and the request's id gets CONNECT_ERROR. */
 #define SV__IW_CLOSE_TIMEOUT_MS 2000	/* after our FIN, wait this long for the peer's */
 /* Parking the loop's RX (iwarp_cm.c data_io()): an application whose poll() calls come
  * less than SPIN_GAP apart, SPIN_STREAK times in a row, and whose polls found FPDUs within

@@ -127,7 +127,7 @@ struct sv__tep {
 	bool parked;			/* the loop leaves RX to a polling application */
 	bool was_up, reported_end;	/* ESTABLISHED was reported / so was the end */
 	bool expired;			/* responder: the application did not answer the
-					 * request in time (SV__IW_ANSWER_TIMEOUT_MS) */
+					 * request in time (SV_CM_REQ_TIMEOUT_MS) */
 	struct sv_qp *qp;
 	struct sv__iwqp *iq;
 	/* listener: incoming handshakes whose Request has not arrived yet */
@@ -748,7 +748,7 @@ static void responder_request(struct sv__tep *ep)
 	ep_move(ep, EP_REQ_RCVD);
 	ep->cm = cm;
 	ep->destroyed = false;		/* core owns it now: freed by ep_destroy */
-	ep_timer(ep, SV__IW_ANSWER_TIMEOUT_MS);
+	ep_timer(ep, SV_CM_REQ_TIMEOUT_MS);
 }
 
 static int reply_encode(struct sv__tep *ep, bool reject, unsigned rtr, uint16_t ird,
@@ -894,7 +894,7 @@ int sv__iw_reject(struct sv__tep *ep, const uint8_t *priv, uint16_t priv_len)
 
 /*
  * The application has neither accepted nor rejected the request within
- * SV__IW_ANSWER_TIMEOUT_MS: the initiator is told no with a Reply with the Rejected bit
+ * SV_CM_REQ_TIMEOUT_MS: the initiator is told no with a Reply with the Rejected bit
  * (RFC 5044 section 7.1), the connection closes and its descriptor goes, and the id
  * gets CONNECT_ERROR (-ETIMEDOUT). The endpoint stays with its id until that is
  * destroyed; a late accept or reject fails with -ETIMEDOUT.
@@ -902,8 +902,9 @@ int sv__iw_reject(struct sv__tep *ep, const uint8_t *priv, uint16_t priv_len)
 static void request_expired(struct sv__tep *ep)
 {
 	sv__log(SV_LOG_INFO, "iwarp: a connection request was neither accepted nor rejected "
-		"within %d ms: rejected", SV__IW_ANSWER_TIMEOUT_MS);
+		"within %d ms: rejected", SV_CM_REQ_TIMEOUT_MS);
 	ep->expired = true;
+	sv__cm_core_stats(ep->ctx)->req_timeouts++;
 	report(ep, SV_CM_EVENT_CONNECT_ERROR, -ETIMEDOUT, NULL);
 	if (reply_encode(ep, true, 0, 0, 0, ep->req.crc, NULL, 0) < 0) {
 		ep->cm = NULL;

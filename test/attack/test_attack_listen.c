@@ -253,7 +253,7 @@ static int wait_fds(int want, int timeout_ms)
 }
 
 /*
- * A Request the application never answers: within SV__IW_ANSWER_TIMEOUT_MS the client
+ * A Request the application never answers: within SV_CM_REQ_TIMEOUT_MS the client
  * gets a Reply with the Rejected bit and the connection closes, the server's descriptor
  * goes, the request's id gets CONNECT_ERROR (-ETIMEDOUT), and a late accept or reject
  * says -ETIMEDOUT.
@@ -312,6 +312,12 @@ Test(attack_listen, unanswered_request_is_rejected_and_freed, .timeout = 120)
 	cr_assert_eq(ev->id, cli_req, "the softverbs client's request expired too");
 	cr_assert_eq(sv_cm_ack_event(ev), 0);
 	cr_assert_null(e2e_cm_next(srv.cm_ch, 0), "nothing more for the expired requests");
+	{
+		struct sv_cm_stats st;
+
+		cr_assert_eq(sv_query_cm_stats(srv.ctx, &st), 0);
+		cr_assert_eq(st.req_timeouts, 2, "both expired requests are counted");
+	}
 	ev = e2e_cm_wait(cli.cm_ch, SV_CM_EVENT_REJECTED, E2E_WAIT_MS);
 	cr_assert_eq(ev->status, -ECONNREFUSED, "the softverbs client hears the refusal");
 	cr_assert_eq(sv_cm_ack_event(ev), 0);
@@ -377,6 +383,12 @@ Test(attack_listen, unread_requests_fill_the_backlog_and_no_more, .timeout = 60)
 	req[0] = ev->id;
 	cr_assert_eq(sv_cm_ack_event(ev), 0);
 	cr_assert_null(e2e_cm_next(srv.cm_ch, 0), "the refused request was never an event");
+	{
+		struct sv_cm_stats st;
+
+		cr_assert_eq(sv_query_cm_stats(srv.ctx, &st), 0);
+		cr_assert_eq(st.backlog_drops, 1, "the refused request is counted");
+	}
 
 	/* The first read, not answered: the backlog has room again. */
 	c[2] = requester(&addr);
