@@ -649,11 +649,20 @@ SVC_EXPORT int rdma_destroy_id(struct rdma_cm_id *cm_id)
 	return 0;
 }
 
+/* The port is taken here, as the kernel's rdma_bind_addr reserves it in its port space:
+ * rdma_get_src_port gives it at once (qperf -cm1 sends it to its peer before listening). */
 SVC_EXPORT int rdma_bind_addr(struct rdma_cm_id *cm_id, struct sockaddr *addr)
 {
+	struct sockaddr_storage ss;
+	int rc;
+
 	if (!cm_id || !addr || (addr->sa_family != AF_INET && addr->sa_family != AF_INET6))
 		return fail(EINVAL);
+	if ((rc = sv_cm_bind(to_id(cm_id)->sv, addr)) < 0)
+		return fail(rc);
 	set_addr(&cm_id->route.addr.src_addr, addr);
+	if (sv_cm_local_addr(to_id(cm_id)->sv, &ss) == 0)
+		set_addr(&cm_id->route.addr.src_addr, (struct sockaddr *)&ss);
 	cm_id->verbs = get_verbs();
 	cm_id->port_num = 1;
 	return 0;

@@ -41,8 +41,9 @@ struct sv_cm_channel {
 
 struct sv__cm_id {
 	struct sv_cm_id pub;
-	/* ep, listening and connecting are touched on the loop thread only. */
+	/* ep, bound, listening and connecting are touched on the loop thread only. */
 	struct sv__tep *ep;
+	bool bound;			/* ep holds the port of sv_cm_bind(), no more yet */
 	bool listening;
 	bool connecting;		/* connect or accept handed to the transport */
 	bool backlog_said;		/* listener: refused a request over its backlog */
@@ -463,8 +464,9 @@ static int listen_on_loop(void *arg)
 	struct sv_context *ctx = op->id->pub.context;
 	int rc;
 
-	if (op->id->ep || op->id->connecting)
+	if ((op->id->ep && !op->id->bound) || op->id->connecting)
 		return -EISCONN;
+	/* A bound id listens on the endpoint that holds its port (*lep is not NULL). */
 	if (is_ud(op->id))
 		rc = ctx->ops->ud_listen(ctx, op->id, (struct sockaddr *)&op->addr, op->id->ps,
 					 op->backlog, &op->id->ep);
@@ -477,6 +479,10 @@ static int listen_on_loop(void *arg)
 		const struct sockaddr_in6 *a6 = (const struct sockaddr_in6 *)&op->addr;
 		bool v6 = op->addr.ss_family == AF_INET6;
 
+		if (op->id->bound && (!ctx->ops->ep_addr ||
+				      ctx->ops->ep_addr(op->id->ep, &op->addr, NULL) < 0))
+			op->addr.ss_family = AF_UNSPEC;
+		op->id->bound = false;
 		op->id->listening = true;
 		atomic_store(&op->id->backlog_left, op->backlog);
 		/* Said once per listener: a peer on another host may connect from now on
@@ -510,14 +516,56 @@ int sv_cm_listen(struct sv_cm_id *pub, const struct sockaddr *addr, int backlog)
 	return sv__ctx_run_sync(pub->context, listen_on_loop, &op);
 }
 
-static int connect_on_loop(void *arg)
+static int bind_on_loop(void *arg)
 {
 	struct op *op = arg;
 	struct sv_context *ctx = op->id->pub.context;
 	int rc;
 
 	if (op->id->ep || op->id->connecting)
+		return -EINVAL;		/* rdma_bind_addr: an id binds once, before use */
+	rc = ctx->ops->bind(ctx, op->id, (struct sockaddr *)&op->addr, op->id->ps, &op->id->ep);
+	if (rc == 0)
+		op->id->bound = true;
+	return rc;
+}
+
+int sv_cm_bind(struct sv_cm_id *pub, const struct sockaddr *addr)
+{
+	struct op op = { 0 };
+	size_t len;
+
+	if (!pub || !addr || !(len = addr_len(addr)))
+		return -EINVAL;
+	op.id = to_id(pub);
+	if (!pub->context->ops->bind)
+		return -EOPNOTSUPP;
+	memcpy(&op.addr, addr, len);
+	return sv__ctx_run_sync(pub->context, bind_on_loop, &op);
+}
+
+/* A bound id that connects gives its port back first: the transport's connect picks
+ * its own source as it does for an id never bound (include/softverbs.h, sv_cm_bind). */
+static void unbind(struct sv__cm_id *id)
+{
+	if (!id->bound)
+		return;
+	id->pub.context->ops->ep_destroy(id->ep);
+	id->ep = NULL;
+	id->bound = false;
+}
+
+static int connect_on_loop(void *arg)
+{
+	struct op *op = arg;
+	struct sv_context *ctx = op->id->pub.context;
+	int rc;
+
+	if ((op->id->ep && !op->id->bound) || op->id->connecting)
 		return -EISCONN;
+	if (!is_ud(op->id) && op->qp->cm)
+		return -EBUSY;		/* the QP belongs to another id */
+	unbind(op->id);
 	if (is_ud(op->id)) {
 		rc = ctx->ops->ud_resolve(ctx, op->id, (struct sockaddr *)&op->addr, op->id->ps,
 					  &op->param, &op->id->ep);
@@ -525,8 +573,6 @@ static int connect_on_loop(void *arg)
 			op->id->connecting = true;
 		return rc;
 	}
-	if (op->qp->cm)
-		return -EBUSY;		/* the QP belongs to another id */
 	if ((rc = sv__qp_cm_init(op->qp)) < 0)
 		return rc;
 	op->id->pub.qp = &op->qp->pub;
@@ -574,7 +620,7 @@ static int accept_on_loop(void *arg)
 	struct sv_context *ctx = op->id->pub.context;
 	int rc;
 
-	if (!op->id->ep || op->id->listening)
+	if (!op->id->ep || op->id->bound || op->id->listening)
 		return -EINVAL;		/* only an id from a CONNECT_REQUEST can accept */
 	if (op->id->connecting)
 		return -EISCONN;
@@ -620,7 +666,7 @@ static int reject_on_loop(void *arg)
 {
 	struct op *op = arg;
 
-	if (!op->id->ep || op->id->listening || op->id->connecting)
+	if (!op->id->ep || op->id->bound || op->id->listening || op->id->connecting)
 		return -EINVAL;
 	return op->id->pub.context->ops->reject(op->id->ep, op->param.priv, op->param.priv_len);
 }
@@ -646,7 +692,7 @@ static int disconnect_on_loop(void *arg)
 
 	if (is_ud(id))
 		return -EINVAL;		/* nothing is connected in a UD port space */
-	if (!id->ep || id->listening)
+	if (!id->ep || id->bound || id->listening)
 		return -ENOTCONN;
 	if (id->pub.qp) {
 		/* verbs: the QP flushes before the connection closes (sv_cm_disconnect). */

@@ -156,7 +156,9 @@ struct sv__transport_ops {
 	void (*qp_error)(struct sv_qp *qp);
 
 	/* [loop] Connection management. cm is core's cookie for the CM id, passed back in
-	 * sv__cm_report()/sv__cm_incoming(). */
+	 * sv__cm_report()/sv__cm_incoming(). listen and ud_listen find *lep NULL, or the
+	 * endpoint bind gave the id: then they listen on it (its address, not addr) and
+	 * leave it bound if they fail. */
 	int (*listen)(struct sv_context *ctx, void *cm, const struct sockaddr *addr,
 		      int backlog, struct sv__tep **lep);
 	/* Start connecting qp (which core moved to INIT) to dst; report ESTABLISHED (after
@@ -182,6 +184,12 @@ struct sv__transport_ops {
 			 uint16_t ps, int backlog, struct sv__tep **lep);
 	int (*ud_resolve)(struct sv_context *ctx, void *cm, const struct sockaddr *dst,
 			  uint16_t ps, const struct sv__conn_param *param, struct sv__tep **ep);
+	/* Optional (NULL: sv_cm_bind is -EOPNOTSUPP). [loop] rdma_bind_addr: takes addr's
+	 * port in port space ps (port 0: a free one) as an endpoint that does nothing
+	 * until the id listens on it; another bind or listen of that port fails with
+	 * -EADDRINUSE until ep_destroy frees it. ep_addr gives the port taken. */
+	int (*bind)(struct sv_context *ctx, void *cm, const struct sockaddr *addr, uint16_t ps,
+		    struct sv__tep **ep);
 	/* Addresses of an endpoint; either pointer may be NULL. */
 	int (*ep_addr)(struct sv__tep *ep, struct sockaddr_storage *local,
 		       struct sockaddr_storage *peer);

@@ -1037,6 +1037,19 @@ int sv_cm_migrate_id(struct sv_cm_id *id, struct sv_cm_channel *channel);
 int sv_cm_listen(struct sv_cm_id *id, const struct sockaddr *addr, int backlog);
 
 /*
+ * Binds id to addr before it listens (rdma_bind_addr): the port is taken at once, port 0
+ * picking a free one (not the device's opts.port as sv_cm_listen does), which
+ * sv_cm_local_addr reports from now on. A later sv_cm_listen listens on that port
+ * whatever address it is given; another id's bind or listen of the port fails with
+ * -EADDRINUSE while this id lives. On the TCP transport this is a bound TCP socket, on
+ * the UDP transport the service port in the CM's listener table (addresses as for
+ * sv_cm_listen there). An id that connects instead gives the port back first and
+ * connects as an unbound one does. -EINVAL on an id already bound, listening or
+ * connecting.
+ */
+int sv_cm_bind(struct sv_cm_id *id, const struct sockaddr *addr);
+
+/*
  * How long a connection request may wait for the application's sv_cm_accept() or
  * sv_cm_reject() on the UDP transport (doc/security.md, "Control plane"). Until then it
  * counts against its listener's backlog (a request beyond the backlog is dropped, so the
@@ -1064,7 +1077,7 @@ struct sv_cm_stats {
 };
 
 int sv_query_cm_stats(struct sv_context *ctx, struct sv_cm_stats *stats);
-/* The address an id is bound or connected to (after listen/connect), and its peer's. */
+/* The address an id is bound or connected to (after bind/listen/connect), and its peer's. */
 int sv_cm_local_addr(const struct sv_cm_id *id, struct sockaddr_storage *addr);
 int sv_cm_peer_addr(const struct sv_cm_id *id, struct sockaddr_storage *addr);
 

@@ -10,7 +10,7 @@
 # themselves, and make check lists them at the end with the reason).
 set -eu
 build="build-essential cmake pkg-config libuv1-dev libssl-dev zlib1g-dev libcriterion-dev"
-tests="libibverbs-dev librdmacm-dev ibverbs-utils rdmacm-utils perftest python3-pyverbs tshark
+tests="libibverbs-dev librdmacm-dev ibverbs-utils rdmacm-utils perftest qperf python3-pyverbs tshark
 	iproute2"
 want=$build
 [ "${1:-}" = "--test" ] && want="$build $tests"

@@ -293,6 +293,7 @@ const struct sv__transport_ops sv__iwarp_tcp_ops = {
 	.disconnect = sv__iw_disconnect,
 	.ep_addr = sv__iw_ep_addr,
 	.ep_destroy = sv__iw_ep_destroy,
+	.bind = sv__iw_bind,
 	.listen = sv__iw_listen,
 	.loop_kick = loop_kick,
 	.poll = poll_qp,

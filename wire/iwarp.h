@@ -338,6 +338,8 @@ size_t sv__iw_tls_unsent(const struct sv__iw_tls *t);
 int sv__iw_tls_close(struct sv__iw_tls *t);
 
 /* iwarp_cm.c — [loop]: the CM ops of the table */
+int sv__iw_bind(struct sv_context *ctx, void *cm, const struct sockaddr *addr, uint16_t ps,
+		struct sv__tep **ep);
 int sv__iw_listen(struct sv_context *ctx, void *cm, const struct sockaddr *addr, int backlog,
 		  struct sv__tep **lep);
 int sv__iw_connect(struct sv_qp *qp, void *cm, const struct sockaddr *dst,

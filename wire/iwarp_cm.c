@@ -62,6 +62,7 @@
  */
 enum ep_state {
 	EP_NEW,				/* created, no role yet */
+	EP_BOUND,			/* sv_cm_bind: holds its port, not listening yet */
 	EP_LISTEN,			/* listener: accepting */
 	EP_LISTEN_FULL,			/* listener: out of descriptors, not polled until
 					 * its back-off timer fires */
@@ -81,6 +82,7 @@ enum ep_state {
 
 static const char *const ep_state_name[EP_N_STATES] = {
 	[EP_NEW] = "NEW",
+	[EP_BOUND] = "BOUND",
 	[EP_LISTEN] = "LISTEN",
 	[EP_LISTEN_FULL] = "LISTEN_FULL",
 	[EP_CONNECTING] = "CONNECTING",
@@ -98,7 +100,8 @@ static const char *const ep_state_name[EP_N_STATES] = {
 
 /* The moves each state may make. Every state may close (ep_close_fd). */
 static const unsigned ep_moves[EP_N_STATES] = {
-	[EP_NEW] = TO(EP_LISTEN) | TO(EP_CONNECTING) | TO(EP_REQ_WAIT),
+	[EP_NEW] = TO(EP_BOUND) | TO(EP_LISTEN) | TO(EP_CONNECTING) | TO(EP_REQ_WAIT),
+	[EP_BOUND] = TO(EP_LISTEN),
 	[EP_LISTEN] = TO(EP_LISTEN_FULL),
 	[EP_LISTEN_FULL] = TO(EP_LISTEN),
 	[EP_CONNECTING] = TO(EP_REP_WAIT),
@@ -1157,6 +1160,73 @@ static void listener_cb(struct sv__tep *l)
 	}
 }
 
+/* A new endpoint of CM id cm around socket fd, or NULL (fd closed). */
+static struct sv__tep *ep_wrap(struct sv_context *ctx, void *cm, int fd)
+{
+	struct sv__tep *ep = ep_new(ctx, fd);
+
+	if (!ep || !ep->poll_open) {
+		if (ep)
+			ep_free(ep);
+		else
+			close(fd);
+		return NULL;
+	}
+	ep->cm = cm;
+	return ep;
+}
+
+/*
+ * sv_cm_bind: a TCP socket bound to addr (port 0: the kernel picks a free one), which
+ * sv__iw_listen later listens on. It binds without SO_REUSEADDR, so that no other
+ * socket can take the port while it is not listening yet (Linux lets two SO_REUSEADDR
+ * sockets share a port until one listens); only where that fails for a port named
+ * explicitly does it try again with SO_REUSEADDR, the way a listener binds, which is
+ * what lets a server take its port again over its old connections' TIME_WAITs.
+ */
+int sv__iw_bind(struct sv_context *ctx, void *cm, const struct sockaddr *addr, uint16_t ps,
+		struct sv__tep **out)
+{
+	struct sockaddr_storage a = { 0 };
+	socklen_t alen;
+	struct sv__tep *ep;
+	int fd, one = 1, rc;
+	uint16_t port;
+
+	if (ps != SV_CM_PS_TCP)
+		return -EOPNOTSUPP;
+	if (addr->sa_family == AF_INET) {
+		alen = sizeof(struct sockaddr_in);
+		port = ((const struct sockaddr_in *)addr)->sin_port;
+	} else if (addr->sa_family == AF_INET6) {
+		alen = sizeof(struct sockaddr_in6);
+		port = ((const struct sockaddr_in6 *)addr)->sin6_port;
+	} else {
+		return -EAFNOSUPPORT;
+	}
+	memcpy(&a, addr, alen);
+	if ((fd = sock_new(addr->sa_family)) < 0)
+		return fd;
+	if (bind(fd, (struct sockaddr *)&a, alen) < 0) {
+		rc = -errno;
+		if (rc == -EADDRINUSE && port) {
+			setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+			rc = bind(fd, (struct sockaddr *)&a, alen) < 0 ? -errno : 0;
+		}
+		if (rc < 0) {
+			close(fd);
+			return rc;
+		}
+	}
+	if (!(ep = ep_wrap(ctx, cm, fd)))
+		return -ENOMEM;
+	ep_move(ep, EP_BOUND);
+	alen = sizeof(ep->local);
+	getsockname(fd, (struct sockaddr *)&ep->local, &alen);
+	*out = ep;
+	return 0;
+}
+
 int sv__iw_listen(struct sv_context *ctx, void *cm, const struct sockaddr *addr, int backlog,
 		  struct sv__tep **out)
 {
@@ -1180,6 +1250,17 @@ int sv__iw_listen(struct sv_context *ctx, void *cm, const struct sockaddr *addr,
 		((struct sockaddr_in *)&a)->sin_port = htons(o->port);
 	else if (a.ss_family == AF_INET6 && ((struct sockaddr_in6 *)&a)->sin6_port == 0)
 		((struct sockaddr_in6 *)&a)->sin6_port = htons(o->port);
+	if ((ep = *out)) {
+		/* Bound by sv__iw_bind: its socket may share its port from now on, as every
+		 * listener's does (so that its connections' TIME_WAITs do not keep the
+		 * next listener off it); a listening socket's port is taken all the same. */
+		setsockopt(ep->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (listen(ep->fd, backlog > 0 ? backlog : 128) < 0)
+			return -errno;
+		ep_move(ep, EP_LISTEN);
+		ep_poll(ep, UV_READABLE);
+		return 0;
+	}
 	fd = sock_new(addr->sa_family);
 	if (fd < 0)
 		return fd;
@@ -1190,15 +1271,8 @@ int sv__iw_listen(struct sv_context *ctx, void *cm, const struct sockaddr *addr,
 		close(fd);
 		return rc;
 	}
-	ep = ep_new(ctx, fd);
-	if (!ep || !ep->poll_open) {
-		if (ep)
-			ep_free(ep);
-		else
-			close(fd);
+	if (!(ep = ep_wrap(ctx, cm, fd)))
 		return -ENOMEM;
-	}
-	ep->cm = cm;
 	ep_move(ep, EP_LISTEN);
 	alen = sizeof(ep->local);
 	getsockname(fd, (struct sockaddr *)&ep->local, &alen);

@@ -1742,6 +1742,7 @@ const struct sv__transport_ops sv__roce_udp_ops = {
 	.disconnect = sv__roce_cm_disconnect,
 	.ep_addr = sv__roce_cm_ep_addr,
 	.ep_destroy = sv__roce_cm_ep_destroy,
+	.bind = sv__roce_cm_bind,
 	.listen = sv__roce_cm_listen,
 	.loop_kick = loop_kick,
 	.poll = poll_qp,

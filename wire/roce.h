@@ -428,6 +428,8 @@ void sv__roce_cm_rx(struct sv__rctx *rc, const union sv__roce_addr *src, const u
 		    size_t len);
 /* qp_destroy: the connection forgets the QP. */
 void sv__roce_cm_qp_gone(struct sv__rqp *q);
+int sv__roce_cm_bind(struct sv_context *ctx, void *cm, const struct sockaddr *addr, uint16_t ps,
+		     struct sv__tep **ep);
 int sv__roce_cm_listen(struct sv_context *ctx, void *cm, const struct sockaddr *addr,
 		       int backlog, struct sv__tep **lep);
 int sv__roce_cm_connect(struct sv_qp *qp, void *cm, const struct sockaddr *dst,

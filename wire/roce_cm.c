@@ -120,6 +120,7 @@
  * state per endpoint, changed only by ep_move(), which refuses a move the table below
  * does not have. */
 enum ep_state {
+	EP_BOUND,		/* sv_cm_bind: holds its service port, answers nothing */
 	EP_LISTEN,
 	EP_REQ_SENT,		/* active: waiting for REP */
 	EP_REQ_RCVD,		/* passive: the application decides */
@@ -133,6 +134,7 @@ enum ep_state {
 };
 
 static const char *const ep_state_name[EP_NSTATES] = {
+	[EP_BOUND] = "BOUND",
 	[EP_LISTEN] = "LISTEN",
 	[EP_REQ_SENT] = "REQ_SENT",
 	[EP_REQ_RCVD] = "REQ_RCVD",
@@ -148,6 +150,7 @@ static const char *const ep_state_name[EP_NSTATES] = {
 
 /* ep_moves[s] has bit t set when s -> t is a move the CM makes. */
 static const unsigned ep_moves[EP_NSTATES] = {
+	[EP_BOUND] = TO(EP_LISTEN),
 	[EP_LISTEN] = 0,
 	/* REP (RTU sent), or REJ, no answer, a QP that cannot follow the REP */
 	[EP_REQ_SENT] = TO(EP_ESTABLISHED) | TO(EP_CLOSED),
@@ -198,6 +201,7 @@ struct sv__tep {
 	int backlog;			/* listener: requests that may wait for a decision */
 	bool dropping;			/* listener: its backlog is full (said once) */
 	int dir_fd;			/* listener: its host-local directory entry, or -1 */
+	union sv__roce_addr bound;	/* EP_BOUND: the address as sv_cm_bind named it */
 };
 
 static bool ep_move(struct sv__tep *ep, enum ep_state to)
@@ -401,13 +405,15 @@ static void ep_unlink(struct sv__tep *ep)
 	}
 }
 
-/* Only a listener owns its service port: connections accepted on it keep the port as
- * their local address but are found by communication ID, so an application may close
- * the listener and listen on the same port again while they live (perftest -R does). */
+/* Only a listener (or a bound endpoint that will be one) owns its service port:
+ * connections accepted on it keep the port as their local address but are found by
+ * communication ID, so an application may close the listener and listen on the same
+ * port again while they live (perftest -R does). */
 static bool port_used(const struct sv__rctx *rc, uint16_t ps, uint16_t port)
 {
 	for (const struct sv__tep *e = rc->cm_eps; e; e = e->next)
-		if (e->state == EP_LISTEN && e->ps == ps && sv__roce_addr_port(&e->local) == port)
+		if ((e->state == EP_LISTEN || e->state == EP_BOUND) && e->ps == ps &&
+		    sv__roce_addr_port(&e->local) == port)
 			return true;
 	return false;
 }
@@ -448,7 +454,7 @@ static void detach_qp(struct sv__tep *ep)
 static struct sv__tep *find_by_local(struct sv__rctx *rc, uint32_t id)
 {
 	for (struct sv__tep *e = rc->cm_eps; e; e = e->next)
-		if (e->state != EP_LISTEN && !e->sidr && e->local_id == id)
+		if (e->state != EP_LISTEN && e->state != EP_BOUND && !e->sidr && e->local_id == id)
 			return e;
 	return NULL;
 }
@@ -634,7 +640,7 @@ static void rx_req(struct sv__rctx *rc, const union sv__roce_addr *src,
 	bool has_ip = false;
 
 	for (struct sv__tep *e = rc->cm_eps; e; e = e->next) {
-		if (e->state == EP_LISTEN || e->sidr)
+		if (e->state == EP_LISTEN || e->state == EP_BOUND || e->sidr)
 			continue;
 		if (e->remote_id == req->local_comm_id && sv__roce_addr_eq(&e->gsi, src)) {
 			/* A repeated REQ (IBA 12.9.5), answered once each: still deciding ->
@@ -907,7 +913,7 @@ static void rx_sidr_req(struct sv__rctx *rc, const union sv__roce_addr *src,
 	uint16_t ps = (uint16_t)(req->service_id >> 16);
 
 	for (struct sv__tep *e = rc->cm_eps; e; e = e->next) {
-		if (!e->sidr || e->state == EP_LISTEN || e->remote_id != req->request_id ||
+		if (!e->sidr || e->state == EP_LISTEN || e->state == EP_BOUND || e->remote_id != req->request_id ||
 		    !sv__roce_addr_eq(&e->gsi, src))
 			continue;
 		/* A repeated SIDR_REQ (IBA 12.11.2): our SIDR_REP again once there is one;
@@ -1314,55 +1320,111 @@ static void log_not_local(const struct sv__rctx *rc, const union sv__roce_addr *
 		sv__roce_addr_str(&rc->local, have, sizeof(have)));
 }
 
-static int listen_ps(struct sv_context *ctx, void *cm, const struct sockaddr *addr,
-		     uint16_t ps, int backlog, struct sv__tep **lep)
+/*
+ * A new endpoint in state st holding service port addr's port (0: a free one) of port
+ * space ps for CM id cm: the address is the device's with that port, or as the
+ * application named it for another loopback address (check_local). named is addr in
+ * the device's family, with the port taken.
+ */
+static int take_port(struct sv_context *ctx, void *cm, const struct sockaddr *addr,
+		     uint16_t ps, enum ep_state st, struct sv__tep **out,
+		     union sv__roce_addr *named)
 {
 	struct sv__rctx *rc = sv__ctx_tctx(ctx);
-	union sv__roce_addr a;
 	uint16_t port;
 	struct sv__tep *ep;
 	bool own;
 	int r;
 
-	if ((r = cm_addr(rc, addr, &a)) < 0)
+	if ((r = cm_addr(rc, addr, named)) < 0)
 		return r;
-	if ((r = check_local(rc, &a, &own)) < 0) {
-		log_not_local(rc, &a);
+	if ((r = check_local(rc, named, &own)) < 0) {
+		log_not_local(rc, named);
 		return r;
 	}
-	port = sv__roce_addr_port(&a);
+	port = sv__roce_addr_port(named);
 	if (port && port_used(rc, ps, port))
 		return -EADDRINUSE;
 	if (!port && !(port = ephemeral(rc, ps)))
 		return -EADDRINUSE;
-	if (!(ep = ep_new(rc, EP_LISTEN)))
+	if (!(ep = ep_new(rc, st)))
 		return -ENOMEM;
+	sv__roce_addr_set_port(named, port);
 	ep->cm = cm;
 	ep->ps = ps;
 	ep->sidr = ps != SV_CMA_PS_TCP;
-	ep->backlog = backlog > 0 ? backlog : 1;
 	local_addr(rc, port, &ep->local);
-	if (!own) {
-		ep->local = a;			/* reported as the application named it */
-		sv__roce_addr_set_port(&ep->local, port);
-	}
+	if (!own)
+		ep->local = *named;		/* reported as the application named it */
+	*out = ep;
+	return 0;
+}
+
+/* A listener of ep's port from now on; fails (ep freed if it was new) when the
+ * application named a loopback address the directory cannot publish. */
+static int start_listening(struct sv__rctx *rc, struct sv__tep *ep, const union sv__roce_addr *a,
+			   int backlog, bool fresh)
+{
+	int r;
+
+	ep->backlog = backlog > 0 ? backlog : 1;
 	/* On loopback, make the listener findable by the address it listens on (and by
 	 * the device's own); elsewhere the address is the device's and needs no help. */
 	if (sv__roce_addr_loopback(&rc->local)) {
-		r = sv__roce_cm_dir_publish(rc->dport_default, ps, port, &a, &rc->local);
+		bool own = sv__roce_addr_any(a) || sv__roce_addr_same_ip(a, &rc->local);
+
+		r = sv__roce_cm_dir_publish(rc->dport_default, ep->ps,
+					    sv__roce_addr_port(&ep->local), a, &rc->local);
 		if (r >= 0) {
 			ep->dir_fd = r;
 		} else if (!own) {
-			log_not_local(rc, &a);
-			ep_unlink(ep);
-			free(ep);
+			log_not_local(rc, a);
+			if (fresh) {
+				ep_unlink(ep);
+				free(ep);
+			}
 			return -EADDRNOTAVAIL;
 		} else {
 			sv__log(SV_LOG_DEBUG, "softverbs udp: CM listener not published "
 				"host-locally: %s", strerror(-r));
 		}
 	}
+	if (!fresh)
+		ep_move(ep, EP_LISTEN);
+	return 0;
+}
+
+static int listen_ps(struct sv_context *ctx, void *cm, const struct sockaddr *addr,
+		     uint16_t ps, int backlog, struct sv__tep **lep)
+{
+	struct sv__rctx *rc = sv__ctx_tctx(ctx);
+	struct sv__tep *ep = *lep;
+	union sv__roce_addr a;
+	int r;
+
+	if (ep) {
+		/* Bound by sv__roce_cm_bind to the address it keeps. */
+		if (ep->ps != ps)
+			return -EINVAL;
+		return start_listening(rc, ep, &ep->bound, backlog, false);
+	}
+	if ((r = take_port(ctx, cm, addr, ps, EP_LISTEN, &ep, &a)) < 0)
+		return r;
+	if ((r = start_listening(rc, ep, &a, backlog, true)) < 0)
+		return r;
 	*lep = ep;
+	return 0;
+}
+
+int sv__roce_cm_bind(struct sv_context *ctx, void *cm, const struct sockaddr *addr, uint16_t ps,
+		     struct sv__tep **ep)
+{
+	union sv__roce_addr a;
+	int r;
+
+	if ((r = take_port(ctx, cm, addr, ps, EP_BOUND, ep, &a)) < 0)
+		return r;
+	(*ep)->bound = a;
 	return 0;
 }
 
@@ -1761,7 +1823,7 @@ int sv__roce_cm_ep_addr(struct sv__tep *ep, struct sockaddr_storage *local,
 		memcpy(local, &ep->local, sv__roce_addr_len(&ep->local));
 	}
 	if (peer) {
-		if (ep->state == EP_LISTEN)
+		if (ep->state == EP_LISTEN || ep->state == EP_BOUND)
 			return -ENOTCONN;
 		memset(peer, 0, sizeof(*peer));
 		memcpy(peer, &ep->peer, sv__roce_addr_len(&ep->peer));

@@ -69,7 +69,7 @@ void apps_require(const char *const progs[])
 	for (i = 0; progs[i]; i++) {
 		if (!in_path(progs[i]))
 			cr_skip_test("%s is not installed (packages ibverbs-utils, rdmacm-utils, "
-				     "perftest): application test skipped", progs[i]);
+				     "perftest, qperf): application test skipped", progs[i]);
 	}
 	if (strchr(svrun_path(), '/') ? access(svrun_path(), X_OK) != 0 : !in_path("svrun"))
 		cr_skip_test("svrun not found at %s (compat drop-ins not built)", svrun_path());
@@ -153,22 +153,29 @@ static bool reap(struct apps_proc *p, bool block)
 	return true;
 }
 
-static bool listening(int port)
+static bool listening_in(const char *table, int port)
 {
 	char line[512];
 	bool found = false;
-	FILE *f = fopen("/proc/net/tcp", "r");
+	FILE *f = fopen(table, "r");
 	unsigned lport, state;
 
 	if (!f)
 		return false;
 	while (!found && fgets(line, sizeof(line), f)) {
 		/* "  sl  local_address rem_address   st ..." : local is ADDR:PORT in hex */
-		if (sscanf(line, " %*d: %*x:%x %*x:%*x %x", &lport, &state) == 2)
+		if (sscanf(line, " %*d: %*[0-9A-Fa-f]:%x %*[0-9A-Fa-f]:%*x %x", &lport,
+			   &state) == 2)
 			found = (int)lport == port && state == 0x0a;	/* TCP_LISTEN */
 	}
 	fclose(f);
 	return found;
+}
+
+/* A listener on the IPv6 wildcard serves 127.0.0.1 too (qperf's does). */
+static bool listening(int port)
+{
+	return listening_in("/proc/net/tcp", port) || listening_in("/proc/net/tcp6", port);
 }
 
 bool apps_wait_listen(struct apps_proc *p, int port, int timeout_ms)

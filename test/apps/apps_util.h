@@ -31,7 +31,7 @@ void apps_start(struct apps_proc *p, const char *const argv[]);
 /* The same with extra "KEY=VALUE" environment entries (env NULL-terminated, or NULL). */
 void apps_start_env(struct apps_proc *p, const char *const env[], const char *const argv[]);
 
-/* Waits until the process listens on TCP port `port` (from /proc/net/tcp) or exits;
+/* Waits until the process listens on TCP port `port` (/proc/net/tcp or tcp6) or exits;
  * false at the deadline. */
 bool apps_wait_listen(struct apps_proc *p, int port, int timeout_ms);
 
