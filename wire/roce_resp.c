@@ -869,12 +869,13 @@ static void uc_rx(struct sv__rqp *q, const struct sv_ib_pkt *k)
 	bool start = f & SV_IB_OPF_START;
 	bool more = (f & SV_IB_OPF_SEND) ? q->in_send : q->in_write;
 
+	/* A gap: a MIDDLE or LAST is dropped with the message in progress (counted once,
+	 * and not again when that message was already being skipped); a FIRST or ONLY
+	 * ends the message in progress below and starts its own. */
 	if (k->bth.psn != q->epsn) {
 		q->st.ooo_rx++;
-		uc_abandon(q);
-		q->uc_skip = false;
 		q->epsn = k->bth.psn;
-		if (!start) {
+		if (!start && !q->uc_skip) {
 			uc_drop(q, k);
 			return;
 		}
