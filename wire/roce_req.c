@@ -305,17 +305,31 @@ static int take_wqe(struct sv__rqp *q)
  * is handed to the socket: there is no ACK to wait for and nothing is ever resent. A
  * packet lost on the way loses that message at the responder, which resynchronizes at
  * the next FIRST or ONLY. The flush before the completion is what "sent" means here:
- * once the WQE completes, the application may reuse its buffer.
+ * once the WQE completes, the application may reuse its buffer. Nothing is resent, so
+ * packets are built only as the socket has room for them (sv__roce_tx_room, as READ
+ * responses are): a full socket makes the QP wait for writable (sv__roce_tx_wait) with
+ * the WQE part sent, rather than lose the rest of a large message to it.
  */
 static void uc_progress(struct sv__rqp *q)
 {
 	struct sv__retx *x = &q->rx;
+	uint32_t room = sv__roce_tx_room(q->rc, SV_BTH_LEN + SV_RETH_LEN + q->mtu +
+					 SV_IMMDT_LEN + SV_ICRC_LEN);
 
-	while (!q->err && take_wqe(q) > 0) {
-		struct sv__rswqe *r = rec_at(q, q->rec_new);
+	while (!q->err) {
+		struct sv__rswqe *r;
 
-		for (; r->sent < r->npkts; r->sent++)
+		if (q->rec_new == q->rec_put && take_wqe(q) <= 0)
+			return;
+		r = rec_at(q, q->rec_new);
+		for (; r->sent < r->npkts; r->sent++, room--) {
+			if (room == 0) {
+				sv__roce_flush(q);
+				sv__roce_tx_wait(q);
+				return;
+			}
 			emit(q, r, r->sent, false);
+		}
 		x->nxt = x->snd = x->una = sv__psn_add(x->nxt, r->npkts);
 		q->rec_new++;
 		q->rec_get++;
