@@ -133,8 +133,8 @@ static const struct transition ud_table[SV_QPS_ERR + 1][SV_QPS_ERR + 1] = {
 
 /* The UC column (IBTA Vol 1 11.2.5.2, the kernel's qp_state_table): RC's access flags
  * and path, none of its acknowledgement attributes (timeout, retries, RNR timer, RDMA
- * Read depths), since a UC QP sends no ACKs and never retries. SQE exists: a local send
- * error moves a UC QP there, and SQE -> RTS resumes it. */
+ * Read depths), since a UC QP sends no ACKs and never retries. A local send error moves
+ * it to ERR as on RC: SQE, which IBA 10.3.1 gives UC for that, is not modelled. */
 static const struct transition uc_table[SV_QPS_ERR + 1][SV_QPS_ERR + 1] = {
 	[SV_QPS_RESET] = {
 		[SV_QPS_RESET] = { true, 0, 0 },
@@ -177,7 +177,6 @@ static const struct transition uc_table[SV_QPS_ERR + 1][SV_QPS_ERR + 1] = {
 	[SV_QPS_SQE] = {
 		[SV_QPS_RESET] = { true, 0, 0 },
 		[SV_QPS_ERR] = { true, 0, 0 },
-		[SV_QPS_RTS] = { true, 0, SV_QP_CUR_STATE | SV_QP_ACCESS_FLAGS },
 	},
 	[SV_QPS_ERR] = {
 		[SV_QPS_RESET] = { true, 0, 0 },
