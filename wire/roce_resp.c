@@ -329,7 +329,7 @@ static void fatal(struct sv__rqp *q, uint8_t syn, uint32_t psn, enum sv_wc_statu
 		q->rwqe = NULL;
 		if (w)
 			sv__rq_done(q->qp, w, rq_status, SV_WC_RECV, 0, 0, 0, false);
-		sv__qp_fatal(q->qp, SV_EVENT_QP_FATAL, NULL);
+		sv__qp_fatal(q->qp, ev, NULL);
 		return;
 	}
 	/* Responses not yet sent are not: the QP stops answering, and the NAK must not

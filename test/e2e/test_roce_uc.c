@@ -214,6 +214,31 @@ Test(roce_uc, read_and_atomics_are_refused, .fini = teardown, .timeout = 30)
 	cr_assert_eq(memcmp(a.buf, b.buf + 4096, 64), 0);
 }
 
+/* A SEND longer than its receive is a local error of the responder (IBA 10.8, local
+ * length error): the receive completes with LOC_LEN_ERR, the QP goes to ERR with an
+ * invalid request async event; the UC sender, which waits for nothing, completes. */
+Test(roce_uc, send_longer_than_its_receive_fails_the_receiver, .fini = teardown,
+     .timeout = 30)
+{
+	struct sv_async_event ev;
+	struct sv_qp_attr qa;
+	struct sv_qp_init_attr qi;
+	struct sv_wc wc;
+
+	pair();
+	post_recv(&b, 5, 0, 100);
+	cr_assert_eq(post_send(&a, SV_WR_SEND, 5, 0, 300, 0, 0, 0), 0);
+	expect_wc(&a, 5, SV_WC_SEND, 300, false, 0);
+	ru_wait(&b, &wc, WAIT_MS);
+	cr_assert_eq(wc.wr_id, 5);
+	cr_assert_eq(wc.status, SV_WC_LOC_LEN_ERR, "status %d", wc.status);
+	cr_assert_eq(sv_get_async_event(b.ctx, &ev), 0);
+	cr_assert_eq(ev.event_type, SV_EVENT_QP_REQ_ERR, "event %d", ev.event_type);
+	sv_ack_async_event(&ev);
+	cr_assert_eq(sv_query_qp(b.qp, &qa, 0, &qi), 0);
+	cr_assert_eq(qa.qp_state, SV_QPS_ERR);
+}
+
 Test(roce_uc, tcp_device_has_no_uc, .timeout = 30)
 {
 	struct sv_device_opts o;
