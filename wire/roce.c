@@ -642,8 +642,8 @@ static enum rx_verdict classify(struct sv__rctx *rc, const uint8_t *buf, size_t 
 	if (sv__roce_op_is_ud(buf[0]))
 		return RX_UD;
 	/* The shared decoder over the whole datagram (ICRC included), then what it leaves
-	 * to the receiver: an opcode of the QP's service (RC or UC), our P_Key, and no data on an opcode without any
-	 * but the selective-repeat NAK's PSN. A packet failing these is silently dropped
+	 * to the receiver: an opcode of the QP's service (RC or UC), our P_Key, and no
+	 * data on an opcode without any but the selective-repeat NAK's PSN. A packet failing these is silently dropped
 	 * (IBA 9.6); the responder judges the data of SEND and WRITE against its MTU. */
 	if (!q || sv__ib_pkt_decode(k, buf, len) < 0 ||
 	    (k->bth.opcode & SV_IB_TRANSPORT_MASK) !=
