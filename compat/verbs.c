@@ -1397,8 +1397,9 @@ static struct ibv_qp *create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *ia,
 		errno = EINVAL;
 		return NULL;
 	}
-	if (ia->qp_type != IBV_QPT_RC && ia->qp_type != IBV_QPT_UD) {
-		errno = EOPNOTSUPP;	/* no UC, XRC or raw QPs in the sv_ API */
+	if (ia->qp_type != IBV_QPT_RC && ia->qp_type != IBV_QPT_UC &&
+	    ia->qp_type != IBV_QPT_UD) {
+		errno = EOPNOTSUPP;	/* no XRC or raw QPs in the sv_ API */
 		return NULL;
 	}
 	if (!(q = calloc(1, sizeof(*q)))) {
@@ -1414,7 +1415,8 @@ static struct ibv_qp *create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *ia,
 	a.cap.max_send_sge = ia->cap.max_send_sge;
 	a.cap.max_recv_sge = ia->cap.max_recv_sge;
 	a.cap.max_inline_data = ia->cap.max_inline_data;
-	a.qp_type = ia->qp_type == IBV_QPT_UD ? SV_QPT_UD : SV_QPT_RC;
+	a.qp_type = ia->qp_type == IBV_QPT_UD ? SV_QPT_UD :
+		    ia->qp_type == IBV_QPT_UC ? SV_QPT_UC : SV_QPT_RC;
 	a.sq_sig_all = ia->sq_sig_all;
 	a.srq = ia->srq ? container_of(ia->srq, struct svc_srq, srq)->sv : NULL;
 	if ((rc = sv_create_qp(to_pd(pd)->sv, &a, &q->sv)) < 0) {
@@ -1466,6 +1468,9 @@ static struct ibv_qp *svc_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_in
 	/* A UD QP sends datagrams only: no RDMA, atomic or window operation over UD (IBTA
 	 * Vol 1 chapter 9, the operations each transport service supports). */
 	const uint64_t ud_ops = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM;
+	/* UC: SEND and RDMA WRITE, each with immediate or not (the same table). */
+	const uint64_t uc_ops = ud_ops | IBV_QP_EX_WITH_RDMA_WRITE |
+				IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM;
 	const uint32_t known = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS |
 			       IBV_QP_INIT_ATTR_CREATE_FLAGS;
 	struct ibv_qp_init_attr a;
@@ -1475,7 +1480,8 @@ static struct ibv_qp *svc_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_in
 	 * ...: Ethernet-NIC features), so the mask may carry CREATE_FLAGS only with none. */
 	if (!ctx || !ia || !(ia->comp_mask & IBV_QP_INIT_ATTR_PD) || (ia->comp_mask & ~known) ||
 	    ((ia->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) &&
-	     (ia->send_ops_flags & ~(ia->qp_type == IBV_QPT_UD ? ud_ops : ops))) ||
+	     (ia->send_ops_flags & ~(ia->qp_type == IBV_QPT_UD ? ud_ops :
+				     ia->qp_type == IBV_QPT_UC ? uc_ops : ops))) ||
 	    ((ia->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && ia->create_flags)) {
 		errno = EOPNOTSUPP;
 		return NULL;

@@ -131,6 +131,59 @@ static const struct transition ud_table[SV_QPS_ERR + 1][SV_QPS_ERR + 1] = {
 	},
 };
 
+/* The UC column (IBTA Vol 1 11.2.5.2, the kernel's qp_state_table): RC's access flags
+ * and path, none of its acknowledgement attributes (timeout, retries, RNR timer, RDMA
+ * Read depths), since a UC QP sends no ACKs and never retries. A local send error moves
+ * it to ERR as on RC: SQE, which IBA 10.3.1 gives UC for that, is not modelled. */
+static const struct transition uc_table[SV_QPS_ERR + 1][SV_QPS_ERR + 1] = {
+	[SV_QPS_RESET] = {
+		[SV_QPS_RESET] = { true, 0, 0 },
+		[SV_QPS_INIT] = { true, SV_QP_PKEY_INDEX | SV_QP_PORT | SV_QP_ACCESS_FLAGS, 0 },
+		[SV_QPS_ERR] = { true, 0, 0 },
+	},
+	[SV_QPS_INIT] = {
+		[SV_QPS_RESET] = { true, 0, 0 },
+		[SV_QPS_ERR] = { true, 0, 0 },
+		[SV_QPS_INIT] = { true, 0, SV_QP_PKEY_INDEX | SV_QP_PORT | SV_QP_ACCESS_FLAGS },
+		[SV_QPS_RTR] = { true,
+				 SV_QP_AV | SV_QP_PATH_MTU | SV_QP_DEST_QPN | SV_QP_RQ_PSN,
+				 SV_QP_ALT_PATH | SV_QP_ACCESS_FLAGS | SV_QP_PKEY_INDEX },
+	},
+	[SV_QPS_RTR] = {
+		[SV_QPS_RESET] = { true, 0, 0 },
+		[SV_QPS_ERR] = { true, 0, 0 },
+		[SV_QPS_RTS] = { true, SV_QP_SQ_PSN,
+				 SV_QP_CUR_STATE | SV_QP_ALT_PATH | SV_QP_ACCESS_FLAGS |
+				 SV_QP_PATH_MIG_STATE },
+	},
+	[SV_QPS_RTS] = {
+		[SV_QPS_RESET] = { true, 0, 0 },
+		[SV_QPS_ERR] = { true, 0, 0 },
+		[SV_QPS_RTS] = { true, 0,
+				 SV_QP_CUR_STATE | SV_QP_ACCESS_FLAGS | SV_QP_ALT_PATH |
+				 SV_QP_PATH_MIG_STATE },
+		[SV_QPS_SQD] = { true, 0, SV_QP_EN_SQD_ASYNC_NOTIFY },
+	},
+	[SV_QPS_SQD] = {
+		[SV_QPS_RESET] = { true, 0, 0 },
+		[SV_QPS_ERR] = { true, 0, 0 },
+		[SV_QPS_RTS] = { true, 0,
+				 SV_QP_CUR_STATE | SV_QP_ACCESS_FLAGS | SV_QP_ALT_PATH |
+				 SV_QP_PATH_MIG_STATE },
+		[SV_QPS_SQD] = { true, 0,
+				 SV_QP_AV | SV_QP_ALT_PATH | SV_QP_ACCESS_FLAGS |
+				 SV_QP_PKEY_INDEX | SV_QP_PATH_MIG_STATE },
+	},
+	[SV_QPS_SQE] = {
+		[SV_QPS_RESET] = { true, 0, 0 },
+		[SV_QPS_ERR] = { true, 0, 0 },
+	},
+	[SV_QPS_ERR] = {
+		[SV_QPS_RESET] = { true, 0, 0 },
+		[SV_QPS_ERR] = { true, 0, 0 },
+	},
+};
+
 #define MASK_KNOWN ((SV_QP_DEST_QPN << 1) - 1)
 #define QP_ACCESS_KNOWN (SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_WRITE | \
 			 SV_ACCESS_REMOTE_READ | SV_ACCESS_REMOTE_ATOMIC)
@@ -773,11 +826,17 @@ int sv_create_qp(struct sv_pd *pd, struct sv_qp_init_attr *ia, struct sv_qp **ou
 	ctx = pd->context;
 	if (ia->send_cq->ctx != ctx || ia->recv_cq->ctx != ctx)
 		return -EINVAL;
-	if (ia->qp_type != SV_QPT_RC && ia->qp_type != SV_QPT_UD)
+	if (ia->qp_type != SV_QPT_RC && ia->qp_type != SV_QPT_UC && ia->qp_type != SV_QPT_UD)
 		return -EINVAL;
 	if (ia->qp_type == SV_QPT_UD && ctx->opts.transport != SV_TRANSPORT_UDP) {
 		sv__log(SV_LOG_ERROR, "softverbs: UD QPs need the UDP transport "
 			"(SV_TRANSPORT=udp); iWARP over TCP has no datagram service");
+		return -EOPNOTSUPP;
+	}
+	if (ia->qp_type == SV_QPT_UC && ctx->opts.transport != SV_TRANSPORT_UDP) {
+		sv__log(SV_LOG_ERROR, "softverbs: sv_tcp0: UC QPs need the UDP transport "
+			"(sv_udp0, SV_TRANSPORT=udp); iWARP has no unreliable connected "
+			"service");
 		return -EOPNOTSUPP;
 	}
 	srq = ia->srq ? to_srq(ia->srq) : NULL;
@@ -1027,7 +1086,8 @@ static int modify_locked(struct sv__qp *qp, const struct sv_qp_attr *attr, int m
 	next = (mask & SV_QP_STATE) ? attr->qp_state : cur;
 	if ((unsigned)next > SV_QPS_ERR || (unsigned)cur > SV_QPS_ERR)
 		return -EINVAL;
-	t = qp->pub.qp_type == SV_QPT_UD ? &ud_table[cur][next] : &rc_table[cur][next];
+	t = qp->pub.qp_type == SV_QPT_UD ? &ud_table[cur][next] :
+	    qp->pub.qp_type == SV_QPT_UC ? &uc_table[cur][next] : &rc_table[cur][next];
 	rest = mask & ~SV_QP_STATE;
 	if (!t->legal || (rest & t->req) != t->req || (rest & ~(t->req | t->opt)))
 		return -EINVAL;
@@ -1141,6 +1201,13 @@ static int post_one_send(struct sv__qp *qp, const struct sv_send_wr *wr)
 		return -EINVAL;
 	if (wr->opcode == SV_WR_BIND_MW &&
 	    (!wr->wr.bind_mw.mw || wr->wr.bind_mw.mw->context != qp->pub.context))
+		return -EINVAL;
+	/* UC carries SEND and RDMA WRITE (with immediate) only: no READ, no atomics, and
+	 * no memory window or SEND with Invalidate (IBTA Vol 1 chapter 9, table of the
+	 * operations each service supports; rxe offers UC the same). */
+	if (qp->pub.qp_type == SV_QPT_UC && wr->opcode != SV_WR_SEND &&
+	    wr->opcode != SV_WR_SEND_WITH_IMM && wr->opcode != SV_WR_RDMA_WRITE &&
+	    wr->opcode != SV_WR_RDMA_WRITE_WITH_IMM)
 		return -EINVAL;
 	if (qp->pub.qp_type == SV_QPT_UD) {
 		/* A UD message is one packet (IBA 9.7.7): SEND only, within the path MTU,

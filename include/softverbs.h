@@ -466,6 +466,7 @@ void sv_ack_cq_events(struct sv_cq *cq, unsigned int nevents);
 
 enum sv_qp_type {
 	SV_QPT_RC = 2,
+	SV_QPT_UC = 3,		/* IBTA Vol 1 chapter 9: SEND and WRITE, no ACKs (UDP only) */
 	SV_QPT_UD = 4,
 };
 
@@ -516,8 +517,8 @@ struct sv_qp {
 };
 
 /* Caps above the device's limits are -EINVAL; the granted depths (powers of two) are
- * written back to init_attr->cap. SV_QPT_UD exists on the UDP transport only (TCP:
- * -EOPNOTSUPP). */
+ * written back to init_attr->cap. SV_QPT_UD and SV_QPT_UC exist on the UDP transport
+ * only (TCP: -EOPNOTSUPP). */
 int sv_create_qp(struct sv_pd *pd, struct sv_qp_init_attr *init_attr, struct sv_qp **qp);
 /* Moves the QP to ERR if needed (flushing), closes its connection and frees it. Fails
  * with -EBUSY while async events taken for it are not acknowledged (libibverbs blocks
@@ -658,6 +659,11 @@ struct sv_qp_stats {
 	uint64_t aead_auth_fail;
 	uint64_t aead_replay;
 	uint64_t aead_no_sa;
+	/* UC QPs (appended): messages the responder dropped, which a UC sender never learns
+	 * of (IBTA Vol 1 9.7.x): the message in progress when a packet went missing (a PSN
+	 * other than the expected one), one that found no posted receive, and a WRITE its
+	 * R_Key or the QP's access flags refused. */
+	uint64_t uc_drops;
 };
 
 int sv_query_qp_stats(struct sv_qp *qp, struct sv_qp_stats *stats);

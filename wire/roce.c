@@ -642,11 +642,12 @@ static enum rx_verdict classify(struct sv__rctx *rc, const uint8_t *buf, size_t 
 	if (sv__roce_op_is_ud(buf[0]))
 		return RX_UD;
 	/* The shared decoder over the whole datagram (ICRC included), then what it leaves
-	 * to the receiver: an RC opcode, our P_Key, and no data on an opcode without any
-	 * but the selective-repeat NAK's PSN. A packet failing these is silently dropped
+	 * to the receiver: an opcode of the QP's service (RC or UC), our P_Key, and no
+	 * data on an opcode without any but the selective-repeat NAK's PSN. A packet failing these is silently dropped
 	 * (IBA 9.6); the responder judges the data of SEND and WRITE against its MTU. */
 	if (!q || sv__ib_pkt_decode(k, buf, len) < 0 ||
-	    (k->bth.opcode & SV_IB_TRANSPORT_MASK) != SV_IB_RC ||
+	    (k->bth.opcode & SV_IB_TRANSPORT_MASK) !=
+	    (q->qp->qp_type == SV_QPT_UC ? SV_IB_UC : SV_IB_RC) ||
 	    !sv__ib_pkey_match(k->bth.pkey, SV_PKEY_DEFAULT) || sv__ib_pkt_payload_check(k, 0) < 0)
 		return RX_DROP;
 	*qp = q;
@@ -676,7 +677,7 @@ static bool deliver(struct sv__rqp *q, const struct sv_ib_pkt *k, uint8_t *buf, 
 	 * for ECMP entropy (IBA Annex A17, RoCEv2; Linux's rxe: 0xC000 plus a hash of the
 	 * QPNs), so a NIC matches the peer by IP address and the BTH's DestQP, as here;
 	 * replies still go to the peer's RoCE port (q->peer), not to the source port. */
-	if (q->qp->qp_type != SV_QPT_RC || q->err || !q->live ||
+	if (q->qp->qp_type == SV_QPT_UD || q->err || !q->live ||
 	    !sv__roce_addr_same_ip(src, &q->peer))
 		return false;
 	q->st.rx_packets++;
@@ -1522,10 +1523,11 @@ static int qp_create(struct sv_qp *qp, void **tqp)
 
 	if (!q)
 		return -ENOMEM;
-	if (rc->kx && qp->qp_type == SV_QPT_UD) {
-		/* Datagrams have no association to run under (doc/security.md). */
-		sv__log(SV_LOG_ERROR, "softverbs udp: SV_TLS=1: UD QPs are not encrypted, so "
-			"this device refuses them");
+	if (rc->kx && qp->qp_type != SV_QPT_RC) {
+		/* Datagrams have no association to run under, and keys come from the RC
+		 * connection's exchange only (doc/security.md). */
+		sv__log(SV_LOG_ERROR, "softverbs udp: SV_TLS=1: %s QPs are not encrypted, so "
+			"this device refuses them", qp->qp_type == SV_QPT_UD ? "UD" : "UC");
 		free(q);
 		return -EPROTONOSUPPORT;
 	}
@@ -1600,7 +1602,7 @@ static int qp_modify(struct sv_qp *qp, const struct sv_qp_attr *attr, int mask)
 
 	if (qp->qp_type == SV_QPT_UD)
 		return sv__roce_ud_modify(q, attr, mask);
-	if (qp->qp_type != SV_QPT_RC)
+	if (qp->qp_type != SV_QPT_RC && qp->qp_type != SV_QPT_UC)
 		return -EOPNOTSUPP;
 	if (next == SV_QPS_RTR && cur->qp_state == SV_QPS_INIT) {
 		const struct sv_ah_attr *ah = &attr->ah_attr;
@@ -1633,7 +1635,9 @@ static int qp_modify(struct sv_qp *qp, const struct sv_qp_attr *attr, int mask)
 		return 0;
 	}
 	if (next == SV_QPS_RTS && cur->qp_state == SV_QPS_RTR) {
-		sv__retx_init(&q->rx, q->sr, attr->sq_psn, attr->timeout, attr->retry_cnt,
+		/* UC: no local ACK timer (timeout 0), nothing is waited for. */
+		sv__retx_init(&q->rx, q->sr, attr->sq_psn,
+			      qp->qp_type == SV_QPT_UC ? 0 : attr->timeout, attr->retry_cnt,
 			      attr->rnr_retry, q->rc->cwnd_max);
 		sv__roce_req_reset(q);
 		return 0;
@@ -1717,6 +1721,7 @@ static int qp_stats(struct sv_qp *qp, struct sv_qp_stats *s)
 	s->icrc_ip_solved = atomic_load_explicit(&q->icrc_ip_solved, memory_order_relaxed);
 	s->duplicates_rx = q->st.dup_rx;
 	s->out_of_order_rx = q->st.ooo_rx;
+	s->uc_drops = q->st.uc_drops;
 	s->qkey_drops = q->qkey_drops;
 	s->ud_no_recv_drops = q->ud_no_recv_drops;
 	s->ud_tx_drops = q->ud_tx_drops;

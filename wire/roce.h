@@ -249,6 +249,7 @@ struct sv__rqp_stats {
 	uint64_t tx_packets, rx_packets, tx_bytes, rx_bytes;
 	uint64_t retransmits, naks_tx, naks_rx, rnr_naks_tx, rnr_naks_rx;
 	uint64_t icrc_errors, dup_rx, ooo_rx;
+	uint64_t uc_drops;		/* UC messages the responder dropped */
 	uint64_t tx_drops, tx_errors;	/* datagrams the socket refused (sv__roce_tx_refused) */
 	/* READ response packets built, those the socket took, and the runs it was full
 	 * for (roce_resp.c): built - sent <= SV__ROCE_TX_BATCH * rsp_full. */
@@ -298,6 +299,7 @@ struct sv__rqp {
 	int nriov;
 	uint32_t rcap, rgot;
 	bool in_send, in_write;
+	bool uc_skip;			/* UC: dropping the rest of a message (roce_resp.c) */
 	struct sv__mr *wmr;		/* WRITE in progress: target held (a window's: NULL
 					 * between packets, looked up again at wrkey, wva) */
 	uint8_t *wptr;

@@ -1,7 +1,8 @@
 /*
- * roce_req.c — the RC requester of the UDP transport (spec/roce.md 4, 6, 8): send work
- * requests cut into packets by the path MTU, the response side of the wire (ACK, NAK,
- * RNR NAK, READ responses, atomic ACKs) and completions.
+ * roce_req.c — the RC and UC requester of the UDP transport (spec/roce.md 4, 6, 8): send
+ * work requests cut into packets by the path MTU, the response side of the wire (ACK,
+ * NAK, RNR NAK, READ responses, atomic ACKs) and completions. UC (uc_progress()) shares
+ * the packet builder and nothing of the reliability.
  *
  * A started WQE becomes a record holding its PSN range and its mapped local memory, so
  * any packet of it can be built again from the WQE alone: retransmission regenerates,
@@ -232,6 +233,12 @@ static void emit(struct sv__rqp *q, struct sv__rswqe *r, uint32_t k, bool resend
 		 sv__retx_room(&q->rx, q->now_ns) <= 2;
 	if (ackreq)
 		q->pkts_since_ackreq = 0;
+	/* UC: the same operations under the UC opcode prefix (IBTA Vol 1 table 38), and no
+	 * AckReq, since a UC responder never acknowledges (9.7.x). */
+	if (q->qp->qp_type == SV_QPT_UC) {
+		op |= SV_IB_UC;
+		ackreq = false;
+	}
 	sv__roce_bth_put(h, op, se, 0, q->dqpn, ackreq, psn);
 	sv__roce_txq(q, h, hl, pay, npay, seg);
 	if (resend)
@@ -259,7 +266,8 @@ static int take_wqe(struct sv__rqp *q)
 	if ((w->flags & SV_SEND_FENCE) && q->rd_out)
 		return 0;
 	n = is_atomic(w->opcode) ? 1 : npkts_of(q, w->length);
-	room = sv__retx_room(&q->rx, q->now_ns);
+	/* UC has no window: nothing is ever acknowledged to open it. */
+	room = q->qp->qp_type == SV_QPT_UC ? n : sv__retx_room(&q->rx, q->now_ns);
 	if (room == 0)
 		return 0;
 	/* A READ's PSNs are its responses: admit it whole unless the link is idle. */
@@ -291,6 +299,45 @@ static int take_wqe(struct sv__rqp *q)
 	return 1;
 }
 
+/*
+ * The UC requester (IBTA Vol 1 9.7.x, "Unreliable Connected"): every packet of a WQE goes
+ * out once, in PSN order, and the WQE completes successfully as soon as its last packet
+ * is handed to the socket: there is no ACK to wait for and nothing is ever resent. A
+ * packet lost on the way loses that message at the responder, which resynchronizes at
+ * the next FIRST or ONLY. The flush before the completion is what "sent" means here:
+ * once the WQE completes, the application may reuse its buffer. Nothing is resent, so
+ * packets are built only as the socket has room for them (sv__roce_tx_room, as READ
+ * responses are): a full socket makes the QP wait for writable (sv__roce_tx_wait) with
+ * the WQE part sent, rather than lose the rest of a large message to it.
+ */
+static void uc_progress(struct sv__rqp *q)
+{
+	struct sv__retx *x = &q->rx;
+	uint32_t room = sv__roce_tx_room(q->rc, SV_BTH_LEN + SV_RETH_LEN + q->mtu +
+					 SV_IMMDT_LEN + SV_ICRC_LEN);
+
+	while (!q->err) {
+		struct sv__rswqe *r;
+
+		if (q->rec_new == q->rec_put && take_wqe(q) <= 0)
+			return;
+		r = rec_at(q, q->rec_new);
+		for (; r->sent < r->npkts; r->sent++, room--) {
+			if (room == 0) {
+				sv__roce_flush(q);
+				sv__roce_tx_wait(q);
+				return;
+			}
+			emit(q, r, r->sent, false);
+		}
+		x->nxt = x->snd = x->una = sv__psn_add(x->nxt, r->npkts);
+		q->rec_new++;
+		q->rec_get++;
+		sv__roce_flush(q);
+		sv__sq_done(q->qp, r->wqe, SV_WC_SUCCESS, 0, 0);
+	}
+}
+
 void sv__roce_req_progress(struct sv__rqp *q)
 {
 	struct sv__retx *x = &q->rx;
@@ -299,6 +346,10 @@ void sv__roce_req_progress(struct sv__rqp *q)
 
 	if (q->err || !q->live || sv__qp_state(q->qp) != SV_QPS_RTS)
 		return;
+	if (q->qp->qp_type == SV_QPT_UC) {
+		uc_progress(q);
+		return;
+	}
 	if (x->rnr_until_ns && q->now_ns < x->rnr_until_ns)
 		return;
 	/* Selective repeat: the PSNs the SACKs showed missing. */

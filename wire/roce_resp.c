@@ -1,5 +1,5 @@
 /*
- * roce_resp.c — the RC responder of the UDP transport (spec/roce.md 7, IBA 9.7.x as rxe
+ * roce_resp.c — the RC and UC responder of the UDP transport (spec/roce.md 7, IBA 9.7.x as rxe
  * implements it): PSN check, opcode sequence, access, resources, length, R_Key, execute,
  * acknowledge — in that order for each packet.
  *
@@ -71,7 +71,7 @@ void sv__roce_resp_abort(struct sv__rqp *q)
 	q->rsp_get = q->rsp_put;	/* queued responses hold no reference */
 	q->rd_new = 0;
 	q->rwqe = NULL;			/* core flushes it */
-	q->in_send = q->in_write = false;
+	q->in_send = q->in_write = q->uc_skip = false;
 	ooo_drop_all(q);
 }
 
@@ -319,6 +319,19 @@ static void fatal(struct sv__rqp *q, uint8_t syn, uint32_t psn, enum sv_wc_statu
 				syn == SYN_NAK_INV ? SV_EVENT_QP_REQ_ERR : SV_EVENT_QP_FATAL;
 	struct sv__recv_wqe *w = q->rwqe;
 
+	/* UC never answers (IBA 9.9.3 for UC): a remote error (a bad R_Key, access, a
+	 * malformed request) drops the message, which uc_rx() does when execute() stops;
+	 * a local one (the receive too short, its memory gone) fails the receive and the
+	 * QP, as on RC, without a NAK. */
+	if (q->qp->qp_type == SV_QPT_UC) {
+		if (rq_status != SV_WC_LOC_LEN_ERR && rq_status != SV_WC_LOC_PROT_ERR)
+			return;
+		q->rwqe = NULL;
+		if (w)
+			sv__rq_done(q->qp, w, rq_status, SV_WC_RECV, 0, 0, 0, false);
+		sv__qp_fatal(q->qp, ev, NULL);
+		return;
+	}
 	/* Responses not yet sent are not: the QP stops answering, and the NAK must not
 	 * wait behind them. */
 	q->rsp_get = q->rsp_put;
@@ -367,6 +380,9 @@ static int take_rwqe(struct sv__rqp *q, const struct sv_ib_pkt *k)
 	int n;
 
 	if (sv__rq_take(q->qp, &w) < 0) {
+		/* UC: no RNR NAK; the message is dropped (uc_rx()). */
+		if (q->qp->qp_type == SV_QPT_UC)
+			return STOP;
 		/* No receive posted: RNR NAK with our min_rnr_timer (IBA 9.7.5.2.8). PSN is
 		 * this packet's; the requester resends it after the delay. */
 		q->nak_pending = true;
@@ -395,8 +411,12 @@ static int do_send(struct sv__rqp *q, const struct sv_ib_pkt *k)
 	uint32_t ex = (f & SV_IB_OPF_IMM) ? k->imm_be : 0;
 	unsigned wcf = (f & SV_IB_OPF_IMM) ? SV_WC_WITH_IMM : 0;
 
-	if ((f & SV_IB_OPF_START) && take_rwqe(q, k) != GO)
+	/* A UC SEND dropped on the way left its receive taken: the next SEND fills it
+	 * from the start (on RC no receive is held at a FIRST or ONLY). */
+	if ((f & SV_IB_OPF_START) && !q->rwqe && take_rwqe(q, k) != GO)
 		return STOP;
+	if (f & SV_IB_OPF_START)
+		q->rgot = 0;
 	if (q->rgot + k->payload_len > q->rcap) {
 		fatal(q, SYN_NAK_INV, k->bth.psn, SV_WC_LOC_LEN_ERR);
 		return STOP;
@@ -433,7 +453,7 @@ static int do_write(struct sv__rqp *q, const struct sv_ib_pkt *k)
 
 	/* WRITE with immediate consumes a receive at its last packet: check first, so an
 	 * RNR NAK leaves nothing half done (the packet comes again). */
-	if ((f & SV_IB_OPF_IMM) && take_rwqe(q, k) != GO)
+	if ((f & SV_IB_OPF_IMM) && !q->rwqe && take_rwqe(q, k) != GO)
 		return STOP;
 	if (f & SV_IB_OPF_START) {
 		q->wwin = false;
@@ -661,7 +681,7 @@ static int execute(struct sv__rqp *q, const struct sv_ib_pkt *k)
 		return STOP;
 	q->epsn = sv__psn_add(q->epsn, 1);
 	q->nak_sent = false;
-	if (k->bth.ack_req && (send || write))
+	if (k->bth.ack_req && (send || write) && q->qp->qp_type == SV_QPT_RC)
 		q->ack_pending = true;
 	return GO;
 }
@@ -808,12 +828,84 @@ static void drain_ooo(struct sv__rqp *q)
 	}
 }
 
+/*
+ * The UC responder (IBA Vol 1 9.7.x, "Unreliable Connected"): no acknowledgement of any
+ * kind, no duplicates, no reordering. A packet whose PSN is not ePSN means packets went
+ * missing: the message in progress is dropped, a FIRST or ONLY starts a new one at its
+ * PSN (the responder resynchronizes to the sender), any other packet is dropped with
+ * the rest of its message. A FIRST or ONLY inside a message, or a MIDDLE or LAST of
+ * another operation, likewise ends the message in progress. A message that finds no
+ * receive posted, or that its R_Key or the access flags refuse, is dropped too (the
+ * sender has already completed it). Every dropped message counts in uc_drops.
+ */
+
+/* Drops the message in progress, if any: its receive stays taken for the next SEND. */
+static void uc_abandon(struct sv__rqp *q)
+{
+	if (!q->in_send && !q->in_write)
+		return;
+	q->st.uc_drops++;
+	q->in_send = q->in_write = false;
+	if (q->wmr) {
+		sv__mr_release(q->wmr);
+		q->wmr = NULL;
+	}
+}
+
+/* Drops the message packet k belongs to: the rest of it is skipped. */
+static void uc_drop(struct sv__rqp *q, const struct sv_ib_pkt *k)
+{
+	if (q->in_send || q->in_write)
+		uc_abandon(q);
+	else
+		q->st.uc_drops++;
+	q->uc_skip = !(k->flags & SV_IB_OPF_END);
+	q->epsn = sv__psn_add(k->bth.psn, 1);
+}
+
+static void uc_rx(struct sv__rqp *q, const struct sv_ib_pkt *k)
+{
+	unsigned f = k->flags;
+	bool start = f & SV_IB_OPF_START;
+	bool more = (f & SV_IB_OPF_SEND) ? q->in_send : q->in_write;
+
+	/* A gap: a MIDDLE or LAST is dropped with the message in progress (counted once,
+	 * and not again when that message was already being skipped); a FIRST or ONLY
+	 * ends the message in progress below and starts its own. */
+	if (k->bth.psn != q->epsn) {
+		q->st.ooo_rx++;
+		q->epsn = k->bth.psn;
+		if (!start && !q->uc_skip) {
+			uc_drop(q, k);
+			return;
+		}
+	}
+	if (q->uc_skip && !start) {
+		q->uc_skip = !(f & SV_IB_OPF_END);
+		q->epsn = sv__psn_add(k->bth.psn, 1);
+		return;
+	}
+	q->uc_skip = false;
+	if (start) {
+		uc_abandon(q);
+	} else if (!more) {
+		uc_drop(q, k);
+		return;
+	}
+	if (execute(q, k) != GO && !q->err)
+		uc_drop(q, k);
+}
+
 void sv__roce_resp_rx(struct sv__rqp *q, const struct sv_ib_pkt *k, uint8_t *buf,
 		      size_t buflen, bool *kept)
 {
 	int32_t d = sv__psn_cmp(k->bth.psn, q->epsn);
 
 	(void)buflen;
+	if (q->qp->qp_type == SV_QPT_UC) {
+		uc_rx(q, k);
+		return;
+	}
 	if (d == 0) {
 		if (execute(q, k) == GO && q->sr)
 			drain_ooo(q);

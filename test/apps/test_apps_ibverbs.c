@@ -48,10 +48,10 @@ static void prints(const char *const argv[], const char *const want[])
 }
 
 /* Runs prog's server and client on sv_udp0 (GID index 0) with -n iters, -c (both sides
- * check every received buffer) and mode unless NULL; returns their outputs (the caller
- * frees them). */
-static void pingpong(const char *prog, const char *iters, const char *mode, char **so,
-		     char **co)
+ * check every received buffer) and the options in extra (NULL-terminated, at most 4, or
+ * NULL); returns their outputs (the caller frees them). */
+static void pingpong_with(const char *prog, const char *iters, const char *const extra[],
+			  char **so, char **co)
 {
 	char port[16];
 	const char *srv[16] = { prog, "-d", "sv_udp0", "-g", "0", "-p", port, "-n", iters, "-c" };
@@ -60,12 +60,21 @@ static void pingpong(const char *prog, const char *iters, const char *mode, char
 
 	apps_require(progs);
 	snprintf(port, sizeof(port), "%d", p);
-	if (mode) {
-		srv[n] = cli[n] = mode;
-		n++;
+	for (int i = 0; extra && extra[i]; i++, n++) {
+		cr_assert_lt(i, 4);
+		srv[n] = cli[n] = extra[i];
 	}
 	cli[n] = "127.0.0.1";
 	apps_pair(srv, cli, p, 60000, so, co);
+}
+
+/* The same with one option mode unless NULL. */
+static void pingpong(const char *prog, const char *iters, const char *mode, char **so,
+		     char **co)
+{
+	const char *extra[] = { mode, NULL };
+
+	pingpong_with(prog, iters, extra, so, co);
 }
 
 Test(apps_ibverbs, ibv_devices_lists_sv_tcp0, .timeout = 60)
@@ -112,6 +121,32 @@ Test(apps_ibverbs, ibv_ud_pingpong, .timeout = 90)
 	cr_expect(strstr(co, "GID ::ffff:127.0.0."), "%s", co);
 	free(so);
 	free(co);
+}
+
+/* UC on sv_udp0 (ibv_uc_pingpong connects its UC QPs out of band, path MTU 1024): 100
+ * round trips of size bytes each way, every buffer checked, at one packet a message and
+ * at several. */
+static void uc_pingpong(const char *size, const char *total)
+{
+	const char *extra[] = { "-s", size, NULL };
+	char *so, *co;
+
+	pingpong_with("ibv_uc_pingpong", "100", extra, &so, &co);
+	cr_expect(strstr(so, total), "%s", so);
+	cr_expect(strstr(co, total), "%s", co);
+	cr_expect(strstr(co, "GID ::ffff:127.0.0."), "%s", co);
+	free(so);
+	free(co);
+}
+
+Test(apps_ibverbs, ibv_uc_pingpong_below_the_mtu, .timeout = 90)
+{
+	uc_pingpong("512", "102400 bytes in");
+}
+
+Test(apps_ibverbs, ibv_uc_pingpong_above_the_mtu, .timeout = 90)
+{
+	uc_pingpong("8192", "1638400 bytes in");
 }
 
 /* svrun --transport udp: the UDP device comes first, so programs without -d take it. */
