@@ -95,7 +95,8 @@ struct sv_device_opts {
 	/* Both transports (appended). */
 	char pcap[256];		/* SV_PCAP: write every frame the device sends or receives
 				 * to this classic pcap file (path.1, path.2, ... for the
-				 * process's next contexts naming it), Ethernet/IP/UDP or TCP
+				 * process's next contexts naming it; "%p" in it is the
+				 * process ID), Ethernet/IP/UDP or TCP
 				 * headers synthesized with the real addresses and ports; at
 				 * most SV_PCAP_MAX bytes (default 64 MiB). No capture rights
 				 * needed. Under TLS the TCP bytes are the TLS records.

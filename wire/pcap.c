@@ -96,14 +96,42 @@ static uint64_t max_bytes(void)
 	return m;
 }
 
-int sv__pcap_open(const char *path, struct sv__pcap **out)
+/* path with each "%p" replaced by the process ID, into out; false when it does not fit. */
+static bool expand(const char *path, char *out, size_t cap)
+{
+	size_t at = 0;
+
+	for (const char *p = path; *p; p++) {
+		int w;
+
+		if (p[0] == '%' && p[1] == 'p') {
+			w = snprintf(out + at, cap - at, "%d", (int)getpid());
+			p++;
+		} else {
+			w = snprintf(out + at, cap - at, "%c", *p);
+		}
+		if (w < 0 || (size_t)w >= cap - at)
+			return false;
+		at += (size_t)w;
+	}
+	out[at] = '\0';
+	return true;
+}
+
+int sv__pcap_open(const char *given, struct sv__pcap **out)
 {
 	uint8_t fh[SV__PCAP_FILE_HDR];
 	struct sv__pcap *pc;
 	struct path_use *use;
-	long n = path_take(path, &use);
+	char path[280];
+	long n;
 	int e, fd;
 
+	if (!expand(given, path, sizeof(path))) {
+		sv__log(SV_LOG_ERROR, "pcap: path too long: %s", given);
+		return -ENAMETOOLONG;
+	}
+	n = path_take(path, &use);
 	if (n < 0)
 		return -ENOMEM;
 	if (!(pc = calloc(1, sizeof(*pc)))) {

@@ -12,7 +12,9 @@
  *    per direction after a synthesized SYN, SYN-ACK, ACK, so tshark reassembles FPDUs.
  *
  * One file per context: the path given (sv_device_opts.pcap, SV_PCAP), then path.1,
- * path.2, ... for the next contexts of the process that name the same path. A file stops
+ * path.2, ... for the next contexts of the process that name the same path. "%p" in the
+ * path stands for the process ID, so that processes started with the same environment
+ * (a server and its client under svrun) do not write one file. A file stops
  * growing, with one warning, at SV_PCAP_MAX bytes (default SV__PCAP_MAX_DEFAULT). When
  * no path is set the transport holds a NULL capture and tests that one pointer.
  */
@@ -28,7 +30,8 @@
 
 struct sv__pcap;
 
-/* Creates (truncates) the file for a context capturing to path; -errno on failure. */
+/* Creates (truncates) the file for a context capturing to path ("%p": the process ID);
+ * -errno on failure. */
 int sv__pcap_open(const char *path, struct sv__pcap **out);
 /* Writes out what is buffered and closes the file. NULL is fine. */
 void sv__pcap_close(struct sv__pcap *pc);
