@@ -5,7 +5,8 @@
  *    SV_PCAP set; each device's file (path, path.1) has its own datagrams in both
  *    directions, every frame is a UDP datagram between the session's ports that decodes
  *    as InfiniBand (RoCEv2) with a BTH opcode, none malformed or with an expert error,
- *    and the bytes of a SEND and of a READ response are in both files;
+ *    and the bytes of a SEND and of a READ response are in both files; over IPv4 and
+ *    over IPv6;
  *  - TCP: a connection with a SEND and a multi-FPDU RDMA WRITE; each end's file starts
  *    the connection with SYN, SYN-ACK, ACK, every TCP payload decodes as MPA (or is part
  *    of a PDU tshark reassembled), the MPA Request and Reply are there, the RDMAP opcodes
@@ -140,7 +141,9 @@ static void udp_file_decodes(const char *path, const struct side *a, const struc
 	}
 }
 
-Test(wire_pcap, udp_session_decodes_as_infiniband, .timeout = 180)
+/* The session between two devices bound to addr; both files decode and carry the bytes
+ * of a SEND (a to b) and of a READ response (b to a). */
+static void udp_session(const char *addr)
 {
 	struct side a, b;
 	struct pdir p;
@@ -148,8 +151,8 @@ Test(wire_pcap, udp_session_decodes_as_infiniband, .timeout = 180)
 
 	need_tshark();
 	pdir_make(&p, "udp");
-	side_open(&a, "127.0.0.1", 0, 0x000100, ALL_ACCESS);
-	side_open(&b, "127.0.0.1", 0, 0x000200, ALL_ACCESS);
+	side_open(&a, addr, 0, 0x000100, ALL_ACCESS);
+	side_open(&b, addr, 0, 0x000200, ALL_ACCESS);
 	/* the first SEND's first packet (offset 0 of a) and the first READ's first response
 	 * (offset 8 * 2048 of b), before the session overwrites anything */
 	memcpy(sent, a.buf, sizeof(sent));
@@ -167,6 +170,16 @@ Test(wire_pcap, udp_session_decodes_as_infiniband, .timeout = 180)
 	cr_assert(file_contains(p.path, read_back, sizeof(read_back)), "READ response, a");
 	cr_assert(file_contains(p.path1, read_back, sizeof(read_back)), "READ response, b");
 	pdir_done(&p);
+}
+
+Test(wire_pcap, udp_session_decodes_as_infiniband, .timeout = 180)
+{
+	udp_session("127.0.0.1");
+}
+
+Test(wire_pcap, udp_session_over_ipv6_decodes_as_infiniband, .timeout = 180)
+{
+	udp_session("::1");
 }
 
 Test(wire_pcap, bounded_by_sv_pcap_max, .timeout = 180)
