@@ -239,7 +239,7 @@ static void frame(struct sv__pcap *pc, const struct sv__pcap_pkt *p, size_t len)
 		return;
 	if (pc->written + h + len > pc->max) {
 		pc->stopped = true;
-		sv__log(SV_LOG_WARN, "pcap: %s reached SV_PCAP_MAX (%llu bytes); capture stopped",
+		sv__log(SV_LOG_ERROR, "pcap: %s reached SV_PCAP_MAX (%llu bytes); capture stopped",
 			pc->path, (unsigned long long)pc->max);
 		return;
 	}

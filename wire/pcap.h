@@ -14,9 +14,10 @@
  * One file per context: the path given (sv_device_opts.pcap, SV_PCAP), then path.1,
  * path.2, ... for the next contexts of the process that name the same path. "%p" in the
  * path stands for the process ID, so that processes started with the same environment
- * (a server and its client under svrun) do not write one file. A file stops
- * growing, with one warning, at SV_PCAP_MAX bytes (default SV__PCAP_MAX_DEFAULT). When
- * no path is set the transport holds a NULL capture and tests that one pointer.
+ * (a server and its client under svrun) do not write one file. A file stops growing at
+ * SV_PCAP_MAX bytes (default SV__PCAP_MAX_DEFAULT), logged once at error level, the
+ * default's, so a cut capture is never silent. When no path is set the transport holds a
+ * NULL capture and tests that one pointer.
  */
 #ifndef SV_WIRE_PCAP_H
 #define SV_WIRE_PCAP_H
