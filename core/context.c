@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "core/internal.h"
+#include "wire/pcap.h"
 
 static void env_str(const char *name, char *dst, size_t len)
 {
@@ -67,6 +68,7 @@ static void env_tls(struct sv_device_opts *opts)
 	env_str("SV_TLS_KEY", opts->tls_key, sizeof(opts->tls_key));
 	env_str("SV_TLS_CA", opts->tls_ca, sizeof(opts->tls_ca));
 	env_str("SV_TLS_PEER", opts->tls_peer, sizeof(opts->tls_peer));
+	env_str("SV_PCAP", opts->pcap, sizeof(opts->pcap));
 	if (opts->tls && (!crc || !*crc))
 		opts->crc = 0;
 }
@@ -126,6 +128,7 @@ static void normalize(struct sv_device_opts *o)
 		o->mulpdu = SV__DEF_MULPDU;
 	o->bind_addr[sizeof(o->bind_addr) - 1] = '\0';
 	o->impair[sizeof(o->impair) - 1] = '\0';
+	o->pcap[sizeof(o->pcap) - 1] = '\0';
 }
 
 /* FNV-1a over the bind address, the pid and the context's address: distinct per process
@@ -182,8 +185,11 @@ int sv__open_device_with_ops(const struct sv_device_opts *opts,
 	pthread_mutex_init(&ctx->obj_lock, NULL);
 	pthread_mutex_init(&ctx->qp_list_lock, NULL);
 
-	if ((rc = sv__mr_table_init(ctx)) < 0)
+	/* Before the transport starts, which keeps the capture for its sockets' I/O. */
+	if (ctx->opts.pcap[0] && (rc = sv__pcap_open(ctx->opts.pcap, &ctx->pcap)) < 0)
 		goto err_free;
+	if ((rc = sv__mr_table_init(ctx)) < 0)
+		goto err_pcap;
 	if ((rc = sv__async_init(ctx)) < 0)
 		goto err_mr;
 	if ((rc = sv__engine_start(ctx)) < 0)
@@ -198,6 +204,8 @@ err_async:
 	sv__async_fini(ctx);
 err_mr:
 	sv__mr_table_fini(ctx);
+err_pcap:
+	sv__pcap_abandon(ctx->pcap);
 err_free:
 	pthread_mutex_destroy(&ctx->qp_list_lock);
 	pthread_mutex_destroy(&ctx->obj_lock);
@@ -221,10 +229,16 @@ int sv_close_device(struct sv_context *ctx)
 	sv__engine_stop(ctx);
 	sv__async_fini(ctx);
 	sv__mr_table_fini(ctx);
+	sv__pcap_close(ctx->pcap);
 	pthread_mutex_destroy(&ctx->qp_list_lock);
 	pthread_mutex_destroy(&ctx->obj_lock);
 	free(ctx);
 	return 0;
+}
+
+struct sv__pcap *sv__ctx_pcap(struct sv_context *ctx)
+{
+	return ctx->pcap;
 }
 
 const struct sv_device_opts *sv__ctx_opts(struct sv_context *ctx)

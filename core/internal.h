@@ -70,6 +70,7 @@ struct sv_context {
 	struct sv_device_opts opts;
 	const struct sv__transport_ops *ops;
 	void *tctx;
+	struct sv__pcap *pcap;		/* SV_PCAP's file (wire/pcap.h), NULL when off */
 	uint64_t node_guid;
 
 	/* Progress thread. */

@@ -240,6 +240,10 @@ extern const struct sv__transport_ops sv__roce_udp_ops;
 uv_loop_t *sv__ctx_loop(struct sv_context *ctx);
 const struct sv_device_opts *sv__ctx_opts(struct sv_context *ctx);
 void *sv__ctx_tctx(struct sv_context *ctx);
+struct sv__pcap;
+/* The context's capture (wire/pcap.h), NULL unless SV_PCAP / opts.pcap is set; the same
+ * for the context's whole life, so a transport may keep it. */
+struct sv__pcap *sv__ctx_pcap(struct sv_context *ctx);
 /* Queues fn(arg) for the loop without waiting; arg is the job's to free. */
 int sv__ctx_post(struct sv_context *ctx, int (*fn)(void *), void *arg);
 bool sv__ctx_on_loop(struct sv_context *ctx);

@@ -45,7 +45,8 @@ enum sv_transport {
  * and then applies the SV_* environment variables (SV_TRANSPORT=tcp|udp, SV_BIND_ADDR,
  * SV_PORT, SV_CRC=0|1, SV_MARKERS=0|1, SV_MULPDU, SV_LOG=error|warn|info|debug; and
  * for both transports SV_TLS=1, SV_TLS_CERT, SV_TLS_KEY, SV_TLS_CA, SV_TLS_PEER,
- * SV_TLS_MUTUAL=1 into the tls fields). Zero in a limit means "the default".
+ * SV_TLS_MUTUAL=1 into the tls fields; SV_PCAP into pcap). Zero in a limit means "the
+ * default".
  */
 struct sv_device_opts {
 	enum sv_transport transport;
@@ -91,6 +92,15 @@ struct sv_device_opts {
 	char tls_ca[256];	/* CAs that verify the peer's certificate; "" = the system's */
 	char tls_peer[256];	/* name (DNS name or IP address) the peer's certificate must
 				 * carry; "" = any certificate the CAs verify */
+	/* Both transports (appended). */
+	char pcap[256];		/* SV_PCAP: write every frame the device sends or receives
+				 * to this classic pcap file (path.1, path.2, ... for the
+				 * process's next contexts naming it; "%p" in it is the
+				 * process ID), Ethernet/IP/UDP or TCP
+				 * headers synthesized with the real addresses and ports; at
+				 * most SV_PCAP_MAX bytes (default 64 MiB). No capture rights
+				 * needed. Under TLS the TCP bytes are the TLS records.
+				 * "" = off */
 };
 
 /* Loss recovery of the UDP transport's RC QPs. Go-back-N is the InfiniBand behaviour;

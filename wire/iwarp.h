@@ -26,6 +26,7 @@
 #include "core/transport.h"
 #include "wire/ddp.h"
 #include "wire/mpa.h"
+#include "wire/pcap.h"
 #include "wire/rdmap.h"
 
 /* The MPA Request/Reply exchange must finish by then: for a responder, the whole phase
@@ -205,6 +206,9 @@ struct sv__iwqp {
 	int fd;				/* -1 unless connected */
 	struct sv__iw_tls *tls;		/* the connection's TLS session (the endpoint owns
 					 * it); NULL: plain TCP. Set and cleared with fd. */
+	struct sv__pcap *pcap;		/* the context's SV_PCAP capture of the plain TCP
+					 * stream; NULL when off or under TLS (the session
+					 * captures its records). Set with fd. */
 	bool up;			/* data phase: the RX engine may run */
 	bool down;			/* the connection is over: new WRs flush the QP */
 	bool tx_ok;			/* we may send FPDUs (responder: after the RTR) */

@@ -256,12 +256,15 @@ static void ep_close_fd(struct sv__tep *ep)
 		sv__qp_lock(ep->qp);
 		ep->iq->fd = -1;
 		ep->iq->tls = NULL;
+		ep->iq->pcap = NULL;
 		ep->iq->up = false;
 		ep->iq->down = ep->was_up;
 		sv__qp_unlock(ep->qp);
 	}
 	sv__iw_tls_free(ep->tls);
 	ep->tls = NULL;
+	if (ep->fd >= 0 && sv__ctx_pcap(ep->ctx))
+		sv__pcap_tcp_close(sv__ctx_pcap(ep->ctx), ep->fd);
 	if (ep->timer_open)
 		uv_timer_stop(&ep->timer);
 	/* A stopped poll handle no longer watches the fd, so it may close now: once
@@ -336,19 +339,27 @@ static ssize_t ep_send(struct sv__tep *ep, const void *p, size_t len)
 {
 	struct iovec v = { .iov_base = (void *)p, .iov_len = len };
 	struct msghdr mh = { .msg_iov = &v, .msg_iovlen = 1 };
+	ssize_t n;
 
 	if (ep->tls)
 		return sv__iw_tls_sendmsg(ep->tls, &mh);
-	return send(ep->fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+	n = send(ep->fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+	if (n > 0 && sv__ctx_pcap(ep->ctx))
+		sv__pcap_tcp(sv__ctx_pcap(ep->ctx), ep->fd, true, &v, 1, (size_t)n);
+	return n;
 }
 
 static ssize_t ep_recv(struct sv__tep *ep, void *p, size_t len)
 {
 	struct iovec v = { .iov_base = p, .iov_len = len };
+	ssize_t n;
 
 	if (ep->tls)
 		return sv__iw_tls_readv(ep->tls, &v, 1);
-	return recv(ep->fd, p, len, MSG_DONTWAIT);
+	n = recv(ep->fd, p, len, MSG_DONTWAIT);
+	if (n > 0 && sv__ctx_pcap(ep->ctx))
+		sv__pcap_tcp(sv__ctx_pcap(ep->ctx), ep->fd, false, &v, 1, (size_t)n);
+	return n;
 }
 
 /* Our FIN, after our close_notify under TLS (RFC 8446 section 6.1; best effort here: a
@@ -450,6 +461,7 @@ static void data_phase(struct sv__tep *ep, bool crc, bool mark_tx, bool mark_rx,
 
 	iq->fd = ep->fd;
 	iq->tls = ep->tls;
+	iq->pcap = ep->tls ? NULL : sv__ctx_pcap(ep->ctx);
 	/* Bytes the MPA exchange left decrypted inside OpenSSL raise no socket event. */
 	if (iq->tls && sv__iw_tls_pending(iq->tls)) {
 		iq->rx_again = true;
@@ -1476,6 +1488,10 @@ static void poll_cb(uv_poll_t *h, int status, int events)
 			char sink[4096];
 			ssize_t n = recv(ep->fd, sink, sizeof(sink), MSG_DONTWAIT);
 
+			/* the socket's bytes, under TLS too: they bypass the session */
+			if (n > 0 && sv__ctx_pcap(ep->ctx))
+				sv__pcap_tcp(sv__ctx_pcap(ep->ctx), ep->fd, false,
+					     &(struct iovec){ sink, (size_t)n }, 1, (size_t)n);
 			if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
 				ep_end(ep);
 		}

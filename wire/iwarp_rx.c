@@ -118,6 +118,9 @@ static int refill(struct sv__iwqp *iq)
 								  sizeof(rx->stage_buf) }, 1)
 			    : recv(iq->fd, rx->stage_buf, sizeof(rx->stage_buf), MSG_DONTWAIT);
 	while (n < 0 && errno == EINTR);
+	if (n > 0 && iq->pcap)
+		sv__pcap_tcp(iq->pcap, iq->fd, false,
+			     &(struct iovec){ rx->stage_buf, (size_t)n }, 1, (size_t)n);
 	if (n > 0) {
 		rx->dry = (size_t)n < sizeof(rx->stage_buf);
 		rx->sb_off = 0;
@@ -229,6 +232,8 @@ static ssize_t rx_pull(struct sv__iwqp *iq, const struct iovec *dst, int ndst, s
 				     (errno == EAGAIN || errno == EWOULDBLOCK) ? -EAGAIN : -ECONNRESET;
 				break;
 			}
+			if (iq->pcap)
+				sv__pcap_tcp(iq->pcap, iq->fd, false, v, (size_t)k + 1, (size_t)n);
 			iq->cnt.rx_bytes += (uint64_t)n;
 			size_t direct = min_sz((size_t)n, chunk);
 

@@ -71,6 +71,8 @@ static const unsigned tls_moves[SV__IW_TLS_N] = {
 
 struct sv__iw_tls {
 	SSL *ssl;
+	int fd;
+	struct sv__pcap *pcap;		/* the context's SV_PCAP capture of the records */
 	enum sv__iw_tls_state state;
 	bool server;
 	char peer[64];			/* "address:port", for the log */
@@ -108,9 +110,9 @@ struct sv__iw_tls_dev {
 static BIO_METHOD *bio_method;
 static pthread_once_t bio_once = PTHREAD_ONCE_INIT;
 
-static int fd_of(BIO *b)
+static struct sv__iw_tls *tls_of(BIO *b)
 {
-	return (int)(intptr_t)BIO_get_data(b);
+	return BIO_get_data(b);
 }
 
 static int bio_write(BIO *b, const char *p, size_t n, size_t *done)
@@ -119,8 +121,11 @@ static int bio_write(BIO *b, const char *p, size_t n, size_t *done)
 
 	BIO_clear_retry_flags(b);
 	do
-		r = send(fd_of(b), p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+		r = send(tls_of(b)->fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
 	while (r < 0 && errno == EINTR);
+	if (r > 0 && tls_of(b)->pcap)
+		sv__pcap_tcp(tls_of(b)->pcap, tls_of(b)->fd, true,
+			     &(struct iovec){ (void *)p, (size_t)r }, 1, (size_t)r);
 	if (r < 0) {
 		if (errno == EAGAIN || errno == EWOULDBLOCK)
 			BIO_set_retry_write(b);
@@ -136,8 +141,11 @@ static int bio_read(BIO *b, char *p, size_t n, size_t *done)
 
 	BIO_clear_retry_flags(b);
 	do
-		r = recv(fd_of(b), p, n, MSG_DONTWAIT);
+		r = recv(tls_of(b)->fd, p, n, MSG_DONTWAIT);
 	while (r < 0 && errno == EINTR);
+	if (r > 0 && tls_of(b)->pcap)
+		sv__pcap_tcp(tls_of(b)->pcap, tls_of(b)->fd, false,
+			     &(struct iovec){ p, (size_t)r }, 1, (size_t)r);
 	if (r <= 0) {
 		if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 			BIO_set_retry_read(b);
@@ -167,14 +175,14 @@ static void bio_method_make(void)
 		BIO_meth_free(m);
 }
 
-static BIO *bio_new(int fd)
+static BIO *bio_new(struct sv__iw_tls *t)
 {
 	BIO *b;
 
 	pthread_once(&bio_once, bio_method_make);
 	if (!bio_method || !(b = BIO_new(bio_method)))
 		return NULL;
-	BIO_set_data(b, (void *)(intptr_t)fd);
+	BIO_set_data(b, t);
 	BIO_set_init(b, 1);
 	return b;
 }
@@ -270,10 +278,12 @@ int sv__iw_tls_new(struct sv_context *ctx, int fd, bool server, struct sv__iw_tl
 	if (!t)
 		return -ENOMEM;
 	t->server = server;
+	t->fd = fd;
+	t->pcap = sv__ctx_pcap(ctx);
 	peer_text(fd, t->peer, sizeof(t->peer));
 	ktls_probe(d, fd);
 	t->ssl = SSL_new(server ? d->server : d->client);
-	bio = t->ssl ? bio_new(fd) : NULL;
+	bio = t->ssl ? bio_new(t) : NULL;
 	if (!bio) {
 		sv__log(SV_LOG_ERROR, "iwarp: TLS %s: out of memory", t->peer);
 		ERR_clear_error();

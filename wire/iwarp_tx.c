@@ -529,6 +529,8 @@ int sv__iw_tx_progress(struct sv__iwqp *iq)
 			mh.msg_iovlen = IOV_MAX;
 		n = iq->tls ? sv__iw_tls_sendmsg(iq->tls, &mh)
 			    : sendmsg(iq->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n > 0 && iq->pcap)
+			sv__pcap_tcp(iq->pcap, iq->fd, true, mh.msg_iov, mh.msg_iovlen, (size_t)n);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;

@@ -304,7 +304,11 @@ int sv__roce_flush(struct sv__rqp *q)
 		return 0;
 	if (rc->imp) {
 		uint64_t next;
-		int e = sv__impair_send(rc->imp, rc->fd, b->msgs, b->n, sv__now_ns(), &next);
+		int e;
+
+		if (rc->pcap)	/* what goes to the fault injector, which may lose some */
+			sv__pcap_udp_msgs(rc->pcap, &rc->local.sa, b->msgs, b->n);
+		e = sv__impair_send(rc->imp, rc->fd, b->msgs, b->n, sv__now_ns(), &next);
 
 		imp_arm(rc, next);
 		if (e < 0)
@@ -339,6 +343,8 @@ int sv__roce_flush(struct sv__rqp *q)
 			done++;
 			continue;
 		}
+		if (rc->pcap)
+			sv__pcap_udp_msgs(rc->pcap, &rc->local.sa, b->msgs + done, (size_t)s);
 		for (unsigned i = done; i < done + (unsigned)s; i++) {
 			q->st.tx_packets++;
 			q->st.tx_bytes += msg_len(&b->msgs[i].msg_hdr);
@@ -1124,6 +1130,9 @@ static int rx_round(struct sv__rctx *rc, struct sv__rqp *self)
 		    rc->rx_src[i].sa.sa_family != rc->local.sa.sa_family ||
 		    !pktinfo_dst(&rc->rx_msgs[i].msg_hdr, &dst))
 			continue;
+		if (rc->pcap)
+			sv__pcap_udp(rc->pcap, &rc->rx_src[i].sa, &dst.sa,
+				     &(struct iovec){ .iov_base = buf, .iov_len = len }, 1);
 		/* A QP with keys takes only what authenticates, before anything else looks
 		 * at the packet (doc/security.md). */
 		if (rc->aead_qps && (q = aead_qp(rc, buf, len))) {
@@ -1397,6 +1406,7 @@ static int ctx_init(struct sv_context *ctx, void **tctx)
 		return -ENOMEM;
 	rc->ctx = ctx;
 	rc->loop_thread = pthread_self();	/* ctx_init runs on the loop */
+	rc->pcap = sv__ctx_pcap(ctx);
 	rc->fd = -1;
 	rc->sr = o->retx == SV_RETX_SR;
 	rc->cwnd_max = o->cwnd_max;

@@ -46,6 +46,7 @@
 #include "wire/byteorder.h"
 #include "wire/ib_hdr.h"
 #include "wire/impair.h"
+#include "wire/pcap.h"
 #include "wire/roce_retx.h"
 
 #define SV__ROCE_RX_BATCH 64		/* datagrams per recvmmsg */
@@ -134,6 +135,7 @@ struct sv__rctx {
 	int fd;
 	int sndbuf;			/* SO_SNDBUF as the kernel set it (0: unknown) */
 	union sv__roce_addr local;	/* bound address and port (IPv4 or IPv6) */
+	struct sv__pcap *pcap;		/* the context's SV_PCAP capture, NULL when off */
 	uint16_t dport_default;		/* peer port when an AV says 0 */
 	uint8_t gid[16];
 	/* The port's active MTU (roce_port.c) and the link MTU it came from (0: unknown). */

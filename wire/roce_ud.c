@@ -71,6 +71,8 @@ int sv__roce_dgram_send(struct sv__rctx *rc, const union sv__roce_addr *dst, uin
 
 		/* Held packets are copied, so the stack buffers may go; the loop's timer
 		 * releases them (woken as the RC path wakes it). */
+		if (rc->pcap)	/* handed to the fault injector, which may lose it */
+			sv__pcap_udp(rc->pcap, &rc->local.sa, &dst->sa, v, (size_t)n);
 		e = sv__impair_send(rc->imp, rc->fd, &mm, 1, sv__now_ns(), &next);
 		if (next)
 			uv_async_send(&rc->imp_wake);
@@ -79,7 +81,11 @@ int sv__roce_dgram_send(struct sv__rctx *rc, const union sv__roce_addr *dst, uin
 	do {
 		r = sendmsg(rc->fd, &m, MSG_DONTWAIT);
 	} while (r < 0 && errno == EINTR);
-	return r < 0 ? -errno : 0;
+	if (r < 0)
+		return -errno;
+	if (rc->pcap)
+		sv__pcap_udp(rc->pcap, &rc->local.sa, &dst->sa, v, (size_t)n);
+	return 0;
 }
 
 int sv__roce_ud_modify(struct sv__rqp *q, const struct sv_qp_attr *attr, int mask)
