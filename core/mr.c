@@ -336,7 +336,7 @@ int sv_rereg_mr(struct sv_mr *pub, unsigned flags, struct sv_pd *pd, void *addr,
 
 	pthread_rwlock_wrlock(&ctx->mr_lock);
 	s = &ctx->mr_slots[sv__key_index(ctx, pub->lkey)];
-	rc = s->mr != mr ? -EINVAL : mr->n_mw ? -EBUSY : 0;	/* verbs.md 6, as dereg */
+	rc = s->mr != mr ? -EINVAL : mr->n_mw ? -EBUSY : 0;	/* as sv_dereg_mr */
 	if (!rc)
 		s->mr = nmr;
 	pthread_rwlock_unlock(&ctx->mr_lock);

@@ -1,6 +1,7 @@
 /*
- * roce_req.c — the RC and UC requester of the UDP transport (spec/roce.md 4, 6, 8): send
- * work requests cut into packets by the path MTU, the response side of the wire (ACK,
+ * roce_req.c — the RC and UC requester of the UDP transport (IBA Vol 1 chapter 9; the
+ * recovery of READ responses: doc/roce-read-recovery.md): send work requests cut into
+ * packets by the path MTU, the response side of the wire (ACK,
  * NAK, RNR NAK, READ responses, atomic ACKs) and completions. UC (uc_progress()) shares
  * the packet builder and nothing of the reliability.
  *

@@ -1,5 +1,5 @@
 /*
- * roce_resp.c — the RC and UC responder of the UDP transport (spec/roce.md 7, IBA 9.7.x as rxe
+ * roce_resp.c — the RC and UC responder of the UDP transport (IBA Vol 1 9.7.x as rxe
  * implements it): PSN check, opcode sequence, access, resources, length, R_Key, execute,
  * acknowledge — in that order for each packet.
  *
@@ -691,9 +691,9 @@ static int execute(struct sv__rqp *q, const struct sv_ib_pkt *k)
  */
 
 /*
- * A retried READ restarts its response from the PSN it asks for (IBA 9.7.5.1.3 and
- * spec/roce.md 7): the requester asks from the first response it lacks, so anything
- * queued for that READ before is either there already or resent by the restart. There
+ * A retried READ restarts its response from the PSN it asks for (IBA 9.7.5.1.3): the
+ * requester asks from the first response it lacks, so anything queued for that READ
+ * before is either there already or resent by the restart. There
  * is one stream per READ: the newest retry replaces the stream queued for it (restarted
  * in place when it is the last one queued, the common case of a burst of retries), and
  * at most nres (max_dest_rd_atomic) retries' streams are queued, the oldest giving way
@@ -772,7 +772,7 @@ static void duplicate(struct sv__rqp *q, const struct sv_ib_pkt *k)
 						 (k->reth.dma_len % q->mtu &&
 						  k->reth.dma_len != r->len - idx * q->mtu)))
 				return;
-			/* The memory is read again (spec/roce.md 7): its key must still grant
+			/* The memory is read again (IBA 9.7.5.1.3): its key must still grant
 			 * it, else the retry is dropped. Each run looks it up again. */
 			if (!atomic && k->reth.dma_len) {
 				if (sv__mr_acquire(q->qp, rkey, k->reth.va, k->reth.dma_len,
