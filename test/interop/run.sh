@@ -273,7 +273,19 @@ run_case() {
 	} >"$log"
 	vm run "$VM" --timeout 20 -- 'dmesg -c >/dev/null; rm -f /tmp/srv.*' >/dev/null
 	if [ "$loss" = 1 ]; then
-		vm run "$VM" --timeout 20 -- 'tc qdisc add dev eth0 root netem loss 1% delay 1ms reorder 1%' >>"$log" 2>&1
+		# The loss and reordering fall on the data path, not on the CM's MADs (QP1, BTH
+		# destination QP 1 at UDP payload offset 4, behind a 20-byte IPv4 or 40-byte
+		# IPv6 header): a DREQ lost after the process that sent it exited is never sent
+		# again (IB CM has no keepalive), and the passive side then waits for ever, as
+		# against any peer (once in CI: m1500_loss_rping_hs_v4, no DREQ on the wire).
+		vm run "$VM" --timeout 20 -- 'tc qdisc add dev eth0 root handle 1: prio bands 2 priomap 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 &&
+			tc qdisc add dev eth0 parent 1:1 handle 10: netem delay 1ms &&
+			tc qdisc add dev eth0 parent 1:2 handle 20: netem loss 1% delay 1ms reorder 1% &&
+			tc filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip protocol 17 0xff \
+				match ip dport 4791 0xffff match u32 0x00000001 0x00ffffff at 32 flowid 1:1 &&
+			tc filter add dev eth0 parent 1: protocol ipv6 prio 2 u32 match ip6 protocol 17 0xff \
+				match ip6 dport 4791 0xffff match u32 0x00000001 0x00ffffff at 52 flowid 1:1' >>"$log" 2>&1 ||
+			cause="the guest's tc setup for the loss failed (see the log)"
 	fi
 	gb=$(guest_counters) hb=$(host_counters)
 	# Capture everything on the tap (pcapcheck.py and tshark pick RoCEv2 out).

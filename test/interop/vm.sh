@@ -50,7 +50,7 @@ ib_write_bw ib_write_lat ib_read_bw ib_read_lat ib_send_bw ib_send_lat ib_atomic
 ib_atomic_lat ip rdma tc"
 # Kernel modules loaded in the guest (with their dependencies from modules.dep); rxe's
 # ICRC asks the crypto API for "crc32", which crc32_generic provides.
-GUEST_MODULES="virtio_pci virtio_net crc32_generic rdma_rxe rdma_ucm sch_netem"
+GUEST_MODULES="virtio_pci virtio_net crc32_generic rdma_rxe rdma_ucm sch_netem sch_prio cls_u32"
 
 # modules.dep lists, for each module, every module it needs, the ones needed last first.
 module_order() {
