@@ -4,8 +4,10 @@
 #include "apps_util.h"
 
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <libgen.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -421,4 +423,29 @@ int apps_count(const char *h, const char *needle)
 		h += strlen(needle);
 	}
 	return n;
+}
+
+void *apps_dropin_verbs(void)
+{
+	const char *svrun = getenv("SVRUN");
+	char dir[512], path[600];
+	void *h;
+
+	if (!svrun)
+		cr_skip_test("SVRUN not set (run through ctest)");
+	snprintf(dir, sizeof(dir), "%s", svrun);
+	snprintf(path, sizeof(path), "%s/compat/lib/libibverbs.so.1", dirname(dir));
+	if (access(path, R_OK) != 0)
+		cr_skip_test("no drop-in at %s", path);
+	h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	cr_assert_not_null(h, "dlopen %s: %s", path, dlerror());
+	return h;
+}
+
+void *apps_dropin_sym(void *lib, const char *name)
+{
+	void *p = dlsym(lib, name);
+
+	cr_assert_not_null(p, "%s not exported by the drop-in", name);
+	return p;
 }

@@ -88,6 +88,12 @@ void apps_pair_cm(const char *const server[], const char *const client[], int po
 		  const char *listen_ip, int timeout_ms, char **server_out, char **client_out,
 		  struct apps_cm_listener *l);
 
+/* The build's drop-in libibverbs.so.1 (next to $SVRUN), opened in this process with
+ * dlopen; skips the test, saying why, when SVRUN is unset or the drop-in is not built. */
+void *apps_dropin_verbs(void);
+/* A symbol of a library apps_dropin_verbs() opened; asserts it is exported. */
+void *apps_dropin_sym(void *lib, const char *name);
+
 /* Counts occurrences of needle in haystack. */
 int apps_count(const char *haystack, const char *needle);
 

@@ -14,7 +14,6 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +25,8 @@
 
 #include <criterion/criterion.h>
 #include <infiniband/verbs.h>
+
+#include "apps_util.h"
 
 #undef ibv_reg_mr
 #undef ibv_query_port
@@ -54,25 +55,12 @@ static struct {
 
 static void *sym(const char *name)
 {
-	void *p = dlsym(V.h, name);
-
-	cr_assert_not_null(p, "%s not exported by the drop-in", name);
-	return p;
+	return apps_dropin_sym(V.h, name);
 }
 
 static void load(void)
 {
-	const char *svrun = getenv("SVRUN");
-	char dir[512], path[600];
-
-	if (!svrun)
-		cr_skip_test("SVRUN not set (run through ctest)");
-	snprintf(dir, sizeof(dir), "%s", svrun);
-	snprintf(path, sizeof(path), "%s/compat/lib/libibverbs.so.1", dirname(dir));
-	if (access(path, R_OK) != 0)
-		cr_skip_test("no drop-in at %s", path);
-	V.h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-	cr_assert_not_null(V.h, "dlopen %s: %s", path, dlerror());
+	V.h = apps_dropin_verbs();
 	V.get_device_list = sym("ibv_get_device_list");
 	V.free_device_list = sym("ibv_free_device_list");
 	V.open_device = sym("ibv_open_device");
