@@ -10,7 +10,7 @@
  * both when nobody else does (socket readable/writable callbacks), and stops watching a
  * socket while an application spins on its QP (iwarp_cm.c data_io()).
  *
- * Wire choices where the RFCs leave room (see also spec/iwarp.md):
+ * Wire choices where the RFCs leave room (see also doc/wire-iwarp.md):
  *  - RDMA Write with Immediate = RDMA Write + Immediate Data message (RFC 7306); the
  *    4-byte verbs imm_data is bytes 0-3 of the 8-byte field, byte 4 bit 0 marks "closes a
  *    Write" so the receiver reports RECV_RDMA_WITH_IMM with the Write's length.
@@ -208,7 +208,8 @@ static int poll_qp(struct sv_qp *qp)
 	return rc;
 }
 
-/* sv_query_qp_stats(): the counters of DESIGN.md "Configuration and observability". */
+/* sv_query_qp_stats(): the counters of doc/architecture.md "Configuration and
+ * observability". */
 static int qp_stats(struct sv_qp *qp, struct sv_qp_stats *st)
 {
 	const struct sv__iw_counters *c = &sv__iw_qp(qp)->cnt;

@@ -75,7 +75,7 @@
 #define SV__IW_RX_STAGE 16384		/* read-ahead staging buffer */
 #define SV__IW_RX_DIRECT 1024		/* payload at least this big is read in place */
 
-/* Counters per QP (DESIGN.md "Configuration and observability"). */
+/* Counters per QP (doc/architecture.md "Configuration and observability"). */
 struct sv__iw_counters {
 	uint64_t tx_fpdus, rx_fpdus;
 	uint64_t tx_bytes, rx_bytes;	/* stream bytes, framing included */

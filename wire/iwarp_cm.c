@@ -34,7 +34,7 @@
  * except while the application spins on the QP (sv_poll_cq calling poll() back to back,
  * and those polls finding FPDUs): then the loop stops watching readability, since the
  * spinning thread reads the socket itself and a loop wake-up per FPDU would cost a
- * cross-core switch (DESIGN.md, thread hops). A timer takes RX back at most
+ * cross-core switch (doc/architecture.md, "Thread hops"). A timer takes RX back at most
  * SV__IW_PARK_MS after the spinning stops; bytes that arrived in between are counted as
  * a park stall (sv_qp_stats.rx_park_stalls). An application that waits on memory rather
  * than on its CQ (an RDMA WRITE's last byte) polls without finding FPDUs, so it never
@@ -817,8 +817,8 @@ int sv__iw_accept(struct sv__tep *ep, struct sv_qp *qp, const struct sv__conn_pa
 	if (ord > ep->iq->orq_size)
 		ord = (uint16_t)ep->iq->orq_size;
 	if (q->enhanced) {
-		/* iwarp.md 2.2: adopt the initiator's ORD as our IRD and its IRD as our ORD,
-		 * within our own limits. */
+		/* doc/wire-iwarp.md 2.2: adopt the initiator's ORD as our IRD and its IRD
+		 * as our ORD, within our own limits. */
 		if (q->ord < ird)
 			ird = q->ord;
 		if (q->ird < ord)
@@ -1324,9 +1324,10 @@ static void data_io(struct sv__tep *ep, int events)
 	if (events & UV_WRITABLE)
 		sv__iw_tx_progress(iq);
 	if ((events & UV_READABLE) && ep->state == EP_UP && !iq->err && spinning(iq)) {
-		/* DESIGN.md "thread hops": the application is spinning on this QP and will
-		 * find these bytes itself; waking the loop for each FPDU costs a cross-core
-		 * switch. Stop watching readability; timer_cb() checks back every PARK_MS. */
+		/* doc/architecture.md "Thread hops": the application is spinning on this QP
+		 * and will find these bytes itself; waking the loop for each FPDU costs a
+		 * cross-core switch. Stop watching readability; timer_cb() checks back
+		 * every PARK_MS. */
 		iq->cnt.parks++;
 		sv__qp_unlock(qp);
 		ep->parked = true;

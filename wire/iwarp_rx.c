@@ -631,9 +631,9 @@ static void commit_recv(struct sv__iwqp *iq)
 		}
 	}
 	if (inv) {
-		/* RFC 5040 4.4 (iwarp.md 4.4): invalidate once the message is placed; the
-		 * receive reports the STag. Failing that, a Terminate (iwarp_term.c) that
-		 * fails the receive too. */
+		/* RFC 5040 4.4 (doc/wire-iwarp.md 4.4): invalidate once the message is
+		 * placed; the receive reports the STag. Failing that, a Terminate
+		 * (iwarp_term.c) that fails the receive too. */
 		int rc = sv__key_invalidate(iq->qp, m->ddp.ulp_word);
 
 		if (rc < 0) {

@@ -356,8 +356,9 @@ static int start_wqe(struct sv__iwqp *iq)
 			a->req_id = iq->next_req_id++;
 			a->stag = wqe->rkey;
 			a->to = wqe->remote_addr;
-			/* iwarp.md 4.7: FetchAdd with a zero Add Mask is a plain 64-bit add;
-			 * CmpSwap with both masks all ones is a plain compare-and-swap. */
+			/* doc/wire-iwarp.md 4.7: FetchAdd with a zero Add Mask is a plain
+			 * 64-bit add; CmpSwap with both masks all ones is a plain
+			 * compare-and-swap. */
 			if (wqe->opcode == SV_WR_ATOMIC_FETCH_AND_ADD) {
 				a->aop = SV_RDMAP_AOP_FETCH_ADD;
 				a->add_swap = wqe->compare_add;
