@@ -67,6 +67,44 @@ void sv__iw_qp_reset(struct sv__iwqp *iq)
 	sv__iw_rx_reset(iq);
 }
 
+static const char *const phase_name[SV__IW_N_PHASES] = {
+	[SV__IW_IDLE] = "IDLE",
+	[SV__IW_OPEN] = "OPEN",
+	[SV__IW_RTR_WAIT] = "RTR_WAIT",
+	[SV__IW_RTR_RCVD] = "RTR_RCVD",
+	[SV__IW_UP] = "UP",
+	[SV__IW_DOWN] = "DOWN",
+};
+
+#define TO(p) (1u << (p))
+
+/* The moves each phase may make (iwarp.h, enum sv__iw_phase). A close before
+ * ESTABLISHED was reported goes back to IDLE, one after it to DOWN. */
+static const unsigned phase_moves[SV__IW_N_PHASES] = {
+	[SV__IW_IDLE] = TO(SV__IW_OPEN),
+	[SV__IW_OPEN] = TO(SV__IW_RTR_WAIT) | TO(SV__IW_UP) | TO(SV__IW_IDLE),
+	[SV__IW_RTR_WAIT] = TO(SV__IW_RTR_RCVD) | TO(SV__IW_IDLE),
+	[SV__IW_RTR_RCVD] = TO(SV__IW_UP) | TO(SV__IW_IDLE),
+	[SV__IW_UP] = TO(SV__IW_DOWN) | TO(SV__IW_IDLE),
+	[SV__IW_DOWN] = 0,
+};
+
+void sv__iw_set_phase(struct sv__iwqp *iq, enum sv__iw_phase to)
+{
+	enum sv__iw_phase from = iq->phase;
+
+	if (to == from)
+		return;			/* a second close of the same connection */
+	if (!(phase_moves[from] & TO(to))) {
+		sv__log(SV_LOG_ERROR, "iwarp: qp %u: no move from %s to %s", iq->qp->qp_num,
+			phase_name[from], phase_name[to]);
+		return;
+	}
+	sv__log(SV_LOG_DEBUG, "iwarp: qp %u: %s -> %s", iq->qp->qp_num, phase_name[from],
+		phase_name[to]);
+	iq->phase = to;
+}
+
 /* Per context only the TLS contexts (iwarp_tls.c); endpoints carry their handles. */
 static int ctx_init(struct sv_context *ctx, void **tctx)
 {
@@ -153,14 +191,14 @@ static void sq_kick(struct sv_qp *qp)
 	struct sv__iwqp *iq = sv__iw_qp(qp);
 	struct sv__send_wqe *wqe;
 
-	if (iq->down && !iq->err && (wqe = sv__sq_peek(qp))) {
+	if (iq->phase == SV__IW_DOWN && !iq->err && (wqe = sv__sq_peek(qp))) {
 		/* The peer closed the connection: the first new WR fails as flushed, which
 		 * moves the QP to ERR and flushes the rest. */
 		sv__sq_take(qp);
 		sv__sq_done(qp, wqe, SV_WC_WR_FLUSH_ERR, 0, 0);
 		return;
 	}
-	if (iq->up && iq->tx_ok)
+	if (iq->phase == SV__IW_UP)
 		sv__iw_tx_progress(iq);
 }
 
@@ -171,7 +209,8 @@ static int poll_qp(struct sv_qp *qp)
 	int rc;
 
 	/* The responder's first FPDU is the loop's (it reports ESTABLISHED). */
-	if (!iq->up || iq->err || iq->rtr_wait || iq->ev_eof || iq->ev_lost)
+	if (!sv__iw_live(iq) || iq->err || iq->phase == SV__IW_RTR_WAIT || iq->ev_eof ||
+	    iq->ev_lost)
 		return 0;
 	now = sv__now_ns();
 	iq->poll_streak = now - iq->poll_ns < SV__IW_SPIN_GAP_NS ? iq->poll_streak + 1 : 1;
@@ -202,7 +241,7 @@ static int poll_qp(struct sv_qp *qp)
 	 * waits out a window of 128 WRITEs in poll_cq) writes as soon as there is room,
 	 * without waiting for the loop thread to be woken and scheduled: every
 	 * TX_RETRY-th poll tries again (a refused try costs one syscall). */
-	if (!sv__iw_tx_idle(iq) && iq->tx_ok &&
+	if (!sv__iw_tx_idle(iq) && iq->phase == SV__IW_UP &&
 	    (!iq->want_write || iq->polls % SV__IW_TX_RETRY == 0))
 		rc |= sv__iw_tx_progress(iq);
 	return rc;

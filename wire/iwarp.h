@@ -199,6 +199,29 @@ struct sv__iw_rx {
 
 struct sv__iw_tls;
 
+/*
+ * The connection's phase as the QP's data path sees it; the endpoint's own states (the
+ * MPA exchange, teardown) are iwarp_cm.c's enum ep_state. One writer,
+ * sv__iw_set_phase() (iwarp.c), which checks the move against its table, logs it at
+ * debug level and refuses a move the table does not have (a bug, logged as an error).
+ * Written with the QP lock held; IDLE is 0, so a QP reset to a fresh stream is IDLE.
+ *
+ *   IDLE -> OPEN -> UP -> DOWN                        initiator (RFC 6581 Reply checked)
+ *   IDLE -> OPEN -> RTR_WAIT -> RTR_RCVD -> UP -> DOWN  responder (RFC 5044: it sends
+ *                                                     nothing before the first FPDU)
+ * and any phase but DOWN back to IDLE when the connection closes before ESTABLISHED
+ * was reported (OPEN carries only the initiator's Terminate for a bad Reply).
+ */
+enum sv__iw_phase {
+	SV__IW_IDLE,			/* no connection, or one that ended before it was up */
+	SV__IW_OPEN,			/* MPA done, the socket is the QP's; no FPDU yet */
+	SV__IW_RTR_WAIT,		/* responder: the initiator's first FPDU awaited */
+	SV__IW_RTR_RCVD,		/* responder: it arrived; the loop reports ESTABLISHED */
+	SV__IW_UP,			/* established: FPDUs both ways */
+	SV__IW_DOWN,			/* the established connection is over: new WRs flush */
+	SV__IW_N_PHASES
+};
+
 /* Per-QP transport state (the qp's tqp). */
 struct sv__iwqp {
 	struct sv_qp *qp;
@@ -209,18 +232,15 @@ struct sv__iwqp {
 	struct sv__pcap *pcap;		/* the context's SV_PCAP capture of the plain TCP
 					 * stream; NULL when off or under TLS (the session
 					 * captures its records). Set with fd. */
-	bool up;			/* data phase: the RX engine may run */
-	bool down;			/* the connection is over: new WRs flush the QP */
-	bool tx_ok;			/* we may send FPDUs (responder: after the RTR) */
-	bool rtr_wait;			/* responder waits for the first FPDU */
+	enum sv__iw_phase phase;	/* only sv__iw_set_phase() writes it */
 	unsigned rtr;			/* enum sv_mpa_rtr chosen (0: none, rev 1) */
 	bool err;			/* qp_error ran: data path stopped */
 	bool crc;			/* CRC negotiated (either side asked) */
 	bool mark_tx, mark_rx;		/* markers in our FPDUs / in the peer's */
 	uint32_t mulpdu;
 	uint16_t ird, ord;		/* negotiated */
-	/* Events for the loop (iwarp_cm.c acts on them outside the QP lock). */
-	bool ev_established;		/* responder: first FPDU arrived */
+	/* Events for the loop (iwarp_cm.c acts on them outside the QP lock); the
+	 * responder's first FPDU is the phase SV__IW_RTR_RCVD. */
 	bool ev_eof;			/* peer FIN at an FPDU boundary */
 	bool ev_lost;			/* reset or FIN mid-FPDU */
 	bool want_write;		/* the socket was full: poll for writability */
@@ -260,6 +280,14 @@ struct sv__iwqp {
 struct sv__iwqp *sv__iw_qp(struct sv_qp *qp);
 /* [qp-locked] Back to a fresh stream (no endpoint attached): MSNs, queues, parser. */
 void sv__iw_qp_reset(struct sv__iwqp *iq);
+/* [qp-locked] The one writer of iq->phase (see enum sv__iw_phase). */
+void sv__iw_set_phase(struct sv__iwqp *iq, enum sv__iw_phase to);
+
+/* OPEN through UP: a connection the RX and TX engines may use. */
+static inline bool sv__iw_live(const struct sv__iwqp *iq)
+{
+	return iq->phase != SV__IW_IDLE && iq->phase != SV__IW_DOWN;
+}
 
 /* iwarp_tx.c — [qp-locked] */
 int sv__iw_tx_init(struct sv__iwqp *iq);

@@ -58,7 +58,8 @@
 /*
  * The endpoint's states. Every change goes through ep_move(), which checks it against
  * ep_moves[] and logs it at debug level; a move the table does not allow is a bug here,
- * logged as an error (and made, so that the code after it still sees the state it set).
+ * logged as an error and refused, as the UDP CM's ep_move() refuses it (wire/roce_cm.c).
+ * The QP's view of the connection is the phase of wire/iwarp.h (enum sv__iw_phase).
  */
 enum ep_state {
 	EP_NEW,				/* created, no role yet */
@@ -161,12 +162,13 @@ static void ep_move(struct sv__tep *ep, enum ep_state to)
 {
 	enum ep_state from = ep->state;
 
-	if (to != EP_CLOSED && !(ep_moves[from] & TO(to)))
+	if (to != EP_CLOSED && !(ep_moves[from] & TO(to))) {
 		sv__log(SV_LOG_ERROR, "iwarp: endpoint %p: no move from %s to %s", (void *)ep,
 			ep_state_name[from], ep_state_name[to]);
-	else
-		sv__log(SV_LOG_DEBUG, "iwarp: endpoint %p: %s -> %s", (void *)ep,
-			ep_state_name[from], ep_state_name[to]);
+		return;
+	}
+	sv__log(SV_LOG_DEBUG, "iwarp: endpoint %p: %s -> %s", (void *)ep, ep_state_name[from],
+		ep_state_name[to]);
 	ep->state = to;
 }
 
@@ -257,8 +259,7 @@ static void ep_close_fd(struct sv__tep *ep)
 		ep->iq->fd = -1;
 		ep->iq->tls = NULL;
 		ep->iq->pcap = NULL;
-		ep->iq->up = false;
-		ep->iq->down = ep->was_up;
+		sv__iw_set_phase(ep->iq, ep->was_up ? SV__IW_DOWN : SV__IW_IDLE);
 		sv__qp_unlock(ep->qp);
 	}
 	sv__iw_tls_free(ep->tls);
@@ -472,7 +473,7 @@ static void data_phase(struct sv__tep *ep, bool crc, bool mark_tx, bool mark_rx,
 	iq->mark_rx = mark_rx;
 	iq->ird = ird;
 	iq->ord = ord;
-	iq->up = true;
+	sv__iw_set_phase(iq, SV__IW_OPEN);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -563,7 +564,7 @@ static void initiator_reply(struct sv__tep *ep)
 	data_phase(ep, ep->req_crc || r->crc, r->markers, o->markers != 0, ird, ord);
 	if (rtr)
 		build_rtr(ep->iq, rtr);
-	ep->iq->tx_ok = true;
+	sv__iw_set_phase(ep->iq, SV__IW_UP);
 	sv__qp_established(ep->qp, ird, ord);
 	sv__iw_tx_progress(ep->iq);
 	sv__qp_unlock(ep->qp);
@@ -845,9 +846,9 @@ int sv__iw_accept(struct sv__tep *ep, struct sv_qp *qp, const struct sv__conn_pa
 	}
 	sv__qp_lock(qp);
 	data_phase(ep, crc, q->markers, o->markers != 0, ird, ord);
-	ep->iq->rtr_wait = true;
 	ep->iq->rtr = rtr;
-	ep->iq->tx_ok = false;		/* RFC 5044: nothing before their first FPDU */
+	/* RFC 5044: nothing goes out before the initiator's first FPDU. */
+	sv__iw_set_phase(ep->iq, SV__IW_RTR_WAIT);
 	sv__qp_unlock(qp);
 	ep_move(ep, EP_RTR_WAIT);
 	rc = hs_flush(ep);
@@ -1342,12 +1343,11 @@ static void data_io(struct sv__tep *ep, int events)
 		} else {
 			sv__iw_rx_progress(iq, 64);
 		}
-		while (iq->ev_established && !iq->err) {
+		while (iq->phase == SV__IW_RTR_RCVD && !iq->err) {
 			/* The responder's first FPDU arrived (RFC 6581). */
-			iq->ev_established = false;
 			est = true;
 			sv__qp_established(qp, iq->ird, iq->ord);
-			iq->tx_ok = true;
+			sv__iw_set_phase(iq, SV__IW_UP);
 			sv__iw_tx_progress(iq);
 			sv__iw_rx_progress(iq, 64);
 		}
@@ -1616,8 +1616,7 @@ void sv__iw_ep_detach_qp(struct sv__tep *ep)
 	ep->iq->ep = NULL;
 	ep->iq->fd = -1;
 	ep->iq->tls = NULL;
-	ep->iq->up = false;
-	ep->iq->down = ep->was_up;
+	sv__iw_set_phase(ep->iq, ep->was_up ? SV__IW_DOWN : SV__IW_IDLE);
 	sv__qp_unlock(ep->qp);
 	ep->qp = NULL;
 	ep->iq = NULL;

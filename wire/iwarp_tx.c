@@ -433,7 +433,7 @@ static int fill_batch(struct sv__iwqp *iq)
 				iq->term_sent = true;
 			break;			/* nothing follows a Terminate (RFC 5040) */
 		}
-		if (iq->err || !iq->tx_ok || iq->shut_req)
+		if (iq->err || iq->phase != SV__IW_UP || iq->shut_req)
 			break;
 		if (iq->rtr_pending) {
 			if (add_fpdu(iq, &iq->rtr_msg, SV__IW_FP_NONE, NULL, 0) < 0)
@@ -515,7 +515,7 @@ int sv__iw_tx_progress(struct sv__iwqp *iq)
 	bool waiting = iq->want_write;	/* the loop already watches for writability */
 	int moved = 0;
 
-	if (iq->fd < 0 || !iq->up || iq->shut_done)
+	if (iq->fd < 0 || !sv__iw_live(iq) || iq->shut_done)
 		return 0;
 	iq->want_write = false;
 	for (;;) {
