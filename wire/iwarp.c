@@ -89,20 +89,65 @@ static const unsigned phase_moves[SV__IW_N_PHASES] = {
 	[SV__IW_DOWN] = 0,
 };
 
+static const char *const shut_name[SV__IW_SHUT_N] = {
+	[SV__IW_SHUT_NONE] = "NONE",
+	[SV__IW_SHUT_ASKED] = "ASKED",
+	[SV__IW_SHUT_SENT] = "SENT",
+};
+
+static const unsigned shut_moves[SV__IW_SHUT_N] = {
+	[SV__IW_SHUT_NONE] = TO(SV__IW_SHUT_ASKED),
+	[SV__IW_SHUT_ASKED] = TO(SV__IW_SHUT_SENT),
+	[SV__IW_SHUT_SENT] = 0,
+};
+
+static const char *const term_name[SV__IW_TERM_N] = {
+	[SV__IW_TERM_NONE] = "NONE",
+	[SV__IW_TERM_QUEUED] = "QUEUED",
+	[SV__IW_TERM_BATCHED] = "BATCHED",
+};
+
+/* A Terminate queued again replaces the one in the batch (iwarp_term.c). */
+static const unsigned term_moves[SV__IW_TERM_N] = {
+	[SV__IW_TERM_NONE] = TO(SV__IW_TERM_QUEUED),
+	[SV__IW_TERM_QUEUED] = TO(SV__IW_TERM_BATCHED) | TO(SV__IW_TERM_NONE),
+	[SV__IW_TERM_BATCHED] = TO(SV__IW_TERM_QUEUED) | TO(SV__IW_TERM_NONE),
+};
+
+/* Checks one move of one of the QP's machines against its table and logs it: at debug
+ * level when made, at error level when refused (a move the table lacks is a bug). A
+ * move to the state it is in changes nothing. Returns whether to make it. */
+static bool move_ok(const struct sv__iwqp *iq, const char *what, const char *const *names,
+		    const unsigned *moves, unsigned from, unsigned to)
+{
+	if (to == from)
+		return false;
+	if (!(moves[from] & TO(to))) {
+		sv__log(SV_LOG_ERROR, "iwarp: qp %u: %s: no move from %s to %s", iq->qp->qp_num,
+			what, names[from], names[to]);
+		return false;
+	}
+	sv__log(SV_LOG_DEBUG, "iwarp: qp %u: %s: %s -> %s", iq->qp->qp_num, what, names[from],
+		names[to]);
+	return true;
+}
+
 void sv__iw_set_phase(struct sv__iwqp *iq, enum sv__iw_phase to)
 {
-	enum sv__iw_phase from = iq->phase;
+	if (move_ok(iq, "phase", phase_name, phase_moves, iq->phase, to))
+		iq->phase = to;
+}
 
-	if (to == from)
-		return;			/* a second close of the same connection */
-	if (!(phase_moves[from] & TO(to))) {
-		sv__log(SV_LOG_ERROR, "iwarp: qp %u: no move from %s to %s", iq->qp->qp_num,
-			phase_name[from], phase_name[to]);
-		return;
-	}
-	sv__log(SV_LOG_DEBUG, "iwarp: qp %u: %s -> %s", iq->qp->qp_num, phase_name[from],
-		phase_name[to]);
-	iq->phase = to;
+void sv__iw_set_shut(struct sv__iwqp *iq, enum sv__iw_shut to)
+{
+	if (move_ok(iq, "shut", shut_name, shut_moves, iq->shut, to))
+		iq->shut = to;
+}
+
+void sv__iw_set_term(struct sv__iwqp *iq, enum sv__iw_term to)
+{
+	if (move_ok(iq, "terminate", term_name, term_moves, iq->term, to))
+		iq->term = to;
 }
 
 /* Per context only the TLS contexts (iwarp_tls.c); endpoints carry their handles. */

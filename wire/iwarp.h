@@ -222,6 +222,32 @@ enum sv__iw_phase {
 	SV__IW_N_PHASES
 };
 
+/*
+ * Our direction's end of the stream (RFC 5044 graceful teardown, or after an error):
+ * ASKED starts nothing new and sends the FIN once TX has drained, behind a queued
+ * Terminate; SENT: shutdown(SHUT_WR) was made (or, under TLS, close_notify went first).
+ * One writer, sv__iw_set_shut() (iwarp.c); sv__iw_shut_ask() asks unless already asked.
+ */
+enum sv__iw_shut {
+	SV__IW_SHUT_NONE,
+	SV__IW_SHUT_ASKED,
+	SV__IW_SHUT_SENT,
+	SV__IW_SHUT_N
+};
+
+/*
+ * The Terminate (RFC 5040 section 4.8) of this stream: QUEUED by sv__iw_term_queue(),
+ * BATCHED once its FPDU is in the TX batch (nothing follows it); an abort that leaves
+ * the stream inside an FPDU drops it (NONE), since a Terminate can only follow a whole
+ * FPDU. One writer, sv__iw_set_term() (iwarp.c).
+ */
+enum sv__iw_term {
+	SV__IW_TERM_NONE,
+	SV__IW_TERM_QUEUED,
+	SV__IW_TERM_BATCHED,
+	SV__IW_TERM_N
+};
+
 /* Per-QP transport state (the qp's tqp). */
 struct sv__iwqp {
 	struct sv_qp *qp;
@@ -244,8 +270,7 @@ struct sv__iwqp {
 	bool ev_eof;			/* peer FIN at an FPDU boundary */
 	bool ev_lost;			/* reset or FIN mid-FPDU */
 	bool want_write;		/* the socket was full: poll for writability */
-	bool shut_req;			/* shut our direction once TX drains */
-	bool shut_done;
+	enum sv__iw_shut shut;		/* only sv__iw_set_shut() writes it */
 	uint64_t poll_ns;		/* last time poll() ran the RX engine (app thread) */
 	unsigned poll_streak;		/* polls in a row, each within SPIN_GAP of the last */
 	uint64_t poll_rx_ns;		/* last time such a poll read an FPDU */
@@ -259,7 +284,7 @@ struct sv__iwqp {
 	uint32_t next_req_id;
 	bool rtr_pending;		/* initiator: the RTR FPDU goes first */
 	struct sv__iw_txmsg rtr_msg;
-	bool term_pending, term_sent;
+	enum sv__iw_term term;		/* only sv__iw_set_term() writes it */
 	struct sv__iw_txmsg term_msg;
 	struct sv__send_wqe *cur;	/* the WQE being segmented */
 	uint64_t cur_seq;
@@ -282,6 +307,16 @@ struct sv__iwqp *sv__iw_qp(struct sv_qp *qp);
 void sv__iw_qp_reset(struct sv__iwqp *iq);
 /* [qp-locked] The one writer of iq->phase (see enum sv__iw_phase). */
 void sv__iw_set_phase(struct sv__iwqp *iq, enum sv__iw_phase to);
+/* [qp-locked] The one writers of iq->shut and iq->term (see their enums). */
+void sv__iw_set_shut(struct sv__iwqp *iq, enum sv__iw_shut to);
+void sv__iw_set_term(struct sv__iwqp *iq, enum sv__iw_term to);
+
+/* [qp-locked] Asks for our direction's end, unless it was asked for already. */
+static inline void sv__iw_shut_ask(struct sv__iwqp *iq)
+{
+	if (iq->shut == SV__IW_SHUT_NONE)
+		sv__iw_set_shut(iq, SV__IW_SHUT_ASKED);
+}
 
 /* OPEN through UP: a connection the RX and TX engines may use. */
 static inline bool sv__iw_live(const struct sv__iwqp *iq)

@@ -1388,19 +1388,19 @@ static void ep_update(struct sv__tep *ep)
 	{
 		struct sv__iwqp *iq = ep->iq;
 
-		if (iq->ev_eof && !iq->err && !iq->shut_req) {
+		if (iq->ev_eof && !iq->err && iq->shut == SV__IW_SHUT_NONE) {
 			/* The peer's graceful close: answer with ours once TX drains. */
-			iq->shut_req = true;
+			sv__iw_set_shut(iq, SV__IW_SHUT_ASKED);
 			sv__iw_tx_progress(iq);
 		}
-		if ((iq->err || iq->ev_lost) && !iq->shut_done)
+		if ((iq->err || iq->ev_lost) && iq->shut != SV__IW_SHUT_SENT)
 			sv__iw_tx_progress(iq);
 		if (iq->ev_lost && !iq->err)
 			sv__iw_conn_lost(iq);
 		err = iq->err;
 		lost = iq->ev_lost;
 		peer_done = iq->ev_eof || iq->ev_lost;
-		shut_done = iq->shut_done;
+		shut_done = iq->shut == SV__IW_SHUT_SENT;
 		want_write = iq->want_write;
 	}
 	sv__qp_unlock(ep->qp);
@@ -1631,7 +1631,7 @@ int sv__iw_disconnect(struct sv__tep *ep)
 	if (ep->state == EP_UP || ep->state == EP_RTR_WAIT) {
 		if (ep->qp) {
 			sv__qp_lock(ep->qp);
-			ep->iq->shut_req = true;
+			sv__iw_shut_ask(ep->iq);
 			sv__iw_tx_progress(ep->iq);
 			sv__qp_unlock(ep->qp);
 		}

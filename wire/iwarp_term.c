@@ -111,8 +111,7 @@ void sv__iw_term_queue(struct sv__iwqp *iq, const struct sv__iw_err *e,
 			memcpy(t->rdmap_hdr, hdr + dl, SV_RDMAP_READ_REQ_LEN);
 		}
 	}
-	iq->term_pending = true;
-	iq->term_sent = false;
+	sv__iw_set_term(iq, SV__IW_TERM_QUEUED);
 	iq->cnt.term_sent++;
 }
 

@@ -1,8 +1,10 @@
 /*
- * test_iwarp_phase.c — the iWARP QP's connection phase (wire/iwarp.h, enum sv__iw_phase):
- * sv__iw_set_phase() makes the moves of the initiator's and the responder's connection
- * (RFC 5044, RFC 6581), takes a close back to IDLE or DOWN, and refuses every move its
- * table does not have, leaving the phase as it was.
+ * test_iwarp_states.c — the iWARP QP's state machines (wire/iwarp.h): the connection
+ * phase (enum sv__iw_phase), whose sv__iw_set_phase() makes the moves of the initiator's
+ * and the responder's connection (RFC 5044, RFC 6581) and takes a close back to IDLE or
+ * DOWN; the end of our direction (enum sv__iw_shut) and the Terminate (enum
+ * sv__iw_term). Each transition function refuses every move its table does not have,
+ * leaving the state as it was.
  */
 #include <criterion/criterion.h>
 #include <string.h>
@@ -103,4 +105,50 @@ Test(iwarp_phase, a_repeated_close_changes_nothing)
 	walk(path, 3);
 	sv__iw_set_phase(&iq, SV__IW_DOWN);
 	cr_assert_eq(iq.phase, SV__IW_DOWN);
+}
+
+TestSuite(iwarp_shut, .init = setup, .timeout = 10);
+
+Test(iwarp_shut, asked_then_sent_and_asking_again_changes_nothing)
+{
+	cr_assert_eq(iq.shut, SV__IW_SHUT_NONE);
+	sv__iw_shut_ask(&iq);
+	cr_assert_eq(iq.shut, SV__IW_SHUT_ASKED);
+	sv__iw_shut_ask(&iq);
+	cr_assert_eq(iq.shut, SV__IW_SHUT_ASKED);
+	sv__iw_set_shut(&iq, SV__IW_SHUT_SENT);
+	cr_assert_eq(iq.shut, SV__IW_SHUT_SENT);
+	sv__iw_shut_ask(&iq);
+	cr_assert_eq(iq.shut, SV__IW_SHUT_SENT, "a FIN sent is not unsent");
+}
+
+Test(iwarp_shut, moves_the_table_lacks_are_refused)
+{
+	sv__iw_set_shut(&iq, SV__IW_SHUT_SENT);
+	cr_assert_eq(iq.shut, SV__IW_SHUT_NONE, "no FIN that was not asked for");
+	iq.shut = SV__IW_SHUT_SENT;	/* placed, not moved */
+	sv__iw_set_shut(&iq, SV__IW_SHUT_ASKED);
+	cr_assert_eq(iq.shut, SV__IW_SHUT_SENT);
+	sv__iw_set_shut(&iq, SV__IW_SHUT_NONE);
+	cr_assert_eq(iq.shut, SV__IW_SHUT_SENT);
+}
+
+TestSuite(iwarp_term, .init = setup, .timeout = 10);
+
+Test(iwarp_term, queued_batched_and_queued_again)
+{
+	sv__iw_set_term(&iq, SV__IW_TERM_QUEUED);
+	cr_assert_eq(iq.term, SV__IW_TERM_QUEUED);
+	sv__iw_set_term(&iq, SV__IW_TERM_BATCHED);
+	cr_assert_eq(iq.term, SV__IW_TERM_BATCHED);
+	sv__iw_set_term(&iq, SV__IW_TERM_QUEUED);
+	cr_assert_eq(iq.term, SV__IW_TERM_QUEUED, "a later Terminate replaces it");
+	sv__iw_set_term(&iq, SV__IW_TERM_NONE);
+	cr_assert_eq(iq.term, SV__IW_TERM_NONE, "an abort mid-FPDU drops it");
+}
+
+Test(iwarp_term, nothing_is_batched_that_was_not_queued)
+{
+	sv__iw_set_term(&iq, SV__IW_TERM_BATCHED);
+	cr_assert_eq(iq.term, SV__IW_TERM_NONE);
 }
