@@ -1328,7 +1328,11 @@ static int ctx_init(struct sv_context *ctx, void **tctx)
 			r = -ENOMEM;
 			goto err_free;
 		}
-		sv__impair_init(rc->imp, &icfg);
+		if ((r = sv__impair_init(rc->imp, &icfg)) < 0) {
+			free(rc->imp);
+			rc->imp = NULL;
+			goto err_free;
+		}
 	}
 	if ((r = open_socket(rc, o)) < 0 || (r = sv__roce_kx_init(rc, o)) < 0)
 		goto err_free;
