@@ -424,7 +424,7 @@ static struct sv__rqp *aead_qp(const struct sv__rctx *rc, const uint8_t *buf, si
  * decoded here all the same: rx_set_run() puts it in that QP's inbox. authed: the
  * datagram was decrypted and its tag held (sv__roce_aead_open()), which does the
  * ICRC's job: it has no ICRC, only room for one. seg: the datagram's place in a coalesced
- * one, which is the IPv4 identification our own sender gave it (no solving to count).
+ * one, which is the IPv4 identification our own sender gave it (checked first).
  */
 static enum rx_verdict classify(struct sv__rctx *rc, const uint8_t *buf, size_t len,
 				const union sv__roce_addr *src, const union sv__roce_addr *dst,
@@ -441,9 +441,16 @@ static enum rx_verdict classify(struct sv__rctx *rc, const uint8_t *buf, size_t 
 	if (self && sv__roce_op_is_ud(buf[0]))
 		return RX_DEFER;
 	/* Other senders' IPv4 identification and DF are found from the ICRC itself
-	 * (crypto/icrc.h, doc/interop-icrc.md); ours (id 0, DF) cost one CRC as before. */
-	icrc = authed ? 0 : sv__icrc_verify_rx(&src->sa, &dst->sa, buf, len, &ip);
-	if (icrc == 1 && q && !(seg && ip.df && ip.id == seg))
+	 * (crypto/icrc.h, doc/interop-icrc.md); ours (id 0, DF, or in a coalesced run the
+	 * segment's place: roce_tx.c) cost one CRC as before. */
+	if (authed)
+		icrc = 0;
+	else if (seg && sv__icrc_verify(&src->sa, &dst->sa, &(const struct sv_icrc_ipv4){
+					.id = (uint16_t)seg, .df = true }, buf, len) == 0)
+		icrc = 0;
+	else
+		icrc = sv__icrc_verify_rx(&src->sa, &dst->sa, buf, len, &ip);
+	if (icrc == 1 && q)
 		atomic_fetch_add_explicit(&q->icrc_ip_solved, 1, memory_order_relaxed);
 	if (icrc < 0) {
 		/* IBA 9.8.2.x: a packet failing its ICRC is silently dropped. */
