@@ -9,7 +9,7 @@
 # when a build dependency is missing (the tests that need a missing package skip
 # themselves, and make check lists them at the end with the reason).
 set -eu
-build="build-essential cmake pkg-config libuv1-dev libssl-dev zlib1g-dev libcriterion-dev"
+build="build-essential cmake pkg-config libuv1-dev libssl-dev zlib1g-dev libisal-dev libcriterion-dev"
 tests="libibverbs-dev librdmacm-dev ibverbs-utils rdmacm-utils perftest qperf python3-pyverbs tshark
 	iproute2"
 want=$build

@@ -901,7 +901,6 @@ void sv__roce_resp_rx(struct sv__rqp *q, const struct sv_ib_pkt *k, uint8_t *buf
 {
 	int32_t d = sv__psn_cmp(k->bth.psn, q->epsn);
 
-	(void)buflen;
 	if (q->qp->qp_type == SV_QPT_UC) {
 		uc_rx(q, k);
 		return;
@@ -921,10 +920,21 @@ void sv__roce_resp_rx(struct sv__rqp *q, const struct sv_ib_pkt *k, uint8_t *buf
 
 		if (sv__psn_diff(k->bth.psn, q->epsn) >= SV__ROCE_OOO)
 			return;		/* beyond what we keep: the sender's timer repairs */
-		if (!e->buf) {
+		if (!e->buf && buflen) {
 			e->buf = buf;
 			e->k = *k;
 			*kept = true;
+		} else if (!e->buf) {
+			/* Part of a larger receive buffer: what execution needs, the payload,
+			 * is copied (a failed allocation loses the packet, repaired as any). */
+			uint8_t *c = malloc(k->payload_len ? k->payload_len : 1);
+
+			if (c) {
+				memcpy(c, k->payload, k->payload_len);
+				e->buf = c;
+				e->k = *k;
+				e->k.payload = c;
+			}
 		}
 		if (q->srnak_n == SV__ROCE_SRNAKQ) {
 			memmove(q->srnak, q->srnak + 1, (SV__ROCE_SRNAKQ - 1) * sizeof(q->srnak[0]));
