@@ -690,6 +690,51 @@ SVC_EXPORT int rdma_listen(struct rdma_cm_id *cm_id, int backlog)
 	return 0;
 }
 
+/*
+ * The source address of a route resolved without one, as the kernel's rdma_cm fills it
+ * in (port 0 until the connection takes one): on RoCE the device's own address, GID 0,
+ * where the CM sends from; on iWARP the address routing picks towards dst, which a UDP
+ * socket connected to dst reports (nothing is sent). libfabric's verbs provider takes
+ * it as the endpoint's own address; left empty, the endpoint had none.
+ */
+static void default_src(struct rdma_cm_id *cm_id, const struct sockaddr *dst)
+{
+	struct sockaddr_storage ss = { 0 };
+	socklen_t len = sizeof(ss);
+	union ibv_gid gid;
+	int fd;
+
+	if (cm_id->verbs->device->transport_type != IBV_TRANSPORT_IWARP) {
+		if (ibv_query_gid(cm_id->verbs, 1, 0, &gid))
+			return;
+		if (IN6_IS_ADDR_V4MAPPED((struct in6_addr *)gid.raw)) {
+			struct sockaddr_in *in = (struct sockaddr_in *)&ss;
+
+			in->sin_family = AF_INET;
+			memcpy(&in->sin_addr, gid.raw + 12, 4);
+		} else {
+			struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
+
+			in6->sin6_family = AF_INET6;
+			memcpy(&in6->sin6_addr, gid.raw, 16);
+		}
+		set_addr(&cm_id->route.addr.src_addr, (struct sockaddr *)&ss);
+		return;
+	}
+	if ((fd = socket(dst->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0)) < 0)
+		return;
+	if (connect(fd, dst, dst->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) :
+		    sizeof(struct sockaddr_in)) == 0 &&
+	    getsockname(fd, (struct sockaddr *)&ss, &len) == 0) {
+		if (ss.ss_family == AF_INET6)
+			((struct sockaddr_in6 *)&ss)->sin6_port = 0;
+		else
+			((struct sockaddr_in *)&ss)->sin_port = 0;
+		set_addr(&cm_id->route.addr.src_addr, (struct sockaddr *)&ss);
+	}
+	close(fd);
+}
+
 SVC_EXPORT int rdma_resolve_addr(struct rdma_cm_id *cm_id, struct sockaddr *src,
 				 struct sockaddr *dst, int timeout_ms)
 {
@@ -704,6 +749,8 @@ SVC_EXPORT int rdma_resolve_addr(struct rdma_cm_id *cm_id, struct sockaddr *src,
 	set_addr(&cm_id->route.addr.dst_addr, dst);
 	cm_id->verbs = get_verbs();
 	cm_id->port_num = 1;
+	if (cm_id->verbs && cm_id->route.addr.src_addr.sa_family == 0)
+		default_src(cm_id, dst);
 	/* IP addressing all the way: the address is resolved as soon as it is known. */
 	if (!id->sync)
 		synthesize(id, RDMA_CM_EVENT_ADDR_RESOLVED);
