@@ -105,6 +105,7 @@ struct svc_channel {
 struct svc_cq {
 	struct ibv_cq cq;
 	struct sv_cq *sv;
+	uint8_t grh_sl;			/* wc.sl of a receive with a GRH: roce_pkt_type() */
 };
 
 /* One ibv_wr_* chain under construction (wr_start .. wr_complete). */
@@ -575,6 +576,24 @@ SVC_EXPORT int ibv_get_pkey_index(struct ibv_context *ctx, uint8_t port, __be16 
  * Completion queues: the fast path translates sv_wc to ibv_wc in chunks on the stack.
  */
 
+/*
+ * What a receive completion with a GRH carries in wc.sl on RoCE v2: the packet's type, as
+ * mlx5 reports it for UD (RoCE Annex A17.4.5.1 wants the CQE to say whether the frame was
+ * IPv4 or IPv6; mlx5's CQE has it where IB has the SL): bit 3 set for a UDP-encapsulated
+ * frame, bits 2-0 the L3 header, 1 for IPv6 and 2 for IPv4. UCX's UD transport reads it
+ * to know where the destination address sits in the 40-byte GRH slot (the IPv4 header
+ * fills its last 20 bytes, ibv_init_ah_from_wc) and drops datagrams whose address it
+ * does not find. A device carries one family, its GID 0's. iWARP has no UD: 0.
+ */
+static uint8_t roce_pkt_type(struct ibv_context *ctx)
+{
+	union ibv_gid gid;
+
+	if (to_ctx(ctx)->dev->transport != SV_TRANSPORT_UDP || ibv_query_gid(ctx, 1, 0, &gid))
+		return 0;
+	return IN6_IS_ADDR_V4MAPPED((const struct in6_addr *)gid.raw) ? 0x8 | 0x2 : 0x8 | 0x1;
+}
+
 static int svc_poll_cq(struct ibv_cq *cq, int num, struct ibv_wc *wc)
 {
 	struct sv_wc w[POLL_CHUNK];
@@ -600,7 +619,7 @@ static int svc_poll_cq(struct ibv_cq *cq, int num, struct ibv_wc *wc)
 			o->wc_flags = w[i].wc_flags;
 			o->pkey_index = 0;
 			o->slid = 0;
-			o->sl = 0;
+			o->sl = o->wc_flags & IBV_WC_GRH ? to_cq(cq)->grh_sl : 0;
 			o->dlid_path_bits = 0;
 		}
 		done += n;
@@ -686,6 +705,7 @@ SVC_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *ctx, int cqe, void *
 	cq->cq.channel = channel;
 	cq->cq.cq_context = cq_context;
 	cq->cq.cqe = sv_cq_size(cq->sv);
+	cq->grh_sl = roce_pkt_type(ctx);
 	pthread_mutex_init(&cq->cq.mutex, NULL);
 	pthread_cond_init(&cq->cq.cond, NULL);
 	if (channel)
