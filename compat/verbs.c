@@ -122,7 +122,13 @@ struct svc_qp {
 	unsigned n_pend, cap_pend;
 	int wr_err;			/* first error of the chain, reported by wr_complete */
 	bool recv_posted;		/* a receive was ever posted (svc_qp_recv_posted) */
+	struct svc_qp *reg_next;	/* in qp_reg */
 };
+
+/* Every live QP of ours, for svc_qp_by_num: librdmacm connects a QP the application
+ * made itself when conn_param.qp_num names it (rping -q). */
+static pthread_mutex_t qp_reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct svc_qp *qp_reg;
 
 static pthread_mutex_t dev_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct svc_device devices[2] = {
@@ -1470,6 +1476,10 @@ static struct ibv_qp *create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *ia,
 		errno = rc;
 		return NULL;
 	}
+	pthread_mutex_lock(&qp_reg_lock);
+	q->reg_next = qp_reg;
+	qp_reg = q;
+	pthread_mutex_unlock(&qp_reg_lock);
 	return &q->qpx.qp_base;
 }
 
@@ -1669,6 +1679,13 @@ SVC_EXPORT int ibv_destroy_qp(struct ibv_qp *qp)
 	}
 	if (rc < 0)
 		return svc_errno(rc);
+	pthread_mutex_lock(&qp_reg_lock);
+	for (struct svc_qp **pp = &qp_reg; *pp; pp = &(*pp)->reg_next)
+		if (*pp == q) {
+			*pp = q->reg_next;
+			break;
+		}
+	pthread_mutex_unlock(&qp_reg_lock);
 	pend_clear(q);
 	free(q->pend);
 	pthread_cond_destroy(&qp->cond);
@@ -2093,6 +2110,18 @@ SVC_EXPORT struct sv_qp *svc_sv_qp(struct ibv_qp *qp)
 SVC_EXPORT void svc_sync_qp_state(struct ibv_qp *qp)
 {
 	qp->state = (enum ibv_qp_state)to_qp(qp)->sv->state;
+}
+
+SVC_EXPORT struct ibv_qp *svc_qp_by_num(struct ibv_context *ctx, uint32_t qp_num)
+{
+	struct ibv_qp *found = NULL;
+
+	pthread_mutex_lock(&qp_reg_lock);
+	for (struct svc_qp *q = qp_reg; q && !found; q = q->reg_next)
+		if (q->qpx.qp_base.context == ctx && q->qpx.qp_base.qp_num == qp_num)
+			found = &q->qpx.qp_base;
+	pthread_mutex_unlock(&qp_reg_lock);
+	return found;
 }
 
 SVC_EXPORT bool svc_qp_recv_posted(struct ibv_qp *qp)

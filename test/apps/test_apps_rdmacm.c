@@ -135,6 +135,28 @@ TCP_AND_UDP(rping_validate)
 	free(co);
 }
 
+/* rping -q makes its QP itself (ibv_create_qp), names it in conn_param.qp_num, moves it
+ * with rdma_init_qp_attr's attributes, and on IB/RoCE waits for CONNECT_RESPONSE and
+ * answers with rdma_establish; iWARP's CM reports ESTABLISHED (compat/rdmacm.c,
+ * app_qp). -V checks every buffer, -d prints the events. */
+TCP_AND_UDP(rping_own_qp)
+{
+	const char *srv[] = { "rping", "-s", "-q", "-a", ADDR, "-p", PORT, "-V", "-C", "200",
+			      NULL };
+	const char *cli[] = { "rping", "-c", "-q", "-d", "-a", ADDR, "-p", PORT, "-V", "-C",
+			      "200", NULL };
+	char *so, *co;
+
+	pair(udp, srv, cli, 90000, &so, &co);
+	cr_expect(!strstr(co, "data mismatch") && !strstr(so, "data mismatch"), "%s\n%s", co,
+		  so);
+	cr_expect(strstr(co, udp ? "CONNECT_RESPONSE\n" : "ESTABLISHED\n"), "%s", co);
+	cr_expect(!strstr(co, udp ? "ESTABLISHED\n" : "CONNECT_RESPONSE\n"), "%s", co);
+	cr_expect(strstr(so, "server DISCONNECT EVENT"), "%s", so);
+	free(so);
+	free(co);
+}
+
 TCP_AND_UDP(ucmatose)
 {
 	const char *srv[] = { "ucmatose", "-p", PORT, "-c", "2", "-C", "20", NULL };
