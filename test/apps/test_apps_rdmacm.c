@@ -157,6 +157,42 @@ TCP_AND_UDP(rping_own_qp)
 	free(co);
 }
 
+/* cmtime -c 1000: a thousand connections at once, each with its QP and two CQs on both
+ * sides (the device's max_cq must hold 2000). cmtime exits 0 whatever failed; a failure
+ * is a "failure ..." (perror), "failing ..." or "... error: N" line. Its server serves
+ * until it is stopped. */
+TCP_AND_UDP(cmtime_1000)
+{
+	char port[16], *so, *co;
+	const char *srv_in[] = { "cmtime", "-b", "127.0.0.1", "-p", port, "-c", "1000", NULL };
+	const char *cli_in[] = { "cmtime", "-s", "127.0.0.1", "-p", port, "-c", "1000", NULL };
+	const char *srv[16], *cli[16];
+	struct apps_proc s, c;
+	int rc;
+
+	apps_require(progs);
+	snprintf(port, sizeof(port), "%d", apps_free_port());
+	fill(srv, udp, srv_in, "", "");
+	fill(cli, udp, cli_in, "", "");
+	apps_start(&s, srv);
+	cr_assert(udp ? apps_wait_cm_listen(&s, atoi(port), NULL, NULL, 20000) :
+			apps_wait_listen(&s, atoi(port), 20000), "cmtime server not listening");
+	apps_start(&c, cli);
+	rc = apps_wait(&c, 100000);
+	apps_kill(&s);
+	so = apps_output(&s);
+	co = apps_output(&c);
+	cr_expect_eq(rc, 0, "client exit %d\n%s", rc, co);
+	cr_expect(strstr(co, "\nconnect      :") && strstr(co, "\ndisconnect   :"), "%s", co);
+	for (const char *const *w = (const char *const[]){ "failure", "failing", "error", NULL };
+	     *w; w++) {
+		cr_expect(!strstr(co, *w), "client: %s\n%s", *w, co);
+		cr_expect(!strstr(so, *w), "server: %s\n%s", *w, so);
+	}
+	free(so);
+	free(co);
+}
+
 TCP_AND_UDP(ucmatose)
 {
 	const char *srv[] = { "ucmatose", "-p", PORT, "-c", "2", "-C", "20", NULL };
