@@ -26,6 +26,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <sched.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,17 +66,18 @@ static int user_ns(uid_t inner_uid, gid_t inner_gid)
 	return write_file("/proc/self/gid_map", map);
 }
 
-/* Brings entry `name` of the old /dev (open as dfd) back into the new one. */
-static int restore(int dfd, const char *name)
+/* Brings entry `name` of an old directory (open as dfd) back into directory `dir` of
+ * the new /dev. */
+static int restore(int dfd, const char *name, const char *dir)
 {
-	char src[64 + NAME_MAX], dst[8 + NAME_MAX], target[PATH_MAX];
+	char src[64 + NAME_MAX], dst[32 + NAME_MAX], target[PATH_MAX];
 	struct stat st;
 	ssize_t n;
 	int fd;
 
 	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return -1;
-	snprintf(dst, sizeof(dst), "/dev/%s", name);
+	snprintf(dst, sizeof(dst), "%s/%s", dir, name);
 	if (S_ISLNK(st.st_mode)) {
 		if ((n = readlinkat(dfd, name, target, sizeof(target) - 1)) < 0)
 			return -1;
@@ -102,14 +104,36 @@ static int fail(const char *what)
 	return -1;
 }
 
-/* The new /dev with the nodes; -1 (said on stderr) if any step fails. */
+/* Every entry of the old directory dfd back into dir, but `skip` and the names in
+ * skip_also (n of them). */
+static void restore_all(int dfd, const char *dir, const char *skip, char **skip_also, int n)
+{
+	struct dirent *e;
+	DIR *d;
+
+	if (!(d = fdopendir(dup(dfd))))
+		return;
+	while ((e = readdir(d))) {
+		bool drop = !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
+			    (skip && !strcmp(e->d_name, skip));
+
+		for (int i = 0; i < n && !drop; i++)
+			drop = !strcmp(e->d_name, skip_also[i]);
+		if (!drop && restore(dfd, e->d_name, dir) < 0)
+			fprintf(stderr, "svrun: %s/%s not brought back: %s\n", dir, e->d_name,
+				strerror(errno));
+	}
+	closedir(d);
+}
+
+/* The new /dev with the nodes; -1 (said on stderr) if any step fails. An existing
+ * /dev/infiniband (a host with RDMA devices but not these) is remade with its entries
+ * and the nodes. */
 static int make_dev(char **devs, int ndev)
 {
 	uid_t uid = getuid();
 	gid_t gid = getgid();
-	struct dirent *e;
-	DIR *d;
-	int dfd, fd;
+	int dfd, ibfd, fd;
 
 	if (uid != 0 && user_ns(0, 0) < 0)
 		return fail("user namespace");
@@ -119,22 +143,17 @@ static int make_dev(char **devs, int ndev)
 		return fail("private mounts");
 	if ((dfd = open("/dev", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
 		return fail("/dev");
+	ibfd = openat(dfd, "infiniband", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (mount("svrun", "/dev", "tmpfs", MS_NOSUID, "mode=755,size=1m") < 0)
 		return fail("tmpfs on /dev");
-	if (!(d = fdopendir(dup(dfd))))
-		return fail("reading /dev");
-	while ((e = readdir(d))) {
-		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
-		    !strcmp(e->d_name, "infiniband"))
-			continue;
-		if (restore(dfd, e->d_name) < 0)
-			fprintf(stderr, "svrun: /dev/%s not brought back: %s\n", e->d_name,
-				strerror(errno));
-	}
-	closedir(d);
+	restore_all(dfd, "/dev", "infiniband", NULL, 0);
 	close(dfd);
 	if (mkdir("/dev/infiniband", 0755) < 0)
 		return fail("/dev/infiniband");
+	if (ibfd >= 0) {
+		restore_all(ibfd, "/dev/infiniband", NULL, devs, ndev);
+		close(ibfd);
+	}
 	for (int i = 0; i < ndev; i++) {
 		char path[8 + 12 + NAME_MAX];
 

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <criterion/criterion.h>
 
@@ -24,6 +25,38 @@
 
 static const char *const progs[] = { "ucx_info", "ucx_perftest", NULL };
 static const char *const tls_env[] = { "UCX_TLS=rc_verbs,ud_verbs", NULL };
+
+/* What UCX checks (uct_ib_device_is_accessible: a character device, readable and
+ * writable), for both devices, and svrun saying where they come from; with
+ * SV_DEVNODES=0 the program runs without them. */
+Test(apps_ucx, svrun_gives_dev_nodes, .timeout = 60)
+{
+	static const char *const off[] = { "SV_DEVNODES=0", NULL };
+	const char *argv[] = { "sh", "-c", "for d in sv_tcp0 sv_udp0; do f=/dev/infiniband/$d; "
+			       "test -c $f && test -r $f && test -w $f && echo node $d; done",
+			       NULL };
+	struct apps_proc p;
+	char *out;
+	int rc;
+
+	if (access("/dev/infiniband/sv_tcp0", F_OK) == 0 ||
+	    access("/dev/infiniband/sv_udp0", F_OK) == 0)
+		cr_skip_test("this host has /dev/infiniband/sv_* nodes of its own");
+	apps_require(progs);
+	apps_start(&p, argv);
+	rc = apps_wait(&p, 30000);
+	out = apps_output(&p);
+	cr_expect_eq(rc, 0, "%s", out);
+	cr_expect(strstr(out, "node sv_tcp0\n") && strstr(out, "node sv_udp0\n"), "%s", out);
+	cr_expect(strstr(out, "svrun: /dev/infiniband/{sv_tcp0,sv_udp0} for the program"), "%s",
+		  out);
+	free(out);
+	apps_start_env(&p, off, argv);
+	rc = apps_wait(&p, 30000);
+	out = apps_output(&p);
+	cr_expect(!strstr(out, "node ") && !strstr(out, "svrun:"), "SV_DEVNODES=0:\n%s", out);
+	free(out);
+}
 
 Test(apps_ucx, info_lists_sv_udp0, .timeout = 60)
 {
