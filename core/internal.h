@@ -34,8 +34,13 @@
 /* Hard limits: the device attributes never exceed them, whatever the options say. */
 #define SV__MAX_QP 1024
 #define SV__MAX_QP_WR 4096
-#define SV__MAX_CQ 1024
-#define SV__MAX_CQE 65536
+/* CQs: 16384, as the kernel's rxe advertises; rdma_cm programs take two per connection
+ * (cmtime -c 1000 holds 2000 at once). */
+#define SV__MAX_CQ 16384
+/* CQ depth: 2^20. libfabric's rxm sizes its one CQ for every peer of a job
+ * (tx and rx depth times FI_UNIVERSE_SIZE, 1024 by default: 135168 entries); the ring
+ * is allocated at that depth but its pages are touched only as completions reach them. */
+#define SV__MAX_CQE (1u << 20)
 #define SV__MAX_MR (1u << 20)
 #define SV__MAX_MR_SIZE (1ull << 40)
 #define SV__MAX_INLINE 256
