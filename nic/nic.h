@@ -24,9 +24,6 @@ int sv__nic_busy(const struct sv__nic *nic);
 int sv__nic_query_device(struct sv__nic *nic, struct sv_device_attr *attr);
 int sv__nic_query_port(struct sv__nic *nic, uint8_t port, struct sv_port_attr *attr);
 int sv__nic_query_gid(struct sv__nic *nic, uint8_t port, int index, uint8_t gid[16]);
-/* Prints every rdma-core device softverbs can open, ibv_devinfo-style; the number of
- * devices listed, or a negative errno (no library: -ENODEV, with the reason in err). */
-int sv__nic_list_devices(FILE *out);
 
 /* nic/async.c */
 int sv__nic_async_fd(const struct sv__nic *nic);
