@@ -225,6 +225,10 @@ static struct ncm_id *handle(struct nic_cm *nc, struct ncm_event *ev)
 	case NCM_DISCONNECTED:
 		if (nc->qp)
 			qp_to_err(nc->qp);
+		/* The peer's DREQ waits for our DREP, which rdma_cm sends only when this side
+		 * disconnects too; softverbs' peers need no such call (include/softverbs.h),
+		 * so it is made here. On the side that disconnected first it does nothing. */
+		lib->cm_disconnect(nc->id);
 		report(nc, SV_CM_EVENT_DISCONNECTED, 0, NULL);
 		break;
 	case NCM_DEVICE_REMOVAL:
