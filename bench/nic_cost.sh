@@ -108,20 +108,28 @@ def block(bs, fn):
 print("%-12s %-13s %8s %14s %12s" % ("run", "verb", "calls", "rdma-core Ir", "added Ir"))
 for cg in sorted(glob.glob(os.path.join(d, "*.cg"))):
     base = cg[:-3]
-    if not os.path.exists(base + ".caller"):
+    if not os.path.exists(base + ".calling"):
         continue
-    caller, calling = blocks(base + ".caller"), blocks(base + ".calling")
+    calling = blocks(base + ".calling")
     for verb, inner in VERBS:
-        up, down = block(caller, verb), block(calling, inner)
-        if not up or not down:
+        # The verb's block that lists what it called: sv__nic_* (and, once, the dynamic
+        # loader resolving that call, which is no cost of a call).
+        vb = [b for b in calling if any(k == "*" and n == verb for _, k, n, _ in b)
+              and any(k == ">" for _, k, _, _ in b)]
+        ib = [b for b in calling if any(k == "*" and n == inner for _, k, n, _ in b)]
+        if not vb:
             continue
-        calls = sum(c for _, k, _, c in up if k == "<")
-        incl = next(ir for ir, k, _, _ in up if k == "*")
-        # Everything sv__nic_* calls is the device's (its provider's post/poll).
-        dev = sum(ir for ir, k, n, _ in down if k == ">")
-        if calls:
-            print("%-12s %-13s %8d %14.1f %12.1f" % (os.path.basename(base), verb, calls,
-                  dev / calls, (incl - dev) / calls))
+        incl = next(ir for ir, k, n, _ in vb[0] if k == "*")
+        calls = sum(c for _, k, n, c in vb[0] if k == ">" and n == inner)
+        resolver = sum(ir for ir, k, n, _ in vb[0] if k == ">" and n != inner)
+        # Everything sv__nic_* calls is the device's: the provider's post/poll.
+        dev_ir = sum(ir for b in ib for ir, k, _, _ in b if k == ">")
+        dev_n = sum(c for b in ib for _, k, _, c in b if k == ">")
+        if not calls or not dev_n:
+            continue
+        dev = dev_ir / dev_n
+        print("%-12s %-13s %8d %14.1f %12.1f" % (os.path.basename(base), verb, calls, dev,
+              (incl - resolver) / calls - dev))
 PY
 }
 
