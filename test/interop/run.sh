@@ -595,7 +595,7 @@ awk -F'\t' '
 	  if ($2 == "pass") p++; else if ($2 == "FAIL") f++; else if ($2 == "skip") s++ }
 	END {
 	  print ""
-	  print "interop matrix (gs: guest rxe server, host softverbs client; hs: the reverse; self: rxe only)"
+	  print "interop matrix (gs: guest rxe server, host softverbs client; hs: the reverse; self: both in the guest, rxe or nic on rxe0)"
 	  split("gs/4 gs/6 hs/4 hs/6 self/4 self/6", cells, " ")
 	  printf "%-24s %-6s %-6s %-6s %-6s %-7s %-7s\n", "case", "gs/v4", "gs/v6", "hs/v4", "hs/v6", "self/v4", "self/v6"
 	  for (i = 1; i <= n; i++) {
