@@ -419,15 +419,15 @@ static struct sv_conn_param conn_param(const struct sc_side *s, const struct sc_
 		.initiator_depth = cap_u8(s->attr.max_qp_init_rd_atom < 16 ?
 					  s->attr.max_qp_init_rd_atom : 16),
 		.retry_count = 7,
-		.rnr_retry_count = tc->rnr_retry,
+		.rnr_retry_count = tc->rnr_retry ? tc->rnr_retry : 3,
 	};
 	return p;
 }
 
 /* --- the server -------------------------------------------------------------------------- */
 
-static int listen_at(struct sc_side *s, struct sv_cm_id *id, const char *addr, uint16_t port,
-		     char *why, size_t whylen)
+static int listen_at(struct sv_cm_id *id, const char *addr, uint16_t port, char *why,
+		     size_t whylen)
 {
 	struct sockaddr_storage ss;
 	socklen_t len;
@@ -437,7 +437,6 @@ static int listen_at(struct sc_side *s, struct sv_cm_id *id, const char *addr, u
 		return WHY("cannot resolve %s", addr);
 	if ((rc = sv_cm_listen(id, (struct sockaddr *)&ss, 8)) < 0)
 		return WHY("sv_cm_listen on %s port %u: %s", addr, port, sv_strerror(rc));
-	(void)s;
 	return 0;
 }
 
@@ -450,7 +449,7 @@ static int serve_steps(struct sc_side *s, const struct cfg *cf, const struct sc_
 	struct sv_conn_param p;
 	int rc;
 
-	if (conn_mem(s, c, tc->srv_access, why, whylen) < 0)
+	if (conn_mem(s, c, tc->srv_access ? tc->srv_access : SC_ACCESS_ALL, why, whylen) < 0)
 		return -1;
 	if (tc->srv_fill)
 		tc->srv_fill(c->buf);
@@ -460,7 +459,7 @@ static int serve_steps(struct sc_side *s, const struct cfg *cf, const struct sc_
 			return -1;
 		if ((rc = sv_cm_create_id_ps(s->cm, s->ctx, c, SV_CM_PS_UDP, &c->ud_listen)) < 0)
 			return WHY("sv_cm_create_id_ps(UDP): %s", sv_strerror(rc));
-		if (listen_at(s, c->ud_listen, laddr, cf->port, why, whylen) < 0)
+		if (listen_at(c->ud_listen, laddr, cf->port, why, whylen) < 0)
 			return -1;
 	}
 	if (ctl_send(ctl, "READY %llx %x %x", (unsigned long long)(uintptr_t)c->buf,
@@ -550,7 +549,7 @@ static int run_server(struct sc_side *s, const struct cfg *cf, const char *laddr
 
 	if ((rc = sv_cm_create_id(s->cm, s->ctx, NULL, &s->listen)) < 0)
 		return report(PROG, "sv_cm_create_id", rc);
-	if (listen_at(s, s->listen, laddr, cf->port, why, sizeof(why)) < 0) {
+	if (listen_at(s->listen, laddr, cf->port, why, sizeof(why)) < 0) {
 		fprintf(stderr, "%s: %s\n", PROG, why);
 		return -EADDRNOTAVAIL;
 	}

@@ -17,13 +17,13 @@
 #define SC_BUF_LEN (64u * 1024)		/* each side's registered buffer */
 #define SC_SEED 0x5356434153455321ull	/* the data patterns' seed ("SVCASES!") */
 #define SC_GRH 40			/* a UD receive's GRH area (IBA 11.4.1.1) */
+#define SC_ACCESS_ALL (SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_WRITE | SV_ACCESS_REMOTE_READ | \
+		       SV_ACCESS_REMOTE_ATOMIC)
 #define SC_STEP_NS (15ull * 1000000000ull)	/* bound of every wait of a case */
 
 /* What a case needs of the devices on both ends (else it is skipped, saying why). */
 enum sc_need {
-	SC_NEED_ATOMIC = 1 << 0,	/* atomic_cap not NONE on the server */
-	SC_NEED_IB = 1 << 1,		/* InfiniBand transport semantics: RNR NAKs, UD QPs,
-					 * WRITEs acknowledged by the responder (not iWARP) */
+	SC_NEED_ATOMIC = 1 << 0,	/* atomic_cap not NONE on both */
 };
 
 enum sc_kind {
@@ -70,12 +70,14 @@ struct sc_remote {
 struct sc_case {
 	const char *name;
 	const char *what;		/* one line for --list */
+	const char *not_iwarp;		/* why it does not exist on iWARP (NULL: it does) */
 	unsigned needs;			/* enum sc_need */
 	enum sc_kind kind;
-	unsigned srv_access;		/* the server MR's access flags */
+	unsigned srv_access;		/* the server MR's access flags; 0: every right */
 	unsigned srv_recvs;		/* receives the server posts before it accepts */
 	int srv_disconnects;		/* the server, not the client, ends the connection */
-	uint8_t rnr_retry;		/* both ends' rnr_retry_count in the CM parameters */
+	uint8_t rnr_retry;		/* both ends' rnr_retry_count in the CM parameters;
+					 * 0: 3 */
 	int priv;			/* private data both ways, checked at each end */
 	/* Fills the server's buffer before READY (NULL: zeros). */
 	void (*srv_fill)(uint8_t *buf);

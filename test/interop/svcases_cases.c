@@ -1,9 +1,10 @@
 /*
  * svcases_cases.c — the cases of svcases (svcases.h): every opcode with the bytes that
- * arrived checked, the error paths with the completion statuses IBA 10.8.3 and 11.6.2
- * give them (RFC 5040 7 for iWARP), and the CM's private data, rejection and
- * disconnection. Each case has a client side (the operations and their completions)
- * and a server side (what its memory and receive queue must show afterwards).
+ * arrived checked, the error paths with the completion statuses verbs give them on
+ * InfiniBand and RoCE (iWARP reports them as Terminates, RFC 5040 7), and the CM's
+ * private data, rejection and disconnection. Each case has a client side (the operations
+ * and their completions) and a server side (what its memory and receive queue must show
+ * afterwards).
  */
 #include "svcases.h"
 
@@ -409,8 +410,8 @@ static int srv_untouched(struct sc_side *s, struct sc_conn *c, char *why, size_t
 }
 
 /* One access the responder must refuse with a NAK (RoCE) or Terminate (iWARP): the
- * requester's completion is REM_ACCESS_ERR (IBA 11.6.2), and the QP is then in ERR, so a
- * WR posted after it flushes (IBA 10.8.3.3). */
+ * requester's completion is REM_ACCESS_ERR, and the QP is then in ERR, so a WR posted
+ * after it completes with WR_FLUSH_ERR. */
 static int refused(struct sc_conn *c, enum sv_wr_opcode op, uint64_t raddr, uint32_t rkey,
 		   char *why, size_t whylen)
 {
@@ -430,8 +431,8 @@ static int refused(struct sc_conn *c, enum sv_wr_opcode op, uint64_t raddr, uint
 	return expect(c, 2, SV_WC_WR_FLUSH_ERR, "a READ posted after the error", why, whylen);
 }
 
-/* The rkey with its low byte changed: rdma-core devices keep a key there (rxe: the
- * 8-bit key of IBA 10.6.3.2 next to the MR index), softverbs draws all 32 bits. */
+/* The rkey with its low byte changed: rdma-core devices keep a key there (the 8-bit key
+ * ibv_inc_rkey(3) changes, next to the MR index), softverbs draws all 32 bits. */
 #define BAD_RKEY(r) ((r)->rkey ^ 0x5a)
 
 static int cli_bad_rkey(struct sc_side *s, struct sc_conn *c, const struct sc_remote *r,
@@ -502,8 +503,8 @@ static int cli_rnr(struct sc_side *s, struct sc_conn *c, const struct sc_remote 
 }
 
 /* A READ that fails with two more behind it and a receive posted: the first completes
- * in error, everything else outstanding on both queues with WR_FLUSH_ERR (IBA 10.8.3.3),
- * and a SEND posted afterwards flushes too. */
+ * in error, everything else outstanding on both queues with WR_FLUSH_ERR once the QP is
+ * in ERR, and a SEND posted afterwards flushes too. */
 static int cli_flush(struct sc_side *s, struct sc_conn *c, const struct sc_remote *r,
 		     char *why, size_t whylen)
 {
@@ -575,53 +576,72 @@ static int cli_none(struct sc_side *s, struct sc_conn *c, const struct sc_remote
 	return 0;
 }
 
-#define ACC_ALL (SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_WRITE | SV_ACCESS_REMOTE_READ | \
-		 SV_ACCESS_REMOTE_ATOMIC)
+#define ACC_NO_READ (SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_WRITE | SV_ACCESS_REMOTE_ATOMIC)
+#define ACC_NO_WRITE (SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_READ | SV_ACCESS_REMOTE_ATOMIC)
+#define ACC_NO_ATOMIC (SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_WRITE | SV_ACCESS_REMOTE_READ)
+
+/* Why a case does not exist on iWARP. */
+#define NO_IWARP_UD "iWARP has no UD QPs"
+#define NO_IWARP_RNR "iWARP has no RNR NAK (a SEND into no receive is a Terminate, RFC 5041 7)"
+#define NO_IWARP_WRITE_ERR "an iWARP WRITE completes when handed to TCP, its refusal comes " \
+			   "later as a Terminate (RFC 5040 7)"
 
 const struct sc_case sc_cases[] = {
-	{ "send", "SEND of 5000 bytes into a posted receive", 0, SC_RC, ACC_ALL, 1, 0, 3, 0,
-	  NULL, cli_send, srv_send },
-	{ "send_imm", "SEND_WITH_IMM of 3000 bytes: payload and immediate", 0, SC_RC, ACC_ALL,
-	  1, 0, 3, 0, NULL, cli_send_imm, srv_send_imm },
-	{ "write", "WRITE of 16 KiB at an unaligned offset, nothing around it", 0, SC_RC,
-	  ACC_ALL, 0, 0, 3, 0, NULL, cli_write, srv_write },
-	{ "write_imm", "WRITE_WITH_IMM of 6000 bytes: target, immediate, receive consumed", 0,
-	  SC_RC, ACC_ALL, 1, 0, 3, 0, NULL, cli_write_imm, srv_write_imm },
-	{ "read", "READ of 16 KiB from an offset", 0, SC_RC, ACC_ALL, 0, 0, 3, 0, fill_read,
-	  cli_read, NULL },
-	{ "cmp_swap", "CMP_SWAP that swaps, then one that does not", SC_NEED_ATOMIC, SC_RC,
-	  ACC_ALL, 0, 0, 3, 0, fill_atomic, cli_cmp_swap, srv_cmp_swap },
-	{ "fetch_add", "two FETCH_ADDs: returned values and the sum", SC_NEED_ATOMIC, SC_RC,
-	  ACC_ALL, 0, 0, 3, 0, fill_atomic, cli_fetch_add, srv_fetch_add },
-	{ "ud_send", "UD SEND_WITH_IMM of 512 bytes to the QP the CM resolved", SC_NEED_IB,
-	  SC_UD, SV_ACCESS_LOCAL_WRITE, 1, 0, 3, 0, NULL, cli_ud, srv_ud },
-	{ "err_bad_rkey", "READ with a wrong rkey: REM_ACCESS_ERR, then flush", 0, SC_RC,
-	  ACC_ALL, 0, 0, 3, 0, fill_fill, cli_bad_rkey, srv_untouched },
-	{ "err_bad_rkey_write", "WRITE with a wrong rkey: REM_ACCESS_ERR, nothing written",
-	  SC_NEED_IB, SC_RC, ACC_ALL, 0, 0, 3, 0, fill_fill, cli_bad_rkey_write, srv_untouched },
-	{ "err_bounds", "READ past the end of the region: REM_ACCESS_ERR", 0, SC_RC, ACC_ALL, 0,
-	  0, 3, 0, fill_fill, cli_bounds, srv_untouched },
-	{ "err_bounds_write", "WRITE past the end of the region: REM_ACCESS_ERR, nothing written",
-	  SC_NEED_IB, SC_RC, ACC_ALL, 0, 0, 3, 0, fill_fill, cli_bounds_write, srv_untouched },
-	{ "err_access_read", "READ of a region without REMOTE_READ: REM_ACCESS_ERR", 0, SC_RC,
-	  SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_WRITE, 0, 0, 3, 0, fill_fill,
-	  cli_access_read, srv_untouched },
-	{ "err_access_write", "WRITE to a region without REMOTE_WRITE: REM_ACCESS_ERR",
-	  SC_NEED_IB, SC_RC, SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_READ, 0, 0, 3, 0,
-	  fill_fill, cli_access_write, srv_untouched },
-	{ "err_access_atomic", "FETCH_ADD on a region without REMOTE_ATOMIC: REM_ACCESS_ERR",
-	  SC_NEED_ATOMIC, SC_RC, SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_READ |
-	  SV_ACCESS_REMOTE_WRITE, 0, 0, 3, 0, fill_fill, cli_access_atomic, srv_untouched },
-	{ "err_rnr", "SEND with no receive posted, rnr_retry 1: RNR_RETRY_EXC_ERR", SC_NEED_IB,
-	  SC_RC, ACC_ALL, 0, 0, 1, 0, NULL, cli_rnr, NULL },
-	{ "err_flush", "a failing READ: the READs behind it and the receive flush", 0, SC_RC,
-	  ACC_ALL, 0, 0, 3, 0, fill_fill, cli_flush, srv_untouched },
-	{ "cm_private", "private data in the request and the accept, client disconnects", 0,
-	  SC_RC, ACC_ALL, 1, 0, 3, 1, NULL, cli_small, srv_small },
-	{ "cm_reject", "a request rejected with private data", 0, SC_REJECT, ACC_ALL, 0, 0, 3, 1,
-	  NULL, cli_none, NULL },
-	{ "cm_srv_disconnect", "the server disconnects: DISCONNECTED on both sides", 0, SC_RC,
-	  ACC_ALL, 1, 1, 3, 0, NULL, cli_small, srv_small },
+	{ .name = "send", .what = "SEND of 5000 bytes into a posted receive",
+	  .srv_recvs = 1, .client = cli_send, .srv_check = srv_send },
+	{ .name = "send_imm", .what = "SEND_WITH_IMM of 3000 bytes: payload and immediate",
+	  .srv_recvs = 1, .client = cli_send_imm, .srv_check = srv_send_imm },
+	{ .name = "write", .what = "WRITE of 16 KiB at an unaligned offset, nothing around it",
+	  .client = cli_write, .srv_check = srv_write },
+	{ .name = "write_imm",
+	  .what = "WRITE_WITH_IMM of 6000 bytes: target, immediate, receive consumed",
+	  .srv_recvs = 1, .client = cli_write_imm, .srv_check = srv_write_imm },
+	{ .name = "read", .what = "READ of 16 KiB from an offset", .srv_fill = fill_read,
+	  .client = cli_read },
+	{ .name = "cmp_swap", .what = "CMP_SWAP that swaps, then one that does not",
+	  .needs = SC_NEED_ATOMIC, .srv_fill = fill_atomic, .client = cli_cmp_swap,
+	  .srv_check = srv_cmp_swap },
+	{ .name = "fetch_add", .what = "two FETCH_ADDs: returned values and the sum",
+	  .needs = SC_NEED_ATOMIC, .srv_fill = fill_atomic, .client = cli_fetch_add,
+	  .srv_check = srv_fetch_add },
+	{ .name = "ud_send", .what = "UD SEND_WITH_IMM of 512 bytes to the QP the CM resolved",
+	  .kind = SC_UD, .not_iwarp = NO_IWARP_UD, .srv_access = SV_ACCESS_LOCAL_WRITE,
+	  .srv_recvs = 1, .client = cli_ud, .srv_check = srv_ud },
+	{ .name = "err_bad_rkey", .what = "READ with a wrong rkey: REM_ACCESS_ERR, then flush",
+	  .srv_fill = fill_fill, .client = cli_bad_rkey, .srv_check = srv_untouched },
+	{ .name = "err_bad_rkey_write",
+	  .what = "WRITE with a wrong rkey: REM_ACCESS_ERR, nothing written",
+	  .not_iwarp = NO_IWARP_WRITE_ERR, .srv_fill = fill_fill, .client = cli_bad_rkey_write,
+	  .srv_check = srv_untouched },
+	{ .name = "err_bounds", .what = "READ past the end of the region: REM_ACCESS_ERR",
+	  .srv_fill = fill_fill, .client = cli_bounds, .srv_check = srv_untouched },
+	{ .name = "err_bounds_write",
+	  .what = "WRITE past the end of the region: REM_ACCESS_ERR, nothing written",
+	  .not_iwarp = NO_IWARP_WRITE_ERR, .srv_fill = fill_fill, .client = cli_bounds_write,
+	  .srv_check = srv_untouched },
+	{ .name = "err_access_read",
+	  .what = "READ of a region without REMOTE_READ: REM_ACCESS_ERR",
+	  .srv_access = ACC_NO_READ, .srv_fill = fill_fill, .client = cli_access_read,
+	  .srv_check = srv_untouched },
+	{ .name = "err_access_write",
+	  .what = "WRITE to a region without REMOTE_WRITE: REM_ACCESS_ERR",
+	  .not_iwarp = NO_IWARP_WRITE_ERR, .srv_access = ACC_NO_WRITE, .srv_fill = fill_fill,
+	  .client = cli_access_write, .srv_check = srv_untouched },
+	{ .name = "err_access_atomic",
+	  .what = "FETCH_ADD on a region without REMOTE_ATOMIC: REM_ACCESS_ERR",
+	  .needs = SC_NEED_ATOMIC, .srv_access = ACC_NO_ATOMIC, .srv_fill = fill_fill,
+	  .client = cli_access_atomic, .srv_check = srv_untouched },
+	{ .name = "err_rnr", .what = "SEND with no receive posted, rnr_retry 1: RNR_RETRY_EXC_ERR",
+	  .not_iwarp = NO_IWARP_RNR, .rnr_retry = 1, .client = cli_rnr },
+	{ .name = "err_flush", .what = "a failing READ: the READs behind it and the receive flush",
+	  .srv_fill = fill_fill, .client = cli_flush, .srv_check = srv_untouched },
+	{ .name = "cm_private",
+	  .what = "private data in the request and the accept, client disconnects",
+	  .srv_recvs = 1, .priv = 1, .client = cli_small, .srv_check = srv_small },
+	{ .name = "cm_reject", .what = "a request rejected with private data",
+	  .kind = SC_REJECT, .priv = 1, .client = cli_none },
+	{ .name = "cm_srv_disconnect", .what = "the server disconnects: DISCONNECTED on both sides",
+	  .srv_recvs = 1, .srv_disconnects = 1, .client = cli_small, .srv_check = srv_small },
 };
 
 const size_t sc_ncases = sizeof(sc_cases) / sizeof(sc_cases[0]);
@@ -629,15 +649,8 @@ const size_t sc_ncases = sizeof(sc_cases) / sizeof(sc_cases[0]);
 const char *sc_skip_reason(const struct sc_case *tc, const struct sc_side *s, int peer_iwarp,
 			   int peer_atomic)
 {
-	if ((tc->needs & SC_NEED_IB) && (s->iwarp || peer_iwarp)) {
-		if (tc->kind == SC_UD)
-			return "iWARP has no UD QPs";
-		if (tc->rnr_retry < 3)
-			return "iWARP has no RNR NAK (a SEND into no receive is a Terminate, "
-			       "RFC 5041 7)";
-		return "an iWARP WRITE completes when handed to TCP, its refusal comes later "
-		       "as a Terminate (RFC 5040 7)";
-	}
+	if (tc->not_iwarp && (s->iwarp || peer_iwarp))
+		return tc->not_iwarp;
 	if ((tc->needs & SC_NEED_ATOMIC) && (s->attr.atomic_cap == SV_ATOMIC_NONE || !peer_atomic))
 		return "a device of the pair has no atomics (atomic_cap NONE)";
 	return NULL;
