@@ -127,6 +127,7 @@ SVC_PORT=7471		# svcases' CM port; its control channel is TCP 7472
 SVP_PORT=7481		# svperf's CM port
 GUEST_SV=${SV_INTEROP_GUEST_SV:-nic}
 NIC_SKIP=""		# why the nic cases cannot run (set once the guest is up)
+PERF_SKIP=""		# why svperf's cannot: it has no --transport nic
 
 vm() { "$here/vm.sh" "$@"; }
 
@@ -285,9 +286,11 @@ run_case() {
 	[ "$c" = svcases ] && T=$SVC_T
 	[[ "$c" == svperf_* ]] && T=$SVP_T
 	kind=$(ready_kind "$c")
-	if sv_case "$c" && [ -n "$NIC_SKIP" ]; then
-		record "m$MTU $c|$dir|$fam" skip "$NIC_SKIP"
-		printf 'SKIP %-34s       %s\n' "$id" "$NIC_SKIP"
+	local skip=$NIC_SKIP
+	[[ "$c" == svperf_* ]] && [ -z "$skip" ] && skip=$PERF_SKIP
+	if sv_case "$c" && [ -n "$skip" ]; then
+		record "m$MTU $c|$dir|$fam" skip "$skip"
+		printf 'SKIP %-34s       %s\n' "$id" "$skip"
 		return
 	fi
 	if sv_case "$c" && [ "$dir" = self ] && [ "$GUEST_SV" = udp ]; then
@@ -556,10 +559,13 @@ for MTU in $mtus; do
 	GGID4=$(vm run "$VM" -- 'svi-gid 4') GGID6=$(vm run "$VM" -- 'svi-gid 6')
 	# A softverbs without the nic transport says so when asked to open it: its cases skip
 	# with that line. (With the transport, this server opens rxe0 and gives up after 1 s.)
-	NIC_SKIP=""
+	# The same for an svperf that does not take --transport nic (a usage error).
+	NIC_SKIP="" PERF_SKIP=""
 	if [ "$GUEST_SV" = nic ]; then
 		probe=$(vm run "$VM" --timeout 30 -- 'svcases server --transport nic --device rxe0 --port 7499 --timeout 1 2>&1')
 		case "$probe" in *"has no 'nic' transport"*) NIC_SKIP=$(echo "$probe" | grep -m1 "has no 'nic'") ;; esac
+		probe=$(vm run "$VM" --timeout 30 -- 'svperf --transport nic --device rxe0 --port 7499 --timeout 1 2>&1')
+		case "$probe" in *usage:*) PERF_SKIP="svperf of this build takes no --transport nic --device" ;; esac
 	fi
 	ICRC_SELFCHECK_PCAP=""
 	for c in $SELF_CASES; do
