@@ -191,9 +191,10 @@ static int side_open(struct sc_side *s, const struct cfg *c, char *listen_wild, 
 		exit(77);
 	}
 	if ((rc = sv_open_device(&o, &s->ctx)) < 0) {
+		const char *dev = getenv("SV_DEVICE");
+
 		printf("%s: cannot open the %s transport%s%s: %s\n", PROG, want ? want : "default",
-		       getenv("SV_DEVICE") ? " on SV_DEVICE=" : "",
-		       getenv("SV_DEVICE") ? getenv("SV_DEVICE") : "", sv_strerror(rc));
+		       dev && *dev ? " on SV_DEVICE=" : "", dev && *dev ? dev : "", sv_strerror(rc));
 		exit(sockets ? 3 : 77);
 	}
 	snprintf(listen_wild, wlen, "%s", strchr(o.bind_addr, ':') ? "::" : "0.0.0.0");

@@ -170,6 +170,10 @@ build_image() {
 	cp /etc/libibverbs.d/rxe.driver "$root/etc/libibverbs.d/"
 	# glibc dlopen()s libgcc_s for pthread_cancel and unwinding.
 	cp -L "$multiarch/libgcc_s.so.1" "$root$multiarch/"
+	# softverbs' nic transport dlmopen()s libibverbs into a namespace of its own, where
+	# libc's dependency on the dynamic loader is looked up by name in the library
+	# directories (ldd names it only at /lib64): the same file there, as on the host.
+	ln -sf /lib64/ld-linux-x86-64.so.2 "$root$multiarch/ld-linux-x86-64.so.2"
 	# busybox applets for everything the copied programs do not provide. Debian's busybox
 	# shell runs its own applet before searching PATH (ip, tc are applets too): the
 	# profile every guest shell sources makes the copied programs win.
