@@ -322,13 +322,15 @@ static void conn_free(struct sc_side *s, struct sc_conn *c)
  * unacknowledged, with the peer's private data copied into c. Other ids' events and
  * other events are acknowledged and passed over; one that ends the attempt on id fails
  * the wait with its name. With ctl >= 0 a message on the control channel ends the wait
- * (-ECANCELED): the peer has given up on this step.
+ * (-ECANCELED) 2 s later: the peer has given up on this step, or has finished it so fast
+ * that the event is still on its way (the peer's CHECK can overtake it).
  */
 static int wait_cm(struct sc_side *s, struct sc_conn *c, struct sv_cm_id *id,
 		   enum sv_cm_event_type want, int ctl, struct sv_cm_event **out, char *why,
 		   size_t whylen)
 {
 	uint64_t deadline = now_ns() + SC_STEP_NS;
+	int peer_done = 0;
 
 	for (;;) {
 		struct pollfd p[2] = { { .fd = sv_cm_channel_fd(s->cm), .events = POLLIN },
@@ -339,15 +341,20 @@ static int wait_cm(struct sc_side *s, struct sc_conn *c, struct sv_cm_id *id,
 		if (rc == -EAGAIN) {
 			int ms = ms_left(deadline);
 
+			if (ms == 0 && peer_done)
+				return snprintf(why, whylen, "the client gave up waiting for %s",
+						sv_cm_event_str(want)), -ECANCELED;
 			if (ms == 0)
 				return WHY("no %s within %llu s", sv_cm_event_str(want),
 					   SC_STEP_NS / 1000000000ull);
-			rc = poll(p, ctl >= 0 ? 2 : 1, ms);
+			rc = poll(p, ctl >= 0 && !peer_done ? 2 : 1, ms);
 			if (rc < 0 && errno != EINTR)
 				return WHY("poll: %s", strerror(errno));
-			if (ctl >= 0 && (p[1].revents & (POLLIN | POLLHUP)))
-				return snprintf(why, whylen, "the client gave up waiting for %s",
-						sv_cm_event_str(want)), -ECANCELED;
+			if (ctl >= 0 && !peer_done && (p[1].revents & (POLLIN | POLLHUP))) {
+				peer_done = 1;
+				if (deadline > now_ns() + 2000000000ull)
+					deadline = now_ns() + 2000000000ull;
+			}
 			continue;
 		}
 		if (rc < 0)
@@ -396,6 +403,17 @@ static int wait_ack(struct sc_side *s, struct sc_conn *c, struct sv_cm_id *id,
 	if (rc == 0)
 		sv_cm_ack_event(ev);
 	return rc;
+}
+
+/*
+ * The passive side's answer to DISCONNECTED, as rdma_cm applications give it: on the
+ * nic transport the disconnecting side's own DISCONNECTED waits for the IB CM's DREP,
+ * which librdmacm sends when the passive side disconnects too (or destroys its id);
+ * softverbs' own CM answers by itself, and a second disconnect changes nothing there.
+ */
+static void answer_disconnect(struct sc_conn *c)
+{
+	sv_cm_disconnect(c->id);
 }
 
 static int priv_ok(const struct sc_conn *c, size_t n, uint64_t tag, const char *what,
@@ -533,6 +551,8 @@ static int serve_case(struct sc_side *s, const struct cfg *cf, int ctl, const ch
 		/* DISCONNECTED follows the client's last bytes: what it wrote has landed. */
 		else if (wait_ack(s, &c, c.id, SV_CM_EVENT_DISCONNECTED, -1, w2, sizeof(w2)) < 0)
 			ok = 0, snprintf(why, sizeof(why), "server: %s", w2);
+		else if (!tc->srv_disconnects)
+			answer_disconnect(&c);
 	}
 	if (ok && tc->srv_check)
 		ok = tc->srv_check(s, &c, why, sizeof(why)) == 0;
@@ -676,15 +696,21 @@ static int client_case(struct sc_side *s, const struct cfg *cf, int ctl,
 					 rc < 0 ? "; sv_cm_disconnect: " : "",
 					 rc < 0 ? sv_strerror(rc) : "");
 	}
-	if (ctl_send(ctl, "CHECK") < 0 || ctl_recv(ctl, line, sizeof(line),
-						    now_ns() + 3 * SC_STEP_NS) != 1) {
+	if (ctl_send(ctl, "CHECK") < 0) {
+		conn_free(s, &c);
+		verdict("FAIL", tc->name, "the control channel was lost");
+		return -EPIPE;
+	}
+	if (c.connected && tc->srv_disconnects) {
+		if (wait_ack(s, &c, c.id, SV_CM_EVENT_DISCONNECTED, -1, w2, sizeof(w2)) < 0 && ok)
+			ok = 0, snprintf(why, sizeof(why), "client: %s", w2);
+		answer_disconnect(&c);
+	}
+	if (ctl_recv(ctl, line, sizeof(line), now_ns() + 3 * SC_STEP_NS) != 1) {
 		conn_free(s, &c);
 		verdict("FAIL", tc->name, "the server did not answer CHECK");
 		return -EPIPE;
 	}
-	if (c.connected && tc->srv_disconnects &&
-	    wait_ack(s, &c, c.id, SV_CM_EVENT_DISCONNECTED, -1, w2, sizeof(w2)) < 0 && ok)
-		ok = 0, snprintf(why, sizeof(why), "client: %s", w2);
 	conn_free(s, &c);
 	if (strcmp(line, "PASS")) {
 		char both[620];
