@@ -516,6 +516,45 @@ static int serve_steps(struct sc_side *s, const struct cfg *cf, const struct sc_
 	return 0;
 }
 
+/*
+ * Reads the client's next control line, answering the CM meanwhile: a DISCONNECTED of
+ * the case's connection is answered at once (the client waits for its own before it
+ * sends CHECK) and noted in *disc, a stray request refused. Returns ctl_recv()'s value.
+ */
+static int serve_wait_check(struct sc_side *s, struct sc_conn *c, int ctl, int *disc,
+			    char *line, size_t len)
+{
+	uint64_t deadline = now_ns() + 2 * SC_STEP_NS;
+
+	for (;;) {
+		struct pollfd p[2] = { { .fd = ctl, .events = POLLIN },
+				       { .fd = sv_cm_channel_fd(s->cm), .events = POLLIN } };
+		struct sv_cm_event *ev;
+		int ms;
+
+		while (sv_cm_get_event(s->cm, &ev) == 0) {
+			struct sv_cm_id *nid = ev->id;
+
+			if (ev->event == SV_CM_EVENT_DISCONNECTED && nid == c->id && c->connected &&
+			    !*disc) {
+				*disc = 1;
+				sv_cm_ack_event(ev);
+				answer_disconnect(c);
+			} else if (ev->event == SV_CM_EVENT_CONNECT_REQUEST) {
+				sv_cm_reject(nid, NULL, 0);
+				sv_cm_ack_event(ev);
+				sv_cm_destroy_id(nid);
+			} else {
+				sv_cm_ack_event(ev);
+			}
+		}
+		if (!(ms = ms_left(deadline)))
+			return -ETIMEDOUT;
+		if (poll(p, 2, ms) > 0 && (p[0].revents & (POLLIN | POLLHUP)))
+			return ctl_recv(ctl, line, len, deadline);
+	}
+}
+
 static int serve_case(struct sc_side *s, const struct cfg *cf, int ctl, const char *name,
 		      int peer_iwarp, int peer_atomic, const char *laddr)
 {
@@ -523,7 +562,7 @@ static int serve_case(struct sc_side *s, const struct cfg *cf, int ctl, const ch
 	struct sc_conn c = { 0 };
 	char why[400] = "", line[LINE_MAX_LEN];
 	const char *skip;
-	int ok, rc;
+	int ok, rc, disc = 0;
 
 	for (size_t i = 0; i < sc_ncases; i++)
 		if (!strcmp(sc_cases[i].name, name))
@@ -535,8 +574,8 @@ static int serve_case(struct sc_side *s, const struct cfg *cf, int ctl, const ch
 	ok = serve_steps(s, cf, tc, &c, ctl, laddr, why, sizeof(why)) == 0;
 	if (!c.mr)
 		return conn_free(s, &c), counts[1]++, ctl_send(ctl, "FAIL %s", why);
-	/* The client has run its side and ended the connection (or gave up). */
-	rc = ctl_recv(ctl, line, sizeof(line), now_ns() + 2 * SC_STEP_NS);
+	/* The client runs its side and ends the connection (or gives up). */
+	rc = serve_wait_check(s, &c, ctl, &disc, line, sizeof(line));
 	if (rc <= 0 || strcmp(line, "CHECK")) {
 		conn_free(s, &c);
 		fprintf(stderr, "%s: no CHECK from the client (%s)\n", PROG,
@@ -549,9 +588,10 @@ static int serve_case(struct sc_side *s, const struct cfg *cf, int ctl, const ch
 		if (tc->srv_disconnects && (rc = sv_cm_disconnect(c.id)) < 0)
 			ok = 0, snprintf(why, sizeof(why), "sv_cm_disconnect: %s", sv_strerror(rc));
 		/* DISCONNECTED follows the client's last bytes: what it wrote has landed. */
-		else if (wait_ack(s, &c, c.id, SV_CM_EVENT_DISCONNECTED, -1, w2, sizeof(w2)) < 0)
+		else if (!disc &&
+			 wait_ack(s, &c, c.id, SV_CM_EVENT_DISCONNECTED, -1, w2, sizeof(w2)) < 0)
 			ok = 0, snprintf(why, sizeof(why), "server: %s", w2);
-		else if (!tc->srv_disconnects)
+		else if (!disc && !tc->srv_disconnects)
 			answer_disconnect(&c);
 	}
 	if (ok && tc->srv_check)
