@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "core/internal.h"
+#include "nic/nic.h"
 
 /* ---------------------------------------------------------------------------------------
  * Completion channels.
@@ -32,6 +33,8 @@ int sv_create_comp_channel(struct sv_context *ctx, struct sv_comp_channel **out)
 
 	if (!ctx || !out)
 		return -EINVAL;
+	if (ctx->nic)
+		return sv__nic_create_comp_channel(ctx, ctx->nic, out);
 	if (!(ch = calloc(1, sizeof(*ch))))
 		return -ENOMEM;
 	if ((fd = sv__evfd_open()) < 0) {
@@ -54,6 +57,8 @@ int sv_destroy_comp_channel(struct sv_comp_channel *ch)
 
 	if (!ch)
 		return -EINVAL;
+	if (ch->nic)
+		return sv__nic_destroy_comp_channel(ch);
 	pthread_mutex_lock(&ch->lock);
 	if (ch->n_cq) {
 		pthread_mutex_unlock(&ch->lock);
@@ -141,6 +146,8 @@ int sv_get_cq_event(struct sv_comp_channel *ch, struct sv_cq **cq, void **cq_con
 
 	if (!ch || !cq)
 		return -EINVAL;
+	if (ch->nic)
+		return sv__nic_get_cq_event(ch, cq, cq_context);
 	for (;;) {
 		pthread_mutex_lock(&ch->lock);
 		got = channel_pop(ch);
@@ -164,6 +171,10 @@ void sv_ack_cq_events(struct sv_cq *cq, unsigned int nevents)
 
 	if (!cq)
 		return;
+	if (cq->nic) {
+		sv__nic_ack_cq_events(cq, nevents);
+		return;
+	}
 	/* Never below zero: acknowledging more than was taken is the caller's bug, and
 	 * wrapping would make the CQ undestroyable. */
 	cur = atomic_load(&cq->ev_unacked);
@@ -184,6 +195,9 @@ int sv_create_cq(struct sv_context *ctx, int cqe, void *cq_context,
 	int rc = 0;
 
 	(void)comp_vector;		/* one progress thread per context: one vector */
+	if (ctx && ctx->nic && out && cqe >= 1 && (!channel || channel->ctx == ctx))
+		return sv__nic_create_cq(ctx, ctx->nic, cqe, cq_context, channel, comp_vector,
+					 out);
 	if (!ctx || !out || cqe < 1 || (uint32_t)cqe > ctx->opts.max_cqe)
 		return -EINVAL;
 	if (channel && channel->ctx != ctx)
@@ -241,6 +255,8 @@ int sv_destroy_cq(struct sv_cq *cq)
 
 	if (!cq)
 		return -EINVAL;
+	if (cq->nic)
+		return sv__nic_destroy_cq(cq);
 	ctx = cq->ctx;
 	pthread_mutex_lock(&cq->attach_lock);
 	busy = cq->n_refs != 0;
@@ -283,6 +299,8 @@ void *sv_cq_context(const struct sv_cq *cq)
 
 int sv_cq_size(const struct sv_cq *cq)
 {
+	if (cq && cq->nic)
+		return sv__nic_cq_size(cq);
 	return cq ? (int)(cq->mask + 1) : -EINVAL;
 }
 
@@ -394,6 +412,8 @@ int sv_req_notify_cq(struct sv_cq *cq, int solicited_only)
 {
 	if (!cq)
 		return -EINVAL;
+	if (cq->nic)
+		return sv__nic_req_notify_cq(cq, solicited_only);
 	/* Without a channel arming is harmless and signals nothing (as in libibverbs). */
 	pthread_mutex_lock(&cq->lock);
 	if (!solicited_only)
@@ -479,6 +499,8 @@ int sv_poll_cq(struct sv_cq *cq, int num_entries, struct sv_wc *wc)
 
 	if (!cq || num_entries < 0 || (num_entries && !wc))
 		return -EINVAL;
+	if (cq->nic)
+		return sv__nic_poll_cq(cq, num_entries, wc);
 	if (num_entries == 0)
 		return 0;
 	pthread_mutex_lock(&cq->poll_lock);

@@ -66,7 +66,12 @@ struct sv__job {
 	struct sv__job *next;
 };
 
+struct sv__nic;
+
 struct sv_context {
+	/* Non-NULL on SV_TRANSPORT_NIC: every object is the device's and each entry point
+	 * forwards to nic/ (nic/nic.h); nothing below but opts and the async fd is used. */
+	struct sv__nic *nic;
 	struct sv_device_opts opts;
 	const struct sv__transport_ops *ops;
 	void *tctx;
@@ -119,6 +124,8 @@ struct sv_context {
 
 int sv__open_device_with_ops(const struct sv_device_opts *opts,
 			     const struct sv__transport_ops *ops, struct sv_context **ctx);
+/* SV_TRANSPORT_NIC (core/context.c). */
+int sv__open_nic(const struct sv_device_opts *opts, struct sv_context **ctx);
 
 /* The port's active MTU (the transport's active_mtu op, SV_MTU_4096 without one). */
 enum sv_mtu sv__ctx_active_mtu(struct sv_context *ctx);
@@ -247,6 +254,7 @@ enum sv_wc_status sv__mw_run_local(struct sv_qp *qp, const struct sv__send_wqe *
  */
 struct sv_comp_channel {
 	struct sv_context *ctx;
+	void *nic;			/* the device's channel on a nic context (nic/cq.c) */
 	pthread_mutex_t lock;
 	int fd;				/* eventfd: readable iff head != NULL */
 	struct sv_cq *head, *tail;	/* CQs with undelivered events, FIFO */
@@ -261,6 +269,7 @@ enum sv__cq_arm {
 
 struct sv_cq {
 	struct sv_context *ctx;
+	void *nic;			/* the device's CQ on a nic context (nic/cq.c) */
 	void *cq_context;
 	struct sv_comp_channel *channel;
 

@@ -53,6 +53,7 @@
 #include <time.h>
 
 #include "core/internal.h"
+#include "nic/nic.h"
 
 #define ACCESS_KNOWN (SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_WRITE | \
 		      SV_ACCESS_REMOTE_READ | SV_ACCESS_REMOTE_ATOMIC | \
@@ -185,6 +186,8 @@ int sv_reg_mr(struct sv_pd *pd, void *addr, size_t length, unsigned access,
 
 	if (!pd || !out)
 		return -EINVAL;
+	if (pd->context->nic)
+		return sv__nic_reg_mr(pd, addr, length, access, out);
 	ctx = pd->context;
 	if ((rc = check_reg(ctx, addr, length, access)) < 0)
 		return rc;
@@ -316,6 +319,8 @@ int sv_rereg_mr(struct sv_mr *pub, unsigned flags, struct sv_pd *pd, void *addr,
 	if (!pub || !out || !flags || (flags & ~SV_REREG_ALL) ||
 	    ((flags & SV_REREG_PD) && (!pd || pd->context != pub->context)))
 		return -EINVAL;
+	if (pub->context->nic)
+		return sv__nic_rereg_mr(pub, flags, pd, addr, length, access, out);
 	mr = container_of(pub, struct sv__mr, pub);
 	ctx = pub->context;
 	if (!(flags & SV_REREG_PD))
@@ -363,6 +368,8 @@ int sv_dereg_mr(struct sv_mr *pub)
 
 	if (!pub)
 		return -EINVAL;
+	if (pub->context->nic)
+		return sv__nic_dereg_mr(pub);
 	mr = container_of(pub, struct sv__mr, pub);
 	ctx = pub->context;
 	idx = sv__key_index(ctx, pub->lkey);

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "nic/nic.h"
 
 /* ---------------------------------------------------------------------------------------
  * The RC state table: legal transitions with their required and optional attribute
@@ -823,6 +824,8 @@ int sv_create_qp(struct sv_pd *pd, struct sv_qp_init_attr *ia, struct sv_qp **ou
 
 	if (!pd || !ia || !out || !ia->send_cq || !ia->recv_cq)
 		return -EINVAL;
+	if (pd->context->nic)
+		return sv__nic_create_qp(pd, ia, out);
 	ctx = pd->context;
 	if (ia->send_cq->ctx != ctx || ia->recv_cq->ctx != ctx)
 		return -EINVAL;
@@ -952,6 +955,8 @@ int sv_destroy_qp(struct sv_qp *pub)
 
 	if (!pub)
 		return -EINVAL;
+	if (pub->context->nic)
+		return sv__nic_destroy_qp(pub);
 	qp = to_qp(pub);
 	ctx = pub->context;
 	/* Delivered async events must be acknowledged first (verbs.md 3), as in
@@ -995,6 +1000,8 @@ int sv_query_qp(struct sv_qp *pub, struct sv_qp_attr *attr, int attr_mask,
 	(void)attr_mask;		/* everything is cheap to report */
 	if (!pub || !attr)
 		return -EINVAL;
+	if (pub->context->nic)
+		return sv__nic_query_qp(pub, attr, attr_mask, init_attr);
 	qp = to_qp(pub);
 	sv__qp_lock(pub);
 	*attr = qp->attr;
@@ -1128,6 +1135,8 @@ int sv_modify_qp(struct sv_qp *pub, struct sv_qp_attr *attr, int attr_mask)
 
 	if (!pub || !attr)
 		return -EINVAL;
+	if (pub->context->nic)
+		return sv__nic_modify_qp(pub, attr, attr_mask);
 	sv__qp_lock(pub);
 	rc = modify_locked(to_qp(pub), attr, attr_mask);
 	sv__qp_unlock(pub);
@@ -1314,6 +1323,8 @@ int sv_post_send(struct sv_qp *pub, struct sv_send_wr *wr, struct sv_send_wr **b
 
 	if (!pub || !wr)
 		return -EINVAL;
+	if (pub->context->nic)
+		return sv__nic_post_send(pub, wr, bad_wr);
 	qp = to_qp(pub);
 	sv__qp_lock(pub);
 	st = qp->attr.qp_state;
@@ -1344,6 +1355,8 @@ int sv_post_recv(struct sv_qp *pub, struct sv_recv_wr *wr, struct sv_recv_wr **b
 
 	if (!pub || !wr)
 		return -EINVAL;
+	if (pub->context->nic)
+		return sv__nic_post_recv(pub, wr, bad_wr);
 	qp = to_qp(pub);
 	sv__qp_lock(pub);
 	st = qp->attr.qp_state;

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "nic/nic.h"
 
 static uint32_t pow2_at_least(uint32_t n)
 {
@@ -85,6 +86,8 @@ int sv_create_srq(struct sv_pd *pd, struct sv_srq_init_attr *ia, struct sv_srq *
 
 	if (!pd || !ia || !out)
 		return -EINVAL;
+	if (pd->context->nic)
+		return sv__nic_create_srq(pd, ia, out);
 	ctx = pd->context;
 	if (ia->attr.max_wr > ctx->opts.max_qp_wr || ia->attr.max_sge > ctx->opts.max_sge)
 		return -EINVAL;
@@ -150,6 +153,8 @@ int sv_modify_srq(struct sv_srq *pub, struct sv_srq_attr *attr, int mask)
 
 	if (!pub || !attr || (mask & ~(SV_SRQ_MAX_WR | SV_SRQ_LIMIT)))
 		return -EINVAL;
+	if (pub->context->nic)
+		return sv__nic_modify_srq(pub, attr, mask);
 	srq = to_srq(pub);
 	if (mask & SV_SRQ_MAX_WR) {
 		if (attr->max_wr == 0 || attr->max_wr > pub->context->opts.max_qp_wr)
@@ -183,6 +188,8 @@ int sv_query_srq(struct sv_srq *pub, struct sv_srq_attr *attr)
 
 	if (!pub || !attr)
 		return -EINVAL;
+	if (pub->context->nic)
+		return sv__nic_query_srq(pub, attr);
 	srq = to_srq(pub);
 	pthread_mutex_lock(&srq->lock);
 	attr->max_wr = srq->mask + 1;
@@ -200,6 +207,8 @@ int sv_destroy_srq(struct sv_srq *pub)
 
 	if (!pub)
 		return -EINVAL;
+	if (pub->context->nic)
+		return sv__nic_destroy_srq(pub);
 	srq = to_srq(pub);
 	ctx = pub->context;
 	/* Under the SRQ lock, so no take can raise an event for it after it is retired. */
@@ -226,6 +235,8 @@ int sv_post_srq_recv(struct sv_srq *pub, struct sv_recv_wr *wr, struct sv_recv_w
 
 	if (!pub || !wr)
 		return -EINVAL;
+	if (pub->context->nic)
+		return sv__nic_post_srq_recv(pub, wr, bad_wr);
 	srq = to_srq(pub);
 	pthread_mutex_lock(&srq->lock);
 	for (; wr; wr = wr->next) {
