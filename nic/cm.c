@@ -161,16 +161,16 @@ static struct ncm_id *incoming(struct nic_cm *l, struct ncm_event *ev)
 		cp.ird = ev->param.conn.responder_resources;
 		cp.ord = ev->param.conn.initiator_depth;
 	}
-	if (!(child = sv__cm_nic_incoming(l->pub, &cp))) {
+	/* Complete before the request is queued: the application may accept at once. */
+	nc->id = ev->id;
+	nc->nic = l->nic;
+	nc->ud = l->ud;
+	if (!(child = sv__cm_nic_incoming(l->pub, &cp, nc))) {
 		free(nc);
 		goto refuse;
 	}
-	nc->id = ev->id;
 	nc->pub = child;
-	nc->nic = l->nic;
-	nc->ud = l->ud;
 	ev->id->context = nc;
-	sv__cm_set_nic(child, nc);
 	return NULL;
 refuse:
 	l->nic->lib->cm_reject(ev->id, NULL, 0);

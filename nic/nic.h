@@ -100,12 +100,14 @@ void sv__nic_cm_lock(struct sv__nic *nic, int lock);
 
 /* core/cm.c, for nic/cm.c: the nic state of a CM id; an event for it (DISCONNECTED is
  * followed by TIMEWAIT_EXIT); and a CONNECT_REQUEST on a listener, which makes the new
- * id (NULL over the backlog or out of memory). */
+ * id (NULL over the backlog or out of memory) with nic as its nic state, set before the
+ * request is visible. */
 struct sv__conn_param;
 void *sv__cm_nic(const struct sv_cm_id *id);
 void sv__cm_set_nic(struct sv_cm_id *id, void *nic);
 void sv__cm_nic_report(struct sv_cm_id *id, enum sv_cm_event_type type, int status,
 		       const struct sv__conn_param *param);
-struct sv_cm_id *sv__cm_nic_incoming(struct sv_cm_id *listen, const struct sv__conn_param *p);
+struct sv_cm_id *sv__cm_nic_incoming(struct sv_cm_id *listen, const struct sv__conn_param *p,
+				     void *nic);
 
 #endif
