@@ -610,7 +610,7 @@ awk -F'\t' '
 	    printf "\n"
 	  }
 	  print "n/a: perftest 4.5 runs rdma_cm (-R) over IPv4 only; sv* self with SV_INTEROP_GUEST_SV=udp"
-	  print "skip: softverbs without the nic transport; -: not run (svperf: IPv4 only)"
+	  print "skip: softverbs (or its svperf) without the nic transport; -: not run (svperf: IPv4 only)"
 	  print ""
 	  print "causes:"
 	  for (i = 1; i <= n; i++) for (j = 1; j <= 6; j++)

@@ -193,8 +193,10 @@ static int side_open(struct sc_side *s, const struct cfg *c, char *listen_wild, 
 	if ((rc = sv_open_device(&o, &s->ctx)) < 0) {
 		const char *dev = getenv("SV_DEVICE");
 
-		printf("%s: cannot open the %s transport%s%s: %s\n", PROG, want ? want : "default",
-		       dev && *dev ? " on SV_DEVICE=" : "", dev && *dev ? dev : "", sv_strerror(rc));
+		printf("%s: cannot open the %s transport%s%s: %s%s\n", PROG, want ? want : "default",
+		       dev && *dev ? " on SV_DEVICE=" : "", dev && *dev ? dev : "", sv_strerror(rc),
+		       rc == -ENODEV && !sockets ? (dev && *dev ? " (no such rdma-core device here)" :
+						    " (no rdma-core device here)") : "");
 		exit(sockets ? 3 : 77);
 	}
 	snprintf(listen_wild, wlen, "%s", strchr(o.bind_addr, ':') ? "::" : "0.0.0.0");
