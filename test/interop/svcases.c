@@ -157,7 +157,7 @@ static int ctl_connect(const char *host, uint16_t port)
 
 /* --- the device -------------------------------------------------------------------------- */
 
-static const char *transport_name(const struct sc_side *s, const struct cfg *c)
+static const char *side_transport(const struct sc_side *s, const struct cfg *c)
 {
 	if (s->attr.transport == SV_TRANSPORT_TCP)
 		return "tcp";
@@ -208,7 +208,7 @@ static int side_open(struct sc_side *s, const struct cfg *c, char *listen_wild, 
 		return report(PROG, "setting up the device", rc);
 	s->iwarp = s->attr.transport == SV_TRANSPORT_TCP;
 	printf("%s %s: device %s, transport %s%s\n", PROG, c->server ? "server" : "client",
-	       s->attr.name, transport_name(s, c), s->iwarp ? " (iWARP)" : "");
+	       s->attr.name, side_transport(s, c), s->iwarp ? " (iWARP)" : "");
 	fflush(stdout);
 	return 0;
 }
