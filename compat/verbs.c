@@ -5,7 +5,7 @@
  * to it. The inline fast paths of <infiniband/verbs.h> (post_send, post_recv, poll_cq,
  * req_notify_cq, post_srq_recv) jump through ctx->ops without a NULL check, and the
  * extended helpers find struct verbs_context just before the ibv_context when abi_compat
- * is UINTPTR_MAX (spec/abi.md), so a context is allocated as a verbs_context.
+ * is UINTPTR_MAX (doc/drop-in-abi.md), so a context is allocated as a verbs_context.
  *
  * All ibv_contexts of one device in a process share one softverbs context (opened on
  * first use and kept for the life of the process): rdma_cm ids, ibv_open_device() and
@@ -40,7 +40,7 @@ enum svc_gid_type_sysfs {
 	SVC_GID_TYPE_SYSFS_ROCE_V2,
 };
 
-/* The layouts spec/abi.md measured; a different header would break the binaries. */
+/* The layouts doc/drop-in-abi.md measured; a different header would break the binaries. */
 _Static_assert(sizeof(struct ibv_context) == 328, "struct ibv_context");
 _Static_assert(offsetof(struct ibv_context, abi_compat) == 320, "abi_compat offset");
 _Static_assert(sizeof(struct verbs_context) == 648, "struct verbs_context");
@@ -322,7 +322,7 @@ SVC_EXPORT const char *ibv_event_type_str(enum ibv_event_type e)
 
 SVC_EXPORT const char *ibv_wc_status_str(enum ibv_wc_status status)
 {
-	/* The IB names; sv_wc_status uses the same numbering (verbs.md 3). */
+	/* The IB names; sv_wc_status uses the same numbering (doc/verbs.md 3). */
 	return sv_wc_status_str((enum sv_wc_status)status);
 }
 

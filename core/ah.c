@@ -1,5 +1,5 @@
 /*
- * ah.c — address handles for UD QPs (verbs.md; IBA 10.2.2.1). An AH is the destination
+ * ah.c — address handles for UD QPs (doc/verbs.md; IBA 10.2.2.1). An AH is the destination
  * of a UD SEND: the remote device's GID and UDP port. The UDP transport addresses peers of
  * its own family, so the GID must be IPv4-mapped (::ffff:a.b.c.d) on a device bound to
  * IPv4 and a plain IPv6 address on one bound to IPv6, as sv_query_gid returns; the check

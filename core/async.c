@@ -1,6 +1,6 @@
 /*
  * async.c — the per-context asynchronous event queue (ibv_get_async_event(3) shape;
- * verbs.md section 3, "Async events worth emulating").
+ * doc/verbs.md section 3, "Async events").
  *
  * Events are queued in order with their element (QP, CQ, SRQ or port) and, for iWARP
  * Terminates, the (layer, etype, ecode) triple. The eventfd is readable exactly while

@@ -1,12 +1,12 @@
 /*
- * cq.c — completion queues and completion channels (verbs.md sections 3 and 9).
+ * cq.c — completion queues and completion channels (doc/verbs.md sections 3 and 9).
  *
  * A CQ is a power-of-two ring of struct sv_wc with free-running put/get counters.
  * Producers (a transport under a QP lock, or core flushing) serialize on cq->lock and
  * publish with a release store of put; the consumer reads put with acquire and frees
  * slots with a release store of get (the rxe_queue scheme). A full ring is an overrun:
  * the entry cannot be stored, so the CQ becomes unusable, SV_EVENT_CQ_ERR is raised and
- * the loop moves every QP feeding the CQ to ERR (verbs.md 9): never a silent loss.
+ * the loop moves every QP feeding the CQ to ERR (doc/verbs.md 9): never a silent loss.
  *
  * Notification is one-shot (ibv_req_notify_cq(3)): an armed CQ pushes one event to its
  * channel on the next completion, or with solicited-only on the next solicited receive
@@ -349,7 +349,7 @@ void sv__cq_detach(struct sv_cq *cq, struct sv__qp *qp)
 	pthread_mutex_unlock(&cq->attach_lock);
 }
 
-/* On the loop after an overrun: every QP feeding the CQ goes to ERR (verbs.md 9). */
+/* On the loop after an overrun: every QP feeding the CQ goes to ERR (doc/verbs.md 9). */
 static int overrun_on_loop(void *arg)
 {
 	struct sv_cq *cq = arg;
@@ -396,7 +396,7 @@ int sv__cq_push(struct sv_cq *cq, const struct sv_wc *wc, bool solicited)
 	}
 	cq->ring[put & cq->mask] = *wc;
 	atomic_store_explicit(&cq->put, put + 1, memory_order_release);
-	/* verbs.md 9: solicited = SE receive or any error completion. */
+	/* doc/verbs.md 9: solicited = SE receive or any error completion. */
 	if (cq->arm == CQ_ARM_NEXT ||
 	    (cq->arm == CQ_ARM_SOLICITED && (solicited || wc->status != SV_WC_SUCCESS))) {
 		cq->arm = CQ_ARM_NONE;
@@ -469,10 +469,10 @@ void sv__cq_clean(struct sv_cq *cq, uint32_t qpn)
 }
 
 /*
- * Progress in the caller's thread (DESIGN.md, "Thread hops"): on an empty CQ, let each
- * QP feeding it read what its socket holds. A QP whose lock is busy is skipped: its holder
- * is making progress already, and waiting could deadlock against a producer that holds
- * that QP lock and wants this CQ.
+ * Progress in the caller's thread (doc/architecture.md, "Thread hops"): on an empty CQ, let
+ * each QP feeding it read what its socket holds. A QP whose lock is busy is skipped: its
+ * holder is making progress already, and waiting could deadlock against a producer that
+ * holds that QP lock and wants this CQ.
  */
 static int progress(struct sv_cq *cq)
 {

@@ -1,5 +1,5 @@
 /*
- * mw.c — memory windows (verbs.md section 7) and invalidation (sections 2 and 6).
+ * mw.c — memory windows (doc/verbs.md section 7) and invalidation (sections 2 and 6).
  *
  * A window is a slot of the MRs' key table (core/mr.c) with its own rkey, bound to a
  * range of an MR by a work request that core executes itself when it reaches the head
@@ -190,7 +190,7 @@ struct sv__mw *sv__mw_lookup(struct sv_context *ctx, uint32_t key)
 	return s->mw;
 }
 
-/* verbs.md 6, rkey checks 2-4 for a window. The error codes are sv__mr_acquire()'s. */
+/* doc/verbs.md 6, rkey checks 2-4 for a window. The error codes are sv__mr_acquire()'s. */
 int sv__mw_acquire(struct sv_qp *qp, struct sv__mw *mw, uint64_t va, uint64_t len,
 		   unsigned need, struct sv__mr **out, void **ptr)
 {
@@ -201,7 +201,7 @@ int sv__mw_acquire(struct sv_qp *qp, struct sv__mw *mw, uint64_t va, uint64_t le
 		return -ENOENT;		/* unbound or invalidated: the key names nothing */
 	if (mw->pub.pd != qp->pd)
 		return -EPERM;
-	/* Type 2B: only the QP the window was bound through (verbs.md 7). */
+	/* Type 2B: only the QP the window was bound through (doc/verbs.md 7). */
 	if (mw->pub.type == SV_MW_TYPE_2 && (mw->qp != qp || mw->qpn != qp->qp_num))
 		return -EPERM;
 	/* A zero-based window is addressed by offsets from its start (o10-36.2.2 allows

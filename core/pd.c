@@ -1,6 +1,6 @@
 /*
  * pd.c — protection domains. A PD is only an identity: MRs and QPs point at it, and an
- * access through a QP may only use keys of MRs in the same PD (verbs.md section 6, lkey
+ * access through a QP may only use keys of MRs in the same PD (doc/verbs.md section 6, lkey
  * and rkey check 2). It counts its MRs, MWs, QPs, AHs and SRQs so that deallocation can
  * refuse (-EBUSY) while they exist.
  */

@@ -1,5 +1,6 @@
 /*
- * srq.c — shared receive queues (verbs.md section 8; ibv_create_srq(3), ibv_modify_srq(3)).
+ * srq.c — shared receive queues (doc/verbs.md section 8; ibv_create_srq(3),
+ * ibv_modify_srq(3)).
  *
  * An SRQ is a ring of posted receive WQEs under its own lock, with free-running put and
  * get counters like the QP rings. Transports never see it: a QP created with an SRQ
@@ -13,7 +14,7 @@
  * nothing holding it takes a QP lock, so QPs on different threads sharing one SRQ
  * cannot deadlock.
  *
- * The limit event (verbs.md 8): armed by sv_modify_srq(SV_SRQ_LIMIT); the take that
+ * The limit event (doc/verbs.md 8): armed by sv_modify_srq(SV_SRQ_LIMIT); the take that
  * leaves fewer posted WQEs than the limit raises SRQ_LIMIT_REACHED once and disarms it
  * (the limit reads back as 0), as rxe does.
  */

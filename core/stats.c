@@ -1,7 +1,7 @@
 /*
  * stats.c — the queries a transport answers on its own: the port's GID and per-QP
- * counters (DESIGN.md "Configuration and observability"). Both go through optional ops
- * of core/transport.h; a transport without them answers -EOPNOTSUPP.
+ * counters (doc/architecture.md "Configuration and observability"). Both go through
+ * optional ops of core/transport.h; a transport without them answers -EOPNOTSUPP.
  */
 #include <errno.h>
 

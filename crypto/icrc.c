@@ -1,5 +1,5 @@
 /*
- * icrc.c — RoCEv2 ICRC (shared/spec/roce.md section 9; IBA annex A17 as rxe_icrc.c
+ * icrc.c — RoCEv2 ICRC (doc/wire-roce.md section 9; IBA annex A17 as rxe_icrc.c
  * implements it): zlib CRC-32 over the masked IP/UDP/BTH headers and the packet.
  */
 #include <errno.h>

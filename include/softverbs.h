@@ -288,7 +288,7 @@ int sv_reg_mr(struct sv_pd *pd, void *addr, size_t length, unsigned access,
  * QP gets SV_EVENT_QP_ACCESS_ERR; the QP's other WRs complete with SV_WC_WR_FLUSH_ERR.
  * So this returns after SV_DEREG_BOUND_MS plus the time to fail those QPs at most.
  *
- * Fails with -EBUSY while a memory window is bound to the MR (verbs.md 6).
+ * Fails with -EBUSY while a memory window is bound to the MR (doc/verbs.md 6).
  */
 int sv_dereg_mr(struct sv_mr *mr);
 
@@ -312,7 +312,7 @@ int sv_rereg_mr(struct sv_mr *mr, unsigned flags, struct sv_pd *pd, void *addr,
 		size_t length, unsigned access, struct sv_mr **out);
 
 /* ---------------------------------------------------------------------------------------
- * Memory windows (verbs.md section 7)
+ * Memory windows (doc/verbs.md section 7)
  *
  * A window grants remote access to part of an MR under its own rkey. Keys come from the
  * MRs' key table, so an rkey names either an MR or a window: 24 random upper bits fixed
@@ -734,7 +734,7 @@ int sv_qp_set_aead(struct sv_qp *qp, const struct sv_aead_keys *keys);
  * ibv_rc_pingpong does to exchange QP numbers): a TLS 1.3 handshake with the device's
  * TLS options (tls_cert, tls_key, tls_ca, tls_peer, tls_mutual: the server side needs a
  * certificate, the client verifies it), each side's QPN and SPI inside it, the keys from
- * its exporter (doc/security.md, "Key exchange"). One side passes server 1, the other 0.
+ * its exporter (doc/roce-aead.md, "Key exchange"). One side passes server 1, the other 0.
  * Blocks up to 5 s. The peer's QPN goes to *peer_qpn (may be NULL): check it is the one
  * the QP connects to. fd stays open, its file flags unchanged, with nothing of the TLS
  * session left in it. -EPROTO for a failed handshake or a malformed exchange (the
@@ -835,7 +835,7 @@ int sv_post_send(struct sv_qp *qp, struct sv_send_wr *wr, struct sv_send_wr **ba
 int sv_post_recv(struct sv_qp *qp, struct sv_recv_wr *wr, struct sv_recv_wr **bad_wr);
 
 /* ---------------------------------------------------------------------------------------
- * Shared receive queues (verbs.md section 8)
+ * Shared receive queues (doc/verbs.md section 8)
  *
  * Every QP created with init_attr.srq takes its receive WQEs from the SRQ, in posting
  * order across all of them; each completion goes to the taking QP's recv CQ with that

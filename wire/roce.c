@@ -25,7 +25,7 @@
  * Set SV_BIND_ADDR to an interface address to talk across hosts.
  *
  * ICRC. A datagram from an unconnected socket with IP_PMTUDISC_DO carries IPv4
- * identification 0 and DF (spec/roce.md 9), and IPv6 has no identification (with
+ * identification 0 and DF (doc/wire-roce.md 9), and IPv6 has no identification (with
  * IPV6_PMTUDISC_DO no fragment header either), so with the socket bound to an explicit
  * address and port every field the ICRC covers is known (crypto/icrc.h masks the rest:
  * TOS, TTL and checksum, or traffic class, flow label and hop limit): the sender
@@ -206,7 +206,7 @@ const char *sv__roce_addr_str(const union sv__roce_addr *a, char *buf, size_t ca
 }
 
 /* ---------------------------------------------------------------------------------------
- * ICRC (spec/roce.md 9).
+ * ICRC (doc/wire-roce.md 9).
  */
 
 uint32_t sv__roce_tx_icrc(const struct sv__rctx *rc, const struct sockaddr *dst,
@@ -1199,9 +1199,9 @@ static void defer_cb(uv_async_t *a)
 
 /*
  * [qp-locked] poll op: sv_poll_cq() found the CQ empty. Receive in this thread, so a
- * busy-polling application pays no wake-up of the loop (DESIGN.md, "Thread hops are the
- * latency budget"). Only this QP's packets are handed over here; other QPs' go to their
- * inboxes, UD and CM datagrams to the loop.
+ * busy-polling application pays no wake-up of the loop (doc/architecture.md, "Thread
+ * hops"). Only this QP's packets are handed over here; other QPs' go to their inboxes, UD
+ * and CM datagrams to the loop.
  */
 static int poll_qp(struct sv_qp *qp)
 {

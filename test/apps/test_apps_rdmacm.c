@@ -150,7 +150,7 @@ TCP_AND_UDP(ucmatose)
 }
 
 /*
- * SV_TLS=1 on sv_udp0 (doc/security.md, "Key exchange"): every RC QP the rdmacm drop-in
+ * SV_TLS=1 on sv_udp0 (doc/roce-aead.md, "Key exchange"): every RC QP the rdmacm drop-in
  * connects runs the key exchange and AES-GCM, and a device with TLS lets no RC QP reach
  * RTR without keys, so programs that verify their data and exit 0 ran encrypted. The
  * pair is a fresh self-signed certificate (openssl(1)) that both ends trust, with the

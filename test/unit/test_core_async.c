@@ -1,5 +1,5 @@
 /*
- * test_core_async.c — the async event queue (verbs.md 3): QP fatal errors with their
+ * test_core_async.c — the async event queue (doc/verbs.md 3): QP fatal errors with their
  * Terminate triple, SQ_DRAINED on SQD, acknowledgement before destroy, the fd, plus the
  * device and port queries and option handling of the context.
  */

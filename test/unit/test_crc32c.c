@@ -1,5 +1,5 @@
 /*
- * test_crc32c.c — CRC-32C check values (RFC 3720 appendix B.4 / shared/spec/iwarp.md
+ * test_crc32c.c — CRC-32C check values (RFC 3720 appendix B.4 / doc/wire-iwarp.md
  * section 2.4) and agreement of the SSE4.2 and table paths on every length and alignment.
  */
 #include <criterion/criterion.h>
