@@ -21,6 +21,15 @@
 # The harness self-check cases run both programs in the guest (rxe against itself) and
 # check pcapcheck.py against a corrupted capture, to show the harness itself can pass.
 #
+# softverbs' own programs on the guest's rxe0 through the nic transport (issue 11), with
+# the same checks: svcases (test/interop/svcases.c: every opcode, the error paths and the
+# CM) and svperf for every op, data verified, between the guest's nic and the host's UDP
+# transport (gs, hs) and nic against nic in the guest (self). A softverbs without the nic
+# transport skips them, saying so. SV_INTEROP_GUEST_SV=udp runs softverbs' UDP transport
+# in the guest instead (UDP port 4792 at both ends: rxe holds 4791), which shows the
+# harness itself without the nic transport (no self cells then: one UDP device per
+# address).
+#
 # Output: a line per case, the matrix at the end, and `interop: N passed, N failed`;
 # exit status 0 only when nothing failed. Per case, in $SV_INTEROP_DIR/results/ (default
 # <repo>/build-interop): CASE.pcap, CASE.log (commands, outputs, counters, checks).
@@ -90,6 +99,11 @@ if [ "$(id -u)" != 0 ]; then
 fi
 [ -x "$build/svrun" ] || { echo "interop: no softverbs build in $build (make)" >&2; exit 1; }
 
+# vm.sh puts softverbs' programs of this build in the guest image.
+export SV_INTEROP_BUILD=$build
+for p in svcases svperf; do
+	[ -x "$build/$p" ] || { echo "interop: no $build/$p (make)" >&2; exit 1; }
+done
 res=$SV_INTEROP_DIR/results
 [ -n "$SUB" ] || { rm -rf "$res"; mkdir -p "$res"; }
 T0=$(date +%s)
@@ -107,6 +121,13 @@ H4=198.18.0.1 G4=198.18.0.2 H6=fd53:7600::1 G6=fd53:7600::2
 CASE_T=15		# seconds a client may run (the slowest passing case takes about 5)
 LOSS_T=40		# the same in the loss cases, where recovery waits for retransmission timers
 GRACE=5			# seconds a server may take to finish after its client did
+SVC_T=150		# svcases: its twenty cases one after the other (about 30 s under TCG)
+SVP_T=90		# svperf: 50 verified operations; 25-45 s under TCG on a loaded host
+SVC_PORT=7471		# svcases' CM port; its control channel is TCP 7472
+SVP_PORT=7481		# svperf's CM port
+GUEST_SV=${SV_INTEROP_GUEST_SV:-nic}
+NIC_SKIP=""		# why the nic cases cannot run (set once the guest is up)
+PERF_SKIP=""		# why svperf's cannot: it has no --transport nic
 
 vm() { "$here/vm.sh" "$@"; }
 
@@ -128,6 +149,13 @@ prog() {
 		if [ "$role" = server ]; then echo "rping -s -a $SELF -V -C 1000 -S $rping_s"
 		else echo "rping -c -a $PEER -V -C 1000 -S $rping_s"; fi ;;
 	ucmatose) echo "ucmatose -b $SELF ${peer:+-s $peer}" ;;
+	# softverbs' programs: SV is the side's program directory and transport options.
+	svcases)
+		if [ "$role" = server ]; then echo "${SVDIR}svcases server $SVT --port $SVC_PORT --listen $SELF --timeout $((T + 5))"
+		else echo "${SVDIR}svcases client $SVT --connect [$PEER]:$SVC_PORT --timeout $T"; fi ;;
+	svperf_*)
+		if [ "$role" = server ]; then echo "${SVDIR}svperf $SVT --port $SVP_PORT --bind $SELF --timeout $((T + 5))"
+		else echo "${SVDIR}svperf $SVT --port $SVP_PORT --op $(echo "${c#svperf_}" | tr _ -) -s 4096 -n 50 --timeout $T $PEER"; fi ;;
 	udaddy) echo "udaddy -b $SELF ${peer:+-s $peer}" ;;
 	# Under loss the pingpongs cannot be judged: a pingpong server exits (and destroys
 	# its QP) once its own last SEND is acknowledged, so when the ACK of the client's
@@ -157,13 +185,17 @@ prog() {
 # How a server of CASE shows it is ready: tcp (listening on TCP 18515, the out-of-band
 # exchange of the pingpongs and perftest) or cm (an rdma_cm ID listening).
 ready_kind() {
-	case "$1" in rc_*|ud|srq|loss_send|loss_read) echo tcp ;; ib_*_R) echo cm ;; ib_*) echo tcp ;; *) echo cm ;; esac
+	case "$1" in rc_*|ud|srq|loss_send|loss_read) echo tcp ;; ib_*_R) echo cm ;; ib_*) echo tcp ;;
+	svcases|svperf_*) echo sv ;; *) echo cm ;; esac
 }
 
 BASE_CASES="rc_small rc_large ud srq rping ucmatose udaddy
 ib_write_bw ib_write_lat ib_read_bw ib_read_lat ib_send_bw ib_send_lat ib_atomic_bw ib_atomic_lat
 ib_write_bw_R ib_write_lat_R ib_read_bw_R ib_read_lat_R ib_send_bw_R ib_send_lat_R ib_atomic_bw_R ib_atomic_lat_R
-loss_send loss_read loss_rping"
+loss_send loss_read loss_rping
+svcases svperf_write svperf_write_imm svperf_read svperf_send svperf_send_imm svperf_atomic_faa svperf_atomic_cas"
+# svperf runs over IPv4 only (svcases covers IPv6): each run costs several seconds under TCG.
+sv_case() { [[ "$1" == svcases || "$1" == svperf_* ]]; }
 # At MTU 9000 the cases path MTU 4096 changes: multi-packet messages, UD at 2 KiB.
 JUMBO_CASES="rc_small rc_large ud srq rping ib_send_bw ib_write_bw_R ib_read_bw"
 
@@ -199,6 +231,8 @@ wait_guest_ready() {
 	case "$1" in
 	tcp) cond='netstat -ltn | grep -q ":18515 "' ;;
 	cm) cond='rdma res show cm_id | grep -q "state LISTEN"' ;;
+	# svcases prints its ports once it listens, svperf where to connect.
+	sv) cond='grep -q -e "control on TCP port" -e "listening on" /tmp/srv.out' ;;
 	esac
 	vm run "$VM" --timeout 30 -- "i=0; until $cond; do
 		[ -e /tmp/srv.rc ] && { echo server exited; cat /tmp/srv.rc; exit 1; }
@@ -207,10 +241,12 @@ wait_guest_ready() {
 # The host's softverbs server: TCP 18515 listening, or its device's UDP socket bound (the
 # rdma_cm listen follows within the same call sequence; 0.5 s more covers it).
 wait_host_ready() {
-	local kind=$1 pid=$2 i
+	local kind=$1 pid=$2 out=$3 i
 	for i in $(seq 200); do
 		kill -0 "$pid" 2>/dev/null || { echo "server exited"; return 1; }
-		if [ "$kind" = tcp ]; then
+		if [ "$kind" = sv ]; then
+			grep -q -e "control on TCP port" -e "listening on" "$out" && return 0
+		elif [ "$kind" = tcp ]; then
 			[ -n "$(ip netns exec "$NS" ss -Hltn 'sport = :18515')" ] && return 0
 		else
 			[ -n "$(ip netns exec "$NS" ss -Huan 'sport = :4791')" ] && { sleep 0.5; return 0; }
@@ -247,7 +283,20 @@ run_case() {
 	t0=$(date +%s)
 	T=$CASE_T
 	[[ "$c" == loss_* ]] && loss=1 T=$LOSS_T
+	[ "$c" = svcases ] && T=$SVC_T
+	[[ "$c" == svperf_* ]] && T=$SVP_T
 	kind=$(ready_kind "$c")
+	local skip=$NIC_SKIP
+	[[ "$c" == svperf_* ]] && [ -z "$skip" ] && skip=$PERF_SKIP
+	if sv_case "$c" && [ -n "$skip" ]; then
+		record "m$MTU $c|$dir|$fam" skip "$skip"
+		printf 'SKIP %-34s       %s\n' "$id" "$skip"
+		return
+	fi
+	if sv_case "$c" && [ "$dir" = self ] && [ "$GUEST_SV" = udp ]; then
+		record "m$MTU $c|$dir|$fam" n/a
+		return
+	fi
 	if [ "$fam" = 4 ]; then GSELF=$G4 HSELF=$H4; ggid=$GGID4; else GSELF=$G6 HSELF=$H6; ggid=$GGID6; fi
 	# Host side: sv_udp0 (GID 0 is its bind address); guest side: rxe0.
 	local hostenv=(env SV_BIND_ADDR="$HSELF")
@@ -256,15 +305,27 @@ run_case() {
 		hostenv+=(SV_IMPAIR="$impair")
 	fi
 	local svrun=("$build/svrun" --transport udp)
-	gcmd() { DEV=rxe0 GID=$ggid SELF=$GSELF PEER=$HSELF PEER4=$H4 prog "$c" "$1" guest "$fam"; }
-	hcmd() { DEV=sv_udp0 GID=0 SELF=$HSELF PEER=$GSELF PEER4=$G4 prog "$c" "$1" host "$fam"; }
+	# softverbs' programs: the host's from the build on the UDP transport, the guest's
+	# from its /usr/bin on the nic transport over rxe0 (or on UDP, SV_INTEROP_GUEST_SV).
+	local gsv="--transport nic --device rxe0"
+	if [ "$GUEST_SV" = udp ]; then
+		gsv="--transport udp"
+		hostenv+=(SV_PORT=4792)
+	fi
+	gcmd() { DEV=rxe0 GID=$ggid SELF=$GSELF PEER=$HSELF PEER4=$H4 SVDIR="" SVT=$gsv prog "$c" "$1" guest "$fam"; }
+	hcmd() { DEV=sv_udp0 GID=0 SELF=$HSELF PEER=$GSELF PEER4=$G4 SVDIR=$build/ SVT="--transport udp" prog "$c" "$1" host "$fam"; }
 	if [ "$dir" = self ]; then
-		gself() { DEV=rxe0 GID=$ggid SELF=$GSELF PEER=$GSELF PEER4=$G4 prog "$c" "$1" guest "$fam"; }
+		gself() { DEV=rxe0 GID=$ggid SELF=$GSELF PEER=$GSELF PEER4=$G4 SVDIR="" SVT=$gsv prog "$c" "$1" guest "$fam"; }
 		srv=$(gself server) cli=$(gself client)
 	elif [ "$dir" = gs ]; then
 		srv=$(gcmd server) cli=$(hcmd client)
 	else
 		srv=$(hcmd server) cli=$(gcmd client)
+	fi
+	# The guest's softverbs on UDP needs its address and the port both ends use.
+	if sv_case "$c" && [ "$GUEST_SV" = udp ]; then
+		[ "$dir" = hs ] && cli="env SV_BIND_ADDR=$GSELF SV_PORT=4792 $cli"
+		[ "$dir" = gs ] && srv="env SV_BIND_ADDR=$GSELF SV_PORT=4792 $srv"
 	fi
 	{
 		echo "case $id  (${impair:+SV_IMPAIR=$impair, guest netem loss 1% reorder 1%})"
@@ -302,7 +363,7 @@ run_case() {
 			>"$res/$id.srv" 2>&1 &
 		hpid=$!
 		BG+=("$hpid")
-		if ready=$(wait_host_ready "$kind" "$hpid"); then
+		if ready=$(wait_host_ready "$kind" "$hpid" "$res/$id.srv"); then
 			vm run "$VM" --timeout "$T" -- "$cli" >"$res/$id.cli" 2>&1
 			cli_rc=$?
 		else
@@ -467,7 +528,8 @@ icrc_selfcheck() {
 # Not perftest -R: rxe against itself fails it about once in six runs (the client's REQ
 # meets the server between its two listens: REJ, then perftest crashes), a flake of the
 # kernel's and perftest's that would say nothing about softverbs.
-SELF_CASES="rc_small rping ucmatose"
+SELF_CASES="rc_small rping ucmatose svcases svperf_write svperf_write_imm svperf_read svperf_send
+svperf_send_imm svperf_atomic_faa svperf_atomic_cas"
 if [ -z "$SUB" ] && [ "$jobs" -gt 1 ]; then
 	# One job per link configuration, each with its own guest and namespace; their
 	# lines are prefixed with the MTU, the matrix is printed here from their records.
@@ -495,10 +557,21 @@ for MTU in $mtus; do
 	fi
 	echo "== MTU $MTU: guest $VM ready in $(( $(date +%s) - tb ))s"
 	GGID4=$(vm run "$VM" -- 'svi-gid 4') GGID6=$(vm run "$VM" -- 'svi-gid 6')
+	# A softverbs without the nic transport says so when asked to open it: its cases skip
+	# with that line. (With the transport, this server opens rxe0 and gives up after 1 s.)
+	# The same for an svperf that does not take --transport nic (a usage error).
+	NIC_SKIP="" PERF_SKIP=""
+	if [ "$GUEST_SV" = nic ]; then
+		probe=$(vm run "$VM" --timeout 30 -- 'svcases server --transport nic --device rxe0 --port 7499 --timeout 1 2>&1')
+		case "$probe" in *"has no 'nic' transport"*) NIC_SKIP=$(echo "$probe" | grep -m1 "has no 'nic'") ;; esac
+		probe=$(vm run "$VM" --timeout 30 -- 'svperf --transport nic --device rxe0 --port 7499 --timeout 1 2>&1')
+		case "$probe" in *usage:*) PERF_SKIP="svperf of this build takes no --transport nic --device" ;; esac
+	fi
 	ICRC_SELFCHECK_PCAP=""
 	for c in $SELF_CASES; do
 		for fam in 4 6; do
 			[[ "$c" == ib_*_R && "$fam" = 6 ]] && continue
+			[[ "$c" == svperf_* && "$fam" = 6 ]] && continue
 			run_case "$c" self "$fam"
 		done
 	done
@@ -509,6 +582,7 @@ for MTU in $mtus; do
 					record "m$MTU $c|$dir|6" n/a
 					continue
 				fi
+				[[ "$c" == svperf_* && "$fam" = 6 ]] && continue
 				run_case "$c" "$dir" "$fam"
 			done
 		done
@@ -524,10 +598,10 @@ awk -F'\t' '
 	{ split($1, k, "|"); key = k[1]; cell = k[2] "/" k[3]
 	  if (!(key in seen)) { seen[key] = 1; order[++n] = key }
 	  v[key, cell] = $2; if ($3 != "") c[key, cell] = $3
-	  if ($2 == "pass") p++; else if ($2 == "FAIL") f++ }
+	  if ($2 == "pass") p++; else if ($2 == "FAIL") f++; else if ($2 == "skip") s++ }
 	END {
 	  print ""
-	  print "interop matrix (gs: guest rxe server, host softverbs client; hs: the reverse; self: rxe only)"
+	  print "interop matrix (gs: guest rxe server, host softverbs client; hs: the reverse; self: both in the guest, rxe or nic on rxe0)"
 	  split("gs/4 gs/6 hs/4 hs/6 self/4 self/6", cells, " ")
 	  printf "%-24s %-6s %-6s %-6s %-6s %-7s %-7s\n", "case", "gs/v4", "gs/v6", "hs/v4", "hs/v6", "self/v4", "self/v6"
 	  for (i = 1; i <= n; i++) {
@@ -535,15 +609,16 @@ awk -F'\t' '
 	    for (j = 1; j <= 6; j++) { x = v[order[i], cells[j]]; printf " %-6s", x == "" ? "-" : x }
 	    printf "\n"
 	  }
-	  print "n/a: perftest 4.5 runs rdma_cm (-R) over IPv4 only"
+	  print "n/a: perftest 4.5 runs rdma_cm (-R) over IPv4 only; sv* self with SV_INTEROP_GUEST_SV=udp"
+	  print "skip: softverbs (or its svperf) without the nic transport; -: not run (svperf: IPv4 only)"
 	  print ""
 	  print "causes:"
 	  for (i = 1; i <= n; i++) for (j = 1; j <= 6; j++)
 	    if ((order[i], cells[j]) in c) printf "  %-22s %-7s %s\n", order[i], cells[j], c[order[i], cells[j]]
-	  printf "%d %d\n", p, f > "/dev/stderr"
+	  printf "%d %d %d\n", p, f, s > "/dev/stderr"
 	}' "$res/verdicts.tsv" 2>"$res/.counts"
-read -r PASSED FAILED <"$res/.counts"
+read -r PASSED FAILED SKIPPED <"$res/.counts"
 echo "logs and captures: $res"
 echo "interop: run took $(( $(date +%s) - T0 ))s"
-echo "interop: $PASSED passed, $FAILED failed"
+echo "interop: $PASSED passed, $FAILED failed, $SKIPPED skipped"
 [ "$FAILED" = 0 ]

@@ -17,8 +17,10 @@
 # The guest is built from packages installed on this host: the kernel (/boot/vmlinuz-6.1.*
 # and its modules), busybox-static, and the host's rdma-core userland with the libraries
 # it links (libibverbs with the rxe provider, librdmacm, ibverbs-utils, rdmacm-utils,
-# perftest) and iproute2's ip, rdma, tc. It is cached in $SV_INTEROP_DIR (default
-# <repo>/build-interop) and rebuilt when its inputs change.
+# perftest) and iproute2's ip, rdma, tc; and softverbs' own programs (svcases, svperf,
+# svping) from the build in $SV_INTEROP_BUILD (run.sh sets it to its --build; unset: none)
+# with libsoftverbs and every library they link. It is cached in $SV_INTEROP_DIR (default
+# <repo>/build-interop) and rebuilt when its inputs change, a rebuilt program among them.
 #
 # qemu runs under TCG unless a bounded probe boot with KVM reached the guest's init
 # (kvm_works below; done once per kernel image and cached). SV_INTEROP_KVM=0 skips the
@@ -48,6 +50,13 @@ GUEST_PROGRAMS="ibv_devices ibv_devinfo ibv_rc_pingpong ibv_uc_pingpong ibv_ud_p
 ibv_srq_pingpong ibv_xsrq_pingpong rping ucmatose udaddy rdma_server rdma_client
 ib_write_bw ib_write_lat ib_read_bw ib_read_lat ib_send_bw ib_send_lat ib_atomic_bw
 ib_atomic_lat ip rdma tc"
+# softverbs' programs the guest carries, from $SV_INTEROP_BUILD.
+SV_GUEST_PROGRAMS="svcases svperf svping"
+sv_build_files() {
+	local p
+	[ -n "${SV_INTEROP_BUILD:-}" ] || return 0
+	for p in $SV_GUEST_PROGRAMS; do echo "$SV_INTEROP_BUILD/$p"; done
+}
 # Kernel modules loaded in the guest (with their dependencies from modules.dep); rxe's
 # ICRC asks the crypto API for "crc32", which crc32_generic provides.
 GUEST_MODULES="virtio_pci virtio_net crc32_generic rdma_rxe rdma_ucm sch_netem sch_prio cls_u32"
@@ -83,6 +92,26 @@ copy_with_libs() {
 	done
 }
 
+# softverbs' programs go to /usr/bin with the libraries ldd names; the ones from the build
+# directory (libsoftverbs) to the multiarch directory, where the guest's loader finds
+# them without the build directory the programs' RUNPATH names.
+copy_softverbs() {
+	local root=$1 multiarch=/usr/lib/x86_64-linux-gnu f lib dest
+	for f in $(sv_build_files); do
+		[ -x "$f" ] || die "$f missing (build softverbs first)"
+		cp -L "$f" "$root/usr/bin/"
+		for lib in $(ldd "$f" | awk '/=> \// { print $3 }'); do
+			case "$lib" in
+			"$SV_INTEROP_BUILD"/*) dest=$root$multiarch/$(basename "$lib") ;;
+			*) dest=$root$lib ;;
+			esac
+			[ -e "$dest" ] && continue
+			mkdir -p "$(dirname "$dest")"
+			cp -L "$lib" "$dest"
+		done
+	done
+}
+
 inputs_digest() {
 	local kimg=$1 kver=$2 p
 	{
@@ -94,6 +123,11 @@ inputs_digest() {
 			echo "$p"; [ -e "$p" ] && stat -L -c '%s %Y' "$p"
 		done
 		stat -c '%s %Y' "$kimg"
+		for p in $(sv_build_files); do
+			echo "$p"; stat -L -c '%s %Y' "$p" 2>/dev/null
+			ldd "$p" 2>/dev/null | awk -v b="$SV_INTEROP_BUILD/" 'index($3, b) == 1 { print $3 }' |
+				xargs -r stat -L -c '%n %s %Y'
+		done
 	} | sha256sum | cut -d' ' -f1
 }
 
@@ -128,6 +162,7 @@ build_image() {
 	ln -s usr/lib64 "$root/lib64"
 	cp /bin/busybox "$root/usr/bin/busybox"
 	copy_with_libs "$root" "${paths[@]}"
+	copy_softverbs "$root"
 	multiarch=/usr/lib/x86_64-linux-gnu
 	# The rxe provider is dlopen()ed by libibverbs: ldd of the programs does not name it.
 	copy_with_libs "$root" "$(ls $multiarch/libibverbs/librxe-rdmav*.so | head -1)"
@@ -135,6 +170,10 @@ build_image() {
 	cp /etc/libibverbs.d/rxe.driver "$root/etc/libibverbs.d/"
 	# glibc dlopen()s libgcc_s for pthread_cancel and unwinding.
 	cp -L "$multiarch/libgcc_s.so.1" "$root$multiarch/"
+	# softverbs' nic transport dlmopen()s libibverbs into a namespace of its own, where
+	# libc's dependency on the dynamic loader is looked up by name in the library
+	# directories (ldd names it only at /lib64): the same file there, as on the host.
+	ln -sf /lib64/ld-linux-x86-64.so.2 "$root$multiarch/ld-linux-x86-64.so.2"
 	# busybox applets for everything the copied programs do not provide. Debian's busybox
 	# shell runs its own applet before searching PATH (ip, tc are applets too): the
 	# profile every guest shell sources makes the copied programs win.
