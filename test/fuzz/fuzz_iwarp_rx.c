@@ -46,7 +46,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "core/internal.h"
 #include "crypto/crc32c.h"
 #include "live_util.h"
 #include "softverbs.h"
@@ -130,7 +129,7 @@ static void check(void)
 }
 
 /* Our stream, in order, n bytes at a time: strip markers, check each FPDU once
- * complete. Markers count in the CRC, as the receive engine counts them. */
+ * complete. Markers count in the CRC (RFC 5044 section 6.1). */
 static void out_bytes(const uint8_t *p, size_t n)
 {
 	while (n > 0) {
@@ -317,8 +316,9 @@ static void send_fpdu(const uint8_t *ulpdu, size_t ulen, uint8_t arg, unsigned c
 	if (arg & 16)
 		patch_key(f + 2, ulen, 2, false);	/* Send with Invalidate */
 	/* Markers every 512 stream bytes, pointing back to the length field (a leading one:
-	 * 0). The CRC covers every byte but its own four, markers included, even one that
-	 * falls inside the CRC field: that is how the receive engine counts them. */
+	 * 0), covered by the CRC (RFC 5044 section 6.1). FPDUs and markers are multiples of
+	 * 4 bytes at offsets that are, so no marker ever splits the CRC field; the loop
+	 * would count one there as the receive engine does. */
 	for (size_t i = 0; i < flen; i++) {
 		if (marks && o % SV_MPA_MARKER_PERIOD == 0) {
 			sv__mpa_marker_encode(w + wl, (uint16_t)(o - start));

@@ -360,6 +360,7 @@ void lv_check_all_done(const struct lv_ledger *l)
 ssize_t __real_readv(int fd, const struct iovec *v, int n);
 ssize_t __real_recv(int fd, void *buf, size_t len, int flags);
 ssize_t __real_sendmsg(int fd, const struct msghdr *mh, int flags);
+int __real_sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags);
 
 static void check_iov(const char *call, const struct iovec *v, size_t n)
 {
@@ -392,4 +393,11 @@ ssize_t __wrap_sendmsg(int fd, const struct msghdr *mh, int flags)
 {
 	check_iov("sendmsg", mh->msg_iov, mh->msg_iovlen);
 	return checked("sendmsg", __real_sendmsg(fd, mh, flags));
+}
+
+int __wrap_sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
+{
+	for (unsigned int i = 0; i < n; i++)
+		check_iov("sendmmsg", v[i].msg_hdr.msg_iov, v[i].msg_hdr.msg_iovlen);
+	return (int)checked("sendmmsg", __real_sendmmsg(fd, v, n, flags));
 }

@@ -7,9 +7,10 @@
  * regions begin right after the leading guard, end-aligned ones end right at the trailing
  * guard; the bytes between the region and the other guard (the slack) hold LV_CANARY, so
  * a write one byte past either end is either a fault or a changed canary. A fault inside
- * a system call is not a crash but EFAULT, so the socket calls the engine makes are
- * wrapped (the link option --wrap, test/CMakeLists.txt): each buffer it passes must lie
- * outside every guard and slack, and EFAULT aborts.
+ * a system call is not a crash but EFAULT, so the socket calls the engines make with
+ * buffers from registered memory (readv, recv, sendmsg, sendmmsg) are wrapped (the link
+ * option --wrap, test/CMakeLists.txt): each buffer passed must lie outside every guard
+ * and slack, and EFAULT aborts.
  */
 #ifndef SV_TEST_LIVE_UTIL_H
 #define SV_TEST_LIVE_UTIL_H
