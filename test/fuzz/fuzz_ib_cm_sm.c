@@ -37,7 +37,7 @@
 #include "wire/ib_cm.h"
 #include "wire/roce.h"
 
-#define MAX_ROUNDS 100000
+#define HANG_NS 10000000000ull	/* generous: the loop thread may wait for a core */
 
 static struct sv_context *ctx;
 static struct sv_pd *pd;
@@ -205,12 +205,14 @@ static struct sv_cm_id *on_event(const struct sv_cm_event *e)
  * rx_lock, so once the socket is empty with the lock ours, the MADs were handled). */
 static void settle(void)
 {
-	for (int round = 0;; round++) {
+	uint64_t start = sv__now_ns();
+
+	for (;;) {
 		struct sv_cm_event *e;
 		int unread = 0;
 
-		if (round == MAX_ROUNDS)
-			lv_fail("MADs stay unread (%d rounds)", round);
+		if (sv__now_ns() - start > HANG_NS)
+			lv_fail("MADs stay unread for %llu s", (unsigned long long)(HANG_NS / 1000000000));
 		pthread_mutex_lock(&rc->rx_lock);
 		if (ioctl(rc->fd, FIONREAD, &unread) != 0)
 			lv_fail("FIONREAD: %s", strerror(errno));
