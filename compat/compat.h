@@ -28,6 +28,8 @@ struct sv_qp *svc_sv_qp(struct ibv_qp *qp);
 /* Whether a receive was ever posted on the QP (a refused connect may then not be
  * retried: the retry resets the QP, which would drop the receives). */
 bool svc_qp_recv_posted(struct ibv_qp *qp);
+/* Our QP of context ctx with number qp_num (made by ibv_create_qp*), or NULL. */
+struct ibv_qp *svc_qp_by_num(struct ibv_context *ctx, uint32_t qp_num);
 /* Copies the softverbs QP state into ibv_qp.state, which applications read directly. */
 void svc_sync_qp_state(struct ibv_qp *qp);
 

@@ -76,6 +76,11 @@ struct svc_id {
 	 * application leaves them to it (no parameters, or the RDMA_MAX_* values). */
 	uint8_t req_resp_res, req_init_depth;
 	bool peer_disconnected;		/* DISCONNECTED was delivered for the connection */
+	/* An application-owned QP (rping -q): cm_id->qp stays NULL, as in librdmacm, and
+	 * the QP conn_param.qp_num names at rdma_connect (app_active) or rdma_accept is
+	 * the one the CM connects. */
+	struct ibv_qp *app_qp;
+	bool app_active;
 };
 
 #define CONNECT_RETRY_MS 2000		/* perftest asks resolution to take at most 2 s */
@@ -92,6 +97,12 @@ static struct svc_id *to_id(struct rdma_cm_id *id)
 static bool ps_is_ud(enum rdma_port_space ps)
 {
 	return ps == RDMA_PS_UDP || ps == RDMA_PS_IPOIB;
+}
+
+/* The QP the id's connection drives: its own, or the application's. */
+static struct ibv_qp *id_qp(struct svc_id *id)
+{
+	return id->id.qp ? id->id.qp : id->app_qp;
 }
 
 static struct svc_channel *to_ch(struct rdma_event_channel *ch)
@@ -340,12 +351,19 @@ static struct svc_event *translate(struct sv_cm_event *s)
 	e->ev.param.conn.rnr_retry_count = s->param.rnr_retry_count;
 	if (s->event == SV_CM_EVENT_ESTABLISHED) {
 		fill_route(id);
-		if (id->id.qp)
-			svc_sync_qp_state(id->id.qp);
+		if (id_qp(id))
+			svc_sync_qp_state(id_qp(id));
+		/* With the application's QP the kernel's rdma_cm on IB/RoCE reports the REP
+		 * as CONNECT_RESPONSE and leaves the RTU to rdma_establish; iWARP's has the
+		 * QP itself and says ESTABLISHED. Here the CM has moved the QP to RTS and
+		 * answered already; the application is told what it expects. */
+		if (!id->id.qp && id->app_active &&
+		    id->id.verbs->device->transport_type != IBV_TRANSPORT_IWARP)
+			e->ev.event = RDMA_CM_EVENT_CONNECT_RESPONSE;
 	} else if (s->event == SV_CM_EVENT_DISCONNECTED) {
 		id->peer_disconnected = true;
-		if (id->id.qp)
-			svc_sync_qp_state(id->id.qp);
+		if (id_qp(id))
+			svc_sync_qp_state(id_qp(id));
 	}
 	return e;
 }
@@ -394,7 +412,8 @@ static bool retry_refused(struct svc_channel *ch, struct sv_cm_event *s)
 
 	/* A UD id's QP is not the connection's: nothing to reset, and the refusal stands. */
 	if (s->event != SV_CM_EVENT_UNREACHABLE || s->status != -ECONNREFUSED ||
-	    ps_is_ud(id->id.ps) || !id->id.qp || now_ms() >= id->retry_until_ms || svc_qp_recv_posted(id->id.qp))
+	    ps_is_ud(id->id.ps) || !id_qp(id) || now_ms() >= id->retry_until_ms ||
+	    svc_qp_recv_posted(id_qp(id)))
 		return false;
 	if (sv_cm_create_id(ch->sv, svc_sv_context(id->id.verbs), id, &fresh) < 0)
 		return false;
@@ -402,8 +421,8 @@ static bool retry_refused(struct svc_channel *ch, struct sv_cm_event *s)
 	sv_cm_destroy_id(old);		/* the QP goes to ERR with nothing to flush */
 	id->sv = fresh;
 	nanosleep(&gap, NULL);
-	if (ibv_modify_qp(id->id.qp, &reset, IBV_QP_STATE) == 0 &&
-	    sv_cm_connect(fresh, svc_sv_qp(id->id.qp), &id->id.route.addr.dst_addr,
+	if (ibv_modify_qp(id_qp(id), &reset, IBV_QP_STATE) == 0 &&
+	    sv_cm_connect(fresh, svc_sv_qp(id_qp(id)), &id->id.route.addr.dst_addr,
 			  &id->conn) == 0)
 		return true;
 	/* The retry could not start: the application hears of the refusal after all. */
@@ -690,6 +709,51 @@ SVC_EXPORT int rdma_listen(struct rdma_cm_id *cm_id, int backlog)
 	return 0;
 }
 
+/*
+ * The source address of a route resolved without one, as the kernel's rdma_cm fills it
+ * in (port 0 until the connection takes one): on RoCE the device's own address, GID 0,
+ * where the CM sends from; on iWARP the address routing picks towards dst, which a UDP
+ * socket connected to dst reports (nothing is sent). libfabric's verbs provider takes
+ * it as the endpoint's own address; left empty, the endpoint had none.
+ */
+static void default_src(struct rdma_cm_id *cm_id, const struct sockaddr *dst)
+{
+	struct sockaddr_storage ss = { 0 };
+	socklen_t len = sizeof(ss);
+	union ibv_gid gid;
+	int fd;
+
+	if (cm_id->verbs->device->transport_type != IBV_TRANSPORT_IWARP) {
+		if (ibv_query_gid(cm_id->verbs, 1, 0, &gid))
+			return;
+		if (IN6_IS_ADDR_V4MAPPED((struct in6_addr *)gid.raw)) {
+			struct sockaddr_in *in = (struct sockaddr_in *)&ss;
+
+			in->sin_family = AF_INET;
+			memcpy(&in->sin_addr, gid.raw + 12, 4);
+		} else {
+			struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
+
+			in6->sin6_family = AF_INET6;
+			memcpy(&in6->sin6_addr, gid.raw, 16);
+		}
+		set_addr(&cm_id->route.addr.src_addr, (struct sockaddr *)&ss);
+		return;
+	}
+	if ((fd = socket(dst->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0)) < 0)
+		return;
+	if (connect(fd, dst, dst->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) :
+		    sizeof(struct sockaddr_in)) == 0 &&
+	    getsockname(fd, (struct sockaddr *)&ss, &len) == 0) {
+		if (ss.ss_family == AF_INET6)
+			((struct sockaddr_in6 *)&ss)->sin6_port = 0;
+		else
+			((struct sockaddr_in *)&ss)->sin_port = 0;
+		set_addr(&cm_id->route.addr.src_addr, (struct sockaddr *)&ss);
+	}
+	close(fd);
+}
+
 SVC_EXPORT int rdma_resolve_addr(struct rdma_cm_id *cm_id, struct sockaddr *src,
 				 struct sockaddr *dst, int timeout_ms)
 {
@@ -704,6 +768,8 @@ SVC_EXPORT int rdma_resolve_addr(struct rdma_cm_id *cm_id, struct sockaddr *src,
 	set_addr(&cm_id->route.addr.dst_addr, dst);
 	cm_id->verbs = get_verbs();
 	cm_id->port_num = 1;
+	if (cm_id->verbs && cm_id->route.addr.src_addr.sa_family == 0)
+		default_src(cm_id, dst);
 	/* IP addressing all the way: the address is resolved as soon as it is known. */
 	if (!id->sync)
 		synthesize(id, RDMA_CM_EVENT_ADDR_RESOLVED);
@@ -977,6 +1043,40 @@ static void param_to_sv(const struct rdma_conn_param *in, struct sv_conn_param *
 	out->rnr_retry_count = in->rnr_retry_count;
 }
 
+/* What rdma_cm sets in INIT: every remote access (the application restricts it with
+ * its MRs). Returns the mask. */
+static int rc_init_attr(struct ibv_qp_attr *a)
+{
+	a->qp_state = IBV_QPS_INIT;
+	a->pkey_index = 0;
+	a->port_num = 1;
+	a->qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+			     IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+	return IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
+}
+
+/*
+ * The application's QP that param->qp_num names, if it is one of ours on the id's
+ * context and an RC QP not connected yet, given the INIT attributes rdma_init_qp_attr
+ * would have had the application set before RTR (rping -q makes its QP with no remote
+ * access and counts on that step for it).
+ */
+static struct ibv_qp *named_qp(struct rdma_cm_id *cm_id, const struct rdma_conn_param *param)
+{
+	struct ibv_qp_attr a = { 0 };
+	struct ibv_qp *qp;
+
+	if (!param || !param->qp_num || !cm_id->verbs ||
+	    !(qp = svc_qp_by_num(cm_id->verbs, param->qp_num)))
+		return NULL;
+	svc_sync_qp_state(qp);
+	if (qp->qp_type != IBV_QPT_RC || qp->state > IBV_QPS_INIT)
+		return NULL;
+	if (ibv_modify_qp(qp, &a, rc_init_attr(&a)))
+		return NULL;
+	return qp;
+}
+
 SVC_EXPORT int rdma_connect(struct rdma_cm_id *cm_id, struct rdma_conn_param *param)
 {
 	struct sv_conn_param p;
@@ -986,8 +1086,13 @@ SVC_EXPORT int rdma_connect(struct rdma_cm_id *cm_id, struct rdma_conn_param *pa
 	if (!cm_id)
 		return fail(EINVAL);
 	id = to_id(cm_id);
-	if (!cm_id->qp && !ps_is_ud(cm_id->ps))
-		return fail(EINVAL);	/* iWARP connects a QP: the MPA exchange needs one */
+	if (!cm_id->qp && !ps_is_ud(cm_id->ps)) {
+		/* iWARP connects a QP (the MPA exchange needs one), and so does our CM on
+		 * RoCE: without an id QP, the application's that conn_param.qp_num names. */
+		if (!(id->app_qp = named_qp(cm_id, param)))
+			return fail(EINVAL);
+		id->app_active = true;
+	}
 	if (param) {
 		param_to_sv(param, &p);
 	} else {
@@ -1004,7 +1109,7 @@ SVC_EXPORT int rdma_connect(struct rdma_cm_id *cm_id, struct rdma_conn_param *pa
 		id->conn.private_data = id->conn_priv;
 	}
 	id->retry_until_ms = now_ms() + CONNECT_RETRY_MS;
-	rc = sv_cm_connect(id->sv, svc_sv_qp(cm_id->qp), &cm_id->route.addr.dst_addr, &id->conn);
+	rc = sv_cm_connect(id->sv, svc_sv_qp(id_qp(id)), &cm_id->route.addr.dst_addr, &id->conn);
 	if (rc < 0)
 		return fail(rc);
 	if (id->sync && ps_is_ud(cm_id->ps)) {
@@ -1034,7 +1139,7 @@ SVC_EXPORT int rdma_accept(struct rdma_cm_id *cm_id, struct rdma_conn_param *par
 	if (!cm_id)
 		return fail(EINVAL);
 	id = to_id(cm_id);
-	if (!cm_id->qp)
+	if (!cm_id->qp && !(id->app_qp = named_qp(cm_id, param)))
 		return fail(EINVAL);
 	if (param)
 		param_to_sv(param, &p);
@@ -1047,7 +1152,7 @@ SVC_EXPORT int rdma_accept(struct rdma_cm_id *cm_id, struct rdma_conn_param *par
 		p.responder_resources = id->req_resp_res;
 	if (!param || p.initiator_depth == RDMA_MAX_INIT_DEPTH)
 		p.initiator_depth = id->req_init_depth;
-	if ((rc = sv_cm_accept(id->sv, svc_sv_qp(cm_id->qp), &p)) < 0)
+	if ((rc = sv_cm_accept(id->sv, svc_sv_qp(id_qp(id)), &p)) < 0)
 		return fail(rc);
 	if (id->request) {
 		event_free(id->request);
@@ -1092,8 +1197,8 @@ SVC_EXPORT int rdma_disconnect(struct rdma_cm_id *cm_id)
 		rc = 0;
 	if (rc < 0)
 		return fail(rc);
-	if (cm_id->qp)
-		svc_sync_qp_state(cm_id->qp);
+	if (id_qp(to_id(cm_id)))
+		svc_sync_qp_state(id_qp(to_id(cm_id)));
 	return 0;
 }
 
@@ -1126,29 +1231,38 @@ SVC_EXPORT int rdma_init_qp_attr(struct rdma_cm_id *cm_id, struct ibv_qp_attr *q
 			return fail(EINVAL);
 		}
 	}
+	/* Without an id QP (the application's own, rping -q) the CM moves the QP that
+	 * conn_param.qp_num names at rdma_connect or rdma_accept, as iWARP's CM does on
+	 * the kernel (whose RTS attributes are none): the application has nothing to set
+	 * beyond INIT, and nothing at all once the connection has moved its QP on. An
+	 * empty mask changes nothing (ibv_modify_qp). */
+	struct ibv_qp *app = cm_id->qp ? NULL : to_id(cm_id)->app_qp;
+
+	if (app)
+		svc_sync_qp_state(app);
 	switch (qp_attr->qp_state) {
 	case IBV_QPS_INIT:
-		qp_attr->pkey_index = 0;
-		qp_attr->port_num = 1;
-		qp_attr->qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-					   IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
-		*qp_attr_mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-				IBV_QP_ACCESS_FLAGS;
+		if (app && app->state > IBV_QPS_INIT) {
+			*qp_attr_mask = 0;
+			return 0;
+		}
+		*qp_attr_mask = rc_init_attr(qp_attr);
 		return 0;
 	case IBV_QPS_RTR:
 	case IBV_QPS_RTS:
-		*qp_attr_mask = IBV_QP_STATE;
+		*qp_attr_mask = cm_id->qp ? IBV_QP_STATE : 0;
 		return 0;
 	default:
 		return fail(EINVAL);
 	}
 }
 
+/* The RTU went when the REP came (see CONNECT_RESPONSE above): nothing left to send. */
 SVC_EXPORT int rdma_establish(struct rdma_cm_id *cm_id)
 {
-	if (!cm_id || !cm_id->qp)
+	if (!cm_id || !id_qp(to_id(cm_id)))
 		return fail(EINVAL);
-	svc_sync_qp_state(cm_id->qp);
+	svc_sync_qp_state(id_qp(to_id(cm_id)));
 	return 0;
 }
 

@@ -5,7 +5,7 @@
  * to it. The inline fast paths of <infiniband/verbs.h> (post_send, post_recv, poll_cq,
  * req_notify_cq, post_srq_recv) jump through ctx->ops without a NULL check, and the
  * extended helpers find struct verbs_context just before the ibv_context when abi_compat
- * is UINTPTR_MAX (spec/abi.md), so a context is allocated as a verbs_context.
+ * is UINTPTR_MAX (doc/drop-in-abi.md), so a context is allocated as a verbs_context.
  *
  * All ibv_contexts of one device in a process share one softverbs context (opened on
  * first use and kept for the life of the process): rdma_cm ids, ibv_open_device() and
@@ -40,7 +40,7 @@ enum svc_gid_type_sysfs {
 	SVC_GID_TYPE_SYSFS_ROCE_V2,
 };
 
-/* The layouts spec/abi.md measured; a different header would break the binaries. */
+/* The layouts doc/drop-in-abi.md measured; a different header would break the binaries. */
 _Static_assert(sizeof(struct ibv_context) == 328, "struct ibv_context");
 _Static_assert(offsetof(struct ibv_context, abi_compat) == 320, "abi_compat offset");
 _Static_assert(sizeof(struct verbs_context) == 648, "struct verbs_context");
@@ -105,6 +105,7 @@ struct svc_channel {
 struct svc_cq {
 	struct ibv_cq cq;
 	struct sv_cq *sv;
+	uint8_t grh_sl;			/* wc.sl of a receive with a GRH: roce_pkt_type() */
 };
 
 /* One ibv_wr_* chain under construction (wr_start .. wr_complete). */
@@ -121,7 +122,13 @@ struct svc_qp {
 	unsigned n_pend, cap_pend;
 	int wr_err;			/* first error of the chain, reported by wr_complete */
 	bool recv_posted;		/* a receive was ever posted (svc_qp_recv_posted) */
+	struct svc_qp *reg_next;	/* in qp_reg */
 };
+
+/* Every live QP of ours, for svc_qp_by_num: librdmacm connects a QP the application
+ * made itself when conn_param.qp_num names it (rping -q). */
+static pthread_mutex_t qp_reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct svc_qp *qp_reg;
 
 static pthread_mutex_t dev_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct svc_device devices[2] = {
@@ -322,7 +329,7 @@ SVC_EXPORT const char *ibv_event_type_str(enum ibv_event_type e)
 
 SVC_EXPORT const char *ibv_wc_status_str(enum ibv_wc_status status)
 {
-	/* The IB names; sv_wc_status uses the same numbering (verbs.md 3). */
+	/* The IB names; sv_wc_status uses the same numbering (doc/verbs.md 3). */
 	return sv_wc_status_str((enum sv_wc_status)status);
 }
 
@@ -575,6 +582,24 @@ SVC_EXPORT int ibv_get_pkey_index(struct ibv_context *ctx, uint8_t port, __be16 
  * Completion queues: the fast path translates sv_wc to ibv_wc in chunks on the stack.
  */
 
+/*
+ * What a receive completion with a GRH carries in wc.sl on RoCE v2: the packet's type, as
+ * mlx5 reports it for UD (RoCE Annex A17.4.5.1 wants the CQE to say whether the frame was
+ * IPv4 or IPv6; mlx5's CQE has it where IB has the SL): bit 3 set for a UDP-encapsulated
+ * frame, bits 2-0 the L3 header, 1 for IPv6 and 2 for IPv4. UCX's UD transport reads it
+ * to know where the destination address sits in the 40-byte GRH slot (the IPv4 header
+ * fills its last 20 bytes, ibv_init_ah_from_wc) and drops datagrams whose address it
+ * does not find. A device carries one family, its GID 0's. iWARP has no UD: 0.
+ */
+static uint8_t roce_pkt_type(struct ibv_context *ctx)
+{
+	union ibv_gid gid;
+
+	if (to_ctx(ctx)->dev->transport != SV_TRANSPORT_UDP || ibv_query_gid(ctx, 1, 0, &gid))
+		return 0;
+	return IN6_IS_ADDR_V4MAPPED((const struct in6_addr *)gid.raw) ? 0x8 | 0x2 : 0x8 | 0x1;
+}
+
 static int svc_poll_cq(struct ibv_cq *cq, int num, struct ibv_wc *wc)
 {
 	struct sv_wc w[POLL_CHUNK];
@@ -600,7 +625,7 @@ static int svc_poll_cq(struct ibv_cq *cq, int num, struct ibv_wc *wc)
 			o->wc_flags = w[i].wc_flags;
 			o->pkey_index = 0;
 			o->slid = 0;
-			o->sl = 0;
+			o->sl = o->wc_flags & IBV_WC_GRH ? to_cq(cq)->grh_sl : 0;
 			o->dlid_path_bits = 0;
 		}
 		done += n;
@@ -686,6 +711,7 @@ SVC_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *ctx, int cqe, void *
 	cq->cq.channel = channel;
 	cq->cq.cq_context = cq_context;
 	cq->cq.cqe = sv_cq_size(cq->sv);
+	cq->grh_sl = roce_pkt_type(ctx);
 	pthread_mutex_init(&cq->cq.mutex, NULL);
 	pthread_cond_init(&cq->cq.cond, NULL);
 	if (channel)
@@ -1450,6 +1476,10 @@ static struct ibv_qp *create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *ia,
 		errno = rc;
 		return NULL;
 	}
+	pthread_mutex_lock(&qp_reg_lock);
+	q->reg_next = qp_reg;
+	qp_reg = q;
+	pthread_mutex_unlock(&qp_reg_lock);
 	return &q->qpx.qp_base;
 }
 
@@ -1649,6 +1679,13 @@ SVC_EXPORT int ibv_destroy_qp(struct ibv_qp *qp)
 	}
 	if (rc < 0)
 		return svc_errno(rc);
+	pthread_mutex_lock(&qp_reg_lock);
+	for (struct svc_qp **pp = &qp_reg; *pp; pp = &(*pp)->reg_next)
+		if (*pp == q) {
+			*pp = q->reg_next;
+			break;
+		}
+	pthread_mutex_unlock(&qp_reg_lock);
 	pend_clear(q);
 	free(q->pend);
 	pthread_cond_destroy(&qp->cond);
@@ -2073,6 +2110,18 @@ SVC_EXPORT struct sv_qp *svc_sv_qp(struct ibv_qp *qp)
 SVC_EXPORT void svc_sync_qp_state(struct ibv_qp *qp)
 {
 	qp->state = (enum ibv_qp_state)to_qp(qp)->sv->state;
+}
+
+SVC_EXPORT struct ibv_qp *svc_qp_by_num(struct ibv_context *ctx, uint32_t qp_num)
+{
+	struct ibv_qp *found = NULL;
+
+	pthread_mutex_lock(&qp_reg_lock);
+	for (struct svc_qp *q = qp_reg; q && !found; q = q->reg_next)
+		if (q->qpx.qp_base.context == ctx && q->qpx.qp_base.qp_num == qp_num)
+			found = &q->qpx.qp_base;
+	pthread_mutex_unlock(&qp_reg_lock);
+	return found;
 }
 
 SVC_EXPORT bool svc_qp_recv_posted(struct ibv_qp *qp)

@@ -7,6 +7,7 @@
 #include <errno.h>
 
 #include "core/internal.h"
+#include "nic/nic.h"
 
 int sv_qp_aead_spi(struct sv_qp *pub, uint32_t *spi)
 {
@@ -14,6 +15,8 @@ int sv_qp_aead_spi(struct sv_qp *pub, uint32_t *spi)
 
 	if (!pub || !spi)
 		return -EINVAL;
+	if (pub->context->nic)
+		return -EOPNOTSUPP;	/* the device has its own link security */
 	qp = to_qp(pub);
 	if (!qp->ops->qp_aead_spi || pub->qp_type != SV_QPT_RC)
 		return -EOPNOTSUPP;
@@ -28,6 +31,8 @@ int sv_qp_set_aead(struct sv_qp *pub, const struct sv_aead_keys *keys)
 	if (!pub || !keys || !keys->tx_spi ||
 	    (keys->alg != SV_AEAD_AES_128_GCM && keys->alg != SV_AEAD_AES_256_GCM))
 		return -EINVAL;
+	if (pub->context->nic)
+		return -EOPNOTSUPP;	/* the device has its own link security */
 	qp = to_qp(pub);
 	if (!qp->ops->qp_set_aead || pub->qp_type != SV_QPT_RC)
 		return -EOPNOTSUPP;
@@ -48,6 +53,8 @@ int sv_qp_aead_exchange(struct sv_qp *pub, int fd, int server, uint32_t *peer_qp
 
 	if (!pub || fd < 0)
 		return -EINVAL;
+	if (pub->context->nic)
+		return -EOPNOTSUPP;	/* the device has its own link security */
 	qp = to_qp(pub);
 	if (!qp->ops->qp_aead_exchange || pub->qp_type != SV_QPT_RC)
 		return -EOPNOTSUPP;

@@ -1,5 +1,5 @@
 /*
- * ah.c — address handles for UD QPs (verbs.md; IBA 10.2.2.1). An AH is the destination
+ * ah.c — address handles for UD QPs (doc/verbs.md; IBA 10.2.2.1). An AH is the destination
  * of a UD SEND: the remote device's GID and UDP port. The UDP transport addresses peers of
  * its own family, so the GID must be IPv4-mapped (::ffff:a.b.c.d) on a device bound to
  * IPv4 and a plain IPv6 address on one bound to IPv6, as sv_query_gid returns; the check
@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "nic/nic.h"
 
 int sv_create_ah(struct sv_pd *pd, const struct sv_ah_attr *attr, struct sv_ah **out)
 {
@@ -20,6 +21,8 @@ int sv_create_ah(struct sv_pd *pd, const struct sv_ah_attr *attr, struct sv_ah *
 
 	if (!pd || !attr || !out)
 		return -EINVAL;
+	if (pd->context->nic)
+		return sv__nic_create_ah(pd, attr, out);
 	if (pd->context->opts.transport != SV_TRANSPORT_UDP) {
 		sv__log(SV_LOG_ERROR, "softverbs: address handles need the UDP transport");
 		return -EOPNOTSUPP;
@@ -46,6 +49,8 @@ int sv_destroy_ah(struct sv_ah *pub)
 {
 	if (!pub)
 		return -EINVAL;
+	if (pub->context->nic)
+		return sv__nic_destroy_ah(pub);
 	atomic_fetch_sub(&container_of(pub->pd, struct sv__pd, pub)->n_ah, 1);
 	free(to_ah(pub));
 	return 0;

@@ -1,6 +1,6 @@
 /*
  * async.c — the per-context asynchronous event queue (ibv_get_async_event(3) shape;
- * verbs.md section 3, "Async events worth emulating").
+ * doc/verbs.md section 3, "Async events").
  *
  * Events are queued in order with their element (QP, CQ, SRQ or port) and, for iWARP
  * Terminates, the (layer, etype, ecode) triple. The eventfd is readable exactly while
@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "core/internal.h"
+#include "nic/nic.h"
 
 int sv__async_init(struct sv_context *ctx)
 {
@@ -176,6 +177,8 @@ int sv__async_retire(struct sv_context *ctx, const void *obj, atomic_uint *unack
 
 int sv_async_fd(const struct sv_context *ctx)
 {
+	if (ctx && ctx->nic)
+		return sv__nic_async_fd(ctx->nic);
 	return ctx ? ctx->async_fd : -EINVAL;
 }
 
@@ -186,6 +189,8 @@ int sv_get_async_event(struct sv_context *ctx, struct sv_async_event *event)
 
 	if (!ctx || !event)
 		return -EINVAL;
+	if (ctx->nic)
+		return sv__nic_get_async_event(ctx->nic, event);
 	for (;;) {
 		pthread_mutex_lock(&ctx->async_lock);
 		if ((n = ctx->async_head)) {
@@ -214,6 +219,18 @@ int sv_get_async_event(struct sv_context *ctx, struct sv_async_event *event)
 	return 0;
 }
 
+/* Whether event came from a nic context (whose objects are not core's). */
+static bool nic_event(const struct sv_async_event *e)
+{
+	if (is_qp_event(e->event_type))
+		return e->element.qp && e->element.qp->context->nic;
+	if (e->event_type == SV_EVENT_CQ_ERR)
+		return e->element.cq && e->element.cq->nic;
+	if (e->event_type == SV_EVENT_SRQ_LIMIT_REACHED || e->event_type == SV_EVENT_SRQ_ERR)
+		return e->element.srq && e->element.srq->context->nic;
+	return false;
+}
+
 void sv_ack_async_event(struct sv_async_event *event)
 {
 	atomic_uint *cnt = NULL;
@@ -221,6 +238,8 @@ void sv_ack_async_event(struct sv_async_event *event)
 
 	if (!event)
 		return;
+	if (nic_event(event))
+		return;		/* the device's, acknowledged when taken (nic/async.c) */
 	if (is_qp_event(event->event_type) && event->element.qp)
 		cnt = &to_qp(event->element.qp)->async_unacked;
 	else if (event->event_type == SV_EVENT_CQ_ERR && event->element.cq)

@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "core/internal.h"
+#include "nic/nic.h"
 
 struct sv_cm_channel {
 	pthread_mutex_t lock;
@@ -50,6 +51,7 @@ struct sv__cm_id {
 	uint16_t ps;			/* enum sv_cm_port_space */
 	atomic_uint ev_unacked;
 	atomic_int backlog_left;	/* listener: CONNECT_REQUESTs it may still queue */
+	void *nic;			/* a nic context's rdma_cm state (nic/cm.c) */
 };
 
 static bool is_ud(const struct sv__cm_id *id)
@@ -305,6 +307,12 @@ int sv_cm_migrate_id(struct sv_cm_id *pub, struct sv_cm_channel *channel)
 		return -EINVAL;
 	op.id = to_id(pub);
 	op.to = channel;
+	if (pub->context->nic) {
+		sv__nic_cm_lock(pub->context->nic, 1);
+		migrate_on_loop(&op);
+		sv__nic_cm_lock(pub->context->nic, 0);
+		return 0;
+	}
 	return sv__ctx_run_sync(pub->context, migrate_on_loop, &op);
 }
 
@@ -317,6 +325,18 @@ int sv_cm_create_id_ps(struct sv_cm_channel *ch, struct sv_context *ctx, void *u
 		return -EINVAL;
 	if (ps != SV_CM_PS_TCP && ps != SV_CM_PS_UDP && ps != SV_CM_PS_IPOIB)
 		return -EPROTONOSUPPORT;
+	if (ctx->nic) {
+		int rc;
+
+		if (!(id = id_new(ch, ctx, user_context, (uint16_t)ps)))
+			return -ENOMEM;
+		if ((rc = sv__nic_cm_create_id(&id->pub, ps)) < 0) {
+			id_free(id);
+			return rc;
+		}
+		*out = &id->pub;
+		return 0;
+	}
 	if (ps != SV_CM_PS_TCP && !ctx->ops->ud_resolve) {
 		sv__log(SV_LOG_ERROR, "softverbs: the %s transport has no UD QPs, so no rdma_cm "
 			"UDP/IPoIB port space (as on an iWARP device); use the udp transport",
@@ -349,6 +369,8 @@ static int destroy_on_loop(void *arg)
 	struct cm_event **pp, *e, *prev = NULL, *orphans = NULL;
 	bool was_set;
 
+	if (id->pub.context->nic)
+		sv__nic_cm_detach(&id->pub);	/* also each orphan below */
 	if (id->pub.qp) {
 		struct sv__qp *qp = to_qp(id->pub.qp);
 
@@ -406,6 +428,17 @@ int sv_cm_destroy_id(struct sv_cm_id *pub)
 	id = to_id(pub);
 	if (atomic_load(&id->ev_unacked))
 		return -EBUSY;		/* librdmacm: ack every event of the id first */
+	if (pub->context->nic) {
+		/* No loop: cm_lock keeps the nic CM thread's deliveries out instead. */
+		struct sv__nic *nic = pub->context->nic;
+
+		sv__nic_cm_lock(nic, 1);
+		destroy_on_loop(id);
+		sv__nic_cm_lock(nic, 0);
+		sv__nic_cm_reap(nic);
+		id_free(id);
+		return 0;
+	}
 	sv__ctx_run_sync(pub->context, destroy_on_loop, id);
 	id_free(id);
 	return 0;
@@ -503,6 +536,10 @@ int sv_cm_listen(struct sv_cm_id *pub, const struct sockaddr *addr, int backlog)
 
 	if (!pub || !addr || !(len = addr_len(addr)))
 		return -EINVAL;
+	if (pub->context->nic) {
+		atomic_store(&to_id(pub)->backlog_left, op.backlog);
+		return sv__nic_cm_listen(pub, addr, op.backlog);
+	}
 	op.id = to_id(pub);
 	if (!pub->context->ops->listen)
 		return -EOPNOTSUPP;
@@ -537,6 +574,8 @@ int sv_cm_bind(struct sv_cm_id *pub, const struct sockaddr *addr)
 
 	if (!pub || !addr || !(len = addr_len(addr)))
 		return -EINVAL;
+	if (pub->context->nic)
+		return sv__nic_cm_bind(pub, addr);
 	op.id = to_id(pub);
 	if (!pub->context->ops->bind)
 		return -EOPNOTSUPP;
@@ -598,6 +637,8 @@ int sv_cm_connect(struct sv_cm_id *pub, struct sv_qp *qp, const struct sockaddr 
 	if (!pub || (!qp && !is_ud(to_id(pub))) || !dst || !(len = addr_len(dst)) ||
 	    (qp && qp->context != pub->context))
 		return -EINVAL;
+	if (pub->context->nic)
+		return sv__nic_cm_connect(pub, qp, dst, param);
 	if (param && param->private_data_len > SV_CM_MAX_PRIVATE_DATA)
 		return -EINVAL;
 	if (qp && !is_ud(to_id(pub)) && pub->context->ops->pre_connect) {
@@ -655,6 +696,8 @@ int sv_cm_accept(struct sv_cm_id *pub, struct sv_qp *qp, const struct sv_conn_pa
 		return -EINVAL;
 	if (param && param->private_data_len > SV_CM_MAX_PRIVATE_DATA)
 		return -EINVAL;
+	if (pub->context->nic)
+		return sv__nic_cm_accept(pub, qp, param);
 	memset(&op, 0, sizeof(op));
 	op.id = to_id(pub);
 	op.qp = to_qp(qp);
@@ -678,6 +721,8 @@ int sv_cm_reject(struct sv_cm_id *pub, const void *private_data, uint8_t private
 	if (!pub || (private_data_len && !private_data) ||
 	    private_data_len > SV_CM_MAX_PRIVATE_DATA)
 		return -EINVAL;
+	if (pub->context->nic)
+		return sv__nic_cm_reject(pub, private_data, private_data_len);
 	memset(&op, 0, sizeof(op));
 	op.id = to_id(pub);
 	op.param.priv = private_data;
@@ -709,6 +754,8 @@ int sv_cm_disconnect(struct sv_cm_id *pub)
 
 	if (!pub)
 		return -EINVAL;
+	if (pub->context->nic)
+		return sv__nic_cm_disconnect(pub);
 	op.id = to_id(pub);
 	return sv__ctx_run_sync(pub->context, disconnect_on_loop, &op);
 }
@@ -730,6 +777,8 @@ int sv_cm_local_addr(const struct sv_cm_id *pub, struct sockaddr_storage *addr)
 
 	if (!pub || !addr)
 		return -EINVAL;
+	if (pub->context->nic)
+		return sv__nic_cm_local_addr(pub, addr);
 	op.id = to_id((struct sv_cm_id *)pub);
 	op.local = addr;
 	return sv__ctx_run_sync(pub->context, addr_on_loop, &op);
@@ -741,6 +790,8 @@ int sv_cm_peer_addr(const struct sv_cm_id *pub, struct sockaddr_storage *addr)
 
 	if (!pub || !addr)
 		return -EINVAL;
+	if (pub->context->nic)
+		return sv__nic_cm_peer_addr(pub, addr);
 	op.id = to_id((struct sv_cm_id *)pub);
 	op.peer = addr;
 	return sv__ctx_run_sync(pub->context, addr_on_loop, &op);
@@ -849,4 +900,35 @@ void *sv__cm_incoming(void *listen_cm, struct sv__tep *ep, const struct sv__conn
 	e->pub.listen_id = &l->pub;
 	event_push(l->pub.channel, e);
 	return id;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Reports from the nic backend (nic/cm.c), under its cm_lock instead of on a loop.
+ */
+
+void *sv__cm_nic(const struct sv_cm_id *pub)
+{
+	return to_id((struct sv_cm_id *)pub)->nic;
+}
+
+void sv__cm_set_nic(struct sv_cm_id *pub, void *nic)
+{
+	to_id(pub)->nic = nic;
+}
+
+void sv__cm_nic_report(struct sv_cm_id *pub, enum sv_cm_event_type type, int status,
+		       const struct sv__conn_param *param)
+{
+	struct sv__cm_id *id = to_id(pub);
+
+	queue_event(id, type, status, param);
+	if (type == SV_CM_EVENT_DISCONNECTED)
+		queue_event(id, SV_CM_EVENT_TIMEWAIT_EXIT, 0, NULL);
+}
+
+struct sv_cm_id *sv__cm_nic_incoming(struct sv_cm_id *listen, const struct sv__conn_param *p)
+{
+	struct sv__cm_id *id = sv__cm_incoming(to_id(listen), NULL, p);
+
+	return id ? &id->pub : NULL;
 }

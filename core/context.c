@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "core/internal.h"
+#include "nic/nic.h"
 #include "wire/pcap.h"
 
 static void env_str(const char *name, char *dst, size_t len)
@@ -86,9 +87,12 @@ void sv_device_opts_init(struct sv_device_opts *opts)
 
 	if (t && !strcasecmp(t, "udp"))
 		opts->transport = SV_TRANSPORT_UDP;
+	else if (t && !strcasecmp(t, "nic"))
+		opts->transport = SV_TRANSPORT_NIC;
 	else if (t && *t && strcasecmp(t, "tcp"))
 		sv__log(SV_LOG_WARN, "softverbs: unknown SV_TRANSPORT=%s, using tcp", t);
 	env_str("SV_BIND_ADDR", opts->bind_addr, sizeof(opts->bind_addr));
+	env_str("SV_DEVICE", opts->device, sizeof(opts->device));
 	if (env_ulong("SV_PORT", &v) && v <= 65535)
 		opts->port = (uint16_t)v;
 	if (env_ulong("SV_CRC", &v))
@@ -213,12 +217,50 @@ err_free:
 	return rc;
 }
 
+/* A context on an rdma-core device: the options and the device, nothing of core's own
+ * machinery (nic/nic.h). */
+int sv__open_nic(const struct sv_device_opts *opts, struct sv_context **out)
+{
+	struct sv_context *ctx;
+	int rc;
+
+	if (!(ctx = calloc(1, sizeof(*ctx))))
+		return -ENOMEM;
+	ctx->opts = *opts;
+	ctx->opts.device[sizeof(ctx->opts.device) - 1] = '\0';
+	pthread_mutex_init(&ctx->obj_lock, NULL);
+	if ((rc = sv__nic_open(&ctx->opts, &ctx->nic)) < 0) {
+		pthread_mutex_destroy(&ctx->obj_lock);
+		free(ctx);
+		return rc;
+	}
+	*out = ctx;
+	return 0;
+}
+
+static int close_nic(struct sv_context *ctx)
+{
+	bool busy;
+
+	pthread_mutex_lock(&ctx->obj_lock);
+	busy = ctx->n_cm_id || sv__nic_busy(ctx->nic);
+	pthread_mutex_unlock(&ctx->obj_lock);
+	if (busy)
+		return -EBUSY;
+	sv__nic_close(ctx->nic);
+	pthread_mutex_destroy(&ctx->obj_lock);
+	free(ctx);
+	return 0;
+}
+
 int sv_close_device(struct sv_context *ctx)
 {
 	bool busy;
 
 	if (!ctx)
 		return -EINVAL;
+	if (ctx->nic)
+		return close_nic(ctx);
 	pthread_mutex_lock(&ctx->obj_lock);
 	busy = ctx->n_pd || ctx->n_cq || ctx->n_qp || ctx->n_mr || ctx->n_comp_channel ||
 	       ctx->n_cm_id;
@@ -267,6 +309,8 @@ int sv_query_device(struct sv_context *ctx, struct sv_device_attr *attr)
 
 	if (!ctx || !attr)
 		return -EINVAL;
+	if (ctx->nic)
+		return sv__nic_query_device(ctx->nic, attr);
 	o = &ctx->opts;
 	memset(attr, 0, sizeof(*attr));
 	snprintf(attr->name, sizeof(attr->name), "sv_%s0",
@@ -309,6 +353,8 @@ int sv_query_port(struct sv_context *ctx, uint8_t port_num, struct sv_port_attr 
 {
 	if (!ctx || !attr)
 		return -EINVAL;
+	if (ctx->nic)
+		return sv__nic_query_port(ctx->nic, port_num, attr);
 	if (port_num != 1)
 		return -EINVAL;
 	memset(attr, 0, sizeof(*attr));

@@ -1,12 +1,12 @@
 /*
- * cq.c — completion queues and completion channels (verbs.md sections 3 and 9).
+ * cq.c — completion queues and completion channels (doc/verbs.md sections 3 and 9).
  *
  * A CQ is a power-of-two ring of struct sv_wc with free-running put/get counters.
  * Producers (a transport under a QP lock, or core flushing) serialize on cq->lock and
  * publish with a release store of put; the consumer reads put with acquire and frees
  * slots with a release store of get (the rxe_queue scheme). A full ring is an overrun:
  * the entry cannot be stored, so the CQ becomes unusable, SV_EVENT_CQ_ERR is raised and
- * the loop moves every QP feeding the CQ to ERR (verbs.md 9): never a silent loss.
+ * the loop moves every QP feeding the CQ to ERR (doc/verbs.md 9): never a silent loss.
  *
  * Notification is one-shot (ibv_req_notify_cq(3)): an armed CQ pushes one event to its
  * channel on the next completion, or with solicited-only on the next solicited receive
@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "core/internal.h"
+#include "nic/nic.h"
 
 /* ---------------------------------------------------------------------------------------
  * Completion channels.
@@ -32,6 +33,8 @@ int sv_create_comp_channel(struct sv_context *ctx, struct sv_comp_channel **out)
 
 	if (!ctx || !out)
 		return -EINVAL;
+	if (ctx->nic)
+		return sv__nic_create_comp_channel(ctx, ctx->nic, out);
 	if (!(ch = calloc(1, sizeof(*ch))))
 		return -ENOMEM;
 	if ((fd = sv__evfd_open()) < 0) {
@@ -54,6 +57,8 @@ int sv_destroy_comp_channel(struct sv_comp_channel *ch)
 
 	if (!ch)
 		return -EINVAL;
+	if (ch->nic)
+		return sv__nic_destroy_comp_channel(ch);
 	pthread_mutex_lock(&ch->lock);
 	if (ch->n_cq) {
 		pthread_mutex_unlock(&ch->lock);
@@ -141,6 +146,8 @@ int sv_get_cq_event(struct sv_comp_channel *ch, struct sv_cq **cq, void **cq_con
 
 	if (!ch || !cq)
 		return -EINVAL;
+	if (ch->nic)
+		return sv__nic_get_cq_event(ch, cq, cq_context);
 	for (;;) {
 		pthread_mutex_lock(&ch->lock);
 		got = channel_pop(ch);
@@ -164,6 +171,10 @@ void sv_ack_cq_events(struct sv_cq *cq, unsigned int nevents)
 
 	if (!cq)
 		return;
+	if (cq->nic) {
+		sv__nic_ack_cq_events(cq, nevents);
+		return;
+	}
 	/* Never below zero: acknowledging more than was taken is the caller's bug, and
 	 * wrapping would make the CQ undestroyable. */
 	cur = atomic_load(&cq->ev_unacked);
@@ -184,6 +195,9 @@ int sv_create_cq(struct sv_context *ctx, int cqe, void *cq_context,
 	int rc = 0;
 
 	(void)comp_vector;		/* one progress thread per context: one vector */
+	if (ctx && ctx->nic && out && cqe >= 1 && (!channel || channel->ctx == ctx))
+		return sv__nic_create_cq(ctx, ctx->nic, cqe, cq_context, channel, comp_vector,
+					 out);
 	if (!ctx || !out || cqe < 1 || (uint32_t)cqe > ctx->opts.max_cqe)
 		return -EINVAL;
 	if (channel && channel->ctx != ctx)
@@ -241,6 +255,8 @@ int sv_destroy_cq(struct sv_cq *cq)
 
 	if (!cq)
 		return -EINVAL;
+	if (cq->nic)
+		return sv__nic_destroy_cq(cq);
 	ctx = cq->ctx;
 	pthread_mutex_lock(&cq->attach_lock);
 	busy = cq->n_refs != 0;
@@ -283,6 +299,8 @@ void *sv_cq_context(const struct sv_cq *cq)
 
 int sv_cq_size(const struct sv_cq *cq)
 {
+	if (cq && cq->nic)
+		return sv__nic_cq_size(cq);
 	return cq ? (int)(cq->mask + 1) : -EINVAL;
 }
 
@@ -331,7 +349,7 @@ void sv__cq_detach(struct sv_cq *cq, struct sv__qp *qp)
 	pthread_mutex_unlock(&cq->attach_lock);
 }
 
-/* On the loop after an overrun: every QP feeding the CQ goes to ERR (verbs.md 9). */
+/* On the loop after an overrun: every QP feeding the CQ goes to ERR (doc/verbs.md 9). */
 static int overrun_on_loop(void *arg)
 {
 	struct sv_cq *cq = arg;
@@ -378,7 +396,7 @@ int sv__cq_push(struct sv_cq *cq, const struct sv_wc *wc, bool solicited)
 	}
 	cq->ring[put & cq->mask] = *wc;
 	atomic_store_explicit(&cq->put, put + 1, memory_order_release);
-	/* verbs.md 9: solicited = SE receive or any error completion. */
+	/* doc/verbs.md 9: solicited = SE receive or any error completion. */
 	if (cq->arm == CQ_ARM_NEXT ||
 	    (cq->arm == CQ_ARM_SOLICITED && (solicited || wc->status != SV_WC_SUCCESS))) {
 		cq->arm = CQ_ARM_NONE;
@@ -394,6 +412,8 @@ int sv_req_notify_cq(struct sv_cq *cq, int solicited_only)
 {
 	if (!cq)
 		return -EINVAL;
+	if (cq->nic)
+		return sv__nic_req_notify_cq(cq, solicited_only);
 	/* Without a channel arming is harmless and signals nothing (as in libibverbs). */
 	pthread_mutex_lock(&cq->lock);
 	if (!solicited_only)
@@ -449,10 +469,10 @@ void sv__cq_clean(struct sv_cq *cq, uint32_t qpn)
 }
 
 /*
- * Progress in the caller's thread (DESIGN.md, "Thread hops"): on an empty CQ, let each
- * QP feeding it read what its socket holds. A QP whose lock is busy is skipped: its holder
- * is making progress already, and waiting could deadlock against a producer that holds
- * that QP lock and wants this CQ.
+ * Progress in the caller's thread (doc/architecture.md, "Thread hops"): on an empty CQ, let
+ * each QP feeding it read what its socket holds. A QP whose lock is busy is skipped: its
+ * holder is making progress already, and waiting could deadlock against a producer that
+ * holds that QP lock and wants this CQ.
  */
 static int progress(struct sv_cq *cq)
 {
@@ -479,6 +499,8 @@ int sv_poll_cq(struct sv_cq *cq, int num_entries, struct sv_wc *wc)
 
 	if (!cq || num_entries < 0 || (num_entries && !wc))
 		return -EINVAL;
+	if (cq->nic)
+		return sv__nic_poll_cq(cq, num_entries, wc);
 	if (num_entries == 0)
 		return 0;
 	pthread_mutex_lock(&cq->poll_lock);

@@ -6,7 +6,7 @@
  * created and closed there (libuv handles are not thread-safe), so API calls made on other
  * threads hand their transport work over with sv__ctx_run_sync() and wait. The doorbell is
  * shared by jobs and kicks: uv_async_send() coalesces, so a burst of posts that each ask
- * for loop work costs one wake-up (DESIGN.md, "Coalesce doorbells").
+ * for loop work costs one wake-up (doc/architecture.md, "Coalesce doorbells").
  *
  * The eventfd helpers at the end back all three kinds of channel (completion, async, CM):
  * the fd is readable exactly while events are pending, and blocking waits use poll() so

@@ -34,8 +34,13 @@
 /* Hard limits: the device attributes never exceed them, whatever the options say. */
 #define SV__MAX_QP 1024
 #define SV__MAX_QP_WR 4096
-#define SV__MAX_CQ 1024
-#define SV__MAX_CQE 65536
+/* CQs: 16384, as the kernel's rxe advertises; rdma_cm programs take two per connection
+ * (cmtime -c 1000 holds 2000 at once). */
+#define SV__MAX_CQ 16384
+/* CQ depth: 2^20. libfabric's rxm sizes its one CQ for every peer of a job
+ * (tx and rx depth times FI_UNIVERSE_SIZE, 1024 by default: 135168 entries); the ring
+ * is allocated at that depth but its pages are touched only as completions reach them. */
+#define SV__MAX_CQE (1u << 20)
 #define SV__MAX_MR (1u << 20)
 #define SV__MAX_MR_SIZE (1ull << 40)
 #define SV__MAX_INLINE 256
@@ -66,7 +71,12 @@ struct sv__job {
 	struct sv__job *next;
 };
 
+struct sv__nic;
+
 struct sv_context {
+	/* Non-NULL on SV_TRANSPORT_NIC: every object is the device's and each entry point
+	 * forwards to nic/ (nic/nic.h); nothing below but opts and the async fd is used. */
+	struct sv__nic *nic;
 	struct sv_device_opts opts;
 	const struct sv__transport_ops *ops;
 	void *tctx;
@@ -119,6 +129,8 @@ struct sv_context {
 
 int sv__open_device_with_ops(const struct sv_device_opts *opts,
 			     const struct sv__transport_ops *ops, struct sv_context **ctx);
+/* SV_TRANSPORT_NIC (core/context.c). */
+int sv__open_nic(const struct sv_device_opts *opts, struct sv_context **ctx);
 
 /* The port's active MTU (the transport's active_mtu op, SV_MTU_4096 without one). */
 enum sv_mtu sv__ctx_active_mtu(struct sv_context *ctx);
@@ -247,6 +259,7 @@ enum sv_wc_status sv__mw_run_local(struct sv_qp *qp, const struct sv__send_wqe *
  */
 struct sv_comp_channel {
 	struct sv_context *ctx;
+	void *nic;			/* the device's channel on a nic context (nic/cq.c) */
 	pthread_mutex_t lock;
 	int fd;				/* eventfd: readable iff head != NULL */
 	struct sv_cq *head, *tail;	/* CQs with undelivered events, FIFO */
@@ -261,6 +274,7 @@ enum sv__cq_arm {
 
 struct sv_cq {
 	struct sv_context *ctx;
+	void *nic;			/* the device's CQ on a nic context (nic/cq.c) */
 	void *cq_context;
 	struct sv_comp_channel *channel;
 

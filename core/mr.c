@@ -1,6 +1,6 @@
 /*
  * mr.c — memory regions, the key table and the local (lkey) and remote (rkey/STag)
- * access checks of verbs.md section 6.
+ * access checks of doc/verbs.md section 6.
  *
  * A key is 32 bits from getrandom(2) (core/random.c; doc/security.md, "Keys and
  * identifiers"): a peer that has seen any number of keys learns nothing about the next
@@ -41,7 +41,7 @@
  * (windows grant remote access only). An access through a window is counted on the
  * window (its acc, a struct sv__mr used only for the count), which its invalidation
  * waits for the same way (sv__mr_quiesce). A region with a window bound to it cannot be
- * deregistered (verbs.md 6): the window would outlive the memory it exposes.
+ * deregistered (doc/verbs.md 6): the window would outlive the memory it exposes.
  *
  * Reregistration (sv_rereg_mr) keeps the keys: a new region object with the changed
  * translation, PD or access takes the old one's slot under the write lock, so every
@@ -53,6 +53,7 @@
 #include <time.h>
 
 #include "core/internal.h"
+#include "nic/nic.h"
 
 #define ACCESS_KNOWN (SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_WRITE | \
 		      SV_ACCESS_REMOTE_READ | SV_ACCESS_REMOTE_ATOMIC | \
@@ -148,8 +149,8 @@ static int check_reg(const struct sv_context *ctx, const void *addr, size_t leng
 		return -EINVAL;
 	if (access & ~ACCESS_KNOWN)
 		return -EINVAL;
-	/* verbs.md 6: remote write or atomic without local write is invalid (the peer could
-	 * write what the owner may not). */
+	/* doc/verbs.md 6: remote write or atomic without local write is invalid (the peer
+	 * could write what the owner may not). */
 	if ((access & (SV_ACCESS_REMOTE_WRITE | SV_ACCESS_REMOTE_ATOMIC)) &&
 	    !(access & SV_ACCESS_LOCAL_WRITE))
 		return -EINVAL;
@@ -185,6 +186,8 @@ int sv_reg_mr(struct sv_pd *pd, void *addr, size_t length, unsigned access,
 
 	if (!pd || !out)
 		return -EINVAL;
+	if (pd->context->nic)
+		return sv__nic_reg_mr(pd, addr, length, access, out);
 	ctx = pd->context;
 	if ((rc = check_reg(ctx, addr, length, access)) < 0)
 		return rc;
@@ -316,6 +319,8 @@ int sv_rereg_mr(struct sv_mr *pub, unsigned flags, struct sv_pd *pd, void *addr,
 	if (!pub || !out || !flags || (flags & ~SV_REREG_ALL) ||
 	    ((flags & SV_REREG_PD) && (!pd || pd->context != pub->context)))
 		return -EINVAL;
+	if (pub->context->nic)
+		return sv__nic_rereg_mr(pub, flags, pd, addr, length, access, out);
 	mr = container_of(pub, struct sv__mr, pub);
 	ctx = pub->context;
 	if (!(flags & SV_REREG_PD))
@@ -363,6 +368,8 @@ int sv_dereg_mr(struct sv_mr *pub)
 
 	if (!pub)
 		return -EINVAL;
+	if (pub->context->nic)
+		return sv__nic_dereg_mr(pub);
 	mr = container_of(pub, struct sv__mr, pub);
 	ctx = pub->context;
 	idx = sv__key_index(ctx, pub->lkey);
@@ -375,7 +382,7 @@ int sv_dereg_mr(struct sv_mr *pub)
 	}
 	if (mr->n_mw) {
 		pthread_rwlock_unlock(&ctx->mr_lock);
-		return -EBUSY;		/* verbs.md 6: a window is bound to it */
+		return -EBUSY;		/* doc/verbs.md 6: a window is bound to it */
 	}
 	sv__key_slot_put(ctx, idx);
 	pthread_rwlock_unlock(&ctx->mr_lock);
@@ -426,9 +433,9 @@ int sv__mr_acquire(struct sv_qp *qp, uint32_t key, uint64_t va, uint64_t len,
 	struct sv__mr *mr;
 	int rc;
 
-	/* rkey check 1 (verbs.md 6): the responder QP must enable the operation. The QP's
-	 * access flags are read without the QP lock: a racing modify_qp may change them, and
-	 * either the old or the new value is a legitimate answer. */
+	/* rkey check 1 (doc/verbs.md 6): the responder QP must enable the operation. The
+	 * QP's access flags are read without the QP lock: a racing modify_qp may change
+	 * them, and either the old or the new value is a legitimate answer. */
 	if (!need || (to_qp(qp)->attr.qp_access_flags & need) != need)
 		return -EOPNOTSUPP;
 	pthread_rwlock_rdlock(&ctx->mr_lock);
@@ -499,7 +506,7 @@ int sv__sge_map(struct sv_qp *qp, const struct sv_sge *sge, uint32_t num_sge,
 		void *p;
 
 		if (sge[i].length == 0)
-			continue;	/* verbs.md 6: zero-length SGEs skip the lkey check */
+			continue;	/* zero-length SGEs skip the lkey check (doc/verbs.md 6) */
 		mr = sv__mr_lookup(ctx, sge[i].lkey);
 		if (!mr || mr->pub.pd != qp->pd ||
 		    check_range(mr, sge[i].addr, sge[i].length, &p) < 0 ||

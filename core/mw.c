@@ -1,5 +1,5 @@
 /*
- * mw.c — memory windows (verbs.md section 7) and invalidation (sections 2 and 6).
+ * mw.c — memory windows (doc/verbs.md section 7) and invalidation (sections 2 and 6).
  *
  * A window is a slot of the MRs' key table (core/mr.c) with its own rkey, bound to a
  * range of an MR by a work request that core executes itself when it reaches the head
@@ -42,6 +42,7 @@
 #include <time.h>
 
 #include "core/internal.h"
+#include "nic/nic.h"
 
 #define MW_ACCESS_KNOWN (SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_WRITE | \
 			 SV_ACCESS_REMOTE_READ | SV_ACCESS_REMOTE_ATOMIC | SV_ACCESS_ZERO_BASED)
@@ -60,6 +61,8 @@ int sv_alloc_mw(struct sv_pd *pd, enum sv_mw_type type, struct sv_mw **out)
 
 	if (!pd || !out || (type != SV_MW_TYPE_1 && type != SV_MW_TYPE_2))
 		return -EINVAL;
+	if (pd->context->nic)
+		return sv__nic_alloc_mw(pd, type, out);
 	ctx = pd->context;
 	if (!(mw = calloc(1, sizeof(*mw))))
 		return -ENOMEM;
@@ -125,6 +128,8 @@ int sv_dealloc_mw(struct sv_mw *pub)
 
 	if (!pub)
 		return -EINVAL;
+	if (pub->context->nic)
+		return sv__nic_dealloc_mw(pub);
 	mw = to_mw(pub);
 	ctx = pub->context;
 	pthread_rwlock_wrlock(&ctx->mr_lock);
@@ -154,6 +159,8 @@ int sv_bind_mw(struct sv_qp *qp, struct sv_mw *mw, const struct sv_mw_bind *bind
 
 	if (!qp || !mw || !bind)
 		return -EINVAL;
+	if (qp->context->nic)
+		return sv__nic_bind_mw(qp, mw, bind);
 	bi = &bind->bind_info;
 	/* ibv_bind_mw(3): type 1 only; the window, QP and MR share a PD (C10-72). */
 	if (mw->type != SV_MW_TYPE_1 || mw->pd != qp->pd || (bi->length && !bi->mr) ||
@@ -183,7 +190,7 @@ struct sv__mw *sv__mw_lookup(struct sv_context *ctx, uint32_t key)
 	return s->mw;
 }
 
-/* verbs.md 6, rkey checks 2-4 for a window. The error codes are sv__mr_acquire()'s. */
+/* doc/verbs.md 6, rkey checks 2-4 for a window. The error codes are sv__mr_acquire()'s. */
 int sv__mw_acquire(struct sv_qp *qp, struct sv__mw *mw, uint64_t va, uint64_t len,
 		   unsigned need, struct sv__mr **out, void **ptr)
 {
@@ -194,7 +201,7 @@ int sv__mw_acquire(struct sv_qp *qp, struct sv__mw *mw, uint64_t va, uint64_t le
 		return -ENOENT;		/* unbound or invalidated: the key names nothing */
 	if (mw->pub.pd != qp->pd)
 		return -EPERM;
-	/* Type 2B: only the QP the window was bound through (verbs.md 7). */
+	/* Type 2B: only the QP the window was bound through (doc/verbs.md 7). */
 	if (mw->pub.type == SV_MW_TYPE_2 && (mw->qp != qp || mw->qpn != qp->qp_num))
 		return -EPERM;
 	/* A zero-based window is addressed by offsets from its start (o10-36.2.2 allows

@@ -1,6 +1,6 @@
 /*
  * pd.c — protection domains. A PD is only an identity: MRs and QPs point at it, and an
- * access through a QP may only use keys of MRs in the same PD (verbs.md section 6, lkey
+ * access through a QP may only use keys of MRs in the same PD (doc/verbs.md section 6, lkey
  * and rkey check 2). It counts its MRs, MWs, QPs, AHs and SRQs so that deallocation can
  * refuse (-EBUSY) while they exist.
  */
@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "core/internal.h"
+#include "nic/nic.h"
 
 int sv_alloc_pd(struct sv_context *ctx, struct sv_pd **out)
 {
@@ -16,6 +17,8 @@ int sv_alloc_pd(struct sv_context *ctx, struct sv_pd **out)
 
 	if (!ctx || !out)
 		return -EINVAL;
+	if (ctx->nic)
+		return sv__nic_alloc_pd(ctx, ctx->nic, out);
 	if (!(pd = calloc(1, sizeof(*pd))))
 		return -ENOMEM;
 	pd->pub.context = ctx;
@@ -42,6 +45,8 @@ int sv_dealloc_pd(struct sv_pd *pub)
 
 	if (!pub)
 		return -EINVAL;
+	if (pub->context->nic)
+		return sv__nic_dealloc_pd(pub);
 	pd = container_of(pub, struct sv__pd, pub);
 	if (atomic_load(&pd->n_mr) || atomic_load(&pd->n_qp) ||
 	    atomic_load(&pd->n_ah) || atomic_load(&pd->n_srq) || atomic_load(&pd->n_mw))

@@ -1,5 +1,5 @@
 /*
- * qp.c — queue pairs: creation, the RC state machine (verbs.md section 1), the send and
+ * qp.c — queue pairs: creation, the RC state machine (doc/verbs.md section 1), the send and
  * receive rings with in-order completion reporting (section 3), posting rules (section 2)
  * and the services a transport uses to take and complete work (core/transport.h).
  *
@@ -7,7 +7,7 @@
  * put (posted), start (taken by the transport) and get (completed and reported); the
  * receive queue likewise put, take and get. A transport may finish WQEs in any order,
  * but completions leave in posting order: a WQE done early waits in its slot until every
- * earlier one is done (verbs.md 3, "Completions of one queue appear in posting order").
+ * earlier one is done (doc/verbs.md 3, "Completions of one queue appear in posting order").
  *
  * Entering ERR calls the transport's qp_error() once, then flushes every WQE still queued
  * on the SQ and then the RQ with SV_WC_WR_FLUSH_ERR, in order; a WQE that the transport
@@ -23,11 +23,12 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "nic/nic.h"
 
 /* ---------------------------------------------------------------------------------------
  * The RC state table: legal transitions with their required and optional attribute
  * masks (torvalds/linux drivers/infiniband/core/verbs.c qp_state_table, RC column;
- * verbs.md 1). SV_QP_STATE itself is always allowed; anything outside req|opt is
+ * doc/verbs.md 1). SV_QP_STATE itself is always allowed; anything outside req|opt is
  * -EINVAL. SQE does not exist on RC ("any send-side error on RC moves the QP to ERR").
  */
 struct transition {
@@ -200,11 +201,11 @@ void *sv__qp_tqp(struct sv_qp *qp)
 /*
  * The QP lock is held for a few microseconds at a time (one recv or writev), by the loop
  * and by application threads in post_send and poll_cq. Sleeping on it is dear: the wake
- * of the sleeper is a cross-core wake-up (~20 us here, DESIGN.md "thread hops"), and the
- * unlocking thread pays a futex call. An application spinning on memory for a WRITE
- * posts its answer the instant the loop has placed the data, while the loop still holds
- * the lock, so contention is the common case, not the exception. Spin on trylock for a
- * bounded time first; only a holder that was preempted makes the waiter sleep.
+ * of the sleeper is a cross-core wake-up (~20 us here, doc/architecture.md "Thread hops"),
+ * and the unlocking thread pays a futex call. An application spinning on memory for a WRITE
+ * posts its answer the instant the loop has placed the data, while the loop still holds the
+ * lock, so contention is the common case, not the exception. Spin on trylock for a bounded
+ * time first; only a holder that was preempted makes the waiter sleep.
  */
 #define QP_LOCK_SPIN_NS 20000
 
@@ -293,8 +294,8 @@ static void complete_send(struct sv__qp *qp, const struct sv__send_wqe *w,
 		.qp_num = qp->pub.qp_num,
 	};
 
-	/* verbs.md 3: send completions are never solicited; errors notify solicited-only
-	 * waiters through the status test in sv__cq_push(). */
+	/* doc/verbs.md 3: send completions are never solicited; errors notify
+	 * solicited-only waiters through the status test in sv__cq_push(). */
 	sv__cq_push(qp->pub.send_cq, &wc, false);
 }
 
@@ -324,7 +325,7 @@ static void drain_sq(struct sv__qp *qp)
 
 		if (!s->done)
 			break;
-		/* verbs.md 3: unsignaled successes produce no WC; errors always do. */
+		/* doc/verbs.md 3: unsignaled successes produce no WC; errors always do. */
 		if (s->status != SV_WC_SUCCESS || (qp->sq[i].flags & SV_SEND_SIGNALED))
 			complete_send(qp, &qp->sq[i], s->status, s->byte_len, s->vendor_err);
 		memset(s, 0, sizeof(*s));
@@ -347,7 +348,7 @@ static void drain_rq(struct sv__qp *qp)
 }
 
 /*
- * Flush in posting order (verbs.md 1, "-> ERR"): finished WQEs keep their status (the
+ * Flush in posting order (doc/verbs.md 1, "-> ERR"): finished WQEs keep their status (the
  * one that caused the error completes first with its real status), every other one gets
  * WR_FLUSH_ERR, signaled or not. Send queue first, then receive queue.
  */
@@ -403,7 +404,7 @@ static bool enter_err(struct sv__qp *qp)
 	return true;
 }
 
-/* verbs.md 3/8: a QP on an SRQ in ERR takes no more WQEs from it; the application
+/* doc/verbs.md 3/8: a QP on an SRQ in ERR takes no more WQEs from it; the application
  * learns that from LAST_WQE_REACHED, raised after the flushes (and after the error
  * event, when there is one). */
 static void last_wqe(struct sv__qp *qp)
@@ -418,7 +419,7 @@ void sv__qp_enter_err(struct sv__qp *qp)
 		last_wqe(qp);
 }
 
-/* RESET forgets everything queued without a completion (verbs.md 1, "-> RESET"). */
+/* RESET forgets everything queued without a completion (doc/verbs.md 1, "-> RESET"). */
 static void enter_reset(struct sv__qp *qp)
 {
 	enum sv_qp_state from = qp->attr.qp_state;
@@ -444,7 +445,7 @@ static void enter_reset(struct sv__qp *qp)
 		sv__cq_clean(qp->pub.recv_cq, qp->pub.qp_num);
 }
 
-/* SQD: once nothing is in flight, raise SQ_DRAINED if asked (verbs.md 1, SQD row). */
+/* SQD: once nothing is in flight, raise SQ_DRAINED if asked (doc/verbs.md 1, SQD row). */
 static void check_drained(struct sv__qp *qp)
 {
 	if (qp->attr.qp_state != SV_QPS_SQD || !qp->attr.sq_draining)
@@ -477,9 +478,10 @@ struct sv__send_wqe *sv__sq_peek(struct sv_qp *pub)
 
 		if (!is_local(w->opcode))
 			return w;
-		/* IBA 10.6.5.1 (verbs.md 2): a local invalidate waits until every earlier
-		 * WR has completed, so none of them still uses the memory. A fenced bind
-		 * waits the same way: more than the READ/atomic fence asks, never less. */
+		/* IBA 10.6.5.1 (doc/verbs.md 2): a local invalidate waits until every
+		 * earlier WR has completed, so none of them still uses the memory. A fenced
+		 * bind waits the same way: more than the READ/atomic fence asks, never
+		 * less. */
 		if ((w->opcode == SV_WR_LOCAL_INV || (w->flags & SV_SEND_FENCE)) &&
 		    qp->sq_get != qp->sq_start)
 			return NULL;
@@ -529,7 +531,7 @@ void sv__sq_done(struct sv_qp *pub, struct sv__send_wqe *wqe, enum sv_wc_status 
 		break;
 	}
 	if (status != SV_WC_SUCCESS) {
-		sv__qp_enter_err(qp);	/* verbs.md 1: RC has no SQE; the QP goes to ERR */
+		sv__qp_enter_err(qp);	/* RC has no SQE: to ERR (doc/verbs.md 1) */
 		return;
 	}
 	drain_sq(qp);
@@ -823,6 +825,8 @@ int sv_create_qp(struct sv_pd *pd, struct sv_qp_init_attr *ia, struct sv_qp **ou
 
 	if (!pd || !ia || !out || !ia->send_cq || !ia->recv_cq)
 		return -EINVAL;
+	if (pd->context->nic)
+		return sv__nic_create_qp(pd, ia, out);
 	ctx = pd->context;
 	if (ia->send_cq->ctx != ctx || ia->recv_cq->ctx != ctx)
 		return -EINVAL;
@@ -952,9 +956,11 @@ int sv_destroy_qp(struct sv_qp *pub)
 
 	if (!pub)
 		return -EINVAL;
+	if (pub->context->nic)
+		return sv__nic_destroy_qp(pub);
 	qp = to_qp(pub);
 	ctx = pub->context;
-	/* Delivered async events must be acknowledged first (verbs.md 3), as in
+	/* Delivered async events must be acknowledged first (doc/verbs.md 3), as in
 	 * libibverbs; we refuse rather than block. Under the QP lock, so that no event
 	 * for it can be raised once it is retired. */
 	sv__qp_lock(pub);
@@ -995,6 +1001,8 @@ int sv_query_qp(struct sv_qp *pub, struct sv_qp_attr *attr, int attr_mask,
 	(void)attr_mask;		/* everything is cheap to report */
 	if (!pub || !attr)
 		return -EINVAL;
+	if (pub->context->nic)
+		return sv__nic_query_qp(pub, attr, attr_mask, init_attr);
 	qp = to_qp(pub);
 	sv__qp_lock(pub);
 	*attr = qp->attr;
@@ -1071,7 +1079,7 @@ static void apply(struct sv_qp_attr *cur, const struct sv_qp_attr *a, int mask)
 }
 
 /* [qp-locked] Validates everything, lets the transport veto, then applies: a failure
- * changes nothing (verbs.md 1). */
+ * changes nothing (doc/verbs.md 1). */
 static int modify_locked(struct sv__qp *qp, const struct sv_qp_attr *attr, int mask)
 {
 	enum sv_qp_state cur = qp->attr.qp_state;
@@ -1128,6 +1136,8 @@ int sv_modify_qp(struct sv_qp *pub, struct sv_qp_attr *attr, int attr_mask)
 
 	if (!pub || !attr)
 		return -EINVAL;
+	if (pub->context->nic)
+		return sv__nic_modify_qp(pub, attr, attr_mask);
 	sv__qp_lock(pub);
 	rc = modify_locked(to_qp(pub), attr, attr_mask);
 	sv__qp_unlock(pub);
@@ -1171,7 +1181,7 @@ static bool is_atomic(enum sv_wr_opcode op)
 	return op == SV_WR_ATOMIC_CMP_AND_SWP || op == SV_WR_ATOMIC_FETCH_AND_ADD;
 }
 
-/* [qp-locked] Checks one WR against verbs.md 2 and queues it. */
+/* [qp-locked] Checks one WR against doc/verbs.md 2 and queues it. */
 static int post_one_send(struct sv__qp *qp, const struct sv_send_wr *wr)
 {
 	const struct sv_device_opts *o = &qp->pub.context->opts;
@@ -1189,13 +1199,14 @@ static int post_one_send(struct sv__qp *qp, const struct sv_send_wr *wr)
 		total += wr->sg_list[i].length;
 	if (total > o->max_msg_size)
 		return -EINVAL;
-	/* verbs.md 5: an atomic carries exactly one 8-byte SGE for the original value. */
+	/* doc/verbs.md 5: an atomic carries exactly one 8-byte SGE for the original
+	 * value. */
 	if (is_atomic(wr->opcode) && (wr->num_sge != 1 || wr->sg_list[0].length != 8))
 		return -EINVAL;
 	/* An RDMA Read has one sink (max_sge_rd = 1, RFC 5040 4.4). */
 	if (wr->opcode == SV_WR_RDMA_READ && wr->num_sge > 1)
 		return -EINVAL;
-	/* verbs.md 2: bind and local invalidate carry no data; a bind names a window of
+	/* doc/verbs.md 2: bind and local invalidate carry no data; a bind names a window of
 	 * this context (the rest of its checks happen when it executes, core/mw.c). */
 	if (is_local(wr->opcode) && (wr->num_sge || (wr->send_flags & SV_SEND_INLINE)))
 		return -EINVAL;
@@ -1221,7 +1232,8 @@ static int post_one_send(struct sv__qp *qp, const struct sv_send_wr *wr)
 			return -EINVAL;
 	}
 	if (wr->send_flags & SV_SEND_INLINE) {
-		/* verbs.md 2: only SEND and WRITE may be inline, within max_inline_data. */
+		/* doc/verbs.md 2: only SEND and WRITE may be inline, within
+		 * max_inline_data. */
 		if (wr->opcode == SV_WR_RDMA_READ || is_atomic(wr->opcode))
 			return -EINVAL;
 		if (total > qp->init.cap.max_inline_data)
@@ -1229,7 +1241,8 @@ static int post_one_send(struct sv__qp *qp, const struct sv_send_wr *wr)
 	}
 
 	if (qp->attr.qp_state == SV_QPS_ERR) {
-		/* verbs.md 1: in ERR a WR is accepted and completes with a flush error. */
+		/* doc/verbs.md 1: in ERR a WR is accepted and completes with a flush
+		 * error. */
 		struct sv__send_wqe tmp = { .wr_id = wr->wr_id, .opcode = wr->opcode };
 
 		complete_send(qp, &tmp, SV_WC_WR_FLUSH_ERR, 0, 0);
@@ -1314,10 +1327,13 @@ int sv_post_send(struct sv_qp *pub, struct sv_send_wr *wr, struct sv_send_wr **b
 
 	if (!pub || !wr)
 		return -EINVAL;
+	if (pub->context->nic)
+		return sv__nic_post_send(pub, wr, bad_wr);
 	qp = to_qp(pub);
 	sv__qp_lock(pub);
 	st = qp->attr.qp_state;
-	/* verbs.md 1: post_send needs RTS (or SQD: queued, not started) or ERR (flushed). */
+	/* doc/verbs.md 1: post_send needs RTS (or SQD: queued, not started) or ERR
+	 * (flushed). */
 	if (st != SV_QPS_RTS && st != SV_QPS_SQD && st != SV_QPS_ERR) {
 		rc = -EINVAL;
 		goto out;
@@ -1344,11 +1360,13 @@ int sv_post_recv(struct sv_qp *pub, struct sv_recv_wr *wr, struct sv_recv_wr **b
 
 	if (!pub || !wr)
 		return -EINVAL;
+	if (pub->context->nic)
+		return sv__nic_post_recv(pub, wr, bad_wr);
 	qp = to_qp(pub);
 	sv__qp_lock(pub);
 	st = qp->attr.qp_state;
-	/* verbs.md 1: post_recv needs INIT or later; verbs.md 8: a QP on an SRQ has no
-	 * receive queue of its own (sv_post_srq_recv feeds it). */
+	/* doc/verbs.md 1: post_recv needs INIT or later; doc/verbs.md 8: a QP on an SRQ has
+	 * no receive queue of its own (sv_post_srq_recv feeds it). */
 	if (st == SV_QPS_RESET || qp->srq) {
 		rc = -EINVAL;
 		goto out;

@@ -1,5 +1,6 @@
 /*
- * srq.c — shared receive queues (verbs.md section 8; ibv_create_srq(3), ibv_modify_srq(3)).
+ * srq.c — shared receive queues (doc/verbs.md section 8; ibv_create_srq(3),
+ * ibv_modify_srq(3)).
  *
  * An SRQ is a ring of posted receive WQEs under its own lock, with free-running put and
  * get counters like the QP rings. Transports never see it: a QP created with an SRQ
@@ -13,7 +14,7 @@
  * nothing holding it takes a QP lock, so QPs on different threads sharing one SRQ
  * cannot deadlock.
  *
- * The limit event (verbs.md 8): armed by sv_modify_srq(SV_SRQ_LIMIT); the take that
+ * The limit event (doc/verbs.md 8): armed by sv_modify_srq(SV_SRQ_LIMIT); the take that
  * leaves fewer posted WQEs than the limit raises SRQ_LIMIT_REACHED once and disarms it
  * (the limit reads back as 0), as rxe does.
  */
@@ -22,6 +23,7 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "nic/nic.h"
 
 static uint32_t pow2_at_least(uint32_t n)
 {
@@ -85,6 +87,8 @@ int sv_create_srq(struct sv_pd *pd, struct sv_srq_init_attr *ia, struct sv_srq *
 
 	if (!pd || !ia || !out)
 		return -EINVAL;
+	if (pd->context->nic)
+		return sv__nic_create_srq(pd, ia, out);
 	ctx = pd->context;
 	if (ia->attr.max_wr > ctx->opts.max_qp_wr || ia->attr.max_sge > ctx->opts.max_sge)
 		return -EINVAL;
@@ -150,6 +154,8 @@ int sv_modify_srq(struct sv_srq *pub, struct sv_srq_attr *attr, int mask)
 
 	if (!pub || !attr || (mask & ~(SV_SRQ_MAX_WR | SV_SRQ_LIMIT)))
 		return -EINVAL;
+	if (pub->context->nic)
+		return sv__nic_modify_srq(pub, attr, mask);
 	srq = to_srq(pub);
 	if (mask & SV_SRQ_MAX_WR) {
 		if (attr->max_wr == 0 || attr->max_wr > pub->context->opts.max_qp_wr)
@@ -183,6 +189,8 @@ int sv_query_srq(struct sv_srq *pub, struct sv_srq_attr *attr)
 
 	if (!pub || !attr)
 		return -EINVAL;
+	if (pub->context->nic)
+		return sv__nic_query_srq(pub, attr);
 	srq = to_srq(pub);
 	pthread_mutex_lock(&srq->lock);
 	attr->max_wr = srq->mask + 1;
@@ -200,6 +208,8 @@ int sv_destroy_srq(struct sv_srq *pub)
 
 	if (!pub)
 		return -EINVAL;
+	if (pub->context->nic)
+		return sv__nic_destroy_srq(pub);
 	srq = to_srq(pub);
 	ctx = pub->context;
 	/* Under the SRQ lock, so no take can raise an event for it after it is retired. */
@@ -226,6 +236,8 @@ int sv_post_srq_recv(struct sv_srq *pub, struct sv_recv_wr *wr, struct sv_recv_w
 
 	if (!pub || !wr)
 		return -EINVAL;
+	if (pub->context->nic)
+		return sv__nic_post_srq_recv(pub, wr, bad_wr);
 	srq = to_srq(pub);
 	pthread_mutex_lock(&srq->lock);
 	for (; wr; wr = wr->next) {

@@ -289,7 +289,7 @@ const struct sv_qp_attr *sv__qp_attr(struct sv_qp *qp);
  * Local work requests never reach the transport: sq_peek executes a BIND_MW or a
  * LOCAL_INV at the head of the queue itself (completing it, successfully or not) and
  * looks further; a LOCAL_INV waits there, and sq_peek returns NULL, until every earlier
- * WQE has completed (the local invalidate fence, verbs.md 2), so a transport calls it
+ * WQE has completed (the local invalidate fence, doc/verbs.md 2), so a transport calls it
  * again after completing WQEs, as it does anyway to start the next one. A started
  * WQE is finished with sq_done, in any order: core reports completions in posting order,
  * for signaled WQEs and for every error. A status other than SUCCESS moves the QP to ERR
@@ -372,7 +372,7 @@ bool sv__mr_is_window(const struct sv__mr *mr);
 /*
  * A peer's Send with Invalidate (RFC 5040 Send with Invalidate, IBA SEND with IETH)
  * asks this QP to invalidate key. Only a type 2 window, bound through this QP, can be
- * invalidated remotely (verbs.md 7; o10-37.2.26 forbids it for type 1, and this
+ * invalidated remotely (doc/verbs.md 7; o10-37.2.26 forbids it for type 1, and this
  * library has no fast-register MRs, the only MRs rxe lets a peer invalidate). On
  * success the window is free and its key refused from now on. Errors:
  *   -ENOENT  no such key (never allocated, freed, stale key)

@@ -30,6 +30,8 @@ int sv_open_device(const struct sv_device_opts *opts, struct sv_context **ctx)
 		sv_device_opts_init(&o);
 		opts = &o;
 	}
+	if (opts->transport == SV_TRANSPORT_NIC)
+		return ctx ? sv__open_nic(opts, ctx) : -EINVAL;
 	if (!(ops = lookup(opts->transport)))
 		return -EPROTONOSUPPORT;
 	return sv__open_device_with_ops(opts, ops, ctx);

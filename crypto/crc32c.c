@@ -13,11 +13,23 @@
  *    crc0 starts from a zero register. Multiplying by x^(8n) mod P is a linear map on 32
  *    bits, precomputed once per block size as four 256-entry tables (one per byte).
  * The choice between them is made once, at load time, from the CPU's feature bits.
+ *
+ * With ISA-L (SV_HAVE_ISAL), its crc32_iscsi takes buffers from ISAL_MIN bytes up: it
+ * folds with carry-less multiplication and runs at 1.4 to 3.5 times the three-chain loop
+ * from 256 bytes on, while at 128 bytes and below its setup costs more than the loop
+ * (bench/crc32c_bench.c on the machine this was tuned on, GB/s: 128 B 5.6 against 7.8,
+ * 256 B 15.9 against 10.9, 4 KiB 72 against 21).
  */
 #include "crypto/crc32c.h"
 
+#include <limits.h>
 #include <stdbool.h>
 #include <string.h>
+#ifdef SV_HAVE_ISAL
+#include <isa-l/crc.h>
+
+#define ISAL_MIN 256
+#endif
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <nmmintrin.h>
@@ -191,11 +203,32 @@ bool sv__crc32c_has_hw(void)
 	return use_hw;
 }
 
-uint32_t sv__crc32c_update(uint32_t state, const void *buf, size_t len)
+uint32_t sv__crc32c_update_sse42(uint32_t state, const void *buf, size_t len)
 {
 #ifdef HAVE_SSE42_PATH
 	if (use_hw)
 		return update_hw(state, buf, len);
 #endif
 	return sv__crc32c_update_sw(state, buf, len);
+}
+
+uint32_t sv__crc32c_update(uint32_t state, const void *buf, size_t len)
+{
+#ifdef SV_HAVE_ISAL
+	if (len >= ISAL_MIN) {
+		const unsigned char *p = buf;
+
+		/* The same register update as ours: no preset, no final complement. Its
+		 * length is an int. */
+		while (len > 0) {
+			int n = len > INT_MAX ? INT_MAX : (int)len;
+
+			state = crc32_iscsi((unsigned char *)p, n, state);
+			p += n;
+			len -= (size_t)n;
+		}
+		return state;
+	}
+#endif
+	return sv__crc32c_update_sse42(state, buf, len);
 }

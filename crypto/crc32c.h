@@ -4,7 +4,8 @@
  * Reflected polynomial 0x82F63B78, register preset to all ones, final complement.
  * Incremental use: state = SV_CRC32C_INIT; state = sv__crc32c_update(state, ...)...;
  * crc = ~state. The MPA trailer stores crc least-significant byte first.
- * Uses the SSE4.2 crc32 instruction when the CPU has it (checked once at run time).
+ * Uses ISA-L's crc32_iscsi when built with it (all but short buffers), else the SSE4.2
+ * crc32 instruction when the CPU has it (checked once at run time).
  */
 #ifndef SV_CRYPTO_CRC32C_H
 #define SV_CRYPTO_CRC32C_H
@@ -17,6 +18,10 @@
 
 uint32_t sv__crc32c_update(uint32_t state, const void *buf, size_t len);
 
+/* The hand-written paths, whatever the entry point dispatches to (tests and
+ * bench/crc32c_bench.c compare them): the SSE4.2 loop (the table walk on CPUs without
+ * SSE4.2) and the portable table walk. */
+uint32_t sv__crc32c_update_sse42(uint32_t state, const void *buf, size_t len);
 /* The portable table path, whatever the CPU has (tests compare it with the fast path). */
 uint32_t sv__crc32c_update_sw(uint32_t state, const void *buf, size_t len);
 

@@ -1,12 +1,23 @@
 /*
- * icrc.c — RoCEv2 ICRC (shared/spec/roce.md section 9; IBA annex A17 as rxe_icrc.c
- * implements it): zlib CRC-32 over the masked IP/UDP/BTH headers and the packet.
+ * icrc.c — RoCEv2 ICRC (doc/wire-roce.md section 9; IBA annex A17 as rxe_icrc.c
+ * implements it): CRC-32 over the masked IP/UDP/BTH headers and the packet.
+ *
+ * The CRC is ISA-L's crc32_gzip_refl when built with it (SV_HAVE_ISAL), zlib's crc32
+ * otherwise: the same function (reflected 0x04C11DB7, preset and final complement inside,
+ * so one call continues another), ISA-L's 4 to 18 times faster from 64 bytes to 4 KiB on
+ * the machine this was tuned on (bench/crc32c_bench.c), and the ICRC was the largest CPU
+ * cost of the UDP transport. The short pieces (LRH, IP/UDP, BTH and extended headers) are
+ * gathered into one buffer first, since every call has a fixed cost.
  */
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdatomic.h>
 #include <string.h>
+#ifdef SV_HAVE_ISAL
+#include <isa-l/crc.h>
+#else
 #include <zlib.h>
+#endif
 
 #include "crypto/crc32_mod.h"
 #include "crypto/icrc.h"
@@ -19,6 +30,16 @@
 #define LRH_LEN 8		/* the eight 0xFF bytes before the IP header */
 #define IPV4_ID_OFF 4		/* identification, then flags + fragment offset */
 #define IPV4_DF 0x40		/* in header byte 6 */
+#define STAGE_MAX 128		/* LRH + IPv6/UDP + BTH + the largest extended headers fit */
+
+static uint32_t crc_update(uint32_t crc, const uint8_t *p, size_t n)
+{
+#ifdef SV_HAVE_ISAL
+	return crc32_gzip_refl(crc, p, n);
+#else
+	return (uint32_t)crc32_z(crc, p, n);
+#endif
+}
 
 /* A v4-mapped IPv6 address (::ffff:a.b.c.d) travels as IPv4: its four address bytes. */
 static const uint8_t *v4_addr(const struct sockaddr *sa)
@@ -104,29 +125,41 @@ int sv__icrc_pseudo_hdr(uint8_t out[SV_ICRC_PSEUDO_MAX], const struct sockaddr *
 uint32_t sv__icrc_iov(const uint8_t *pseudo, size_t pseudo_len, const struct iovec *iov,
 		      size_t iovcnt)
 {
-	static const uint8_t lrh[8] = { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff };
-	static const uint8_t ones = 0xff;
-	uLong crc = crc32(0L, lrh, sizeof(lrh));
-	size_t off = 0;			/* offset into the IB packet */
+	uint8_t st[STAGE_MAX];
+	size_t sn = LRH_LEN, off = 0;	/* bytes staged; offset into the IB packet */
+	uint32_t crc = 0;
 
-	crc = crc32_z(crc, pseudo, pseudo_len);
+	/* The eight 0xFF bytes standing in for the LRH, then the pseudo header. */
+	memset(st, 0xff, LRH_LEN);
+	memcpy(st + sn, pseudo, pseudo_len);
+	sn += pseudo_len;
 	for (size_t i = 0; i < iovcnt; i++) {
 		const uint8_t *b = iov[i].iov_base;
-		size_t n = iov[i].iov_len;
+		size_t n = iov[i].iov_len, take;
 
-		/* Hash up to the masked BTH byte, the byte as 0xFF, then the rest. */
+		/* Up to the masked BTH byte and the byte itself (as 0xFF) always go through
+		 * the stage; then pieces short enough to fit. */
 		if (off <= BTH_MASKED_BYTE && off + n > BTH_MASKED_BYTE) {
 			size_t pre = BTH_MASKED_BYTE - off;
 
-			crc = crc32_z(crc, b, pre);
-			crc = crc32_z(crc, &ones, 1);
-			crc = crc32_z(crc, b + pre + 1, n - pre - 1);
-		} else {
-			crc = crc32_z(crc, b, n);
+			memcpy(st + sn, b, pre);
+			st[sn + pre] = 0xff;
+			sn += pre + 1;
+			b += pre + 1;
+			n -= pre + 1;
+			off += pre + 1;
+		}
+		take = n <= sizeof(st) - sn ? n : 0;
+		memcpy(st + sn, b, take);
+		sn += take;
+		if (take < n) {
+			crc = crc_update(crc, st, sn);
+			sn = 0;
+			crc = crc_update(crc, b, n);
 		}
 		off += n;
 	}
-	return (uint32_t)crc;
+	return crc_update(crc, st, sn);
 }
 
 int sv__icrc_packet(uint32_t *icrc, const struct sockaddr *src, const struct sockaddr *dst,

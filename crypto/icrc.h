@@ -1,5 +1,5 @@
 /*
- * icrc.h — the RoCEv2 invariant CRC (shared/spec/roce.md section 9).
+ * icrc.h — the RoCEv2 invariant CRC (doc/wire-roce.md section 9).
  *
  * Standard CRC-32 (zlib's crc32(), not CRC-32C) over: eight 0xFF bytes standing in for
  * the IB LRH, the IP header and UDP header with their variant fields (IPv4 TOS, TTL,

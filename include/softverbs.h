@@ -38,11 +38,14 @@ const char *sv_strerror(int err);
 enum sv_transport {
 	SV_TRANSPORT_TCP = 0,	/* iWARP: MPA/DDP/RDMAP over TCP */
 	SV_TRANSPORT_UDP = 1,	/* RoCEv2-framed IB transport over UDP */
+	SV_TRANSPORT_NIC = 2,	/* a real rdma-core device (doc/nic.md): every object is
+				 * the device's, the CM is the system's librdmacm */
 };
 
 /*
  * Options for sv_open_device(). Fill with sv_device_opts_init(), which sets the defaults
- * and then applies the SV_* environment variables (SV_TRANSPORT=tcp|udp, SV_BIND_ADDR,
+ * and then applies the SV_* environment variables (SV_TRANSPORT=tcp|udp|nic, SV_DEVICE,
+ * SV_BIND_ADDR,
  * SV_PORT, SV_CRC=0|1, SV_MARKERS=0|1, SV_MULPDU, SV_LOG=error|warn|info|debug; and
  * for both transports SV_TLS=1, SV_TLS_CERT, SV_TLS_KEY, SV_TLS_CA, SV_TLS_PEER,
  * SV_TLS_MUTUAL=1 into the tls fields; SV_PCAP into pcap). Zero in a limit means "the
@@ -101,6 +104,11 @@ struct sv_device_opts {
 				 * most SV_PCAP_MAX bytes (default 64 MiB). No capture rights
 				 * needed. Under TLS the TCP bytes are the TLS records.
 				 * "" = off */
+	/* The nic transport (appended; doc/nic.md). */
+	char device[64];	/* SV_DEVICE: the rdma-core device to open, e.g. "rxe0" or
+				 * "mlx5_0"; "" = the first one libibverbs lists. Opening
+				 * fails with -ENODEV (and says why) when there is no
+				 * rdma-core library, no device, or none of that name */
 };
 
 /* Loss recovery of the UDP transport's RC QPs. Go-back-N is the InfiniBand behaviour;
@@ -124,7 +132,8 @@ int sv_tls_throwaway(struct sv_device_opts *opts, char *err, size_t errlen);
 
 struct sv_context;
 
-/* Opens a device context with its own progress thread. opts may be NULL (defaults + env). */
+/* Opens a device context with its own progress thread (on SV_TRANSPORT_NIC: the device,
+ * no thread of ours but the CM's). opts may be NULL (defaults + env). */
 int sv_open_device(const struct sv_device_opts *opts, struct sv_context **ctx);
 /* Fails with -EBUSY while PDs, CQs, QPs, channels or CM ids of the context remain. */
 int sv_close_device(struct sv_context *ctx);
@@ -136,7 +145,7 @@ enum sv_atomic_cap {
 };
 
 struct sv_device_attr {
-	char name[32];			/* "sv_tcp0", "sv_udp0" */
+	char name[32];			/* "sv_tcp0", "sv_udp0", or the nic device's */
 	uint64_t node_guid;
 	uint64_t max_mr_size;
 	uint64_t page_size_cap;
@@ -279,7 +288,7 @@ int sv_reg_mr(struct sv_pd *pd, void *addr, size_t length, unsigned access,
  * QP gets SV_EVENT_QP_ACCESS_ERR; the QP's other WRs complete with SV_WC_WR_FLUSH_ERR.
  * So this returns after SV_DEREG_BOUND_MS plus the time to fail those QPs at most.
  *
- * Fails with -EBUSY while a memory window is bound to the MR (verbs.md 6).
+ * Fails with -EBUSY while a memory window is bound to the MR (doc/verbs.md 6).
  */
 int sv_dereg_mr(struct sv_mr *mr);
 
@@ -303,7 +312,7 @@ int sv_rereg_mr(struct sv_mr *mr, unsigned flags, struct sv_pd *pd, void *addr,
 		size_t length, unsigned access, struct sv_mr **out);
 
 /* ---------------------------------------------------------------------------------------
- * Memory windows (verbs.md section 7)
+ * Memory windows (doc/verbs.md section 7)
  *
  * A window grants remote access to part of an MR under its own rkey. Keys come from the
  * MRs' key table, so an rkey names either an MR or a window: 24 random upper bits fixed
@@ -725,7 +734,7 @@ int sv_qp_set_aead(struct sv_qp *qp, const struct sv_aead_keys *keys);
  * ibv_rc_pingpong does to exchange QP numbers): a TLS 1.3 handshake with the device's
  * TLS options (tls_cert, tls_key, tls_ca, tls_peer, tls_mutual: the server side needs a
  * certificate, the client verifies it), each side's QPN and SPI inside it, the keys from
- * its exporter (doc/security.md, "Key exchange"). One side passes server 1, the other 0.
+ * its exporter (doc/roce-aead.md, "Key exchange"). One side passes server 1, the other 0.
  * Blocks up to 5 s. The peer's QPN goes to *peer_qpn (may be NULL): check it is the one
  * the QP connects to. fd stays open, its file flags unchanged, with nothing of the TLS
  * session left in it. -EPROTO for a failed handshake or a malformed exchange (the
@@ -826,7 +835,7 @@ int sv_post_send(struct sv_qp *qp, struct sv_send_wr *wr, struct sv_send_wr **ba
 int sv_post_recv(struct sv_qp *qp, struct sv_recv_wr *wr, struct sv_recv_wr **bad_wr);
 
 /* ---------------------------------------------------------------------------------------
- * Shared receive queues (verbs.md section 8)
+ * Shared receive queues (doc/verbs.md section 8)
  *
  * Every QP created with init_attr.srq takes its receive WQEs from the SRQ, in posting
  * order across all of them; each completion goes to the taking QP's recv CQ with that

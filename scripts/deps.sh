@@ -3,15 +3,16 @@
 #
 # Without --test: what the build needs (make, make demo). With --test (make check): also
 # what the test groups run — the rdma-core headers the drop-ins build against, the
-# rdma-core programs they are tested with and its own test suite (python3-pyverbs), tshark
-# for the wire captures, iproute2 for the network namespaces. As root it installs whatever
+# rdma-core programs they are tested with and its own test suite (python3-pyverbs), the
+# frameworks run on the drop-ins (libfabric-bin, ucx-utils), tshark for the wire
+# captures, iproute2 for the network namespaces. As root it installs whatever
 # is missing. As a normal user it prints the one apt-get line that would; it fails only
 # when a build dependency is missing (the tests that need a missing package skip
 # themselves, and make check lists them at the end with the reason).
 set -eu
-build="build-essential cmake pkg-config libuv1-dev libssl-dev zlib1g-dev libcriterion-dev"
+build="build-essential cmake pkg-config libuv1-dev libssl-dev zlib1g-dev libisal-dev libcriterion-dev"
 tests="libibverbs-dev librdmacm-dev ibverbs-utils rdmacm-utils perftest qperf python3-pyverbs tshark
-	iproute2"
+	iproute2 libfabric-bin ucx-utils"
 want=$build
 [ "${1:-}" = "--test" ] && want="$build $tests"
 

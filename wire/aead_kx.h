@@ -1,6 +1,6 @@
 /*
  * aead_kx.h — the key-exchange message of the UDP mode's authenticated encryption
- * (doc/security.md, "Key exchange"): what each end tells the other inside the TLS 1.3
+ * (doc/roce-aead.md, "Key exchange"): what each end tells the other inside the TLS 1.3
  * session whose exporter gives the packet keys. Pure functions over bytes, fuzzed alone
  * (test/fuzz/fuzz_aead_kx.c); wire/roce_kx.c runs the exchange.
  *

@@ -3,7 +3,7 @@
  *
  * One DDP segment is the ULPDU of one MPA FPDU. Byte 1 of the DDP header belongs to the
  * upper layer (RDMAP's control byte); this codec hands it through as rsvd_ulp0 and leaves
- * its meaning to rdmap.h. See shared/spec/iwarp.md section 3.
+ * its meaning to rdmap.h. See doc/wire-iwarp.md section 3.
  */
 #ifndef SV_WIRE_DDP_H
 #define SV_WIRE_DDP_H

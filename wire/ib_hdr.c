@@ -1,6 +1,6 @@
 /*
  * ib_hdr.c — InfiniBand transport header codecs and the opcode table for the RoCEv2 mode
- * (shared/spec/roce.md sections 2-6; IBA vol. 1 9.2-9.3 through rxe's rxe_hdr.h and
+ * (doc/wire-roce.md sections 2-6; IBA vol. 1 9.2-9.3 through rxe's rxe_hdr.h and
  * rxe_opcode.c). Pure byte work: no allocation, no I/O, no ICRC.
  */
 #include <errno.h>
@@ -22,7 +22,7 @@
 #define ROW(t, tn, op, name, flags, hdrs) \
 	[(t) | SV_IB_OP_##op] = { tn " " name, (flags), (hdrs), HLEN(hdrs) }
 
-/* Sends and writes: the operations RC and UC share (roce.md sections 4 and 11). */
+/* Sends and writes: the operations RC and UC share (doc/wire-roce.md sections 4 and 11). */
 #define SEND_WRITE_ROWS(t, tn) \
 	ROW(t, tn, SEND_FIRST, "SEND_FIRST", \
 	    F(FIRST) | F(PAYLOAD) | F(RECV) | F(REQ) | F(SEND), 0), \
@@ -50,8 +50,8 @@
 	ROW(t, tn, WRITE_ONLY_IMM, "RDMA_WRITE_ONLY_WITH_IMMEDIATE", \
 	    F(ONLY) | F(PAYLOAD) | F(RECV) | F(REQ) | F(WRITE) | F(IMM), H(RETH) | H(IMMDT))
 
-/* Every opcode we speak, indexed by opcode (roce.md section 4). Requests without data
- * (READ, atomics) and acknowledgements are one-packet messages, hence ONLY. */
+/* Every opcode we speak, indexed by opcode (doc/wire-roce.md section 4). Requests without
+ * data (READ, atomics) and acknowledgements are one-packet messages, hence ONLY. */
 static const struct sv_ib_opinfo optab[256] = {
 	SEND_WRITE_ROWS(SV_IB_RC, "RC"),
 	ROW(SV_IB_RC, "RC", READ_REQ, "RDMA_READ_REQUEST",
@@ -314,8 +314,9 @@ int sv__ib_pkt_decode(struct sv_ib_pkt *pkt, const uint8_t *p, size_t len)
 	pkt->flags = oi->flags;
 	off = SV_BTH_LEN;
 	/* The order below is the wire order of every opcode that has several headers
-	 * (roce.md section 3): DETH, RETH or AETH first; ImmDt or AtomicAckETH after. The
-	 * length check above makes every call succeed except on a bad AETH syndrome. */
+	 * (doc/wire-roce.md section 3): DETH, RETH or AETH first; ImmDt or AtomicAckETH
+	 * after. The length check above makes every call succeed except on a bad AETH
+	 * syndrome. */
 	if (oi->hdrs & H(DETH))
 		off += (size_t)sv__deth_decode(&pkt->deth, p + off, len - off);
 	if (oi->hdrs & H(RETH))
@@ -405,7 +406,8 @@ int sv__ib_hdrs_encode(uint8_t *buf, size_t cap, const struct sv_ib_pkt *pkt)
 
 /* ---- AETH value tables ---- */
 
-/* RNR timer code -> microseconds (roce.md section 5; rxe rnrnak_usec, qib tables). */
+/* RNR timer code -> microseconds (doc/wire-roce.md section 5; rxe rnrnak_usec, qib
+ * tables). */
 static const uint32_t rnr_us[32] = {
 	655360, 10, 20, 30, 40, 60, 80, 120,
 	160, 240, 320, 480, 640, 960, 1280, 1920,
@@ -426,7 +428,7 @@ uint8_t sv__rnr_timer_code(uint32_t us)
 	return 0;
 }
 
-/* Credit code -> receive credits (rdmavt credit_table; roce.md section 5). */
+/* Credit code -> receive credits (rdmavt credit_table; doc/wire-roce.md section 5). */
 static const uint16_t credits[31] = {
 	0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256,
 	384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768,

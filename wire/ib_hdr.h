@@ -2,7 +2,7 @@
  * ib_hdr.h — InfiniBand transport headers as RoCEv2 carries them in UDP (port 4791):
  * BTH and the extended headers RETH, AETH, AtomicETH, AtomicAckETH, ImmDt, IETH, DETH,
  * the RC/UC/UD opcode table, AETH syndromes, 24-bit PSN arithmetic and path MTUs.
- * See shared/spec/roce.md sections 2-6 (IBA vol. 1 chapter 9, as rxe implements it).
+ * See doc/wire-roce.md sections 2-6 (IBA vol. 1 chapter 9, as rxe implements it).
  *
  * Every decoder fills a host-order struct from a byte pointer and returns the header
  * length, -EBADMSG when the input is too short, or -EPROTO for a value the IBA forbids.
@@ -38,7 +38,7 @@
 #define SV_QP1_QKEY 0x80010000u		/* well-known Q_Key of the GSI QP (IBA 13.5.3) */
 #define SV_IB_MAX_MSG_LEN 0x80000000u	/* 2^31: DMA lengths above are invalid requests */
 
-/* Transport in opcode bits 7:5 (roce.md section 2). */
+/* Transport in opcode bits 7:5 (doc/wire-roce.md section 2). */
 enum sv_ib_transport {
 	SV_IB_RC = 0x00,
 	SV_IB_UC = 0x20,
@@ -49,7 +49,7 @@ enum sv_ib_transport {
 #define SV_IB_TRANSPORT_MASK 0xe0
 #define SV_IB_OP_MASK 0x1f
 
-/* Operation in opcode bits 4:0 (roce.md section 4); opcode = transport | op. */
+/* Operation in opcode bits 4:0 (doc/wire-roce.md section 4); opcode = transport | op. */
 enum sv_ib_op {
 	SV_IB_OP_SEND_FIRST = 0x00,
 	SV_IB_OP_SEND_MIDDLE = 0x01,
@@ -123,8 +123,8 @@ struct sv_ib_opinfo {
 const struct sv_ib_opinfo *sv__ib_opinfo(uint8_t opcode);
 
 /*
- * Payload length rule of one opcode for path MTU pmtu bytes (roce.md section 4): FIRST
- * and MIDDLE carry exactly pmtu, LAST 1..pmtu, ONLY 0..pmtu, the others nothing.
+ * Payload length rule of one opcode for path MTU pmtu bytes (doc/wire-roce.md section 4):
+ * FIRST and MIDDLE carry exactly pmtu, LAST 1..pmtu, ONLY 0..pmtu, the others nothing.
  * Returns 0 or -EMSGSIZE.
  */
 int sv__ib_payload_check(const struct sv_ib_opinfo *oi, size_t payload_len, uint32_t pmtu);
@@ -234,19 +234,19 @@ int sv__ib_pkt_decode(struct sv_ib_pkt *pkt, const uint8_t *p, size_t len);
 int sv__ib_pkt_payload_check(const struct sv_ib_pkt *pkt, uint32_t pmtu);
 
 /*
- * Selective repeat's NAK (roce.md section 12, a softverbs extension that stays valid
- * RoCEv2): an RC ACKNOWLEDGE with syndrome NAK PSN sequence error whose PSN is the
- * responder's expected PSN, followed by a 4-byte payload holding, big-endian in its low
- * 24 bits, the PSN that arrived out of order. True for such a packet, with that PSN in
+ * Selective repeat's NAK (doc/wire-roce.md section 12, a softverbs extension that stays
+ * valid RoCEv2): an RC ACKNOWLEDGE with syndrome NAK PSN sequence error whose PSN is the
+ * responder's expected PSN, followed by a 4-byte payload holding, big-endian in its low 24
+ * bits, the PSN that arrived out of order. True for such a packet, with that PSN in
  * *trigger_psn; false for any other packet (a plain NAK has no payload).
  */
 #define SV_IB_SR_NAK_LEN 4
 bool sv__ib_sr_nak(const struct sv_ib_pkt *pkt, uint32_t *trigger_psn);
 
 /*
- * P_Key match (IBA 10.9.3, roce.md section 2): the low 15 bits equal and not zero, and at
- * least one of the two a full member (bit 15). A receiver drops a packet whose BTH P_Key
- * does not match its QP's.
+ * P_Key match (IBA 10.9.3, doc/wire-roce.md section 2): the low 15 bits equal and not zero,
+ * and at least one of the two a full member (bit 15). A receiver drops a packet whose BTH
+ * P_Key does not match its QP's.
  */
 bool sv__ib_pkey_match(uint16_t a, uint16_t b);
 
@@ -264,7 +264,7 @@ static inline uint8_t sv__ib_pad(size_t len)
 	return (uint8_t)(-len & 3);
 }
 
-/* ---- PSNs: 24-bit serial numbers (roce.md section 6) ---- */
+/* ---- PSNs: 24-bit serial numbers (doc/wire-roce.md section 6) ---- */
 
 /* Negative when a precedes b, zero when equal, positive when a follows b. Meaningful
  * while the distance is below 2^23. */
@@ -284,7 +284,7 @@ static inline uint32_t sv__psn_diff(uint32_t b, uint32_t a)
 	return (b - a) & SV_PSN_MASK;
 }
 
-/* ---- AETH syndromes (roce.md section 5) ---- */
+/* ---- AETH syndromes (doc/wire-roce.md section 5) ---- */
 
 enum sv_aeth_type {
 	SV_AETH_ACK = 0,		/* 0x00-0x1F: value = credit code */

@@ -76,14 +76,23 @@ int sv__impair_parse(const char *spec, struct sv__impair_cfg *cfg)
 			rc = parse_prob(eq, &cfg->dup);
 		} else if (!strcasecmp(tok, "reorder")) {
 			rc = parse_prob(eq, &cfg->reorder);
-		} else if (!strcasecmp(tok, "delay_ms") || !strcasecmp(tok, "seed")) {
+		} else if (!strcasecmp(tok, "delay_ms") || !strcasecmp(tok, "seed") ||
+			   !strcasecmp(tok, "rate_mbit") || !strcasecmp(tok, "queue_pkts")) {
 			u = strtoull(eq, &end, 0);
 			if (end == eq || *end)
 				return -EINVAL;
-			if (tok[0] == 'd' || tok[0] == 'D') {
+			if (!strcasecmp(tok, "delay_ms")) {
 				if (u > 60000)
 					return -EINVAL;
 				cfg->delay_ms = (uint32_t)u;
+			} else if (!strcasecmp(tok, "rate_mbit")) {
+				if (u < 1 || u > 1000000)	/* 1 Mbit/s .. 1 Tbit/s */
+					return -EINVAL;
+				cfg->rate_mbit = (uint32_t)u;
+			} else if (!strcasecmp(tok, "queue_pkts")) {
+				if (u < 1 || u > 1000000)
+					return -EINVAL;
+				cfg->queue_pkts = (uint32_t)u;
 			} else {
 				cfg->seed = u;
 			}
@@ -93,12 +102,17 @@ int sv__impair_parse(const char *spec, struct sv__impair_cfg *cfg)
 		if (rc < 0)
 			return rc;
 	}
+	if (cfg->queue_pkts && !cfg->rate_mbit)
+		return -EINVAL;		/* a queue needs the link it is in front of */
+	if (cfg->rate_mbit && !cfg->queue_pkts)
+		cfg->queue_pkts = SV__IMPAIR_QUEUE_DEFAULT;
 	return 0;
 }
 
 bool sv__impair_active(const struct sv__impair_cfg *cfg)
 {
-	return cfg->loss > 0 || cfg->dup > 0 || cfg->reorder > 0 || cfg->delay_ms > 0;
+	return cfg->loss > 0 || cfg->dup > 0 || cfg->reorder > 0 || cfg->delay_ms > 0 ||
+	       cfg->rate_mbit > 0;
 }
 
 int sv__impair_init(struct sv__impair *im, const struct sv__impair_cfg *cfg)
@@ -106,6 +120,11 @@ int sv__impair_init(struct sv__impair *im, const struct sv__impair_cfg *cfg)
 	memset(im, 0, sizeof(*im));
 	im->cfg = *cfg;
 	im->rng = cfg->seed;
+	if (cfg->rate_mbit) {
+		im->q_cap = cfg->queue_pkts + 1;	/* the queue and the link */
+		if (!(im->q_done = calloc(im->q_cap, sizeof(*im->q_done))))
+			return -ENOMEM;
+	}
 	pthread_mutex_init(&im->lock, NULL);
 	return 0;
 }
@@ -115,6 +134,7 @@ void sv__impair_fini(struct sv__impair *im)
 	for (uint32_t i = 0; i < im->n; i++)
 		free(im->heap[i]);
 	free(im->heap);
+	free(im->q_done);
 	pthread_mutex_destroy(&im->lock);
 }
 
@@ -158,16 +178,23 @@ static void heap_down(struct sv__impair *im, uint32_t i)
 	}
 }
 
+static size_t msg_bytes(const struct msghdr *m)
+{
+	size_t len = 0;
+
+	for (size_t i = 0; i < m->msg_iovlen; i++)
+		len += m->msg_iov[i].iov_len;
+	return len;
+}
+
 /* Copies the datagram out of its iovecs (which point into registered memory the
  * application may reuse once the WR completes) and queues it. Held packets are an
  * impairment tool, so the copy is fine here. */
 static void hold(struct sv__impair *im, const struct msghdr *m, uint64_t release_ns)
 {
 	struct sv__impair_held *h;
-	size_t len = 0, off = 0;
+	size_t len = msg_bytes(m), off = 0;
 
-	for (size_t i = 0; i < m->msg_iovlen; i++)
-		len += m->msg_iov[i].iov_len;
 	if (im->n == im->cap) {
 		uint32_t cap = im->cap ? 2 * im->cap : 256;
 		void *p = realloc(im->heap, cap * sizeof(*im->heap));
@@ -190,6 +217,34 @@ static void hold(struct sv__impair *im, const struct msghdr *m, uint64_t release
 	h->dst_len = m->msg_namelen;
 	im->heap[im->n++] = h;
 	heap_up(im, im->n - 1);
+}
+
+/*
+ * [lock] The bottleneck takes a datagram of len bytes (UDP payload) at now_ns unless its
+ * queue is full: *done_ns is when it leaves the link. The datagrams that left by now
+ * are off the ring first; what is left on it is the one on the link and those queued.
+ */
+static bool link_take(struct sv__impair *im, uint64_t now_ns, size_t len, uint64_t *done_ns)
+{
+	/* IPv4 and UDP headers count: the link carries IP packets. Bits over Mbit/s is
+	 * microseconds. */
+	uint64_t tx_ns = ((uint64_t)len + 28) * 8 * 1000 / im->cfg.rate_mbit;
+	uint64_t start;
+
+	while (im->q_n && im->q_done[im->q_head] <= now_ns) {
+		im->q_head = (im->q_head + 1) % im->q_cap;
+		im->q_n--;
+	}
+	if (im->q_n == im->q_cap) {
+		im->queue_drops++;
+		return false;
+	}
+	start = im->link_free_ns > now_ns ? im->link_free_ns : now_ns;
+	im->link_free_ns = start + (tx_ns ? tx_ns : 1);
+	im->q_done[(im->q_head + im->q_n) % im->q_cap] = im->link_free_ns;
+	im->q_n++;
+	*done_ns = im->link_free_ns;
+	return true;
 }
 
 int sv__impair_send(struct sv__impair *im, int fd, struct mmsghdr *msgs, unsigned n,
@@ -215,13 +270,16 @@ int sv__impair_send(struct sv__impair *im, int fd, struct mmsghdr *msgs, unsigne
 			im->duplicated++;
 		for (unsigned c = 0; c < copies; c++) {
 			uint64_t extra = (c == 0 && r_reo < im->cfg.reorder) ? REORDER_HOLD_NS : 0;
+			uint64_t at = now_ns;	/* when it leaves the bottleneck */
 
+			if (im->cfg.rate_mbit && !link_take(im, now_ns, msg_bytes(m), &at))
+				continue;
 			if (extra)
 				im->reordered++;
-			if (delay_ns || extra) {
+			if (at > now_ns || delay_ns || extra) {
 				if (delay_ns)
 					im->delayed++;
-				hold(im, m, now_ns + delay_ns + extra);
+				hold(im, m, at + delay_ns + extra);
 			} else if (sendmsg(fd, m, MSG_DONTWAIT) < 0 && !err) {
 				err = -errno;	/* the caller judges it, as without impairment */
 			}

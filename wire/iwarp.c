@@ -10,7 +10,7 @@
  * both when nobody else does (socket readable/writable callbacks), and stops watching a
  * socket while an application spins on its QP (iwarp_cm.c data_io()).
  *
- * Wire choices where the RFCs leave room (see also spec/iwarp.md):
+ * Wire choices where the RFCs leave room (see also doc/wire-iwarp.md):
  *  - RDMA Write with Immediate = RDMA Write + Immediate Data message (RFC 7306); the
  *    4-byte verbs imm_data is bytes 0-3 of the 8-byte field, byte 4 bit 0 marks "closes a
  *    Write" so the receiver reports RECV_RDMA_WITH_IMM with the Write's length.
@@ -65,6 +65,89 @@ void sv__iw_qp_reset(struct sv__iwqp *iq)
 	memset(rx, 0, sizeof(*rx));
 	iq->rx = rx;
 	sv__iw_rx_reset(iq);
+}
+
+static const char *const phase_name[SV__IW_N_PHASES] = {
+	[SV__IW_IDLE] = "IDLE",
+	[SV__IW_OPEN] = "OPEN",
+	[SV__IW_RTR_WAIT] = "RTR_WAIT",
+	[SV__IW_RTR_RCVD] = "RTR_RCVD",
+	[SV__IW_UP] = "UP",
+	[SV__IW_DOWN] = "DOWN",
+};
+
+#define TO(p) (1u << (p))
+
+/* The moves each phase may make (iwarp.h, enum sv__iw_phase). A close before
+ * ESTABLISHED was reported goes back to IDLE, one after it to DOWN. */
+static const unsigned phase_moves[SV__IW_N_PHASES] = {
+	[SV__IW_IDLE] = TO(SV__IW_OPEN),
+	[SV__IW_OPEN] = TO(SV__IW_RTR_WAIT) | TO(SV__IW_UP) | TO(SV__IW_IDLE),
+	[SV__IW_RTR_WAIT] = TO(SV__IW_RTR_RCVD) | TO(SV__IW_IDLE),
+	[SV__IW_RTR_RCVD] = TO(SV__IW_UP) | TO(SV__IW_IDLE),
+	[SV__IW_UP] = TO(SV__IW_DOWN) | TO(SV__IW_IDLE),
+	[SV__IW_DOWN] = 0,
+};
+
+static const char *const shut_name[SV__IW_SHUT_N] = {
+	[SV__IW_SHUT_NONE] = "NONE",
+	[SV__IW_SHUT_ASKED] = "ASKED",
+	[SV__IW_SHUT_SENT] = "SENT",
+};
+
+static const unsigned shut_moves[SV__IW_SHUT_N] = {
+	[SV__IW_SHUT_NONE] = TO(SV__IW_SHUT_ASKED),
+	[SV__IW_SHUT_ASKED] = TO(SV__IW_SHUT_SENT),
+	[SV__IW_SHUT_SENT] = 0,
+};
+
+static const char *const term_name[SV__IW_TERM_N] = {
+	[SV__IW_TERM_NONE] = "NONE",
+	[SV__IW_TERM_QUEUED] = "QUEUED",
+	[SV__IW_TERM_BATCHED] = "BATCHED",
+};
+
+/* A Terminate queued again replaces the one in the batch (iwarp_term.c). */
+static const unsigned term_moves[SV__IW_TERM_N] = {
+	[SV__IW_TERM_NONE] = TO(SV__IW_TERM_QUEUED),
+	[SV__IW_TERM_QUEUED] = TO(SV__IW_TERM_BATCHED) | TO(SV__IW_TERM_NONE),
+	[SV__IW_TERM_BATCHED] = TO(SV__IW_TERM_QUEUED) | TO(SV__IW_TERM_NONE),
+};
+
+/* Checks one move of one of the QP's machines against its table and logs it: at debug
+ * level when made, at error level when refused (a move the table lacks is a bug). A
+ * move to the state it is in changes nothing. Returns whether to make it. */
+static bool move_ok(const struct sv__iwqp *iq, const char *what, const char *const *names,
+		    const unsigned *moves, unsigned from, unsigned to)
+{
+	if (to == from)
+		return false;
+	if (!(moves[from] & TO(to))) {
+		sv__log(SV_LOG_ERROR, "iwarp: qp %u: %s: no move from %s to %s", iq->qp->qp_num,
+			what, names[from], names[to]);
+		return false;
+	}
+	sv__log(SV_LOG_DEBUG, "iwarp: qp %u: %s: %s -> %s", iq->qp->qp_num, what, names[from],
+		names[to]);
+	return true;
+}
+
+void sv__iw_set_phase(struct sv__iwqp *iq, enum sv__iw_phase to)
+{
+	if (move_ok(iq, "phase", phase_name, phase_moves, iq->phase, to))
+		iq->phase = to;
+}
+
+void sv__iw_set_shut(struct sv__iwqp *iq, enum sv__iw_shut to)
+{
+	if (move_ok(iq, "shut", shut_name, shut_moves, iq->shut, to))
+		iq->shut = to;
+}
+
+void sv__iw_set_term(struct sv__iwqp *iq, enum sv__iw_term to)
+{
+	if (move_ok(iq, "terminate", term_name, term_moves, iq->term, to))
+		iq->term = to;
 }
 
 /* Per context only the TLS contexts (iwarp_tls.c); endpoints carry their handles. */
@@ -153,14 +236,14 @@ static void sq_kick(struct sv_qp *qp)
 	struct sv__iwqp *iq = sv__iw_qp(qp);
 	struct sv__send_wqe *wqe;
 
-	if (iq->down && !iq->err && (wqe = sv__sq_peek(qp))) {
+	if (iq->phase == SV__IW_DOWN && !iq->err && (wqe = sv__sq_peek(qp))) {
 		/* The peer closed the connection: the first new WR fails as flushed, which
 		 * moves the QP to ERR and flushes the rest. */
 		sv__sq_take(qp);
 		sv__sq_done(qp, wqe, SV_WC_WR_FLUSH_ERR, 0, 0);
 		return;
 	}
-	if (iq->up && iq->tx_ok)
+	if (iq->phase == SV__IW_UP)
 		sv__iw_tx_progress(iq);
 }
 
@@ -171,7 +254,8 @@ static int poll_qp(struct sv_qp *qp)
 	int rc;
 
 	/* The responder's first FPDU is the loop's (it reports ESTABLISHED). */
-	if (!iq->up || iq->err || iq->rtr_wait || iq->ev_eof || iq->ev_lost)
+	if (!sv__iw_live(iq) || iq->err || iq->phase == SV__IW_RTR_WAIT || iq->ev_eof ||
+	    iq->ev_lost)
 		return 0;
 	now = sv__now_ns();
 	iq->poll_streak = now - iq->poll_ns < SV__IW_SPIN_GAP_NS ? iq->poll_streak + 1 : 1;
@@ -202,13 +286,14 @@ static int poll_qp(struct sv_qp *qp)
 	 * waits out a window of 128 WRITEs in poll_cq) writes as soon as there is room,
 	 * without waiting for the loop thread to be woken and scheduled: every
 	 * TX_RETRY-th poll tries again (a refused try costs one syscall). */
-	if (!sv__iw_tx_idle(iq) && iq->tx_ok &&
+	if (!sv__iw_tx_idle(iq) && iq->phase == SV__IW_UP &&
 	    (!iq->want_write || iq->polls % SV__IW_TX_RETRY == 0))
 		rc |= sv__iw_tx_progress(iq);
 	return rc;
 }
 
-/* sv_query_qp_stats(): the counters of DESIGN.md "Configuration and observability". */
+/* sv_query_qp_stats(): the counters of doc/architecture.md "Configuration and
+ * observability". */
 static int qp_stats(struct sv_qp *qp, struct sv_qp_stats *st)
 {
 	const struct sv__iw_counters *c = &sv__iw_qp(qp)->cnt;

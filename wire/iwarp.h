@@ -75,7 +75,7 @@
 #define SV__IW_RX_STAGE 16384		/* read-ahead staging buffer */
 #define SV__IW_RX_DIRECT 1024		/* payload at least this big is read in place */
 
-/* Counters per QP (DESIGN.md "Configuration and observability"). */
+/* Counters per QP (doc/architecture.md "Configuration and observability"). */
 struct sv__iw_counters {
 	uint64_t tx_fpdus, rx_fpdus;
 	uint64_t tx_bytes, rx_bytes;	/* stream bytes, framing included */
@@ -199,6 +199,55 @@ struct sv__iw_rx {
 
 struct sv__iw_tls;
 
+/*
+ * The connection's phase as the QP's data path sees it; the endpoint's own states (the
+ * MPA exchange, teardown) are iwarp_cm.c's enum ep_state. One writer,
+ * sv__iw_set_phase() (iwarp.c), which checks the move against its table, logs it at
+ * debug level and refuses a move the table does not have (a bug, logged as an error).
+ * Written with the QP lock held; IDLE is 0, so a QP reset to a fresh stream is IDLE.
+ *
+ *   IDLE -> OPEN -> UP -> DOWN                        initiator (RFC 6581 Reply checked)
+ *   IDLE -> OPEN -> RTR_WAIT -> RTR_RCVD -> UP -> DOWN  responder (RFC 5044: it sends
+ *                                                     nothing before the first FPDU)
+ * and any phase but DOWN back to IDLE when the connection closes before ESTABLISHED
+ * was reported (OPEN carries only the initiator's Terminate for a bad Reply).
+ */
+enum sv__iw_phase {
+	SV__IW_IDLE,			/* no connection, or one that ended before it was up */
+	SV__IW_OPEN,			/* MPA done, the socket is the QP's; no FPDU yet */
+	SV__IW_RTR_WAIT,		/* responder: the initiator's first FPDU awaited */
+	SV__IW_RTR_RCVD,		/* responder: it arrived; the loop reports ESTABLISHED */
+	SV__IW_UP,			/* established: FPDUs both ways */
+	SV__IW_DOWN,			/* the established connection is over: new WRs flush */
+	SV__IW_N_PHASES
+};
+
+/*
+ * Our direction's end of the stream (RFC 5044 graceful teardown, or after an error):
+ * ASKED starts nothing new and sends the FIN once TX has drained, behind a queued
+ * Terminate; SENT: shutdown(SHUT_WR) was made (or, under TLS, close_notify went first).
+ * One writer, sv__iw_set_shut() (iwarp.c); sv__iw_shut_ask() asks unless already asked.
+ */
+enum sv__iw_shut {
+	SV__IW_SHUT_NONE,
+	SV__IW_SHUT_ASKED,
+	SV__IW_SHUT_SENT,
+	SV__IW_SHUT_N
+};
+
+/*
+ * The Terminate (RFC 5040 section 4.8) of this stream: QUEUED by sv__iw_term_queue(),
+ * BATCHED once its FPDU is in the TX batch (nothing follows it); an abort that leaves
+ * the stream inside an FPDU drops it (NONE), since a Terminate can only follow a whole
+ * FPDU. One writer, sv__iw_set_term() (iwarp.c).
+ */
+enum sv__iw_term {
+	SV__IW_TERM_NONE,
+	SV__IW_TERM_QUEUED,
+	SV__IW_TERM_BATCHED,
+	SV__IW_TERM_N
+};
+
 /* Per-QP transport state (the qp's tqp). */
 struct sv__iwqp {
 	struct sv_qp *qp;
@@ -209,23 +258,19 @@ struct sv__iwqp {
 	struct sv__pcap *pcap;		/* the context's SV_PCAP capture of the plain TCP
 					 * stream; NULL when off or under TLS (the session
 					 * captures its records). Set with fd. */
-	bool up;			/* data phase: the RX engine may run */
-	bool down;			/* the connection is over: new WRs flush the QP */
-	bool tx_ok;			/* we may send FPDUs (responder: after the RTR) */
-	bool rtr_wait;			/* responder waits for the first FPDU */
+	enum sv__iw_phase phase;	/* only sv__iw_set_phase() writes it */
 	unsigned rtr;			/* enum sv_mpa_rtr chosen (0: none, rev 1) */
 	bool err;			/* qp_error ran: data path stopped */
 	bool crc;			/* CRC negotiated (either side asked) */
 	bool mark_tx, mark_rx;		/* markers in our FPDUs / in the peer's */
 	uint32_t mulpdu;
 	uint16_t ird, ord;		/* negotiated */
-	/* Events for the loop (iwarp_cm.c acts on them outside the QP lock). */
-	bool ev_established;		/* responder: first FPDU arrived */
+	/* Events for the loop (iwarp_cm.c acts on them outside the QP lock); the
+	 * responder's first FPDU is the phase SV__IW_RTR_RCVD. */
 	bool ev_eof;			/* peer FIN at an FPDU boundary */
 	bool ev_lost;			/* reset or FIN mid-FPDU */
 	bool want_write;		/* the socket was full: poll for writability */
-	bool shut_req;			/* shut our direction once TX drains */
-	bool shut_done;
+	enum sv__iw_shut shut;		/* only sv__iw_set_shut() writes it */
 	uint64_t poll_ns;		/* last time poll() ran the RX engine (app thread) */
 	unsigned poll_streak;		/* polls in a row, each within SPIN_GAP of the last */
 	uint64_t poll_rx_ns;		/* last time such a poll read an FPDU */
@@ -239,7 +284,7 @@ struct sv__iwqp {
 	uint32_t next_req_id;
 	bool rtr_pending;		/* initiator: the RTR FPDU goes first */
 	struct sv__iw_txmsg rtr_msg;
-	bool term_pending, term_sent;
+	enum sv__iw_term term;		/* only sv__iw_set_term() writes it */
 	struct sv__iw_txmsg term_msg;
 	struct sv__send_wqe *cur;	/* the WQE being segmented */
 	uint64_t cur_seq;
@@ -260,6 +305,24 @@ struct sv__iwqp {
 struct sv__iwqp *sv__iw_qp(struct sv_qp *qp);
 /* [qp-locked] Back to a fresh stream (no endpoint attached): MSNs, queues, parser. */
 void sv__iw_qp_reset(struct sv__iwqp *iq);
+/* [qp-locked] The one writer of iq->phase (see enum sv__iw_phase). */
+void sv__iw_set_phase(struct sv__iwqp *iq, enum sv__iw_phase to);
+/* [qp-locked] The one writers of iq->shut and iq->term (see their enums). */
+void sv__iw_set_shut(struct sv__iwqp *iq, enum sv__iw_shut to);
+void sv__iw_set_term(struct sv__iwqp *iq, enum sv__iw_term to);
+
+/* [qp-locked] Asks for our direction's end, unless it was asked for already. */
+static inline void sv__iw_shut_ask(struct sv__iwqp *iq)
+{
+	if (iq->shut == SV__IW_SHUT_NONE)
+		sv__iw_set_shut(iq, SV__IW_SHUT_ASKED);
+}
+
+/* OPEN through UP: a connection the RX and TX engines may use. */
+static inline bool sv__iw_live(const struct sv__iwqp *iq)
+{
+	return iq->phase != SV__IW_IDLE && iq->phase != SV__IW_DOWN;
+}
 
 /* iwarp_tx.c — [qp-locked] */
 int sv__iw_tx_init(struct sv__iwqp *iq);

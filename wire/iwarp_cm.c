@@ -34,7 +34,7 @@
  * except while the application spins on the QP (sv_poll_cq calling poll() back to back,
  * and those polls finding FPDUs): then the loop stops watching readability, since the
  * spinning thread reads the socket itself and a loop wake-up per FPDU would cost a
- * cross-core switch (DESIGN.md, thread hops). A timer takes RX back at most
+ * cross-core switch (doc/architecture.md, "Thread hops"). A timer takes RX back at most
  * SV__IW_PARK_MS after the spinning stops; bytes that arrived in between are counted as
  * a park stall (sv_qp_stats.rx_park_stalls). An application that waits on memory rather
  * than on its CQ (an RDMA WRITE's last byte) polls without finding FPDUs, so it never
@@ -58,7 +58,8 @@
 /*
  * The endpoint's states. Every change goes through ep_move(), which checks it against
  * ep_moves[] and logs it at debug level; a move the table does not allow is a bug here,
- * logged as an error (and made, so that the code after it still sees the state it set).
+ * logged as an error and refused, as the UDP CM's ep_move() refuses it (wire/roce_cm.c).
+ * The QP's view of the connection is the phase of wire/iwarp.h (enum sv__iw_phase).
  */
 enum ep_state {
 	EP_NEW,				/* created, no role yet */
@@ -161,12 +162,13 @@ static void ep_move(struct sv__tep *ep, enum ep_state to)
 {
 	enum ep_state from = ep->state;
 
-	if (to != EP_CLOSED && !(ep_moves[from] & TO(to)))
+	if (to != EP_CLOSED && !(ep_moves[from] & TO(to))) {
 		sv__log(SV_LOG_ERROR, "iwarp: endpoint %p: no move from %s to %s", (void *)ep,
 			ep_state_name[from], ep_state_name[to]);
-	else
-		sv__log(SV_LOG_DEBUG, "iwarp: endpoint %p: %s -> %s", (void *)ep,
-			ep_state_name[from], ep_state_name[to]);
+		return;
+	}
+	sv__log(SV_LOG_DEBUG, "iwarp: endpoint %p: %s -> %s", (void *)ep, ep_state_name[from],
+		ep_state_name[to]);
 	ep->state = to;
 }
 
@@ -257,8 +259,7 @@ static void ep_close_fd(struct sv__tep *ep)
 		ep->iq->fd = -1;
 		ep->iq->tls = NULL;
 		ep->iq->pcap = NULL;
-		ep->iq->up = false;
-		ep->iq->down = ep->was_up;
+		sv__iw_set_phase(ep->iq, ep->was_up ? SV__IW_DOWN : SV__IW_IDLE);
 		sv__qp_unlock(ep->qp);
 	}
 	sv__iw_tls_free(ep->tls);
@@ -472,7 +473,7 @@ static void data_phase(struct sv__tep *ep, bool crc, bool mark_tx, bool mark_rx,
 	iq->mark_rx = mark_rx;
 	iq->ird = ird;
 	iq->ord = ord;
-	iq->up = true;
+	sv__iw_set_phase(iq, SV__IW_OPEN);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -563,7 +564,7 @@ static void initiator_reply(struct sv__tep *ep)
 	data_phase(ep, ep->req_crc || r->crc, r->markers, o->markers != 0, ird, ord);
 	if (rtr)
 		build_rtr(ep->iq, rtr);
-	ep->iq->tx_ok = true;
+	sv__iw_set_phase(ep->iq, SV__IW_UP);
 	sv__qp_established(ep->qp, ird, ord);
 	sv__iw_tx_progress(ep->iq);
 	sv__qp_unlock(ep->qp);
@@ -817,8 +818,8 @@ int sv__iw_accept(struct sv__tep *ep, struct sv_qp *qp, const struct sv__conn_pa
 	if (ord > ep->iq->orq_size)
 		ord = (uint16_t)ep->iq->orq_size;
 	if (q->enhanced) {
-		/* iwarp.md 2.2: adopt the initiator's ORD as our IRD and its IRD as our ORD,
-		 * within our own limits. */
+		/* doc/wire-iwarp.md 2.2: adopt the initiator's ORD as our IRD and its IRD
+		 * as our ORD, within our own limits. */
 		if (q->ord < ird)
 			ird = q->ord;
 		if (q->ird < ord)
@@ -845,9 +846,9 @@ int sv__iw_accept(struct sv__tep *ep, struct sv_qp *qp, const struct sv__conn_pa
 	}
 	sv__qp_lock(qp);
 	data_phase(ep, crc, q->markers, o->markers != 0, ird, ord);
-	ep->iq->rtr_wait = true;
 	ep->iq->rtr = rtr;
-	ep->iq->tx_ok = false;		/* RFC 5044: nothing before their first FPDU */
+	/* RFC 5044: nothing goes out before the initiator's first FPDU. */
+	sv__iw_set_phase(ep->iq, SV__IW_RTR_WAIT);
 	sv__qp_unlock(qp);
 	ep_move(ep, EP_RTR_WAIT);
 	rc = hs_flush(ep);
@@ -1324,9 +1325,10 @@ static void data_io(struct sv__tep *ep, int events)
 	if (events & UV_WRITABLE)
 		sv__iw_tx_progress(iq);
 	if ((events & UV_READABLE) && ep->state == EP_UP && !iq->err && spinning(iq)) {
-		/* DESIGN.md "thread hops": the application is spinning on this QP and will
-		 * find these bytes itself; waking the loop for each FPDU costs a cross-core
-		 * switch. Stop watching readability; timer_cb() checks back every PARK_MS. */
+		/* doc/architecture.md "Thread hops": the application is spinning on this QP
+		 * and will find these bytes itself; waking the loop for each FPDU costs a
+		 * cross-core switch. Stop watching readability; timer_cb() checks back
+		 * every PARK_MS. */
 		iq->cnt.parks++;
 		sv__qp_unlock(qp);
 		ep->parked = true;
@@ -1341,12 +1343,11 @@ static void data_io(struct sv__tep *ep, int events)
 		} else {
 			sv__iw_rx_progress(iq, 64);
 		}
-		while (iq->ev_established && !iq->err) {
+		while (iq->phase == SV__IW_RTR_RCVD && !iq->err) {
 			/* The responder's first FPDU arrived (RFC 6581). */
-			iq->ev_established = false;
 			est = true;
 			sv__qp_established(qp, iq->ird, iq->ord);
-			iq->tx_ok = true;
+			sv__iw_set_phase(iq, SV__IW_UP);
 			sv__iw_tx_progress(iq);
 			sv__iw_rx_progress(iq, 64);
 		}
@@ -1387,19 +1388,19 @@ static void ep_update(struct sv__tep *ep)
 	{
 		struct sv__iwqp *iq = ep->iq;
 
-		if (iq->ev_eof && !iq->err && !iq->shut_req) {
+		if (iq->ev_eof && !iq->err && iq->shut == SV__IW_SHUT_NONE) {
 			/* The peer's graceful close: answer with ours once TX drains. */
-			iq->shut_req = true;
+			sv__iw_set_shut(iq, SV__IW_SHUT_ASKED);
 			sv__iw_tx_progress(iq);
 		}
-		if ((iq->err || iq->ev_lost) && !iq->shut_done)
+		if ((iq->err || iq->ev_lost) && iq->shut != SV__IW_SHUT_SENT)
 			sv__iw_tx_progress(iq);
 		if (iq->ev_lost && !iq->err)
 			sv__iw_conn_lost(iq);
 		err = iq->err;
 		lost = iq->ev_lost;
 		peer_done = iq->ev_eof || iq->ev_lost;
-		shut_done = iq->shut_done;
+		shut_done = iq->shut == SV__IW_SHUT_SENT;
 		want_write = iq->want_write;
 	}
 	sv__qp_unlock(ep->qp);
@@ -1615,8 +1616,7 @@ void sv__iw_ep_detach_qp(struct sv__tep *ep)
 	ep->iq->ep = NULL;
 	ep->iq->fd = -1;
 	ep->iq->tls = NULL;
-	ep->iq->up = false;
-	ep->iq->down = ep->was_up;
+	sv__iw_set_phase(ep->iq, ep->was_up ? SV__IW_DOWN : SV__IW_IDLE);
 	sv__qp_unlock(ep->qp);
 	ep->qp = NULL;
 	ep->iq = NULL;
@@ -1631,7 +1631,7 @@ int sv__iw_disconnect(struct sv__tep *ep)
 	if (ep->state == EP_UP || ep->state == EP_RTR_WAIT) {
 		if (ep->qp) {
 			sv__qp_lock(ep->qp);
-			ep->iq->shut_req = true;
+			sv__iw_shut_ask(ep->iq);
 			sv__iw_tx_progress(ep->iq);
 			sv__qp_unlock(ep->qp);
 		}

@@ -393,8 +393,8 @@ static void on_header(struct sv__iwqp *iq)
 			break;
 		}
 		/* A zero-length Send chosen as RTR consumes no receive (RFC 6581). */
-		if (iq->rtr_wait && iq->rtr == SV_MPA_RTR_SEND && op == SV_RDMAP_SEND &&
-		    rx->pay_len == 0 && d->last && !rx->rmsg_open)
+		if (iq->phase == SV__IW_RTR_WAIT && iq->rtr == SV_MPA_RTR_SEND &&
+		    op == SV_RDMAP_SEND && rx->pay_len == 0 && d->last && !rx->rmsg_open)
 			break;
 		if (!rx->rmsg_open) {
 			struct sv__recv_wqe *w;
@@ -631,9 +631,9 @@ static void commit_recv(struct sv__iwqp *iq)
 		}
 	}
 	if (inv) {
-		/* RFC 5040 4.4 (iwarp.md 4.4): invalidate once the message is placed; the
-		 * receive reports the STag. Failing that, a Terminate (iwarp_term.c) that
-		 * fails the receive too. */
+		/* RFC 5040 4.4 (doc/wire-iwarp.md 4.4): invalidate once the message is
+		 * placed; the receive reports the STag. Failing that, a Terminate
+		 * (iwarp_term.c) that fails the receive too. */
 		int rc = sv__key_invalidate(iq->qp, m->ddp.ulp_word);
 
 		if (rc < 0) {
@@ -735,12 +735,10 @@ static int commit(struct sv__iwqp *iq)
 	}
 	if (iq->err)
 		return RX_STOP;
-	if (iq->rtr_wait) {
-		/* RFC 6581 / RFC 5044: the responder may send once the first FPDU from
-		 * the initiator (the RTR, or any FPDU from a rev 1 peer) has arrived. */
-		iq->rtr_wait = false;
-		iq->ev_established = true;
-	}
+	/* RFC 6581 / RFC 5044: the responder may send once the first FPDU from the
+	 * initiator (the RTR, or any FPDU from a rev 1 peer) has arrived. */
+	if (iq->phase == SV__IW_RTR_WAIT)
+		sv__iw_set_phase(iq, SV__IW_RTR_RCVD);
 	return RX_FPDU;
 }
 
@@ -900,7 +898,7 @@ int sv__iw_rx_progress(struct sv__iwqp *iq, int budget)
 
 	iq->rx_again = false;
 	iq->rx->dry = false;
-	if (!iq->up || iq->err || iq->fd < 0 || iq->ev_eof || iq->ev_lost)
+	if (!sv__iw_live(iq) || iq->err || iq->fd < 0 || iq->ev_eof || iq->ev_lost)
 		return 0;
 	while (frames < budget) {
 		int rc = rx_step(iq);
@@ -916,7 +914,7 @@ int sv__iw_rx_progress(struct sv__iwqp *iq, int budget)
 		if (rc == RX_STOP || iq->err)
 			break;
 		frames++;
-		if (iq->ev_established)
+		if (iq->phase == SV__IW_RTR_RCVD)
 			break;
 	}
 	/* FPDUs already read ahead into the staging buffer raise no socket event, so a pass

@@ -6,8 +6,8 @@
  * Terminate message (QN 2) naming layer, error type and code, optionally with the
  * offending DDP segment length (M), DDP header (D) and RDMAP header (R); then the stream
  * is dead: the QP goes to ERR and the connection closes. Which optional parts we include
- * follows siw (iwarp.md 4.5): remote protection errors on a Read Request carry M, D and R;
- * other DDP and RDMAP errors carry M and D; LLP and version errors carry none.
+ * follows siw (doc/wire-iwarp.md 4.5): remote protection errors on a Read Request carry M,
+ * D and R; other DDP and RDMAP errors carry M and D; LLP and version errors carry none.
  *
  * A Send with Invalidate naming an STag we may not invalidate (an MR, a type 1 window, a
  * window of another PD or QP, or no such STag) is an RDMAP remote protection error too
@@ -17,12 +17,12 @@
  * other PDs (doc/security.md, "Keys and identifiers").
  *
  * The requester that receives a Terminate completes the WQE it concerns with a status
- * derived from the triple (verbs.md section 3) and vendor_err = layer<<16|etype<<8|ecode.
- * A connection that dies under an established QP without a Terminate (reset, or FIN in
- * the middle of an FPDU or with responses still owed) completes the oldest started WQE
- * with SV_WC_FATAL_ERR and the LLP "connection lost" code as vendor_err, then the rest
- * flush: the peer is gone, so no retry could succeed (we pick FATAL_ERR over
- * RETRY_EXC_ERR because TCP, not us, did the retrying).
+ * derived from the triple (doc/verbs.md section 3) and vendor_err =
+ * layer<<16|etype<<8|ecode. A connection that dies under an established QP without a
+ * Terminate (reset, or FIN in the middle of an FPDU or with responses still owed) completes
+ * the oldest started WQE with SV_WC_FATAL_ERR and the LLP "connection lost" code as
+ * vendor_err, then the rest flush: the peer is gone, so no retry could succeed (we pick
+ * FATAL_ERR over RETRY_EXC_ERR because TCP, not us, did the retrying).
  *
  * Every function here runs with the QP lock held.
  */
@@ -111,8 +111,7 @@ void sv__iw_term_queue(struct sv__iwqp *iq, const struct sv__iw_err *e,
 			memcpy(t->rdmap_hdr, hdr + dl, SV_RDMAP_READ_REQ_LEN);
 		}
 	}
-	iq->term_pending = true;
-	iq->term_sent = false;
+	sv__iw_set_term(iq, SV__IW_TERM_QUEUED);
 	iq->cnt.term_sent++;
 }
 
@@ -168,7 +167,7 @@ static struct sv__send_wqe *oldest_started(struct sv__iwqp *iq)
 	return best;
 }
 
-/* verbs.md section 3, end: the requester's status for the peer's Terminate triple. */
+/* doc/verbs.md section 3, end: the requester's status for the peer's Terminate triple. */
 static enum sv_wc_status term_status(const struct sv_rdmap_term *t)
 {
 	switch (t->layer) {

@@ -356,8 +356,9 @@ static int start_wqe(struct sv__iwqp *iq)
 			a->req_id = iq->next_req_id++;
 			a->stag = wqe->rkey;
 			a->to = wqe->remote_addr;
-			/* iwarp.md 4.7: FetchAdd with a zero Add Mask is a plain 64-bit add;
-			 * CmpSwap with both masks all ones is a plain compare-and-swap. */
+			/* doc/wire-iwarp.md 4.7: FetchAdd with a zero Add Mask is a plain
+			 * 64-bit add; CmpSwap with both masks all ones is a plain
+			 * compare-and-swap. */
 			if (wqe->opcode == SV_WR_ATOMIC_FETCH_AND_ADD) {
 				a->aop = SV_RDMAP_AOP_FETCH_ADD;
 				a->add_swap = wqe->compare_add;
@@ -427,12 +428,12 @@ static int fill_batch(struct sv__iwqp *iq)
 	for (;;) {
 		int rc;
 
-		if (iq->term_pending && !iq->term_sent) {
+		if (iq->term == SV__IW_TERM_QUEUED) {
 			if (add_fpdu(iq, &iq->term_msg, SV__IW_FP_TERM_DONE, NULL, 0) == 0)
-				iq->term_sent = true;
+				sv__iw_set_term(iq, SV__IW_TERM_BATCHED);
 			break;			/* nothing follows a Terminate (RFC 5040) */
 		}
-		if (iq->err || !iq->tx_ok || iq->shut_req)
+		if (iq->err || iq->phase != SV__IW_UP || iq->shut != SV__IW_SHUT_NONE)
 			break;
 		if (iq->rtr_pending) {
 			if (add_fpdu(iq, &iq->rtr_msg, SV__IW_FP_NONE, NULL, 0) < 0)
@@ -483,7 +484,7 @@ static void run_actions(struct sv__iwqp *iq)
 			break;
 		}
 		case SV__IW_FP_TERM_DONE:
-			iq->shut_req = true;
+			sv__iw_shut_ask(iq);
 			break;
 		default:
 			break;
@@ -514,7 +515,7 @@ int sv__iw_tx_progress(struct sv__iwqp *iq)
 	bool waiting = iq->want_write;	/* the loop already watches for writability */
 	int moved = 0;
 
-	if (iq->fd < 0 || !iq->up || iq->shut_done)
+	if (iq->fd < 0 || !sv__iw_live(iq) || iq->shut == SV__IW_SHUT_SENT)
 		return 0;
 	iq->want_write = false;
 	for (;;) {
@@ -549,11 +550,11 @@ int sv__iw_tx_progress(struct sv__iwqp *iq)
 		iq->cnt.tx_bytes += (uint64_t)n;
 		moved = 1;
 		run_actions(iq);
-		if (iq->err && !iq->term_pending && b->done == b->total)
+		if (iq->err && iq->term == SV__IW_TERM_NONE && b->done == b->total)
 			break;
 	}
-	if (b->done == b->total && iq->shut_req && !iq->shut_done &&
-	    (!iq->term_pending || iq->term_sent)) {
+	if (b->done == b->total && iq->shut == SV__IW_SHUT_ASKED &&
+	    iq->term != SV__IW_TERM_QUEUED) {
 		/* Under TLS our close_notify goes first (RFC 8446 section 6.1). */
 		if (iq->tls && sv__iw_tls_close(iq->tls) == 0) {
 			iq->want_write = true;
@@ -562,7 +563,7 @@ int sv__iw_tx_progress(struct sv__iwqp *iq)
 			return moved;
 		}
 		shutdown(iq->fd, SHUT_WR);	/* our FIN: RFC 5044 graceful teardown */
-		iq->shut_done = true;
+		sv__iw_set_shut(iq, SV__IW_SHUT_SENT);
 		sv__qp_kick(iq->qp);
 	}
 	return moved;
@@ -585,7 +586,7 @@ void sv__iw_tx_abort(struct sv__iwqp *iq)
 	b->total = b->done;
 	b->nfp = b->fp_pos;
 	if (!boundary)
-		iq->term_pending = false;
+		sv__iw_set_term(iq, SV__IW_TERM_NONE);
 	while (iq->irq_get != iq->irq_put) {
 		struct sv__iw_irq *e = &iq->irq[iq->irq_get % iq->irq_size];
 
@@ -598,5 +599,5 @@ void sv__iw_tx_abort(struct sv__iwqp *iq)
 	iq->orq_get = iq->orq_put;
 	iq->cur = NULL;
 	iq->rtr_pending = false;
-	iq->shut_req = true;
+	sv__iw_shut_ask(iq);
 }

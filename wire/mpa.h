@@ -4,7 +4,7 @@
  * Pure functions over bytes: no allocation, no I/O. The request/reply decoder works on a
  * byte stream and returns -EAGAIN while more bytes could still complete the frame.
  * FPDU framing (length, pad, CRC trailer) and marker arithmetic are helpers here too; the
- * transport does the I/O around them. See shared/spec/iwarp.md section 2.
+ * transport does the I/O around them. See doc/wire-iwarp.md section 2.
  */
 #ifndef SV_WIRE_MPA_H
 #define SV_WIRE_MPA_H

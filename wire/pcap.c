@@ -255,7 +255,14 @@ static void frame(struct sv__pcap *pc, const struct sv__pcap_pkt *p, size_t len)
 void sv__pcap_udp(struct sv__pcap *pc, const struct sockaddr *src, const struct sockaddr *dst,
 		  const struct iovec *iov, size_t iovcnt)
 {
-	struct sv__pcap_pkt p = { .src = src, .dst = dst, .proto = IPPROTO_UDP };
+	sv__pcap_udp_id(pc, src, dst, iov, iovcnt, 0);
+}
+
+void sv__pcap_udp_id(struct sv__pcap *pc, const struct sockaddr *src,
+		     const struct sockaddr *dst, const struct iovec *iov, size_t iovcnt,
+		     uint16_t id)
+{
+	struct sv__pcap_pkt p = { .src = src, .dst = dst, .proto = IPPROTO_UDP, .ip_id = id };
 	size_t len = 0;
 
 	for (size_t i = 0; i < iovcnt; i++)

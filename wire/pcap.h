@@ -24,6 +24,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
@@ -43,6 +44,12 @@ void sv__pcap_abandon(struct sv__pcap *pc);
 /* One UDP datagram from src to dst (both IPv4 or both IPv6), its bytes in iov. */
 void sv__pcap_udp(struct sv__pcap *pc, const struct sockaddr *src, const struct sockaddr *dst,
 		  const struct iovec *iov, size_t iovcnt);
+
+/* The same with IPv4 identification id (a UDP_SEGMENT run's segments carry 0, 1, 2 ...;
+ * sv__pcap_udp writes 0, what our socket gives a datagram of its own). */
+void sv__pcap_udp_id(struct sv__pcap *pc, const struct sockaddr *src,
+		     const struct sockaddr *dst, const struct iovec *iov, size_t iovcnt,
+		     uint16_t id);
 
 /* The datagrams msgs[0..n) from src, each to its msg_name. */
 void sv__pcap_udp_msgs(struct sv__pcap *pc, const struct sockaddr *src,

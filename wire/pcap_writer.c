@@ -135,7 +135,7 @@ size_t sv__pcap_frame_header(uint8_t out[SV__PCAP_HDR_MAX], const struct sv__pca
 		ip[0] = 0x45;			/* version 4, 5 words */
 		ip[1] = 0;
 		net16(ip + 2, (uint16_t)(IP4_LEN + seglen));
-		net16(ip + 4, 0);		/* identification */
+		net16(ip + 4, p->ip_id);	/* identification */
 		net16(ip + 6, 0x4000);		/* don't fragment */
 		ip[8] = TTL;
 		ip[9] = (uint8_t)p->proto;

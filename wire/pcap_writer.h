@@ -36,6 +36,7 @@ struct sv__pcap_pkt {
 	int proto;			/* IPPROTO_UDP or IPPROTO_TCP */
 	uint32_t seq, ack;		/* TCP only */
 	uint8_t flags;			/* TCP only: SV__PCAP_* */
+	uint16_t ip_id;			/* IPv4 identification (DF is always set) */
 	uint64_t ts_ns;			/* the record's time stamp, ns since the epoch */
 };
 

@@ -261,7 +261,7 @@ int sv__rdmap_encode(uint8_t *p, size_t cap, const struct sv_rdmap_msg *m)
 	return (int)need;
 }
 
-/* Readable names for the Terminate triples of shared/spec/iwarp.md section 4.6. */
+/* Readable names for the Terminate triples of doc/wire-iwarp.md section 4.6. */
 static const struct {
 	uint8_t layer, etype;
 	int16_t ecode;			/* -1: any code of this layer/type */

@@ -3,7 +3,7 @@
  *
  * sv__rdmap_decode() takes a whole ULPDU header area (DDP header + RDMAP header) and
  * returns a struct describing the message; encoders write the same headers. Error code
- * tables for Terminate live here too. See shared/spec/iwarp.md section 4.
+ * tables for Terminate live here too. See doc/wire-iwarp.md section 4.
  */
 #ifndef SV_WIRE_RDMAP_H
 #define SV_WIRE_RDMAP_H

@@ -25,7 +25,7 @@
  * Set SV_BIND_ADDR to an interface address to talk across hosts.
  *
  * ICRC. A datagram from an unconnected socket with IP_PMTUDISC_DO carries IPv4
- * identification 0 and DF (spec/roce.md 9), and IPv6 has no identification (with
+ * identification 0 and DF (doc/wire-roce.md 9), and IPv6 has no identification (with
  * IPV6_PMTUDISC_DO no fragment header either), so with the socket bound to an explicit
  * address and port every field the ICRC covers is known (crypto/icrc.h masks the rest:
  * TOS, TTL and checksum, or traffic class, flow label and hop limit): the sender
@@ -37,10 +37,14 @@
  * dropped and counted.
  *
  * Data path copies. TX builds the headers in a small per-batch buffer and hands
- * sendmmsg iovecs that point straight into registered memory (no staging copy). RX
- * receives with recvmmsg into a ring of MTU-sized buffers and then copies into the
- * destination: a UDP socket cannot place a datagram's payload at an address chosen from
- * its header, so this is the same one copy any plain UDP receiver makes into its buffer.
+ * sendmmsg iovecs that point straight into registered memory (no staging copy), runs of
+ * equal datagrams as one UDP_SEGMENT send each (roce_tx.c). RX receives with recvmmsg
+ * into a ring of MTU-sized buffers, or of 64 KiB ones when the socket takes coalesced
+ * datagrams (UDP_GRO: a run from a UDP_SEGMENT sender on lo, or what the kernel's GRO
+ * joined, cut again here at the segment size the kernel reports), and then copies into
+ * the destination: a UDP socket cannot place a datagram's payload at an address chosen
+ * from its header, so this is the same one copy any plain UDP receiver makes into its
+ * buffer.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -205,156 +209,6 @@ const char *sv__roce_addr_str(const union sv__roce_addr *a, char *buf, size_t ca
 	return buf;
 }
 
-/* ---------------------------------------------------------------------------------------
- * ICRC (spec/roce.md 9).
- */
-
-uint32_t sv__roce_tx_icrc(const struct sv__rctx *rc, const struct sockaddr *dst,
-			  const struct iovec *iov, int niov)
-{
-	uint8_t pseudo[SV_ICRC_PSEUDO_MAX];
-	size_t len = SV_ICRC_LEN;
-	int n;
-
-	for (int i = 0; i < niov; i++)
-		len += iov[i].iov_len;
-	/* Identification 0 and DF: what our unconnected IP_PMTUDISC_DO socket sends. The
-	 * lengths fit (a datagram is at most one path MTU of payload) and both ends are of
-	 * the device's address family, so the pseudo header cannot fail. */
-	n = sv__icrc_pseudo_hdr(pseudo, &rc->local.sa, dst, len, NULL);
-	return sv__icrc_iov(pseudo, n < 0 ? 0 : (size_t)n, iov, (size_t)niov);
-}
-
-/* ---------------------------------------------------------------------------------------
- * Transmit batch. [qp-locked]
- */
-
-static void imp_arm(struct sv__rctx *rc, uint64_t next_ns)
-{
-	if (next_ns)
-		uv_async_send(&rc->imp_wake);
-}
-
-bool sv__roce_tx_lossy(int e)
-{
-	switch (e) {
-	case EAGAIN:
-#if EWOULDBLOCK != EAGAIN
-	case EWOULDBLOCK:
-#endif
-	case ENOBUFS:
-	case ENOMEM:
-	case EHOSTUNREACH:
-	case ENETUNREACH:
-	case ENETDOWN:
-	case EHOSTDOWN:
-	case ECONNREFUSED:
-	case EPERM:
-		return true;
-	default:
-		return false;
-	}
-}
-
-void sv__roce_tx_refused(struct sv__rqp *q, const union sv__roce_addr *dst, int e, size_t len,
-			 unsigned lost)
-{
-	char str[INET6_ADDRSTRLEN + 8], what[32] = "";
-
-	if (sv__roce_tx_lossy(e)) {
-		q->st.tx_drops += lost;
-		/* A full socket is back-pressure, not news; the rest is said once. */
-		if (e != EAGAIN && e != EWOULDBLOCK &&
-		    !atomic_exchange(&q->rc->tx_loss_logged, true))
-			sv__log(SV_LOG_WARN, "softverbs udp: QP %u: datagrams to %s are lost: %s "
-				"(RC resends them until the retry count runs out)", q->qp->qp_num,
-				sv__roce_addr_str(dst, str, sizeof(str)), strerror(e));
-		return;
-	}
-	q->st.tx_errors++;
-	if (!q->tx_errno) {
-		q->tx_errno = e;
-		if (len)	/* unknown (0) when the impairment layer sent it */
-			snprintf(what, sizeof(what), " %zu-byte", len);
-		sv__log(SV_LOG_ERROR, "softverbs udp: QP %u: the socket refused a%s datagram "
-			"to %s: %s (path MTU %u, port active MTU %u, link MTU %u): the QP fails",
-			q->qp->qp_num, what, sv__roce_addr_str(dst, str, sizeof(str)),
-			strerror(e), q->mtu,
-			sv__ib_mtu_bytes(q->rc->active_mtu), q->rc->link_mtu);
-	}
-}
-
-static size_t msg_len(const struct msghdr *m)
-{
-	size_t len = 0;
-
-	for (size_t j = 0; j < m->msg_iovlen; j++)
-		len += m->msg_iov[j].iov_len;
-	return len;
-}
-
-int sv__roce_flush(struct sv__rqp *q)
-{
-	struct sv__roce_txb *b = q->txb;
-	struct sv__rctx *rc = q->rc;
-	unsigned done = 0;
-	int taken;
-
-	if (!b->n)
-		return 0;
-	if (rc->imp) {
-		uint64_t next;
-		int e;
-
-		if (rc->pcap)	/* what goes to the fault injector, which may lose some */
-			sv__pcap_udp_msgs(rc->pcap, &rc->local.sa, b->msgs, b->n);
-		e = sv__impair_send(rc->imp, rc->fd, b->msgs, b->n, sv__now_ns(), &next);
-
-		imp_arm(rc, next);
-		if (e < 0)
-			sv__roce_tx_refused(q, &q->peer, -e, 0, 1);
-		q->st.tx_packets += b->n;
-		for (unsigned i = 0; i < b->n; i++)
-			q->st.tx_bytes += msg_len(&b->msgs[i].msg_hdr);
-		taken = (int)b->n;
-		b->n = 0;
-		return taken;
-	}
-	taken = (int)b->n;
-	while (done < b->n) {
-		int s = sendmmsg(rc->fd, b->msgs + done, b->n - done, MSG_DONTWAIT);
-
-		if (s < 0) {
-			size_t len = msg_len(&b->msgs[done].msg_hdr);
-			int e = errno;
-
-			if (e == EINTR)
-				continue;
-			/* The datagram at done was refused. A full socket or a transient
-			 * error loses it and the rest of the batch, which the reliability
-			 * layer repairs (resend on NAK or timeout); one that can never go
-			 * fails the QP (tx_failed()), and the rest still go. */
-			sv__roce_tx_refused(q, &q->peer, e, len, b->n - done);
-			if (sv__roce_tx_lossy(e)) {
-				if (e == EAGAIN || e == EWOULDBLOCK)
-					taken = (int)done;
-				break;
-			}
-			done++;
-			continue;
-		}
-		if (rc->pcap)
-			sv__pcap_udp_msgs(rc->pcap, &rc->local.sa, b->msgs + done, (size_t)s);
-		for (unsigned i = done; i < done + (unsigned)s; i++) {
-			q->st.tx_packets++;
-			q->st.tx_bytes += msg_len(&b->msgs[i].msg_hdr);
-		}
-		done += (unsigned)s;
-	}
-	b->n = 0;
-	return taken;
-}
-
 /* [qp-locked] After a flush, outside any packet loop: a datagram the socket refused for
  * good (sv__roce_tx_refused) is a local QP operation error (IBA Vol 1 chapter 10's completion
  * errors: the QP's own configuration, here a path MTU its link cannot carry, keeps it
@@ -368,49 +222,6 @@ static void tx_failed(struct sv__rqp *q)
 	q->tx_errno = 0;
 	if (!sv__roce_req_fail(q, SV_WC_LOC_QP_OP_ERR))
 		sv__qp_fatal(q->qp, SV_EVENT_QP_FATAL, NULL);
-}
-
-int sv__roce_txq(struct sv__rqp *q, const uint8_t *hdr, size_t hlen, const struct iovec *pay,
-		 int npay, uint32_t paylen)
-{
-	struct sv__roce_txb *b = q->txb;
-	unsigned i, pad = (-paylen) & 3;
-	struct iovec *v;
-	struct msghdr *m;
-	int n = 0;
-
-	if (q->aead)
-		return sv__roce_aead_txq(q, hdr, hlen, pay, npay, paylen);
-	if (b->n == SV__ROCE_TX_BATCH)
-		sv__roce_flush(q);
-	i = b->n;
-	v = b->iov[i];
-	memcpy(b->hdr[i], hdr, hlen);
-	b->hdr[i][1] = (uint8_t)((b->hdr[i][1] & ~0x30) | pad << 4);
-	v[n].iov_base = b->hdr[i];
-	v[n++].iov_len = hlen;
-	for (int j = 0; j < npay; j++)
-		v[n++] = pay[j];
-	memset(b->trl[i], 0, sizeof(b->trl[i]));
-	if (pad) {
-		v[n].iov_base = b->trl[i];
-		v[n++].iov_len = pad;
-	}
-	sv__put_le32(b->trl[i] + pad, sv__roce_tx_icrc(q->rc, &q->peer.sa, v, n));
-	if (pad) {
-		v[n - 1].iov_len = pad + SV_ICRC_LEN;
-	} else {
-		v[n].iov_base = b->trl[i];
-		v[n++].iov_len = SV_ICRC_LEN;
-	}
-	m = &b->msgs[i].msg_hdr;
-	memset(m, 0, sizeof(*m));
-	m->msg_name = &q->peer;
-	m->msg_namelen = sv__roce_addr_len(&q->peer);
-	m->msg_iov = v;
-	m->msg_iovlen = (size_t)n;
-	b->n++;
-	return 0;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -612,12 +423,13 @@ static struct sv__rqp *aead_qp(const struct sv__rctx *rc, const uint8_t *buf, si
  * makes the rest under the lock. An RC packet for another QP than self is checked and
  * decoded here all the same: rx_set_run() puts it in that QP's inbox. authed: the
  * datagram was decrypted and its tag held (sv__roce_aead_open()), which does the
- * ICRC's job: it has no ICRC, only room for one.
+ * ICRC's job: it has no ICRC, only room for one. seg: the datagram's place in a coalesced
+ * one, which is the IPv4 identification our own sender gave it (checked first).
  */
 static enum rx_verdict classify(struct sv__rctx *rc, const uint8_t *buf, size_t len,
 				const union sv__roce_addr *src, const union sv__roce_addr *dst,
-				struct sv__rqp *self, bool authed, struct sv__rqp **qp,
-				struct sv_ib_pkt *k)
+				struct sv__rqp *self, bool authed, unsigned seg,
+				struct sv__rqp **qp, struct sv_ib_pkt *k)
 {
 	struct sv_icrc_ipv4 ip;
 	struct sv__rqp *q;
@@ -629,8 +441,15 @@ static enum rx_verdict classify(struct sv__rctx *rc, const uint8_t *buf, size_t 
 	if (self && sv__roce_op_is_ud(buf[0]))
 		return RX_DEFER;
 	/* Other senders' IPv4 identification and DF are found from the ICRC itself
-	 * (crypto/icrc.h, doc/interop-icrc.md); ours (id 0, DF) cost one CRC as before. */
-	icrc = authed ? 0 : sv__icrc_verify_rx(&src->sa, &dst->sa, buf, len, &ip);
+	 * (crypto/icrc.h, doc/interop-icrc.md); ours (id 0, DF, or in a coalesced run the
+	 * segment's place: roce_tx.c) cost one CRC as before. */
+	if (authed)
+		icrc = 0;
+	else if (seg && sv__icrc_verify(&src->sa, &dst->sa, &(const struct sv_icrc_ipv4){
+					.id = (uint16_t)seg, .df = true }, buf, len) == 0)
+		icrc = 0;
+	else
+		icrc = sv__icrc_verify_rx(&src->sa, &dst->sa, buf, len, &ip);
 	if (icrc == 1 && q)
 		atomic_fetch_add_explicit(&q->icrc_ip_solved, 1, memory_order_relaxed);
 	if (icrc < 0) {
@@ -673,10 +492,12 @@ static void rx_ud(struct sv__rctx *rc, const uint8_t *buf, size_t len,
 		sv__roce_ud_rx(q, src, dst, buf, len);
 }
 
-/* [qp-locked] Hands a classified RC packet in buf (the receive buffer, which the
- * responder may keep: *kept) to its QP. Returns whether the QP took it. */
+/* [qp-locked] Hands a classified RC packet in buf to its QP. own: buf is a buffer of its
+ * own of SV__ROCE_RX_BUF bytes, which the responder may keep (*kept); else it is part of
+ * a larger one (a coalesced datagram's segment), which the responder copies what it keeps
+ * from. Returns whether the QP took it. */
 static bool deliver(struct sv__rqp *q, const struct sv_ib_pkt *k, uint8_t *buf, size_t len,
-		    const union sv__roce_addr *src, bool *kept)
+		    const union sv__roce_addr *src, bool own, bool *kept)
 {
 	/* Only the peer of a connected QP may talk to it: the address of the AV it was
 	 * given, from any UDP source port. RoCEv2 senders choose the source port per flow
@@ -692,7 +513,7 @@ static bool deliver(struct sv__rqp *q, const struct sv_ib_pkt *k, uint8_t *buf, 
 	if (k->flags & SV_IB_OPF_RESP)
 		sv__roce_req_rx(q, k);
 	else
-		sv__roce_resp_rx(q, k, buf, SV__ROCE_RX_BUF, kept);
+		sv__roce_resp_rx(q, k, buf, own ? SV__ROCE_RX_BUF : 0, kept);
 	return true;
 }
 
@@ -793,7 +614,7 @@ static bool inbox_run(struct sv__rqp *q)
 		bool kept = false;
 
 		next = p->next;
-		if (deliver(q, &p->k, p->buf, p->len, &p->src, &kept))
+		if (deliver(q, &p->k, p->buf, p->len, &p->src, true, &kept))
 			any = true;
 		if (!kept)
 			free(p->buf);
@@ -978,12 +799,14 @@ struct rx_item {
 	size_t len;
 	const union sv__roce_addr *src;
 	unsigned tag;			/* the caller's: which buffer this is */
+	bool own;			/* buf is a ring buffer the responder may keep */
+	bool alloc;			/* buf was allocated for this packet alone */
 	bool kept;			/* the responder kept buf */
 };
 
 struct rx_set {
 	unsigned n;
-	struct rx_item it[SV__ROCE_RX_BATCH];
+	struct rx_item it[SV__ROCE_RX_SET];
 };
 
 /* [rx_lock] Hands every packet of the set to its QP, QP by QP (each QP's packets in
@@ -1009,7 +832,8 @@ static void rx_set_run(struct sv__rctx *rc, struct rx_set *s, struct sv__rqp *se
 			it->q = NULL;
 			if (!locked)
 				inbox_put(rc, q, &it->k, it->buf, it->len, it->src);
-			else if (deliver(q, &it->k, it->buf, it->len, it->src, &it->kept))
+			else if (deliver(q, &it->k, it->buf, it->len, it->src,
+					 it->own || it->alloc, &it->kept))
 				any = true;
 		}
 		if (!locked)
@@ -1021,38 +845,22 @@ static void rx_set_run(struct sv__rctx *rc, struct rx_set *s, struct sv__rqp *se
 	}
 }
 
-static struct rx_item *rx_set_add(struct rx_set *s, struct sv__rqp *q, uint8_t *buf,
-				  size_t len, const union sv__roce_addr *src, unsigned tag)
-{
-	struct rx_item *it = &s->it[s->n++];
-
-	it->q = q;
-	it->buf = buf;
-	it->len = len;
-	it->src = src;
-	it->tag = tag;
-	it->kept = false;
-	return it;
-}
-
-/* [rx_lock, a poller] Hands the UD or CM datagram in ring slot i to the loop. */
-static void defer_push(struct sv__rctx *rc, unsigned i, const union sv__roce_addr *dst)
+/* [rx_lock, a poller] Hands a copy of the UD or CM datagram buf (len bytes, from src to
+ * dst) to the loop. */
+static void defer_push(struct sv__rctx *rc, const uint8_t *buf, size_t len,
+		       const union sv__roce_addr *src, const union sv__roce_addr *dst)
 {
 	struct sv__roce_deferred *d = malloc(sizeof(*d));
 
-	if (!d)
-		return;			/* a loss: the reliability layer repairs it */
-	d->src = rc->rx_src[i];
-	d->dst = *dst;
-	d->len = rc->rx_msgs[i].msg_len;
-	d->buf = rc->rx_buf[i];
-	d->next = NULL;
-	/* The ring slot gets a fresh buffer; without one the datagram is dropped. */
-	if (!(rc->rx_buf[i] = malloc(SV__ROCE_RX_BUF))) {
-		rc->rx_buf[i] = d->buf;
+	if (!d || !(d->buf = malloc(len))) {
 		free(d);
-		return;
+		return;			/* a loss: the reliability layer repairs it */
 	}
+	memcpy(d->buf, buf, len);
+	d->src = *src;
+	d->dst = *dst;
+	d->len = len;
+	d->next = NULL;
 	*rc->defer_tail = d;
 	rc->defer_tail = &d->next;
 	uv_async_send(&rc->defer_wake);
@@ -1073,7 +881,7 @@ static void defer_run(struct sv__rctx *rc)
 
 		next = d->next;
 		/* UD opcodes only (classify() defers nothing else): RX_UD or RX_DROP. */
-		if (classify(rc, d->buf, d->len, &d->src, &d->dst, NULL, false, &q, &k) == RX_UD)
+		if (classify(rc, d->buf, d->len, &d->src, &d->dst, NULL, false, 0, &q, &k) == RX_UD)
 			rx_ud(rc, d->buf, d->len, &d->src, &d->dst);
 		free(d->buf);
 		free(d);
@@ -1081,22 +889,126 @@ static void defer_run(struct sv__rctx *rc)
 }
 
 /* [rx_lock] Runs the ring's pending RC packets; a ring slot whose buffer the responder
- * kept (an out-of-order packet) gets a new one. */
+ * kept (an out-of-order packet) gets a new one, and a packet's own buffer the responder
+ * did not keep is freed. */
 static void ring_run(struct sv__rctx *rc, struct rx_set *s, struct sv__rqp *self)
 {
 	rx_set_run(rc, s, self);
 	for (unsigned j = 0; j < s->n; j++) {
-		if (s->it[j].kept) {
-			uint8_t *nb = malloc(SV__ROCE_RX_BUF);
+		struct rx_item *it = &s->it[j];
+
+		if (it->alloc) {
+			if (!it->kept)
+				free(it->buf);
+		} else if (it->kept) {
+			uint8_t *nb = malloc(rc->rx_buf_len);
 
 			if (nb)
-				rc->rx_buf[s->it[j].tag] = nb;
+				rc->rx_buf[it->tag] = nb;
 		}
 	}
 	s->n = 0;
 }
 
-/* [rx_lock] One recvmmsg batch, dispatched. Returns the datagrams received. */
+static struct rx_item *rx_set_add(struct sv__rctx *rc, struct rx_set *s,
+				  struct sv__rqp *self, struct sv__rqp *q, uint8_t *buf,
+				  size_t len, const union sv__roce_addr *src, unsigned tag)
+{
+	struct rx_item *it;
+
+	if (s->n == SV__ROCE_RX_SET)
+		ring_run(rc, s, self);
+	it = &s->it[s->n++];
+	it->q = q;
+	it->buf = buf;
+	it->len = len;
+	it->src = src;
+	it->tag = tag;
+	it->own = false;
+	it->alloc = false;
+	it->kept = false;
+	return it;
+}
+
+/* The segment size of a coalesced datagram (the UDP_GRO control message), or 0. */
+static size_t gro_size(struct msghdr *m)
+{
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c; c = CMSG_NXTHDR(m, c)) {
+		if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
+			int sz;
+
+			memcpy(&sz, CMSG_DATA(c), sizeof(sz));
+			return sz > 0 ? (size_t)sz : 0;
+		}
+	}
+	return 0;
+}
+
+/* [rx_lock] One datagram of ring slot i (buf, len bytes; segment seg of a coalesced one,
+ * whose place gives the IPv4 identification our sender used: "Transmit batch") from
+ * src to dst, classified and added to s or handled. */
+static void rx_one(struct sv__rctx *rc, struct rx_set *s, struct sv__rqp *self, unsigned i,
+		   uint8_t *buf, size_t len, unsigned seg, bool whole,
+		   const union sv__roce_addr *dst)
+{
+	const union sv__roce_addr *src = &rc->rx_src[i];
+	struct sv__rqp *q = NULL;
+	struct sv_ib_pkt k;
+	bool authed = false, alloc = false;
+
+	if (rc->pcap)
+		sv__pcap_udp_id(rc->pcap, &src->sa, &dst->sa,
+				&(struct iovec){ .iov_base = buf, .iov_len = len }, 1,
+				(uint16_t)seg);
+	/* A QP with keys takes only what authenticates, before anything else looks at the
+	 * packet (doc/security.md). Decrypting swaps the buffer for the spare one: a whole
+	 * ring buffer is swapped in place, a segment of a larger one, or a datagram in a
+	 * ring buffer larger than the spare (gro), is copied out first. */
+	if (rc->aead_qps && (q = aead_qp(rc, buf, len))) {
+		uint8_t **bp = &rc->rx_buf[i], *cp = NULL;
+
+		if (!whole || rc->gro) {
+			if (len > SV__ROCE_RX_BUF || !(cp = malloc(SV__ROCE_RX_BUF)))
+				return;
+			memcpy(cp, buf, len);
+			bp = &cp;
+		}
+		if (sv__roce_aead_open(rc, q, bp, &len) < 0) {
+			free(cp);
+			return;
+		}
+		buf = *bp;
+		alloc = cp != NULL;
+		authed = true;
+		q = NULL;
+	}
+	switch (classify(rc, buf, len, src, dst, self, authed, seg, &q, &k)) {
+	case RX_DEFER:
+		defer_push(rc, buf, len, src, dst);
+		break;
+	case RX_UD:
+		/* Whatever came before it first: a CM message may change the state of a QP
+		 * whose earlier packets are pending. */
+		ring_run(rc, s, self);
+		rx_ud(rc, buf, len, src, dst);
+		break;
+	case RX_RC: {
+		struct rx_item *it = rx_set_add(rc, s, self, q, buf, len, src, i);
+
+		it->k = k;
+		it->own = whole && !rc->gro;
+		it->alloc = alloc;
+		return;
+	}
+	case RX_DROP:
+		break;
+	}
+	if (alloc)
+		free(buf);
+}
+
+/* [rx_lock] One recvmmsg batch, dispatched. Returns the datagrams received (a coalesced
+ * one counts once). */
 static int rx_round(struct sv__rctx *rc, struct sv__rqp *self)
 {
 	struct rx_set s;
@@ -1114,50 +1026,27 @@ static int rx_round(struct sv__rctx *rc, struct sv__rqp *self)
 		m->msg_controllen = sizeof(rc->rx_cmsg[i]);
 		m->msg_flags = 0;
 		rc->rx_iov[i].iov_base = rc->rx_buf[i];
-		rc->rx_iov[i].iov_len = SV__ROCE_RX_BUF;
+		rc->rx_iov[i].iov_len = rc->rx_buf_len;
 	}
 	n = recvmmsg(rc->fd, rc->rx_msgs, SV__ROCE_RX_BATCH, MSG_DONTWAIT, NULL);
 	for (int i = 0; i < n; i++) {
+		struct msghdr *m = &rc->rx_msgs[i].msg_hdr;
 		union sv__roce_addr dst = rc->local;
-		uint8_t *buf = rc->rx_buf[i];
-		size_t len = rc->rx_msgs[i].msg_len;
-		struct sv__rqp *q = NULL;
-		struct sv_ib_pkt k;
-		bool authed = false;
+		size_t len = rc->rx_msgs[i].msg_len, seg;
 
 		/* A source of another family cannot occur: the IPv6 socket is V6ONLY. */
-		if ((rc->rx_msgs[i].msg_hdr.msg_flags & MSG_TRUNC) ||
-		    rc->rx_src[i].sa.sa_family != rc->local.sa.sa_family ||
-		    !pktinfo_dst(&rc->rx_msgs[i].msg_hdr, &dst))
+		if ((m->msg_flags & MSG_TRUNC) || rc->rx_src[i].sa.sa_family != rc->local.sa.sa_family ||
+		    !pktinfo_dst(m, &dst))
 			continue;
-		if (rc->pcap)
-			sv__pcap_udp(rc->pcap, &rc->rx_src[i].sa, &dst.sa,
-				     &(struct iovec){ .iov_base = buf, .iov_len = len }, 1);
-		/* A QP with keys takes only what authenticates, before anything else looks
-		 * at the packet (doc/security.md). */
-		if (rc->aead_qps && (q = aead_qp(rc, buf, len))) {
-			if (sv__roce_aead_open(rc, q, &rc->rx_buf[i], &len) < 0)
-				continue;
-			buf = rc->rx_buf[i];
-			authed = true;
-			q = NULL;
+		/* A coalesced datagram (UDP_GRO) is its segments, each a datagram as sent. */
+		seg = rc->gro ? gro_size(m) : 0;
+		if (!seg || seg >= len) {
+			rx_one(rc, &s, self, (unsigned)i, rc->rx_buf[i], len, 0, true, &dst);
+			continue;
 		}
-		switch (classify(rc, buf, len, &rc->rx_src[i], &dst, self, authed, &q, &k)) {
-		case RX_DEFER:
-			defer_push(rc, (unsigned)i, &dst);
-			break;
-		case RX_UD:
-			/* Whatever came before it first: a CM message may change the state
-			 * of a QP whose earlier packets are pending. */
-			ring_run(rc, &s, self);
-			rx_ud(rc, buf, len, &rc->rx_src[i], &dst);
-			break;
-		case RX_RC:
-			rx_set_add(&s, q, buf, len, &rc->rx_src[i], (unsigned)i)->k = k;
-			break;
-		case RX_DROP:
-			break;
-		}
+		for (size_t off = 0, k = 0; off < len; off += seg, k++)
+			rx_one(rc, &s, self, (unsigned)i, rc->rx_buf[i] + off,
+			       len - off < seg ? len - off : seg, (unsigned)k, false, &dst);
 	}
 	ring_run(rc, &s, self);
 	return n < 0 ? 0 : n;
@@ -1199,9 +1088,9 @@ static void defer_cb(uv_async_t *a)
 
 /*
  * [qp-locked] poll op: sv_poll_cq() found the CQ empty. Receive in this thread, so a
- * busy-polling application pays no wake-up of the loop (DESIGN.md, "Thread hops are the
- * latency budget"). Only this QP's packets are handed over here; other QPs' go to their
- * inboxes, UD and CM datagrams to the loop.
+ * busy-polling application pays no wake-up of the loop (doc/architecture.md, "Thread
+ * hops"). Only this QP's packets are handed over here; other QPs' go to their inboxes, UD
+ * and CM datagrams to the loop.
  */
 static int poll_qp(struct sv_qp *qp)
 {
@@ -1260,6 +1149,15 @@ static int parse_bind(const char *s, union sv__roce_addr *a, bool *loopback_auto
 	return 0;
 }
 
+/* SV_UDP_GSO=0 turns UDP segmentation offload off (to compare, or to capture on lo the
+ * datagrams one by one, as a wire without the offload carries them). */
+static bool gso_disabled(void)
+{
+	const char *v = getenv("SV_UDP_GSO");
+
+	return v && !strcmp(v, "0");
+}
+
 /*
  * Opens and binds the context's UDP socket (see the top of this file): IPv4 or IPv6 as
  * the bind address is. Several contexts on one host find room by themselves on loopback:
@@ -1310,6 +1208,19 @@ static int open_socket(struct sv__rctx *rc, const struct sv_device_opts *o)
 		sv__log(SV_LOG_ERROR, "softverbs udp: UDP_NO_CHECK6_RX: %s: IPv6 datagrams "
 			"with a zero UDP checksum will be dropped by the kernel",
 			strerror(errno));
+	/* Segmentation offload both ways ("Transmit batch", rx_round()) where the kernel
+	 * has it, unless SV_UDP_GSO=0 (or an impairment, which judges each datagram alone,
+	 * is configured). UDP_SEGMENT 0 sets no default size, it only asks whether the
+	 * option exists. */
+	if (!gso_disabled() && !rc->imp) {
+		static const int zero = 0;
+
+		atomic_store(&rc->gso, setsockopt(fd, SOL_UDP, UDP_SEGMENT, &zero,
+						  sizeof(zero)) == 0);
+	}
+	if (!gso_disabled())
+		rc->gro = setsockopt(fd, SOL_UDP, UDP_GRO, &one, sizeof(one)) == 0;
+	rc->rx_buf_len = rc->gro ? SV__ROCE_RX_GRO_BUF : SV__ROCE_RX_BUF;
 	/* Bigger socket buffers than the default: a window of 4 KiB packets must fit. The
 	 * kernel caps them at rmem_max/wmem_max; less just means more loss to repair. */
 	(void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sb, sizeof(sb));
@@ -1419,21 +1330,25 @@ static int ctx_init(struct sv_context *ctx, void **tctx)
 		r = -ENOMEM;
 		goto err_free;
 	}
-	for (unsigned i = 0; i < SV__ROCE_RX_BATCH; i++) {
-		if (!(rc->rx_buf[i] = malloc(SV__ROCE_RX_BUF))) {
-			r = -ENOMEM;
-			goto err_free;
-		}
-	}
 	if (sv__impair_active(&icfg)) {
 		if (!(rc->imp = malloc(sizeof(*rc->imp)))) {
 			r = -ENOMEM;
 			goto err_free;
 		}
-		sv__impair_init(rc->imp, &icfg);
+		if ((r = sv__impair_init(rc->imp, &icfg)) < 0) {
+			free(rc->imp);
+			rc->imp = NULL;
+			goto err_free;
+		}
 	}
 	if ((r = open_socket(rc, o)) < 0 || (r = sv__roce_kx_init(rc, o)) < 0)
 		goto err_free;
+	for (unsigned i = 0; i < SV__ROCE_RX_BATCH; i++) {
+		if (!(rc->rx_buf[i] = malloc(rc->rx_buf_len))) {
+			r = -ENOMEM;
+			goto err_free;
+		}
+	}
 	sv__roce_port_init(rc);
 	if ((r = uv_poll_init(sv__ctx_loop(ctx), &rc->poll, rc->fd)) < 0)
 		goto err_free;
@@ -1451,9 +1366,10 @@ static int ctx_init(struct sv_context *ctx, void **tctx)
 	sv__roce_cm_init(rc);
 	rc->handles_open++;
 	uv_poll_start(&rc->poll, UV_READABLE, rx_cb);
-	sv__log(SV_LOG_INFO, "softverbs udp: bound %s (%s)",
+	sv__log(SV_LOG_INFO, "softverbs udp: bound %s (%s; UDP_SEGMENT %s, UDP_GRO %s)",
 		sv__roce_addr_str(&rc->local, str, sizeof(str)),
-		rc->sr ? "selective repeat" : "go-back-N");
+		rc->sr ? "selective repeat" : "go-back-N", atomic_load(&rc->gso) ? "on" : "off",
+		rc->gro ? "on" : "off");
 	*tctx = rc;
 	return 0;
 err_free:
@@ -1695,6 +1611,7 @@ static void qp_error(struct sv_qp *qp)
 
 	q->err = true;
 	q->txb->n = 0;
+	q->txb->gso_iov = 0;
 	/* Requests this responder already executed and completed are acknowledged even now:
 	 * an application that destroys its QP right after its last receive completion must
 	 * not leave the peer retrying into a dead QP until RETRY_EXC_ERR (the coalesced ACK
@@ -1703,6 +1620,7 @@ static void qp_error(struct sv_qp *qp)
 		sv__roce_resp_final_ack(q);
 		sv__roce_flush(q);
 		q->txb->n = 0;
+		q->txb->gso_iov = 0;
 	}
 	q->live = false;
 	q->tx_errno = 0;		/* what the final ACK met dies with the QP */

@@ -51,8 +51,16 @@
 
 #define SV__ROCE_RX_BATCH 64		/* datagrams per recvmmsg */
 #define SV__ROCE_RX_BUF 4608		/* > BTH + largest ext + 4096 + pad + ICRC */
+#define SV__ROCE_RX_GRO_BUF 65536	/* a coalesced datagram (UDP_GRO): 64 KiB at most */
+#define SV__ROCE_RX_SET 128		/* RC packets handed to QPs together (roce.c) */
 #define SV__ROCE_TX_BATCH 64		/* datagrams per sendmmsg */
 #define SV__ROCE_TX_IOV (SV__MAX_SGE + 3)	/* header, payload slices, pad + ICRC */
+/* UDP_SEGMENT (roce.c, "Transmit batch"): the datagrams one send may carry, which Linux
+ * caps at UDP_MAX_SEGMENTS (64 in older kernels, 128 in newer); their bytes, which with the IPv4
+ * and UDP headers must fit IPv4's 16-bit total length; the iovecs of a batch's runs. */
+#define SV__ROCE_GSO_SEGS 64
+#define SV__ROCE_GSO_BYTES (65535 - 20 - 8)
+#define SV__ROCE_GSO_IOV 256
 #define SV__ROCE_SOCKBUF (4 << 20)
 #define SV__ROCE_OOO 1024		/* SR: out-of-order packets a responder keeps */
 #define SV__ROCE_ACKREQ_EVERY 16	/* AckReq at least every this many packets */
@@ -176,8 +184,15 @@ struct sv__rctx {
 	struct mmsghdr rx_msgs[SV__ROCE_RX_BATCH];
 	struct iovec rx_iov[SV__ROCE_RX_BATCH];
 	union sv__roce_addr rx_src[SV__ROCE_RX_BATCH];
-	uint8_t rx_cmsg[SV__ROCE_RX_BATCH][64];
+	uint8_t rx_cmsg[SV__ROCE_RX_BATCH][96];	/* PKTINFO and UDP_GRO */
 	uint8_t *rx_buf[SV__ROCE_RX_BATCH];
+	size_t rx_buf_len;		/* SV__ROCE_RX_BUF, or SV__ROCE_RX_GRO_BUF with gro */
+	/* UDP segmentation offload (roce.c): gso, the kernel takes UDP_SEGMENT sends
+	 * (cleared for good if one fails); gro, the socket receives coalesced datagrams
+	 * (UDP_GRO). Both probed when the socket opens, unless SV_UDP_GSO=0. */
+	atomic_bool gso;
+	bool gro;
+	atomic_bool gso_fail_logged;
 	uint64_t icrc_errors_unknown;	/* bad ICRC for no known QP */
 	/* Authenticated encryption (roce_aead.c, under rx_lock): how many QPs have keys
 	 * (0: the receive path looks for none), and the buffer a decrypted datagram goes
@@ -202,6 +217,21 @@ struct sv__roce_txb {
 	struct iovec iov[SV__ROCE_TX_BATCH][SV__ROCE_TX_IOV];
 	uint8_t hdr[SV__ROCE_TX_BATCH][SV_IB_MAX_HDRS_LEN + 4];
 	uint8_t trl[SV__ROCE_TX_BATCH][8];	/* pad (0..3) + ICRC */
+	/* Runs for UDP_SEGMENT (roce.c): msgs[i] is datagram seg[i] of its run (0: the
+	 * first, or alone); the open run starts at run_first and takes msgs[run_next]
+	 * next if it is no longer than run_len, the length of all but a run's last. */
+	uint8_t seg[SV__ROCE_TX_BATCH];
+	unsigned run_first, run_next, run_bytes, run_iov, gso_iov;
+	size_t run_len;
+	bool run_closed;
+	/* What one sendmmsg of runs is made of (sv__roce_flush()). */
+	struct mmsghdr gmsgs[SV__ROCE_TX_BATCH];
+	uint8_t gfirst[SV__ROCE_TX_BATCH];
+	struct iovec giov[SV__ROCE_GSO_IOV];
+	union {
+		struct cmsghdr h;
+		uint8_t b[CMSG_SPACE(sizeof(uint16_t))];
+	} gcmsg[SV__ROCE_TX_BATCH];
 };
 
 /* Requester: one started send WQE. */
@@ -355,8 +385,8 @@ int sv__roce_txq(struct sv__rqp *q, const uint8_t *hdr, size_t hlen, const struc
 		 int npay, uint32_t paylen);
 /* The ICRC of a datagram from the device's socket to dst whose UDP payload is iov (BTH
  * through pad) and the 4-byte ICRC (crypto/icrc.h over the pseudo IP/UDP header the
- * socket sends). */
-uint32_t sv__roce_tx_icrc(const struct sv__rctx *rc, const struct sockaddr *dst,
+ * socket sends: IPv4 identification ip_id, which is 0 but in a UDP_SEGMENT run). */
+uint32_t sv__roce_tx_icrc(const struct sv__rctx *rc, const struct sockaddr *dst, uint16_t ip_id,
 			  const struct iovec *iov, int niov);
 /* [qp-locked] Sends the batch. Returns how many of its datagrams, from the first, the
  * socket took before it was full (EAGAIN): the rest are dropped (the reliability layer
@@ -469,7 +499,8 @@ int sv__roce_resp_init(struct sv__rqp *q);
 void sv__roce_resp_reset(struct sv__rqp *q);
 void sv__roce_resp_fini(struct sv__rqp *q);
 /* A request packet arrived; buf is the receive buffer it lies in, which the responder
- * may keep (SR out-of-order): then it sets *kept and the caller needs a new buffer. */
+ * may keep (SR out-of-order): then it sets *kept and the caller needs a new buffer.
+ * buflen 0: buf is part of a larger buffer, never kept (the responder copies instead). */
 void sv__roce_resp_rx(struct sv__rqp *q, const struct sv_ib_pkt *k, uint8_t *buf,
 		      size_t buflen, bool *kept);
 /* Sends the coalesced ACK the responder owes, if any (QP entering ERR). */

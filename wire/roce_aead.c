@@ -174,6 +174,7 @@ int sv__roce_aead_txq(struct sv__rqp *q, const uint8_t *hdr, size_t hlen,
 	m->msg_namelen = sv__roce_addr_len(&q->peer);
 	m->msg_iov = b->iov[i];
 	m->msg_iovlen = 2;
+	b->seg[i] = 0;		/* alone: no UDP_SEGMENT run (roce.c) */
 	b->n++;
 	return 0;
 }

@@ -1,6 +1,6 @@
 /*
  * roce_kx.c — the key exchange of the UDP mode's authenticated encryption
- * (wire/roce_kx.h, doc/security.md "Key exchange").
+ * (wire/roce_kx.h, doc/roce-aead.md "Key exchange").
  *
  * One exchange is a TLS 1.3 session over TCP (crypto/tls_conf.h builds its context from
  * the device options, so the certificates, CAs, expected peer name and mutual

@@ -1,6 +1,6 @@
 /*
  * roce_kx.h — the key exchange of the UDP mode's authenticated encryption
- * (doc/security.md, "Key exchange"): a TLS 1.3 handshake over TCP between the two ends,
+ * (doc/roce-aead.md, "Key exchange"): a TLS 1.3 handshake over TCP between the two ends,
  * the key-exchange messages (wire/aead_kx.h) inside it, and the packet keys from its
  * exporter (RFC 8446 section 7.5).
  *

@@ -176,11 +176,11 @@ static void emit(struct sv__rqp *q, struct sv__rswqe *r, uint32_t k, bool resend
 		}
 		break;
 	case SV_WR_RDMA_READ: {
-		/* A retried READ asks again from response k (spec/roce.md 7: any range within
-		 * the original), for at most a window of responses: the window then paces
-		 * the recovery of a READ as it paces everything else. Only once a response
-		 * arrived (k > 0): before that the responder may never have seen the READ,
-		 * and would execute a shorter retry as a new, shorter READ. */
+		/* A retried READ asks again from response k (doc/wire-roce.md 7: any range
+		 * within the original), for at most a window of responses: the window then
+		 * paces the recovery of a READ as it paces everything else. Only once a
+		 * response arrived (k > 0): before that the responder may never have seen
+		 * the READ, and would execute a shorter retry as a new, shorter READ. */
 		uint32_t n = r->npkts - k, len = w->length - off;
 		struct sv_reth reth = { .va = w->remote_addr + off, .rkey = w->rkey };
 
@@ -201,7 +201,7 @@ static void emit(struct sv__rqp *q, struct sv__rswqe *r, uint32_t k, bool resend
 		last = true;
 		break;
 	}
-	default: {		/* atomics: AtomicETH (spec/roce.md 3 for the field mapping) */
+	default: {		/* atomics: AtomicETH (fields: doc/wire-roce.md 3) */
 		struct sv_atomiceth ae = { .va = w->remote_addr, .rkey = w->rkey };
 
 		op = w->opcode == SV_WR_ATOMIC_CMP_AND_SWP ? SV_IB_OP_CMP_SWAP : SV_IB_OP_FETCH_ADD;
@@ -221,7 +221,8 @@ static void emit(struct sv__rqp *q, struct sv__rswqe *r, uint32_t k, bool resend
 		hl += (size_t)sv__immdt_encode(h + hl, sizeof(h) - hl, w->imm_data);
 	}
 	if (inv && last) {
-		/* IETH: the R_Key to invalidate, host order in the WR (spec/roce.md 3). */
+		/* IETH: the R_Key to invalidate, host order in the WR (doc/wire-roce.md
+		 * 3). */
 		hl += (size_t)sv__ieth_encode(h + hl, sizeof(h) - hl, w->invalidate_rkey);
 	}
 	if (w->opcode != SV_WR_RDMA_READ && !is_atomic(w->opcode) && w->length) {
@@ -229,7 +230,7 @@ static void emit(struct sv__rqp *q, struct sv__rswqe *r, uint32_t k, bool resend
 		npay = sv__roce_iov_slice(r->iov, r->niov, off, seg, pay);
 	}
 	/* AckReq on the last packet of a message, every few packets, and when the window
-	 * is about to close, so ACKs keep the window moving (spec/roce.md 2). */
+	 * is about to close, so ACKs keep the window moving (doc/wire-roce.md 2). */
 	ackreq = last || ++q->pkts_since_ackreq >= SV__ROCE_ACKREQ_EVERY ||
 		 sv__retx_room(&q->rx, q->now_ns) <= 2;
 	if (ackreq)
@@ -261,7 +262,7 @@ static int take_wqe(struct sv__rqp *q)
 		return 0;
 	rd = is_rd_atomic(w->opcode);
 	/* max_rd_atomic: READ/atomics outstanding at once (ORD); a fence waits for all of
-	 * them (verbs.md 2). */
+	 * them (doc/verbs.md 2). */
 	if (rd && q->rd_out >= a->max_rd_atomic)
 		return 0;
 	if ((w->flags & SV_SEND_FENCE) && q->rd_out)
@@ -513,7 +514,7 @@ static bool rbit(const struct sv__rswqe *r, uint32_t i)
  * in or out of order, and remembered in a bitmap; una only moves over the gap-free
  * prefix, so the timer still guards the first missing response. When the end of a
  * response stream arrives with holes left, the requester asks again from the first hole
- * (a valid retried READ, spec/roce.md 7); the packets after it that already arrived are
+ * (a valid retried READ, doc/wire-roce.md 7); the packets after it that already arrived are
  * ignored when they come again. A retry asks for at most a window of responses, and the
  * end of that shorter stream triggers the next one. Asking on a stream's end rather than on the first
  * gap matters: a gap-triggered retry races the rest of the stream still in flight and

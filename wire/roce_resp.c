@@ -172,7 +172,7 @@ static void rsp_pkt(struct sv__rqp *q, const struct sv__rrsp *e, uint32_t j, uin
 	if (op == SV_IB_OP_READ_RESP_MIDDLE) {
 		sv__roce_txq(q, h, SV_BTH_LEN, &v, seg ? 1 : 0, seg);
 	} else {
-		/* rxe sends READ responses with syndrome 0x1F (spec/roce.md 7). */
+		/* rxe sends READ responses with syndrome 0x1F (doc/wire-roce.md 7). */
 		aeth_put(h + SV_BTH_LEN, SYN_ACK, e->msn);
 		sv__roce_txq(q, h, SV_BTH_LEN + SV_AETH_LEN, &v, seg ? 1 : 0, seg);
 	}
@@ -290,8 +290,8 @@ void sv__roce_resp_progress(struct sv__rqp *q)
 	for (unsigned i = 0; i < q->srnak_n; i++) {
 		uint8_t trig[SV_IB_SR_NAK_LEN];
 
-		/* Selective repeat NAK (spec/roce.md 12, sv__ib_sr_nak()): PSN = ePSN, payload
-		 * = the PSN that arrived out of order. */
+		/* Selective repeat NAK (doc/wire-roce.md 12, sv__ib_sr_nak()): PSN = ePSN,
+		 * payload = the PSN that arrived out of order. */
 		sv__put_be32(trig, q->srnak[i]);
 		put_ack(q, SYN_NAK_SEQ, q->epsn, trig, SV_IB_SR_NAK_LEN);
 		q->st.naks_tx++;
@@ -352,7 +352,7 @@ static void fatal(struct sv__rqp *q, uint8_t syn, uint32_t psn, enum sv_wc_statu
 static uint8_t nak_of_mr(int rc)
 {
 	/* QP access flags lacking the right is an invalid request; a bad key, PD, range
-	 * or region right is a remote access error (spec/roce.md 7). */
+	 * or region right is a remote access error (doc/wire-roce.md 7). */
 	return rc == -EOPNOTSUPP ? SYN_NAK_INV : SYN_NAK_ACC;
 }
 
@@ -428,7 +428,7 @@ static int do_send(struct sv__rqp *q, const struct sv_ib_pkt *k)
 		struct sv__recv_wqe *w;
 
 		/* SEND with Invalidate: the key goes after placement, before the receive
-		 * completes with it (IBA 9.4.1, spec/roce.md 3). A key we may not
+		 * completes with it (IBA 9.4.1, doc/wire-roce.md 3). A key we may not
 		 * invalidate fails the receive with REM_INV_REQ_ERR as rxe does, and we
 		 * NAK invalid request so the sender learns it too. */
 		if (f & SV_IB_OPF_INV) {
@@ -586,7 +586,7 @@ static int do_read(struct sv__rqp *q, const struct sv_ib_pkt *k)
 	e->msn = q->msn;
 	q->rsp_put++;
 	q->rd_new++;
-	/* A READ takes one PSN per response packet (spec/roce.md 6). */
+	/* A READ takes one PSN per response packet (doc/wire-roce.md 6). */
 	q->epsn = sv__psn_add(q->epsn, n - 1);
 	return GO;
 }
@@ -610,14 +610,14 @@ static int do_atomic(struct sv__rqp *q, const struct sv_ib_pkt *k)
 		return STOP;
 	}
 	/* An aligned offset into a zero-based MR or window that starts unaligned is still
-	 * an unaligned word in memory: misaligned too (verbs.md 5). */
+	 * an unaligned word in memory: misaligned too (doc/verbs.md 5). */
 	if ((uintptr_t)p & 7) {
 		sv__mr_release(mr);
 		fatal(q, SYN_NAK_INV, k->bth.psn, SV_WC_REM_INV_REQ_ERR);
 		return STOP;
 	}
-	/* Executed once, here; a duplicate gets the saved value (IBA o9-x, spec/roce.md 7).
-	 * Atomic against other atomics of this device (SV_ATOMIC_HCA). */
+	/* Executed once, here; a duplicate gets the saved value (IBA o9-x, doc/wire-roce.md
+	 * 7). Atomic against other atomics of this device (SV_ATOMIC_HCA). */
 	if (k->bth.opcode == SV_IB_OP_CMP_SWAP) {
 		orig = k->atomic.compare;
 		__atomic_compare_exchange_n(p, &orig, k->atomic.swap_add, false, __ATOMIC_SEQ_CST,
@@ -901,7 +901,6 @@ void sv__roce_resp_rx(struct sv__rqp *q, const struct sv_ib_pkt *k, uint8_t *buf
 {
 	int32_t d = sv__psn_cmp(k->bth.psn, q->epsn);
 
-	(void)buflen;
 	if (q->qp->qp_type == SV_QPT_UC) {
 		uc_rx(q, k);
 		return;
@@ -921,10 +920,21 @@ void sv__roce_resp_rx(struct sv__rqp *q, const struct sv_ib_pkt *k, uint8_t *buf
 
 		if (sv__psn_diff(k->bth.psn, q->epsn) >= SV__ROCE_OOO)
 			return;		/* beyond what we keep: the sender's timer repairs */
-		if (!e->buf) {
+		if (!e->buf && buflen) {
 			e->buf = buf;
 			e->k = *k;
 			*kept = true;
+		} else if (!e->buf) {
+			/* Part of a larger receive buffer: what execution needs, the payload,
+			 * is copied (a failed allocation loses the packet, repaired as any). */
+			uint8_t *c = malloc(k->payload_len ? k->payload_len : 1);
+
+			if (c) {
+				memcpy(c, k->payload, k->payload_len);
+				e->buf = c;
+				e->k = *k;
+				e->k.payload = c;
+			}
 		}
 		if (q->srnak_n == SV__ROCE_SRNAKQ) {
 			memmove(q->srnak, q->srnak + 1, (SV__ROCE_SRNAKQ - 1) * sizeof(q->srnak[0]));
@@ -933,7 +943,8 @@ void sv__roce_resp_rx(struct sv__rqp *q, const struct sv_ib_pkt *k, uint8_t *buf
 		q->srnak[q->srnak_n++] = k->bth.psn;
 		return;
 	}
-	/* Go-back-N: one NAK per gap, then silence until ePSN arrives (spec/roce.md 7). */
+	/* Go-back-N: one NAK per gap, then silence until ePSN arrives (doc/wire-roce.md
+	 * 7). */
 	if (!q->nak_sent) {
 		q->nak_sent = true;
 		q->nak_pending = true;

@@ -1,5 +1,5 @@
 /*
- * roce_retx.c — RC requester reliability for the UDP transport (spec/roce.md 6, 8, 12).
+ * roce_retx.c — RC requester reliability for the UDP transport (doc/wire-roce.md 6, 8, 12).
  *
  * Design. The requester tracks three PSNs: una (oldest unacknowledged), nxt (first
  * never sent) and snd (next to put on the wire in sequence; behind nxt while resending).
@@ -41,7 +41,7 @@
 #include "wire/roce_retx.h"
 
 static const uint32_t rnr_us_x100[32] = {
-	/* IBA table 45 (spec/roce.md 5), in units of 10 us: code 0 is the longest. */
+	/* IBA table 45 (doc/wire-roce.md 5), in units of 10 us: code 0 is the longest. */
 	65536, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192,
 	256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576,
 	32768, 49152,
@@ -187,7 +187,7 @@ uint32_t sv__retx_ack(struct sv__retx *r, uint32_t psn, uint64_t now_ns)
 		r->snd = r->una;
 	if (sv__psn_cmp(r->rtx_cursor, r->una) < 0)
 		r->rtx_cursor = r->una;
-	/* IBA: the counters reload whenever an ACK makes progress (spec/roce.md 8). */
+	/* IBA: the counters reload whenever an ACK makes progress (doc/wire-roce.md 8). */
 	r->retries_left = r->retry_cnt;
 	r->rnr_left = r->rnr_retry;
 	if (r->recovery && sv__psn_cmp(r->una, r->recover_psn) >= 0) {
@@ -264,7 +264,7 @@ int sv__retx_rnr(struct sv__retx *r, uint32_t psn, uint64_t delay_ns, uint64_t n
 		sv__retx_ack(r, sv__psn_add(psn, SV_PSN_MASK), now_ns);
 	if (sv__psn_cmp(psn, r->una) < 0 || sv__psn_cmp(psn, r->nxt) >= 0)
 		return 0;
-	if (r->rnr_retry != 7) {	/* 7 = retry forever (spec/roce.md 8) */
+	if (r->rnr_retry != 7) {	/* 7 = retry forever (doc/wire-roce.md 8) */
 		if (r->rnr_left == 0)
 			return -ETIMEDOUT;
 		r->rnr_left--;

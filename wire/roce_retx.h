@@ -89,7 +89,7 @@ bool sv__retx_is_sacked(const struct sv__retx *r, uint32_t psn);
 /* Next queued selective retransmission; false when none. */
 bool sv__retx_pop(struct sv__retx *r, uint32_t *psn);
 
-/* IBA RNR timer code (AETH syndrome low 5 bits) to nanoseconds (spec/roce.md 5). */
+/* IBA RNR timer code (AETH syndrome low 5 bits) to nanoseconds (doc/wire-roce.md 5). */
 uint64_t sv__rnr_code_ns(unsigned code);
 
 #endif

@@ -51,7 +51,7 @@ int sv__roce_dgram_send(struct sv__rctx *rc, const union sv__roce_addr *dst, uin
 		v[n].iov_base = trl;
 		v[n++].iov_len = pad;
 	}
-	sv__put_le32(trl + pad, sv__roce_tx_icrc(rc, &dst->sa, v, n));
+	sv__put_le32(trl + pad, sv__roce_tx_icrc(rc, &dst->sa, 0, v, n));
 	if (pad) {
 		v[n - 1].iov_len = pad + SV_ICRC_LEN;
 	} else {

@@ -71,7 +71,8 @@ void apps_require(const char *const progs[])
 	for (i = 0; progs[i]; i++) {
 		if (!in_path(progs[i]))
 			cr_skip_test("%s is not installed (packages ibverbs-utils, rdmacm-utils, "
-				     "perftest, qperf): application test skipped", progs[i]);
+				     "perftest, qperf, libfabric-bin, ucx-utils): application "
+				     "test skipped", progs[i]);
 	}
 	if (strchr(svrun_path(), '/') ? access(svrun_path(), X_OK) != 0 : !in_path("svrun"))
 		cr_skip_test("svrun not found at %s (compat drop-ins not built)", svrun_path());

@@ -135,6 +135,64 @@ TCP_AND_UDP(rping_validate)
 	free(co);
 }
 
+/* rping -q makes its QP itself (ibv_create_qp), names it in conn_param.qp_num, moves it
+ * with rdma_init_qp_attr's attributes, and on IB/RoCE waits for CONNECT_RESPONSE and
+ * answers with rdma_establish; iWARP's CM reports ESTABLISHED (compat/rdmacm.c,
+ * app_qp). -V checks every buffer, -d prints the events. */
+TCP_AND_UDP(rping_own_qp)
+{
+	const char *srv[] = { "rping", "-s", "-q", "-a", ADDR, "-p", PORT, "-V", "-C", "200",
+			      NULL };
+	const char *cli[] = { "rping", "-c", "-q", "-d", "-a", ADDR, "-p", PORT, "-V", "-C",
+			      "200", NULL };
+	char *so, *co;
+
+	pair(udp, srv, cli, 90000, &so, &co);
+	cr_expect(!strstr(co, "data mismatch") && !strstr(so, "data mismatch"), "%s\n%s", co,
+		  so);
+	cr_expect(strstr(co, udp ? "CONNECT_RESPONSE\n" : "ESTABLISHED\n"), "%s", co);
+	cr_expect(!strstr(co, udp ? "ESTABLISHED\n" : "CONNECT_RESPONSE\n"), "%s", co);
+	cr_expect(strstr(so, "server DISCONNECT EVENT"), "%s", so);
+	free(so);
+	free(co);
+}
+
+/* cmtime -c 1000: a thousand connections at once, each with its QP and two CQs on both
+ * sides (the device's max_cq must hold 2000). cmtime exits 0 whatever failed; a failure
+ * is a "failure ..." (perror), "failing ..." or "... error: N" line. Its server serves
+ * until it is stopped. */
+TCP_AND_UDP(cmtime_1000)
+{
+	char port[16], *so, *co;
+	const char *srv_in[] = { "cmtime", "-b", "127.0.0.1", "-p", port, "-c", "1000", NULL };
+	const char *cli_in[] = { "cmtime", "-s", "127.0.0.1", "-p", port, "-c", "1000", NULL };
+	const char *srv[16], *cli[16];
+	struct apps_proc s, c;
+	int rc;
+
+	apps_require(progs);
+	snprintf(port, sizeof(port), "%d", apps_free_port());
+	fill(srv, udp, srv_in, "", "");
+	fill(cli, udp, cli_in, "", "");
+	apps_start(&s, srv);
+	cr_assert(udp ? apps_wait_cm_listen(&s, atoi(port), NULL, NULL, 20000) :
+			apps_wait_listen(&s, atoi(port), 20000), "cmtime server not listening");
+	apps_start(&c, cli);
+	rc = apps_wait(&c, 100000);
+	apps_kill(&s);
+	so = apps_output(&s);
+	co = apps_output(&c);
+	cr_expect_eq(rc, 0, "client exit %d\n%s", rc, co);
+	cr_expect(strstr(co, "\nconnect      :") && strstr(co, "\ndisconnect   :"), "%s", co);
+	for (const char *const *w = (const char *const[]){ "failure", "failing", "error", NULL };
+	     *w; w++) {
+		cr_expect(!strstr(co, *w), "client: %s\n%s", *w, co);
+		cr_expect(!strstr(so, *w), "server: %s\n%s", *w, so);
+	}
+	free(so);
+	free(co);
+}
+
 TCP_AND_UDP(ucmatose)
 {
 	const char *srv[] = { "ucmatose", "-p", PORT, "-c", "2", "-C", "20", NULL };
@@ -150,7 +208,7 @@ TCP_AND_UDP(ucmatose)
 }
 
 /*
- * SV_TLS=1 on sv_udp0 (doc/security.md, "Key exchange"): every RC QP the rdmacm drop-in
+ * SV_TLS=1 on sv_udp0 (doc/roce-aead.md, "Key exchange"): every RC QP the rdmacm drop-in
  * connects runs the key exchange and AES-GCM, and a device with TLS lets no RC QP reach
  * RTR without keys, so programs that verify their data and exit 0 ran encrypted. The
  * pair is a fresh self-signed certificate (openssl(1)) that both ends trust, with the

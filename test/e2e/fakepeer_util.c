@@ -1,7 +1,7 @@
 /*
  * fakepeer_util.c — raw-socket iWARP peer for the wire-level end-to-end tests.
  *
- * FPDU framing follows RFC 5044 section 4 as summarised in shared/spec/iwarp.md 2.3-2.4:
+ * FPDU framing follows RFC 5044 section 4 as summarised in doc/wire-iwarp.md 2.3-2.4:
  * ULPDU_Length (16, big-endian), the ULPDU, PAD to a multiple of 4 counting the length
  * field, then CRC-32C over all of that, stored least-significant byte first.
  */

@@ -3,7 +3,7 @@
  * async events with their Terminate triple, and the bytes softverbs puts on the wire when
  * a raw-socket peer misbehaves.
  *
- * Mapping asserted (shared/spec/verbs.md section 3 "iWARP mapping", iwarp.md 4.5-4.6):
+ * Mapping asserted (doc/verbs.md section 3 "iWARP mapping", doc/wire-iwarp.md 4.5-4.6):
  *  - remote protection (bad STag, bounds, missing REMOTE_* right) detected by the
  *    responder: Terminate, responder QP_ACCESS_ERR, requester REM_ACCESS_ERR for a READ or
  *    atomic (vendor_err = layer<<16 | etype<<8 | ecode);
@@ -286,7 +286,7 @@ Test(e2e_errors, atomic_without_remote_atomic, .timeout = 30)
 	close_pair(&p, &b);
 }
 
-/* An atomic target that is not 8-byte aligned is an invalid request (verbs.md 5). */
+/* An atomic target that is not 8-byte aligned is an invalid request (doc/verbs.md 5). */
 Test(e2e_errors, atomic_misaligned, .timeout = 30)
 {
 	struct e2e_pair p;
@@ -309,7 +309,7 @@ Test(e2e_errors, atomic_misaligned, .timeout = 30)
 }
 
 /* A QP whose qp_access_flags do not enable REMOTE_READ refuses READs even on an MR that
- * grants them (verbs.md section 6, rkey check step 1). */
+ * grants them (doc/verbs.md section 6, rkey check step 1). */
 Test(e2e_errors, read_on_qp_without_remote_read, .timeout = 30)
 {
 	struct e2e_pair_opts o;
@@ -333,7 +333,7 @@ Test(e2e_errors, read_on_qp_without_remote_read, .timeout = 30)
 	e2e_pair_close(&p);
 }
 
-/* iWARP has no RNR: a SEND with no receive posted is DDP "no buffer" (verbs.md 10). */
+/* iWARP has no RNR: a SEND with no receive posted is DDP "no buffer" (doc/verbs.md 10). */
 Test(e2e_errors, send_without_posted_receive, .timeout = 30)
 {
 	struct e2e_pair_opts o;
@@ -394,7 +394,7 @@ Test(e2e_errors, receive_buffer_too_small, .timeout = 30)
 	free(rb);
 }
 
-/* Posting rules per QP state (verbs.md section 1), and what RESET and ERR do to queued
+/* Posting rules per QP state (doc/verbs.md section 1), and what RESET and ERR do to queued
  * WRs; also modify_qp's own checks. No connection needed. */
 Test(e2e_errors, post_in_wrong_state, .timeout = 30)
 {
@@ -1007,7 +1007,7 @@ Test(e2e_errors, dereg_during_remote_reads, .timeout = 40)
 }
 
 /* A send-side SGE whose lkey names no MR: LOC_PROT_ERR for that WR, QP to ERR, and the
- * peer never sees a byte (verbs.md section 6, lkey check). */
+ * peer never sees a byte (doc/verbs.md section 6, lkey check). */
 Test(e2e_errors, send_bad_lkey, .timeout = 30)
 {
 	struct e2e_pair p;

@@ -6,7 +6,7 @@
  * must stay untouched), and the completions on both sides (status, opcode, byte_len,
  * imm_data, qp_num, wc_flags), for message sizes 0, 1, 4095, 4096 and 1 MiB where the
  * opcode allows them, with three SGEs at odd offsets, INLINE data, and unsignaled WRs
- * (verbs.md sections 2 and 3).
+ * (doc/verbs.md sections 2 and 3).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -126,7 +126,7 @@ Test(e2e_ops, send_with_imm_sizes, .timeout = 60)
 }
 
 /* RDMA WRITE of each size to an odd offset of the server buffer, followed by a SEND whose
- * receive proves the WRITE was placed (verbs.md section 4: a later message's receive is
+ * receive proves the WRITE was placed (doc/verbs.md section 4: a later message's receive is
  * the only proof of placement). The WRITE itself consumes no receive. */
 Test(e2e_ops, rdma_write_sizes, .timeout = 60)
 {
@@ -230,7 +230,7 @@ static void post_atomic(struct e2e_pair *p, uint64_t wr_id, enum sv_wr_opcode op
 }
 
 /* FETCH_AND_ADD and CMP_AND_SWP (hit and miss): the original value comes back in the local
- * SGE, the target changes as the operation says, byte_len is 8 (verbs.md section 5). */
+ * SGE, the target changes as the operation says, byte_len is 8 (doc/verbs.md section 5). */
 Test(e2e_ops, atomics, .timeout = 30)
 {
 	struct e2e_pair p;
@@ -373,7 +373,7 @@ Test(e2e_ops, multi_sge_write_gather, .timeout = 30)
 }
 
 /* READ into as many sink SGEs as the device allows (max_sge_rd; iWARP devices usually
- * allow one, verbs.md section 5), each at an odd offset. */
+ * allow one, doc/verbs.md section 5), each at an odd offset. */
 Test(e2e_ops, multi_sge_read_scatter, .timeout = 30)
 {
 	struct e2e_pair p;
@@ -457,7 +457,8 @@ Test(e2e_ops, inline_send_and_write, .timeout = 30)
 	close_pair(&p, &b);
 }
 
-/* More inline bytes than the QP granted is refused at post time (verbs.md section 2). */
+/* More inline bytes than the QP granted is refused at post time (doc/verbs.md section
+ * 2). */
 Test(e2e_ops, inline_too_large_is_refused, .timeout = 30)
 {
 	struct e2e_pair p;
@@ -570,7 +571,7 @@ Test(e2e_ops, zero_based_mr, .timeout = 30)
 }
 
 /* A chain stops at the first WR refused at post time: bad_wr points at it, the WRs before
- * it run, the ones after it are not posted (verbs.md section 2). */
+ * it run, the ones after it are not posted (doc/verbs.md section 2). */
 Test(e2e_ops, post_chain_stops_at_bad_wr, .timeout = 30)
 {
 	struct e2e_pair p;
@@ -611,7 +612,7 @@ Test(e2e_ops, post_chain_stops_at_bad_wr, .timeout = 30)
 	close_pair(&p, &b);
 }
 
-/* Registration rules (verbs.md section 6): remote write or atomic rights need
+/* Registration rules (doc/verbs.md section 6): remote write or atomic rights need
  * LOCAL_WRITE; keys are distinct; a stale rkey of a deregistered MR is refused. */
 Test(e2e_ops, reg_mr_rules_and_stale_keys, .timeout = 30)
 {

@@ -2,7 +2,7 @@
  * test_e2e_order.c — ordering, fences, completion notification, and the connection
  * manager's life cycle (private data, reject, disconnect), plus CRC negotiation.
  *
- * Semantics from shared/spec/verbs.md sections 3, 4 and 9 and iwarp.md section 2.1: WRs
+ * Semantics from doc/verbs.md sections 3, 4 and 9 and doc/wire-iwarp.md section 2.1: WRs
  * complete in posting order; a message's receive proves earlier WRITEs were placed; a
  * READ sees an earlier WRITE; FENCE holds a WR until earlier READs completed; a CQ armed
  * for solicited events wakes only for SE messages (or errors); notification is one-shot
@@ -126,7 +126,7 @@ Test(e2e_order, send_after_writes_sees_the_data, .timeout = 30)
 }
 
 /* A READ posted right behind a WRITE to the same remote bytes returns the written data
- * (verbs.md section 4: a READ observes earlier WRITEs on the same QP). */
+ * (doc/verbs.md section 4: a READ observes earlier WRITEs on the same QP). */
 Test(e2e_order, read_after_write_observes_it, .timeout = 30)
 {
 	struct e2e_pair p;
@@ -251,7 +251,7 @@ Test(e2e_order, solicited_only_notification, .timeout = 30)
 	e2e_assert_wc(&wc, 51, SV_WC_SUCCESS, "solicited SEND received");
 	e2e_assert_pat(b.sbuf + 1024, 32, 2, 0, "solicited SEND data");
 
-	/* WRITE_WITH_IMM with SE is solicited too (verbs.md section 2). */
+	/* WRITE_WITH_IMM with SE is solicited too (doc/verbs.md section 2). */
 	cr_assert_eq(sv_req_notify_cq(p.srv.recv_cq, 1), 0);
 	send_to_server(&p, &b, 3, SV_WR_RDMA_WRITE_WITH_IMM, 0);
 	expect_no_event(&p, 300, "a WRITE_WITH_IMM without SE woke a solicited-only CQ");
@@ -268,7 +268,7 @@ Test(e2e_order, solicited_only_notification, .timeout = 30)
 	e2e_pair_close(&p);
 }
 
-/* An error completion counts as solicited (verbs.md section 9): a receive that fails
+/* An error completion counts as solicited (doc/verbs.md section 9): a receive that fails
  * because the message is too long wakes a solicited-only CQ although the SEND had no SE. */
 Test(e2e_order, solicited_only_wakes_on_error, .timeout = 30)
 {
@@ -541,7 +541,7 @@ Test(e2e_order, disconnect_flushes_both_sides, .timeout = 30)
 	expect_flushed(p.srv.recv_cq, 701, 3, p.srv.qp->qp_num);
 	expect_flushed(p.cli.recv_cq, 800, 2, p.cli.qp->qp_num);
 
-	/* In ERR, posting still works and completes with a flush (verbs.md section 1),
+	/* In ERR, posting still works and completes with a flush (doc/verbs.md section 1),
 	 * even for an unsignaled WR. */
 	e2e_post_recv(p.srv.qp, 900, NULL, NULL, 0);
 	expect_flushed(p.srv.recv_cq, 900, 1, p.srv.qp->qp_num);
@@ -615,8 +615,8 @@ EXCHANGE(markers_both_ways_without_crc, 0, 0, 1, 1)
 /*
  * On the wire, a softverbs server (crc as given) against a fake client asking for CRC
  * or not: the Reply's C flag and the CRC trailer of the server's first FPDU (a SEND it
- * posts) must follow RFC 5044's rule, "CRC if either side asks" (iwarp.md 2.1); without
- * CRC the field is sent as zero.
+ * posts) must follow RFC 5044's rule, "CRC if either side asks" (doc/wire-iwarp.md 2.1);
+ * without CRC the field is sent as zero.
  */
 static void wire_crc_as_server(int srv_crc, bool fake_crc)
 {
@@ -766,7 +766,7 @@ static void post_eight_recvs(struct e2e_pair *p, void *arg)
 
 /* A receive CQ too small for what arrives: the overrun is an async CQ_ERR, never a
  * silent loss; the entries stored before it are still there, then polling reports the
- * overrun, and the QP feeding the CQ goes to ERR (verbs.md section 9). */
+ * overrun, and the QP feeding the CQ goes to ERR (doc/verbs.md section 9). */
 Test(e2e_order, cq_overrun_is_an_error, .timeout = 30)
 {
 	struct e2e_pair_opts o;
@@ -916,7 +916,7 @@ Test(e2e_order, peer_destroys_without_disconnect, .timeout = 30)
 }
 
 /* IRD/ORD negotiated over MPA (RFC 6581): each side's ORD fits the other's IRD, and a
- * burst of READs far beyond the ORD simply waits its turn (verbs.md section 5). */
+ * burst of READs far beyond the ORD simply waits its turn (doc/verbs.md section 5). */
 Test(e2e_order, ord_limits_reads_without_error, .timeout = 30)
 {
 	enum { NR = 40 };

@@ -1,5 +1,5 @@
 /*
- * test_e2e_srq.c — shared receive queues over both transports on loopback (verbs.md 8):
+ * test_e2e_srq.c — shared receive queues over both transports on loopback (doc/verbs.md 8):
  * several server QPs on one SRQ receive SENDs from several clients; each completion
  * names its QP (qp_num), the bytes are those the matching client sent in that order,
  * and the WQEs are consumed in posting order. An empty SRQ is an empty receive queue:
@@ -253,7 +253,7 @@ Test(e2e_srq, tcp_limit_event, .timeout = 60)
 	env_close(&e);
 }
 
-/* iWARP has no RNR (verbs.md 10): a SEND into an empty SRQ is DDP "no buffer". The
+/* iWARP has no RNR (doc/verbs.md 10): a SEND into an empty SRQ is DDP "no buffer". The
  * failed QP reports its error and then LAST_WQE_REACHED; the WQE posted afterwards
  * still serves the other QPs. */
 Test(e2e_srq, tcp_empty_srq_terminates, .timeout = 60)
@@ -394,7 +394,7 @@ Test(e2e_srq, udp_sends_from_several_qps, .timeout = 60)
 	udp_close(&u);
 }
 
-/* An empty SRQ on the UDP transport: RNR NAKs (verbs.md 8) until a WQE is posted to the
+/* An empty SRQ on the UDP transport: RNR NAKs (doc/verbs.md 8) until a WQE is posted to the
  * SRQ, then the retried SEND lands in it. */
 Test(e2e_srq, udp_empty_srq_rnr_then_post, .timeout = 60)
 {

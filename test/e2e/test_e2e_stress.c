@@ -68,7 +68,7 @@ Test(e2e_stress, two_thousand_small_sends_in_chains, .timeout = 60)
 		bad = NULL;
 		cr_assert_eq(sv_post_send(p.cli.qp, wr, &bad), 0, "chain at %d", base);
 		/* Unsignaled WRs hold their send-queue slots until a later signaled one is
-		 * reaped (verbs.md 3): keep at most 200 of the 256 outstanding. */
+		 * reaped (doc/verbs.md 3): keep at most 200 of the 256 outstanding. */
 		got_send += reap_signaled(p.cli.send_cq, got_send, N / 10 - got_send, 0);
 		while (base + CHAIN - got_send * 10 > 150) {
 			int n = reap_signaled(p.cli.send_cq, got_send, N / 10 - got_send,

@@ -1,6 +1,6 @@
 /*
- * test_mw.c — memory windows and invalidation end to end (verbs.md sections 6 and 7), on
- * both transports: two real endpoints on loopback, side 0 the initiator, side 1 the
+ * test_mw.c — memory windows and invalidation end to end (doc/verbs.md sections 6 and 7),
+ * on both transports: two real endpoints on loopback, side 0 the initiator, side 1 the
  * target that owns the memory and binds the windows on its QP.
  *
  * Covered: type 2 bind (SV_WR_BIND_MW, the app's 8-bit key) with ZERO_BASED offsets
@@ -243,7 +243,7 @@ BOTH(type2_zero_based)
 }
 
 /* A zero-based window starting at an address that is not 8-byte aligned: offset 0 is
- * aligned as an offset but not in memory, so an atomic there is misaligned (verbs.md 5:
+ * aligned as an offset but not in memory, so an atomic there is misaligned (doc/verbs.md 5:
  * REM_INV_REQ_ERR on both transports), never an unaligned atomic on the host. */
 BOTH(atomic_misaligned_through_zero_based_window)
 {
@@ -257,7 +257,7 @@ BOTH(atomic_misaligned_through_zero_based_window)
 	mt_close_window(&t, mw);
 }
 
-/* verbs.md 7: a bind is ordered with the WRs after it, so the key may travel in a SEND
+/* doc/verbs.md 7: a bind is ordered with the WRs after it, so the key may travel in a SEND
  * posted in the same chain; the peer uses it as soon as the SEND arrives. */
 BOTH(bind_then_send_the_key)
 {
@@ -514,7 +514,7 @@ BOTH(local_inv_then_use)
 	cr_assert_eq(rdma(&t, SV_WR_RDMA_WRITE, 0, 16, (uint64_t)(uintptr_t)t.buf[1], mw->rkey),
 		     SV_WC_SUCCESS);
 	/* On TCP a WRITE completes once handed to TCP: a READ behind it proves the target
-	 * placed it before the window goes away (verbs.md 3). */
+	 * placed it before the window goes away (doc/verbs.md 3). */
 	cr_assert_eq(rdma(&t, SV_WR_RDMA_READ, 0, 16, (uint64_t)(uintptr_t)t.buf[1], mw->rkey),
 		     SV_WC_SUCCESS);
 	old = mw->rkey;
@@ -736,7 +736,7 @@ BOTH(dereg_with_bound_window)
 	struct sv_mw *mw;
 
 	mw = mt_open_window(&t, udp, 0x61, 0, 128, SV_ACCESS_REMOTE_READ);
-	cr_assert_eq(sv_dereg_mr(t.mr[1]), -EBUSY, "verbs.md 6: a window is bound");
+	cr_assert_eq(sv_dereg_mr(t.mr[1]), -EBUSY, "doc/verbs.md 6: a window is bound");
 	cr_assert_eq(sv_dealloc_pd(t.pd[1]), -EBUSY);
 	/* Still usable: the failed dereg changed nothing. */
 	cr_assert_eq(rdma(&t, SV_WR_RDMA_READ, 0, 128, (uint64_t)(uintptr_t)t.buf[1],

@@ -4,7 +4,9 @@
  * arrive with identical checksums, every completion exactly once and in posting order,
  * for go-back-N and for selective repeat; the same for 4 KiB READs of four packets each,
  * 64 outstanding, where a later READ's response completes while an earlier one's is
- * missing a packet. Also: the impairment spec parser.
+ * missing a packet. Through a bottleneck link (rate_mbit=200 with a drop-tail queue of 16
+ * datagrams, far below the window) 8 MiB written and read arrive the same way, the
+ * queue's losses repaired. Also: the impairment spec parser.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -28,6 +30,7 @@ struct shape {
 
 static const struct shape big = { 1u << 20, 16, SV_MTU_4096, 8, TOTAL };
 static const struct shape small_reads = { 4096, 64, SV_MTU_1024, 16, 8u << 20 };
+static const struct shape bottleneck = { 1u << 20, 8, SV_MTU_4096, 8, 8u << 20 };
 static struct rside a, b;
 
 static void fill(uint8_t *p, size_t n, uint32_t seed)
@@ -42,17 +45,23 @@ static void fill(uint8_t *p, size_t n, uint32_t seed)
 	}
 }
 
-static void open_pair(int retx, const struct shape *sh)
+/* Both ends with impairment spec fmt (a %u in it takes a seed per end). */
+static void open_pair_spec(int retx, const struct shape *sh, const char *fmt)
 {
 	struct rlink l = { .mtu = sh->mtu, .timeout = 10, .retry_cnt = 7, .rnr_retry = 7,
 			   .min_rnr_timer = 1, .rd_atomic = sh->rd_atomic };
 	char spec[96];
 
-	snprintf(spec, sizeof(spec), SPEC, 7u);
+	snprintf(spec, sizeof(spec), fmt, 7u);
 	ru_open(&a, retx, spec, sh->total, 2 * sh->depth);
-	snprintf(spec, sizeof(spec), SPEC, 11u);
+	snprintf(spec, sizeof(spec), fmt, 11u);
 	ru_open(&b, retx, spec, sh->total, 2 * sh->depth);
 	ru_connect(&a, &b, &l);
+}
+
+static void open_pair(int retx, const struct shape *sh)
+{
+	open_pair_spec(retx, sh, SPEC);
 }
 
 static void teardown(void)
@@ -108,17 +117,22 @@ static void transfer(enum sv_wr_opcode op, const struct shape *sh)
 	ru_quiet(&a, 20);		/* nothing completes twice */
 }
 
+static void write_then_read_shape(const struct shape *sh)
+{
+	fill(a.buf, sh->total, 1);
+	transfer(SV_WR_RDMA_WRITE, sh);
+	cr_assert_eq(ru_crc(a.buf, sh->total), ru_crc(b.buf, sh->total), "written data differ");
+
+	fill(b.buf, sh->total, 2);
+	memset(a.buf, 0, sh->total);
+	transfer(SV_WR_RDMA_READ, sh);
+	cr_assert_eq(ru_crc(a.buf, sh->total), ru_crc(b.buf, sh->total), "read data differ");
+}
+
 static void write_then_read(int retx)
 {
 	open_pair(retx, &big);
-	fill(a.buf, TOTAL, 1);
-	transfer(SV_WR_RDMA_WRITE, &big);
-	cr_assert_eq(ru_crc(a.buf, TOTAL), ru_crc(b.buf, TOTAL), "written data differ");
-
-	fill(b.buf, TOTAL, 2);
-	memset(a.buf, 0, TOTAL);
-	transfer(SV_WR_RDMA_READ, &big);
-	cr_assert_eq(ru_crc(a.buf, TOTAL), ru_crc(b.buf, TOTAL), "read data differ");
+	write_then_read_shape(&big);
 }
 
 /* Many short READs in flight: responses of several READs share a receive batch, so a
@@ -153,6 +167,18 @@ Test(roce_impair, go_back_n_small_reads, .fini = teardown, .timeout = 240)
 Test(roce_impair, selective_repeat_small_reads, .fini = teardown, .timeout = 240)
 {
 	small_reads_run(SV_RETX_SR);
+}
+
+Test(roce_impair, bottleneck_queue_losses_repaired_gbn, .fini = teardown, .timeout = 240)
+{
+	open_pair_spec(SV_RETX_GBN, &bottleneck, "rate_mbit=200,queue_pkts=16,seed=%u");
+	write_then_read_shape(&bottleneck);
+}
+
+Test(roce_impair, bottleneck_queue_losses_repaired_sr, .fini = teardown, .timeout = 240)
+{
+	open_pair_spec(SV_RETX_SR, &bottleneck, "rate_mbit=200,queue_pkts=16,seed=%u");
+	write_then_read_shape(&bottleneck);
 }
 
 Test(roce_impair, spec_parser)

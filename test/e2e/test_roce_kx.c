@@ -1,6 +1,6 @@
 /*
  * test_roce_kx.c — the key exchange of the UDP mode's authenticated encryption
- * (doc/security.md, "Key exchange"; wire/roce_kx.c): devices opened with TLS
+ * (doc/roce-aead.md, "Key exchange"; wire/roce_kx.c): devices opened with TLS
  * (sv_tls_throwaway()'s pair) give every RC QP the CM connects its keys, and every
  * opcode then runs with the data checked; sv_qp_aead_exchange() does the same over a TCP
  * connection the application made, for QPs connected out of band. A device with TLS

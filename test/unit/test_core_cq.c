@@ -1,5 +1,5 @@
 /*
- * test_core_cq.c — completion queues and channels (verbs.md 3 and 9): ring size and
+ * test_core_cq.c — completion queues and channels (doc/verbs.md 3 and 9): ring size and
  * wrap-around, one-shot notification (next / solicited-only, no downgrade), the channel
  * fd's blocking and non-blocking behaviour, event acknowledgement before destroy, and
  * overrun raising CQ_ERR and moving the QPs to ERR. Completions are produced through the

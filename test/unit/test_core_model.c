@@ -1,7 +1,7 @@
 /*
  * test_core_model.c — a seeded random walk over a QP's life (post, take, finish in any
  * order, success or error, modify to SQD/ERR/RESET and back, poll), checked against the
- * completion rules of verbs.md sections 1 and 3:
+ * completion rules of doc/verbs.md sections 1 and 3:
  *  - each queue's completions come in posting order, each WR at most once;
  *  - a successful unsignaled send produces none, every other finished or flushed WR
  *    exactly one, with the status the transport gave it or WR_FLUSH_ERR;

@@ -1,5 +1,5 @@
 /*
- * test_core_mr.c — memory registration and the key checks of verbs.md section 6:
+ * test_core_mr.c — memory registration and the key checks of doc/verbs.md section 6:
  * every error of sv__mr_acquire() in its documented order, stale keys after reuse of a
  * slot, local (lkey) mapping, and deregistration waiting for in-flight remote access.
  */

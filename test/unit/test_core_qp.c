@@ -1,6 +1,6 @@
 /*
- * test_core_qp.c — the QP state machine (verbs.md 1), posting rules (verbs.md 2) and
- * completion ordering and flushing (verbs.md 3), against the test transport.
+ * test_core_qp.c — the QP state machine (doc/verbs.md 1), posting rules (doc/verbs.md 2)
+ * and completion ordering and flushing (doc/verbs.md 3), against the test transport.
  */
 #include "test_core_double.h"
 

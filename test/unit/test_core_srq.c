@@ -1,9 +1,9 @@
 /*
- * test_core_srq.c — shared receive queues in core (verbs.md 8, events of verbs.md 3),
- * with the test double playing the transport: QPs take WQEs from one SRQ in posting
+ * test_core_srq.c — shared receive queues in core (doc/verbs.md 8, events of doc/verbs.md
+ * 3), with the test double playing the transport: QPs take WQEs from one SRQ in posting
  * order, complete them on their own CQ with their own qp_num in take order, refuse
- * sv_post_recv, raise LAST_WQE_REACHED on ERR after their flushes without touching the
- * SRQ, the limit event fires once per arm, and destroy refuses while the SRQ is in use.
+ * sv_post_recv, raise LAST_WQE_REACHED on ERR after their flushes without touching the SRQ,
+ * the limit event fires once per arm, and destroy refuses while the SRQ is in use.
  */
 #include <fcntl.h>
 #include <poll.h>

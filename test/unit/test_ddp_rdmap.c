@@ -1,7 +1,7 @@
 /*
  * test_ddp_rdmap.c — DDP headers (RFC 5041 section 4) and RDMAP messages (RFC 5040
  * section 4, RFC 7306 sections 5-6) against byte vectors spelled out by hand from
- * shared/spec/iwarp.md sections 3-4.
+ * doc/wire-iwarp.md sections 3-4.
  */
 #include <criterion/criterion.h>
 #include <errno.h>

@@ -1,6 +1,6 @@
 /*
  * test_ib_hdr.c — InfiniBand transport headers (wire/ib_hdr.h) against byte vectors spelled
- * out by hand from shared/spec/roce.md sections 2-6: every header alone, the opcode table
+ * out by hand from doc/wire-roce.md sections 2-6: every header alone, the opcode table
  * row by row against an independent copy of section 4, whole packets, every truncation,
  * bad values, AETH syndromes and their tables, PSN arithmetic, path MTUs.
  */
@@ -17,7 +17,8 @@
 static const uint8_t v_bth[] = {
 	0x04, 0xa0, 0xff, 0xff, 0x80, 0x12, 0x34, 0x56, 0x80, 0xfe, 0xdc, 0xba,
 };
-/* VA 0x00007f7e91000000, R_Key 0x01709a33, DMA length 128 (the roce.md section 9 RETH). */
+/* VA 0x00007f7e91000000, R_Key 0x01709a33, DMA length 128 (the doc/wire-roce.md section 9
+ * RETH). */
 static const uint8_t v_reth[] = {
 	0x00, 0x00, 0x7f, 0x7e, 0x91, 0x00, 0x00, 0x00, 0x01, 0x70, 0x9a, 0x33,
 	0x00, 0x00, 0x00, 0x80,
@@ -193,7 +194,8 @@ Test(wire_ib_hdr, aeth_syndromes)
 	uint8_t b[SV_AETH_LEN] = { 0 };
 
 	for (int s = 0; s < 256; s++) {
-		/* roce.md section 5: ACK 0x00-0x1F, RNR 0x20-0x3F, NAK 0x60-0x64 valid. */
+		/* doc/wire-roce.md section 5: ACK 0x00-0x1F, RNR 0x20-0x3F, NAK 0x60-0x64
+		 * valid. */
 		bool valid = s < 0x40 || (s >= 0x60 && s <= 0x64);
 
 		b[0] = (uint8_t)s;
@@ -215,7 +217,7 @@ Test(wire_ib_hdr, aeth_syndromes)
 
 Test(wire_ib_hdr, rnr_timer_table)
 {
-	/* roce.md section 5, in milliseconds x 100. */
+	/* doc/wire-roce.md section 5, in milliseconds x 100. */
 	static const uint32_t ms100[32] = {
 		65536, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192,
 		256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288,
@@ -285,8 +287,9 @@ Test(wire_ib_hdr, pad_and_mtu)
 
 /* ---- the opcode table ---- */
 
-/* roce.md section 4, copied independently of wire/ib_hdr.c: opcode, extension header
- * bytes after BTH, payload class (F first/middle, L last, O only, - none), receive. */
+/* doc/wire-roce.md section 4, copied independently of wire/ib_hdr.c: opcode, extension
+ * header bytes after BTH, payload class (F first/middle, L last, O only, - none),
+ * receive. */
 static const struct {
 	uint8_t opcode;
 	uint8_t ext_len;
@@ -592,9 +595,9 @@ Test(wire_ib_hdr, packet_bad_values)
 
 /* ---- what a receiver checks after decoding ---- */
 
-/* Selective repeat's NAK (roce.md section 12): RC ACKNOWLEDGE, P_Key ffff, QPN 0x11,
- * PSN 7 (the responder's expected PSN), AETH NAK PSN sequence error with MSN 3, then the
- * PSN that arrived out of order, 0x00000a, as 4 bytes of payload; ICRC. */
+/* Selective repeat's NAK (doc/wire-roce.md section 12): RC ACKNOWLEDGE, P_Key ffff, QPN
+ * 0x11, PSN 7 (the responder's expected PSN), AETH NAK PSN sequence error with MSN 3, then
+ * the PSN that arrived out of order, 0x00000a, as 4 bytes of payload; ICRC. */
 static const uint8_t p_sr_nak[] = {
 	0x11, 0x00, 0xff, 0xff, 0x00, 0x00, 0x00, 0x11, 0x00, 0x00, 0x00, 0x07,
 	0x60, 0x00, 0x00, 0x03,
@@ -683,7 +686,7 @@ Test(wire_ib_hdr, packet_payload_check)
 	cr_assert_eq(sv__ib_pkt_payload_check(&pkt, 0), -EMSGSIZE, "unknown opcode");
 }
 
-/* IBA 10.9.3 through roce.md section 2. */
+/* IBA 10.9.3 through doc/wire-roce.md section 2. */
 Test(wire_ib_hdr, pkey_match)
 {
 	static const struct {

@@ -1,6 +1,6 @@
 /*
  * test_icrc.c — RoCEv2 ICRC (crypto/icrc.h) against the datenlord/open-rdma-driver vector of
- * shared/spec/roce.md section 9 and against an independent computation: a plain bitwise
+ * doc/wire-roce.md section 9 and against an independent computation: a plain bitwise
  * CRC-32 written here, run over masked headers laid out by hand byte by byte.
  */
 #include <arpa/inet.h>
@@ -42,7 +42,8 @@ static struct sockaddr_in6 v6(const char *ip, uint16_t port)
 
 #define SA(x) ((const struct sockaddr *)&(x))
 
-/* roce.md section 9: RDMA_WRITE_ONLY, SE, QP 2, AckReq, PSN 0; RETH; 128 x 0xff; ICRC. */
+/* doc/wire-roce.md section 9: RDMA_WRITE_ONLY, SE, QP 2, AckReq, PSN 0; RETH; 128 x 0xff;
+ * ICRC. */
 static uint8_t dl_pkt[12 + 16 + 128 + 4] = {
 	0x0a, 0x80, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x80, 0x00, 0x00, 0x00,
 	0x00, 0x00, 0x7f, 0x7e, 0x91, 0x00, 0x00, 0x00, 0x01, 0x70, 0x9a, 0x33,

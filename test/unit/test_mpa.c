@@ -1,6 +1,6 @@
 /*
  * test_mpa.c — MPA Request/Reply frames (RFC 5044 section 7.1, RFC 6581 section 5),
- * markers, FPDU pad arithmetic and the FPDU worked example of shared/spec/iwarp.md 2.4.
+ * markers, FPDU pad arithmetic and the FPDU worked example of doc/wire-iwarp.md 2.4.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -326,7 +326,7 @@ Test(wire_mpa, marker_positions)
 	cr_assert_eq(sv__mpa_bytes_to_marker(((uint64_t)1 << 40) + 3, 1000), 509);
 }
 
-/* shared/spec/iwarp.md 2.4: first Send on QN 0 carrying "hello", CRC on. */
+/* doc/wire-iwarp.md 2.4: first Send on QN 0 carrying "hello", CRC on. */
 Test(wire_mpa, fpdu_worked_example)
 {
 	static const uint8_t want[] = {

@@ -2,7 +2,7 @@
  * test_roce_retx.c — the UDP transport's pure pieces on simulated time: the requester's
  * reliability state (roce_retx.c: window, ACKs, go-back-N NAKs, selective-repeat SACKs,
  * timer, RNR, counters, PSN wrap), the RNR timer table, and the shared packet codec and
- * ICRC as the transport uses them (the published RoCEv2 vector, spec/roce.md 9).
+ * ICRC as the transport uses them (the published RoCEv2 vector, doc/wire-roce.md 9).
  */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
@@ -164,7 +164,7 @@ Test(roce_retx, rnr_table)
 	cr_assert_eq(sv__rnr_code_ns(31), 491520000);
 }
 
-/* spec/roce.md 9: the datenlord/open-rdma-driver vector through the ICRC the transport
+/* doc/wire-roce.md 9: the datenlord/open-rdma-driver vector through the ICRC the transport
  * uses (crypto/icrc.h), and the pseudo header the transport assumes for its own socket. */
 Test(roce_pkt, icrc_vector)
 {

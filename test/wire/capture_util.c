@@ -22,6 +22,18 @@
 #define END_SENTINEL_MS 3000
 #define STOP_MS 10000
 
+/*
+ * The captures on lo are to show datagrams as a wire carries them. A UDP_SEGMENT run
+ * (wire/roce_tx.c) crosses lo whole, one frame of up to 64 KiB that a wire would carry
+ * as its datagrams, so these tests have the transport send datagram by datagram
+ * (SV_UDP_GSO=0), unless told otherwise; test_gso_wire.c captures the runs themselves,
+ * cut as a device without the offload cuts them.
+ */
+__attribute__((constructor)) static void cap_no_gso(void)
+{
+	setenv("SV_UDP_GSO", "0", 0);
+}
+
 uint64_t cap_now_ms(void)
 {
 	struct timespec ts;

@@ -16,7 +16,7 @@
 
 /*
  * The RoCEv2 ICRC computed from the captured bytes with zlib's CRC-32, sharing no code with
- * the library (IBA annex A17.8, shared/spec/roce.md section 9): 8 bytes of ones for the
+ * the library (IBA annex A17.8, doc/wire-roce.md section 9): 8 bytes of ones for the
  * absent LRH; the IP header with the fields routers change as ones (IPv4: TOS, TTL and
  * header checksum; IPv6: traffic class, flow label and hop limit); the UDP header with its
  * checksum as ones; the BTH with byte 4 (FECN, BECN, reserved) as ones; the rest of the

@@ -7,7 +7,7 @@
  *  - the shared ICRC code (crypto/icrc.h) recomputed over the captured IPv4 and UDP
  *    headers (their real identification and DF bit) matches the trailer, and the IPv4
  *    identification is 0 with DF set, which is what lets a sender know its ICRC
- *    (shared/spec/roce.md section 9);
+ *    (doc/wire-roce.md section 9);
  *  - the same ICRC recomputed a second time with zlib's CRC-32 from the annex A17.8 masks,
  *    sharing no code with the library, matches too;
  *  - a datagram to QP1 is a UD SEND_ONLY from QP1 with the GSI Q_Key carrying a CM MAD

@@ -15,7 +15,7 @@
  *  - the shared ICRC code (crypto/icrc.h) over sockaddr_in6 built from the captured
  *    header matches the trailer, and so does a second ICRC computed here with zlib from
  *    the RoCEv2 masks for IPv6 (traffic class, flow label and hop limit as ones, UDP
- *    checksum as ones, BTH byte 4 as ones; shared/spec/roce.md section 9), sharing no
+ *    checksum as ones, BTH byte 4 as ones; doc/wire-roce.md section 9), sharing no
  *    code with the library;
  *  - a datagram to QP1 carries a CM MAD wire/ib_cm.h decodes; the REQ's primary path
  *    GIDs are ::1 and its private data starts with the rdma_cm IP header for IPv6;
