@@ -208,7 +208,7 @@ static bool rx_idle(struct sv__iwqp *iq)
 {
 	int unread = 0;
 
-	if (iq->err || iq->ev_eof || iq->ev_lost || !iq->up)
+	if (iq->err || iq->ev_eof || iq->ev_lost || !sv__iw_live(iq))
 		return true;
 	if (ioctl(S.fd, FIONREAD, &unread) != 0)
 		lv_fail("FIONREAD: %s", strerror(errno));
@@ -232,19 +232,18 @@ static void drive(void)
 		} else {
 			moved |= sv__iw_rx_progress(iq, 64) > 0;
 		}
-		while (iq->ev_established && !iq->err) {
-			iq->ev_established = false;
+		while (iq->phase == SV__IW_RTR_RCVD && !iq->err) {
 			sv__qp_established(qp, iq->ird, iq->ord);
-			iq->tx_ok = true;
+			sv__iw_set_phase(iq, SV__IW_UP);
 			sv__iw_tx_progress(iq);
 			sv__iw_rx_progress(iq, 64);
 			moved = true;
 		}
-		if (iq->ev_eof && !iq->err && !iq->shut_req) {
-			iq->shut_req = true;
+		if (iq->ev_eof && !iq->err && iq->shut == SV__IW_SHUT_NONE) {
+			sv__iw_set_shut(iq, SV__IW_SHUT_ASKED);
 			sv__iw_tx_progress(iq);
 		}
-		if ((iq->err || iq->ev_lost) && !iq->shut_done)
+		if ((iq->err || iq->ev_lost) && iq->shut != SV__IW_SHUT_SENT)
 			sv__iw_tx_progress(iq);
 		if (iq->ev_lost && !iq->err)
 			sv__iw_conn_lost(iq);
@@ -432,15 +431,15 @@ static void begin(uint8_t flags, uint8_t rd)
 	iq->mark_tx = S.mark_tx;
 	iq->ird = (uint16_t)(rd & 15) > iq->irq_size ? (uint16_t)iq->irq_size : rd & 15;
 	iq->ord = (uint16_t)(rd >> 4) > iq->orq_size ? (uint16_t)iq->orq_size : rd >> 4;
-	iq->up = true;
+	sv__iw_set_phase(iq, SV__IW_OPEN);
 	if (role == 0) {
-		iq->tx_ok = true;
+		sv__iw_set_phase(iq, SV__IW_UP);
 		sv__qp_established(qp, iq->ird, iq->ord);
 	} else {
 		static const unsigned rtr[] = { 0, SV_MPA_RTR_WRITE, SV_MPA_RTR_SEND,
 						SV_MPA_RTR_READ };
 
-		iq->rtr_wait = true;
+		sv__iw_set_phase(iq, SV__IW_RTR_WAIT);
 		iq->rtr = rtr[role];
 		if (iq->rtr == SV_MPA_RTR_READ && iq->ird == 0)
 			iq->ird = 1;
