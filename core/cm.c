@@ -869,9 +869,11 @@ static bool backlog_take(struct sv__cm_id *l)
 	return true;
 }
 
-void *sv__cm_incoming(void *listen_cm, struct sv__tep *ep, const struct sv__conn_param *param)
+/* The new id holds ep (a socket transport's) or nic (nic/cm.c's state) before its
+ * CONNECT_REQUEST can be taken. */
+static struct sv__cm_id *incoming(struct sv__cm_id *l, struct sv__tep *ep, void *nic,
+				  const struct sv__conn_param *param)
 {
-	struct sv__cm_id *l = listen_cm;
 	struct sv__cm_id *id;
 	struct cm_event *e;
 
@@ -895,11 +897,17 @@ void *sv__cm_incoming(void *listen_cm, struct sv__tep *ep, const struct sv__conn
 		return NULL;
 	}
 	id->ep = ep;
+	id->nic = nic;
 	/* librdmacm: the event names the new id and the listener; the listener owns it. */
 	e->pub.id = &id->pub;
 	e->pub.listen_id = &l->pub;
 	event_push(l->pub.channel, e);
 	return id;
+}
+
+void *sv__cm_incoming(void *listen_cm, struct sv__tep *ep, const struct sv__conn_param *param)
+{
+	return incoming(listen_cm, ep, NULL, param);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -926,9 +934,10 @@ void sv__cm_nic_report(struct sv_cm_id *pub, enum sv_cm_event_type type, int sta
 		queue_event(id, SV_CM_EVENT_TIMEWAIT_EXIT, 0, NULL);
 }
 
-struct sv_cm_id *sv__cm_nic_incoming(struct sv_cm_id *listen, const struct sv__conn_param *p)
+struct sv_cm_id *sv__cm_nic_incoming(struct sv_cm_id *listen, const struct sv__conn_param *p,
+				     void *nic)
 {
-	struct sv__cm_id *id = sv__cm_incoming(to_id(listen), NULL, p);
+	struct sv__cm_id *id = incoming(to_id(listen), NULL, nic, p);
 
 	return id ? &id->pub : NULL;
 }

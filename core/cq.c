@@ -493,14 +493,12 @@ static int progress(struct sv_cq *cq)
 	return did;
 }
 
-int sv_poll_cq(struct sv_cq *cq, int num_entries, struct sv_wc *wc)
+__attribute__((noinline)) static int poll_cq(struct sv_cq *cq, int num_entries, struct sv_wc *wc)
 {
 	int n;
 
 	if (!cq || num_entries < 0 || (num_entries && !wc))
 		return -EINVAL;
-	if (cq->nic)
-		return sv__nic_poll_cq(cq, num_entries, wc);
 	if (num_entries == 0)
 		return 0;
 	pthread_mutex_lock(&cq->poll_lock);
@@ -516,4 +514,12 @@ int sv_poll_cq(struct sv_cq *cq, int num_entries, struct sv_wc *wc)
 	if (n == 0 && atomic_load_explicit(&cq->overflowed, memory_order_relaxed))
 		return -EOVERFLOW;
 	return n;
+}
+
+/* Only the choice of path, as sv_post_send() (core/qp.c). */
+int sv_poll_cq(struct sv_cq *cq, int num_entries, struct sv_wc *wc)
+{
+	if (cq && cq->nic)
+		return sv__nic_poll_cq(cq, num_entries, wc);
+	return poll_cq(cq, num_entries, wc);
 }

@@ -18,6 +18,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/socket.h>
 
 #ifdef __cplusplus
@@ -180,6 +181,13 @@ struct sv_device_attr {
 };
 
 int sv_query_device(struct sv_context *ctx, struct sv_device_attr *attr);
+
+/*
+ * Prints to out, ibv_devinfo-style, every rdma-core device the nic transport can open
+ * (attributes, ports, GIDs). Returns how many, or -ENODEV when no rdma-core libibverbs
+ * could be loaded (the reason is logged).
+ */
+int sv_nic_list_devices(FILE *out);
 
 enum sv_port_state {
 	SV_PORT_DOWN = 1,

@@ -161,16 +161,17 @@ static struct ncm_id *incoming(struct nic_cm *l, struct ncm_event *ev)
 		cp.ird = ev->param.conn.responder_resources;
 		cp.ord = ev->param.conn.initiator_depth;
 	}
-	if (!(child = sv__cm_nic_incoming(l->pub, &cp))) {
+	/* Complete before the request is queued: the application may accept it at once.
+	 * nc->pub is read only under cm_lock, which this thread holds. */
+	nc->id = ev->id;
+	nc->nic = l->nic;
+	nc->ud = l->ud;
+	if (!(child = sv__cm_nic_incoming(l->pub, &cp, nc))) {
 		free(nc);
 		goto refuse;
 	}
-	nc->id = ev->id;
 	nc->pub = child;
-	nc->nic = l->nic;
-	nc->ud = l->ud;
 	ev->id->context = nc;
-	sv__cm_set_nic(child, nc);
 	return NULL;
 refuse:
 	l->nic->lib->cm_reject(ev->id, NULL, 0);
@@ -225,6 +226,10 @@ static struct ncm_id *handle(struct nic_cm *nc, struct ncm_event *ev)
 	case NCM_DISCONNECTED:
 		if (nc->qp)
 			qp_to_err(nc->qp);
+		/* The peer's DREQ waits for our DREP, which rdma_cm sends only when this side
+		 * disconnects too; softverbs' peers need no such call (include/softverbs.h),
+		 * so it is made here. On the side that disconnected first it does nothing. */
+		lib->cm_disconnect(nc->id);
 		report(nc, SV_CM_EVENT_DISCONNECTED, 0, NULL);
 		break;
 	case NCM_DEVICE_REMOVAL:

@@ -124,17 +124,16 @@ int sv__nic_cq_size(const struct sv_cq *cq)
 	return ((const struct nv_cq *)cq->nic)->cqe;
 }
 
-int sv__nic_poll_cq(struct sv_cq *cq, int n, struct sv_wc *wc)
+/* More than one batch: batch after batch until one comes back short. */
+__attribute__((noinline)) static int poll_many(struct nv_cq *dcq, int n, struct sv_wc *wc)
 {
-	struct nv_cq *dcq = cq->nic;
 	struct nv_wc buf[POLL_BATCH];
 	int got = 0, k, i;
 
 	while (got < n) {
 		int want = n - got < POLL_BATCH ? n - got : POLL_BATCH;
 
-		k = dcq->context->ops.poll_cq(dcq, want, buf);
-		if (k < 0)
+		if ((k = dcq->context->ops.poll_cq(dcq, want, buf)) < 0)
 			return got ? got : -EIO;
 		for (i = 0; i < k; i++)
 			memcpy(&wc[got + i], &buf[i], sizeof(struct sv_wc));
@@ -143,6 +142,24 @@ int sv__nic_poll_cq(struct sv_cq *cq, int n, struct sv_wc *wc)
 			break;
 	}
 	return got;
+}
+
+int sv__nic_poll_cq(struct sv_cq *cq, int n, struct sv_wc *wc)
+{
+	struct nv_cq *dcq = cq->nic;
+	struct nv_wc buf[POLL_BATCH];
+	int k, i;
+
+	if (__builtin_expect((unsigned)n - 1 >= POLL_BATCH, 0)) {
+		if (n < 0 || !wc)
+			return n ? -EINVAL : 0;
+		return n ? poll_many(dcq, n, wc) : 0;
+	}
+	if ((k = dcq->context->ops.poll_cq(dcq, n, buf)) <= 0)
+		return k < 0 ? -EIO : 0;
+	for (i = 0; i < k; i++)
+		memcpy(&wc[i], &buf[i], sizeof(struct sv_wc));
+	return k;
 }
 
 int sv__nic_req_notify_cq(struct sv_cq *cq, int solicited_only)

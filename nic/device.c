@@ -237,7 +237,7 @@ static void print_dev(const struct nic_lib *l, struct nv_device *d, FILE *out)
 	l->close_device(c);
 }
 
-int sv__nic_list_devices(FILE *out)
+int sv_nic_list_devices(FILE *out)
 {
 	const struct nic_lib *l;
 	struct nv_device **list;

@@ -24,9 +24,6 @@ int sv__nic_busy(const struct sv__nic *nic);
 int sv__nic_query_device(struct sv__nic *nic, struct sv_device_attr *attr);
 int sv__nic_query_port(struct sv__nic *nic, uint8_t port, struct sv_port_attr *attr);
 int sv__nic_query_gid(struct sv__nic *nic, uint8_t port, int index, uint8_t gid[16]);
-/* Prints every rdma-core device softverbs can open, ibv_devinfo-style; the number of
- * devices listed, or a negative errno (no library: -ENODEV, with the reason in err). */
-int sv__nic_list_devices(FILE *out);
 
 /* nic/async.c */
 int sv__nic_async_fd(const struct sv__nic *nic);
@@ -100,12 +97,14 @@ void sv__nic_cm_lock(struct sv__nic *nic, int lock);
 
 /* core/cm.c, for nic/cm.c: the nic state of a CM id; an event for it (DISCONNECTED is
  * followed by TIMEWAIT_EXIT); and a CONNECT_REQUEST on a listener, which makes the new
- * id (NULL over the backlog or out of memory). */
+ * id holding nic before the application can see it (NULL over the backlog or out of
+ * memory). */
 struct sv__conn_param;
 void *sv__cm_nic(const struct sv_cm_id *id);
 void sv__cm_set_nic(struct sv_cm_id *id, void *nic);
 void sv__cm_nic_report(struct sv_cm_id *id, enum sv_cm_event_type type, int status,
 		       const struct sv__conn_param *param);
-struct sv_cm_id *sv__cm_nic_incoming(struct sv_cm_id *listen, const struct sv__conn_param *p);
+struct sv_cm_id *sv__cm_nic_incoming(struct sv_cm_id *listen, const struct sv__conn_param *p,
+				     void *nic);
 
 #endif

@@ -221,9 +221,10 @@ static inline void wr_to(const struct sv_send_wr *w, struct nv_send_wr *d)
 	}
 }
 
-int sv__nic_post_send(struct sv_qp *qp, struct sv_send_wr *wr, struct sv_send_wr **bad)
+/* A chain, or a UD WR (whose AH is the device's to name). */
+__attribute__((noinline)) static int post_chain(struct sv_qp *qp, struct nv_qp *dqp, struct sv_send_wr *wr,
+		      struct sv_send_wr **bad)
 {
-	struct nv_qp *dqp = to_nqp(qp)->qp;
 	struct nv_send_wr d[POST_BATCH], *dbad;
 	struct sv_send_wr *first, *w;
 	int n, rc, i;
@@ -253,6 +254,25 @@ int sv__nic_post_send(struct sv_qp *qp, struct sv_send_wr *wr, struct sv_send_wr
 				*bad = w;
 			return rc;
 		}
+	}
+	return 0;
+}
+
+int sv__nic_post_send(struct sv_qp *qp, struct sv_send_wr *wr, struct sv_send_wr **bad)
+{
+	struct nv_qp *dqp = to_nqp(qp)->qp;
+	struct nv_send_wr d, *dbad;
+	int rc;
+
+	/* One connected-QP WR, the common case: one device WR, no loop. */
+	if (__builtin_expect(wr->next != NULL || qp->qp_type == SV_QPT_UD, 0))
+		return post_chain(qp, dqp, wr, bad);
+	wr_to(wr, &d);
+	d.next = NULL;
+	if (__builtin_expect((rc = dqp->context->ops.post_send(dqp, &d, &dbad)) != 0, 0)) {
+		if (bad)
+			*bad = wr;
+		return nic_err(rc);
 	}
 	return 0;
 }

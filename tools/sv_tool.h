@@ -234,16 +234,23 @@ static inline int parse_u64(const char *s, uint64_t *out)
 
 /* The options both tools take, spelled the same in each. Each returns 0 or -EINVAL. */
 
-/* --transport tcp|udp */
+/* --transport tcp|udp|nic */
 static inline int parse_transport(const char *s, enum sv_transport *out)
 {
 	if (!strcmp(s, "tcp"))
 		*out = SV_TRANSPORT_TCP;
 	else if (!strcmp(s, "udp"))
 		*out = SV_TRANSPORT_UDP;
+	else if (!strcmp(s, "nic"))
+		*out = SV_TRANSPORT_NIC;
 	else
 		return -EINVAL;
 	return 0;
+}
+
+static inline const char *transport_name(enum sv_transport t)
+{
+	return t == SV_TRANSPORT_UDP ? "udp" : t == SV_TRANSPORT_NIC ? "nic" : "tcp";
 }
 
 /* --crc on|off (or 1|0) */
@@ -845,7 +852,7 @@ static inline int ep_reg(struct tool_ep *ep, void *addr, size_t len, int access,
  */
 static inline const char *loopback_listen_addr(enum sv_transport transport)
 {
-	return transport == SV_TRANSPORT_UDP ? "0.0.0.0" : "127.0.0.1";
+	return transport == SV_TRANSPORT_TCP ? "127.0.0.1" : "0.0.0.0";
 }
 
 /* Destroys what ep_open/ep_create_qp/ep_listen/... made, in reverse order. Registered

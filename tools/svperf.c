@@ -1,8 +1,9 @@
 /*
  * svperf — a perftest-style bandwidth and latency benchmark for softverbs.
  *
- *   svperf [--transport tcp|udp] [--op OP] [--size BYTES] [--iters N | --duration S]
+ *   svperf [--transport tcp|udp|nic [--device NAME]] [--op OP] [--size BYTES] [--iters N | --duration S]
  *          [--mode bw|lat] [--port N] [--json] [--loopback] [--tls ...] [HOST]
+ *   svperf --list-devices
  *
  * Without HOST it serves one client on --port and exits; with HOST it is the client;
  * with --loopback both ends run in this process (the server side on a second thread with
@@ -104,6 +105,7 @@ struct config {
 	uint64_t seed;
 	const char *host;
 	const char *bind;
+	const char *device;		/* nic: the rdma-core device, NULL = the first */
 	struct tool_tls tls;
 };
 
@@ -174,7 +176,9 @@ static void usage(FILE *f)
 "usage: svperf [options] [HOST]\n"
 "  no HOST: serve one client on --port, then exit; HOST: run the test against it\n"
 "  --loopback            both ends in this process over 127.0.0.1\n"
-"  --transport tcp|udp   wire mode (default tcp)\n"
+"  --transport tcp|udp|nic  wire mode (default tcp); nic: an rdma-core device\n"
+"  --device NAME         nic: the device (default: the first rdma-core lists)\n"
+"  --list-devices        print every device softverbs can open, then exit\n"
 "  --op OP               write, write-imm, read, send, send-imm, atomic-faa, atomic-cas\n"
 "  --mode bw|lat         bandwidth (window of WRs) or latency (ping-pong / one at a time)\n"
 "  -s, --size BYTES      message size, K/M/G suffixes (default 64K bw, 8 lat;\n"
@@ -715,6 +719,8 @@ static int device_opts(const struct config *c, struct sv_device_opts *o, const c
 {
 	sv_device_opts_init(o);
 	o->transport = c->transport;
+	if (c->device)
+		snprintf(o->device, sizeof(o->device), "%s", c->device);
 	if (c->crc >= 0)
 		o->crc = c->crc;
 	if (c->mulpdu)
@@ -1474,7 +1480,7 @@ static void print_report(struct perf *p, int rc)
 		       "\"lat_samples\":%zu,\"verified\":%s,\"crc\":%s,\"loopback\":%s,"
 		       "\"seed\":%llu,\"load_avg_1m\":%.2f,\"retransmits\":%llu",
 		       p->server ? "server" : "client",
-		       c->transport == SV_TRANSPORT_UDP ? "udp" : "tcp", op_names[c->op],
+		       transport_name(c->transport), op_names[c->op],
 		       c->mode == MODE_BW ? "bw" : "lat", (unsigned long long)unit,
 		       (unsigned long long)p->total, c->mode == MODE_BW ? p->depth : 1,
 		       (unsigned long long)bytes, secs, gbps, mps, p50, p99, mn, avg, mx,
@@ -1497,7 +1503,7 @@ static void print_report(struct perf *p, int rc)
 	printf("svperf %s: %s %s over %s%s, %llu B x %llu, crc %s\n",
 	       p->server ? "server" : "client", op_names[c->op],
 	       c->mode == MODE_BW ? "bandwidth" : "latency",
-	       c->transport == SV_TRANSPORT_UDP ? "udp" : "tcp",
+	       transport_name(c->transport),
 	       c->loopback ? " (loopback)" : "", (unsigned long long)unit,
 	       (unsigned long long)p->total, crc ? "on" : "off");
 	printf("  %-14s %12s %10s %12s\n", "bytes", "seconds", "Gbit/s", "msg/s");
@@ -1542,10 +1548,54 @@ static int loopback_serve(void *side)
 	return run_server(side);
 }
 
+/* One socket transport's device, as its attributes say. */
+static void list_socket_device(enum sv_transport t)
+{
+	struct sv_device_opts o;
+	struct sv_device_attr a;
+	struct sv_port_attr pa;
+	struct sv_context *ctx;
+
+	sv_device_opts_init(&o);
+	o.transport = t;
+	if (sv_open_device(&o, &ctx) < 0 || sv_query_device(ctx, &a) < 0 ||
+	    sv_query_port(ctx, 1, &pa) < 0) {
+		printf("hca_id:\tsv_%s0\n\t(cannot open)\n", transport_name(t));
+		return;
+	}
+	printf("hca_id:\t%s\n\ttransport:\t\t\t%s (softverbs)\n\tnode_guid:\t\t\t%016llx\n"
+	       "\tmax_qp:\t\t\t\t%u\n\tmax_qp_wr:\t\t\t%u\n\tmax_sge:\t\t\t%u\n"
+	       "\tmax_cq:\t\t\t\t%u\n\tmax_cqe:\t\t\t%u\n\tmax_mr:\t\t\t\t%u\n"
+	       "\tmax_mw:\t\t\t\t%u\n\tmax_srq:\t\t\t%u\n\tmax_qp_rd_atom:\t\t\t%u\n"
+	       "\t\tport:\t1\n\t\t\tstate:\t\t\tPORT_ACTIVE (%d)\n"
+	       "\t\t\tactive_mtu:\t\t%d (%d)\n\t\t\tlink_layer:\t\tEthernet\n",
+	       a.name, transport_name(t), (unsigned long long)a.node_guid, a.max_qp, a.max_qp_wr,
+	       a.max_sge, a.max_cq, a.max_cqe, a.max_mr, a.max_mw, a.max_srq, a.max_qp_rd_atom,
+	       pa.state, 128 << pa.active_mtu, pa.active_mtu);
+	sv_close_device(ctx);
+}
+
+/* --list-devices: sv_tcp0, sv_udp0, then every rdma-core device (ibv_devinfo-style). */
+static int list_devices(void)
+{
+	int n;
+
+	list_socket_device(SV_TRANSPORT_TCP);
+	list_socket_device(SV_TRANSPORT_UDP);
+	fflush(stdout);
+	n = sv_nic_list_devices(stdout);
+	if (n < 0)
+		printf("(nic: no rdma-core device can be opened: %s)\n", sv_strerror(n));
+	else if (n == 0)
+		printf("(nic: rdma-core lists no device)\n");
+	return 0;
+}
+
 static int parse_args(int argc, char **argv, struct config *c)
 {
 	enum { O_TRANSPORT = 256, O_OP, O_MODE, O_JSON, O_LOOPBACK, O_CRC, O_MULPDU, O_SEED,
-	       O_IMPAIR, O_RETX, O_BIND, O_TIMEOUT, O_WAIT, O_SERVER_SPIN, O_HELP };
+	       O_IMPAIR, O_RETX, O_BIND, O_TIMEOUT, O_WAIT, O_SERVER_SPIN, O_DEVICE,
+	       O_LIST_DEVICES, O_HELP };
 	static const struct option longopts[] = {
 		{ "transport", required_argument, NULL, O_TRANSPORT },
 		{ "op", required_argument, NULL, O_OP },
@@ -1566,6 +1616,8 @@ static int parse_args(int argc, char **argv, struct config *c)
 		{ "timeout", required_argument, NULL, O_TIMEOUT },
 		{ "wait", required_argument, NULL, O_WAIT },
 		{ "server-spin", no_argument, NULL, O_SERVER_SPIN },
+		{ "device", required_argument, NULL, O_DEVICE },
+		{ "list-devices", no_argument, NULL, O_LIST_DEVICES },
 		TOOL_TLS_LONGOPTS,
 		{ "help", no_argument, NULL, O_HELP },
 		{ NULL, 0, NULL, 0 },
@@ -1686,6 +1738,11 @@ static int parse_args(int argc, char **argv, struct config *c)
 		case O_BIND:
 			c->bind = optarg;
 			break;
+		case O_DEVICE:
+			c->device = optarg;
+			break;
+		case O_LIST_DEVICES:
+			exit(list_devices());
 		case O_TIMEOUT:
 			if (parse_timeout(optarg, &c->timeout_s) < 0)
 				goto bad;

@@ -62,6 +62,7 @@ struct config {
 	uint64_t count;
 	uint64_t size;
 	enum sv_transport transport;
+	const char *device;		/* nic: the rdma-core device, NULL = the first */
 	int crc;
 	int verbose;
 	int busy;
@@ -97,7 +98,8 @@ static void usage(FILE *f)
 "  -p PORT           port (default %d; loopback: any free port)\n"
 "  -a ADDR           server listen address (default 0.0.0.0)\n"
 "  -v                print every round\n"
-"  --transport tcp|udp, --crc on|off, --busy (busy-poll), --timeout SEC, --seed N\n"
+"  --transport tcp|udp|nic, --device NAME (nic), --crc on|off, --busy (busy-poll),\n"
+"  --timeout SEC, --seed N\n"
 TOOL_TLS_USAGE,
 		DEFAULT_COUNT, DEFAULT_SIZE, DEFAULT_PORT);
 }
@@ -475,6 +477,8 @@ static int side_init(struct ping *p, const struct config *c, const char *prog)
 	p->deadline = now_ns() + (uint64_t)c->timeout_s * 1000000000ull;
 	sv_device_opts_init(&o);
 	o.transport = c->transport;
+	if (c->device)
+		snprintf(o.device, sizeof(o.device), "%s", c->device);
 	if (c->crc >= 0)
 		o.crc = c->crc;
 	if ((rc = tool_tls_apply(&c->tls, c->loopback, c->crc >= 0, &o, prog)) < 0)
@@ -484,7 +488,7 @@ static int side_init(struct ping *p, const struct config *c, const char *prog)
 
 static int parse_args(int argc, char **argv, struct config *c)
 {
-	enum { O_TRANSPORT = 256, O_LOOPBACK, O_CRC, O_BUSY, O_TIMEOUT, O_SEED, O_HELP };
+	enum { O_TRANSPORT = 256, O_LOOPBACK, O_CRC, O_BUSY, O_TIMEOUT, O_SEED, O_DEVICE, O_HELP };
 	static const struct option longopts[] = {
 		{ "transport", required_argument, NULL, O_TRANSPORT },
 		{ "loopback", no_argument, NULL, O_LOOPBACK },
@@ -492,6 +496,7 @@ static int parse_args(int argc, char **argv, struct config *c)
 		{ "busy", no_argument, NULL, O_BUSY },
 		{ "timeout", required_argument, NULL, O_TIMEOUT },
 		{ "seed", required_argument, NULL, O_SEED },
+		{ "device", required_argument, NULL, O_DEVICE },
 		TOOL_TLS_LONGOPTS,
 		{ "help", no_argument, NULL, O_HELP },
 		{ NULL, 0, NULL, 0 },
@@ -545,6 +550,9 @@ static int parse_args(int argc, char **argv, struct config *c)
 			break;
 		case O_LOOPBACK:
 			c->loopback = 1;
+			break;
+		case O_DEVICE:
+			c->device = optarg;
 			break;
 		case O_CRC:
 			if (parse_on_off(optarg, &c->crc) < 0)
