@@ -104,7 +104,7 @@ def resolve(ref, citing, files):
 def main():
     files = tracked_files()
     if files is None:
-        print('check_refs: %s is not a git work tree; nothing to check' % ROOT)
+        print('docs/check_refs: SKIPPED: %s is not a git work tree; nothing to check' % ROOT)
         return 77
     fileset = set(files)
     bad = 0
