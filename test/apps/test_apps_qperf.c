@@ -10,8 +10,9 @@
  * rc_fetch_add_mr. qperf's ud_bw and ud_lat are not here: qperf ignores -cm1 for UD
  * (its rd_params sets use_cm 0 for every transport but RC) and addresses its peer with
  * an address handle of a LID alone, no GRH, which a RoCE port cannot route (a RoCEv2
- * packet carries the GRH's addresses as its IP header, IBTA RoCEv2 Annex A17.4), so
- * ibv_create_ah refuses it here as the kernel's verbs layer does for any RoCE port.
+ * packet carries the GRH's addresses as its IP header, IBA Vol 1 Annex A17), so
+ * ibv_create_ah refuses it here as the kernel's verbs layer does for any RoCE port
+ * (qperf ud_bw on rxe: "failed to create address handle: Invalid argument").
  *
  * On sv_tcp0 (iWARP has no atomics and no UD) the four RC tests whose sender waits
  * for its peer or consumes no receive: rc_lat, rc_rdma_write_lat, rc_rdma_read_bw and
