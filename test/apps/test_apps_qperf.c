@@ -5,15 +5,24 @@
  * client before it listens, so the port must be taken at bind time (sv_cm_bind, issue
  * 12). Each test must print its result, a number above 0.
  *
- * On sv_udp0 all four of rc_bw, rc_lat, rc_rdma_write_bw and rc_rdma_read_lat run. On
- * sv_tcp0 only the two whose sender waits for its peer: qperf's rc_bw (and
- * rc_rdma_write_bw, a Write with Immediate consumes a receive too) keeps 1024 sends in
- * flight and its server posts receives again only after polling their completions, which
- * on InfiniBand RNR NAKs pace (IBA Vol 1 section 9.7.5.2.8), but iWARP has no such flow
- * control: an untagged message finding no receive is a fatal error (RFC 5041 section
- * 7.2, "Invalid MSN - no buffer available"), so there qperf's bandwidth tests fail
- * whenever the client gets ahead (seen in 2 of 2 runs, one test or the other), as they
- * would on an iWARP NIC.
+ * On sv_udp0 every RC test runs: rc_bw, rc_lat, rc_rdma_write_bw, rc_rdma_write_lat,
+ * rc_rdma_read_bw, rc_rdma_read_lat and the two atomics, rc_compare_swap_mr and
+ * rc_fetch_add_mr. qperf's ud_bw and ud_lat are not here: qperf ignores -cm1 for UD
+ * (its rd_params sets use_cm 0 for every transport but RC) and addresses its peer with
+ * an address handle of a LID alone, no GRH, which a RoCE port cannot route (a RoCEv2
+ * packet carries the GRH's addresses as its IP header, IBA Vol 1 Annex A17), so
+ * ibv_create_ah refuses it here as the kernel's verbs layer does for any RoCE port
+ * (qperf ud_bw on rxe: "failed to create address handle: Invalid argument").
+ *
+ * On sv_tcp0 (iWARP has no atomics and no UD) the four RC tests whose sender waits
+ * for its peer or consumes no receive: rc_lat, rc_rdma_write_lat, rc_rdma_read_bw and
+ * rc_rdma_read_lat. qperf's rc_bw (and rc_rdma_write_bw, a Write with Immediate
+ * consumes a receive too) keeps 1024 sends in flight and its server posts receives
+ * again only after polling their completions, which on InfiniBand RNR NAKs pace (IBA
+ * Vol 1 section 9.7.5.2.8), but iWARP has no such flow control: an untagged message
+ * finding no receive is a fatal error (RFC 5041 section 7.2, "Invalid MSN - no buffer
+ * available"), so there qperf's bandwidth tests fail whenever the client gets ahead
+ * ("Remote invalid request"), as they would on an iWARP NIC.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -51,7 +60,7 @@ static void run(const char *transport, const char *const tests[])
 {
 	char port[16], *so, *co;
 	const char *srv[] = { "--transport", transport, "qperf", "-lp", port, NULL };
-	const char *cli[16] = { "--transport", transport, "qperf", "-lp", port, "-cm1", "-t",
+	const char *cli[24] = { "--transport", transport, "qperf", "-lp", port, "-cm1", "-t",
 				RUN_S, "127.0.0.1" };
 	struct apps_proc s, c;
 	int n = 9, rc;
@@ -79,14 +88,17 @@ static void run(const char *transport, const char *const tests[])
 Test(apps_qperf, cm_rc_tests_on_udp, .timeout = 150)
 {
 	static const char *const tests[] = { "rc_bw", "rc_lat", "rc_rdma_write_bw",
-					     "rc_rdma_read_lat", NULL };
+					     "rc_rdma_write_lat", "rc_rdma_read_bw",
+					     "rc_rdma_read_lat", "rc_compare_swap_mr",
+					     "rc_fetch_add_mr", NULL };
 
 	run("udp", tests);
 }
 
-Test(apps_qperf, cm_rc_latency_tests_on_tcp, .timeout = 150)
+Test(apps_qperf, cm_rc_paced_tests_on_tcp, .timeout = 150)
 {
-	static const char *const tests[] = { "rc_lat", "rc_rdma_read_lat", NULL };
+	static const char *const tests[] = { "rc_lat", "rc_rdma_write_lat", "rc_rdma_read_bw",
+					     "rc_rdma_read_lat", NULL };
 
 	run("tcp", tests);
 }
