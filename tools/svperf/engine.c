@@ -16,9 +16,6 @@ const char *const op_names[OP_COUNT] = {
  */
 
 void perf_fail_check(struct perf *p, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-
-void perf_fail_check(struct perf *p, const char *fmt, ...)
 {
 	va_list ap;
 
