@@ -2,9 +2,12 @@
  * roce.h — internal state of the RoCEv2-framed UDP transport (sv__roce_udp_ops).
  *
  *   roce.c        the ops table; the context's UDP socket (bind, fallback addresses,
- *                 GID), the QPN table, the loop's receive path (recvmmsg ring, ICRC
- *                 check, demultiplexing by BTH DestQP), the transmit batch (sendmmsg,
- *                 ICRC), per-QP timers, counters
+ *                 GID), the QPN table, QPs, per-QP timers, waiting for the socket to
+ *                 take more, counters
+ *   roce_rx.c     the loop's receive path (recvmmsg ring, ICRC check, demultiplexing
+ *                 by BTH DestQP) and its hand-offs (RC batches to QPs, inboxes, UD and
+ *                 CM datagrams deferred to the loop)
+ *   roce_addr.c   IPv4/IPv6 socket addresses and their GIDs
  *   roce_req.c    the requester: work requests to packets, ACK/NAK and response
  *                 processing, completions
  *   roce_resp.c   the responder: PSN checks, placement, READ/atomic resources and
@@ -26,7 +29,7 @@
  * qp_destroy), under rx_lock. Neither the loop nor a poller waits for a QP lock while it
  * holds rx_lock to hand the QP packets: a QP whose lock is busy (or, for a poller, any
  * QP but its own) gets them in its inbox, which whoever holds the QP lock next empties
- * first (roce.c, "Inboxes"). Only a packet failing its ICRC, counted on its QP, waits
+ * first (roce_rx.c, "Inboxes"). Only a packet failing its ICRC, counted on its QP, waits
  * for the lock there, which is safe as no holder of a QP lock waits for rx_lock or for
  * another QP's lock.
  */
@@ -52,7 +55,7 @@
 #define SV__ROCE_RX_BATCH 64		/* datagrams per recvmmsg */
 #define SV__ROCE_RX_BUF 4608		/* > BTH + largest ext + 4096 + pad + ICRC */
 #define SV__ROCE_RX_GRO_BUF 65536	/* a coalesced datagram (UDP_GRO): 64 KiB at most */
-#define SV__ROCE_RX_SET 128		/* RC packets handed to QPs together (roce.c) */
+#define SV__ROCE_RX_SET 128		/* RC packets handed to QPs together (roce_rx.c) */
 #define SV__ROCE_TX_BATCH 64		/* datagrams per sendmmsg */
 #define SV__ROCE_TX_IOV (SV__MAX_SGE + 3)	/* header, payload slices, pad + ICRC */
 /* UDP_SEGMENT (roce.c, "Transmit batch"): the datagrams one send may carry, which Linux
@@ -84,7 +87,7 @@ union sv__roce_addr {
 	struct sockaddr_in6 v6;
 };
 
-/* roce.c: address helpers. */
+/* roce_addr.c: address helpers. */
 socklen_t sv__roce_addr_len(const union sv__roce_addr *a);
 uint16_t sv__roce_addr_port(const union sv__roce_addr *a);	/* host order */
 void sv__roce_addr_set_port(union sv__roce_addr *a, uint16_t port);
@@ -126,7 +129,7 @@ struct sv__roce_deferred {
 	uint8_t *buf;			/* SV__ROCE_RX_BUF bytes, malloc'd */
 };
 
-/* An RC packet the loop received for a QP whose lock was busy (roce.c, "Inboxes"),
+/* An RC packet the loop received for a QP whose lock was busy (roce_rx.c, "Inboxes"),
  * decoded; k.payload points into buf, a copy of the datagram. */
 struct sv__roce_inpkt {
 	struct sv__roce_inpkt *next;
@@ -167,7 +170,7 @@ struct sv__rctx {
 	 * filled. */
 	struct sv__roce_deferred *defer_head, **defer_tail;
 	uv_async_t defer_wake;
-	/* Inboxes (roce.c): a leaf lock over every QP's inbox list; and the QPs whose
+	/* Inboxes (roce_rx.c): a leaf lock over every QP's inbox list; and the QPs whose
 	 * inbox an rx_lock holder filled and the loop must see emptied (under rx_lock,
 	 * linked through inbox_next). */
 	pthread_mutex_t inbox_lock;
@@ -360,8 +363,8 @@ struct sv__rqp {
 	 * under rc->inbox_lock; inbox_any says it is not empty. */
 	struct sv__roce_inpkt *inbox, **inbox_tail;
 	atomic_bool inbox_any;
-	atomic_bool inbox_queued;	/* on rc->inbox_qs or being serviced (roce.c) */
-	struct sv__rqp *inbox_next;	/* (rx_lock, then the loop's inbox_service()) */
+	atomic_bool inbox_queued;	/* on rc->inbox_qs or being serviced (roce_rx.c) */
+	struct sv__rqp *inbox_next;	/* (rx_lock, then the loop's sv__roce_inbox_service()) */
 	/* UD QPs. */
 	uint32_t ud_psn;
 	uint64_t qkey_drops, ud_no_recv_drops, ud_tx_drops;
@@ -378,6 +381,33 @@ struct sv__rqp {
 
 /* roce.c */
 struct sv__rqp *sv__rqp(struct sv_qp *qp);
+/* Whether the caller is the context's loop thread. */
+bool sv__roce_on_loop(const struct sv__rctx *rc);
+/* [qp-locked] One round of q's reliability work (roce.c, "Timers"). */
+void sv__roce_qp_round(struct sv__rqp *q);
+/* [loop] The QP of number qpn, or NULL (roce.c, "QPN table"). */
+struct sv__rqp *sv__roce_tbl_find(const struct sv__rctx *rc, uint32_t qpn);
+/* [loop] Polling for writable while a QP waits, and one turn each when it is
+ * (roce.c, "Waiting for the socket"). */
+void sv__roce_txw_arm(struct sv__rctx *rc);
+void sv__roce_txw_service(struct sv__rctx *rc);
+
+/* roce_rx.c: the receive path and its hand-offs. */
+/* [qp-locked] The end of a round that handed q packets. */
+void sv__roce_round_end(struct sv__rqp *q);
+/* [qp-locked] Hands q its inbox, oldest first; whether it took any. */
+bool sv__roce_inbox_run(struct sv__rqp *q);
+/* Drops whatever q's inbox holds. */
+void sv__roce_inbox_clear(struct sv__rqp *q);
+/* [loop, not rx_lock] Sees to it that the inboxes of the QPs on list q are emptied. */
+void sv__roce_inbox_service(struct sv__rqp *q);
+/* [rx_lock] One recvmmsg batch, dispatched; the datagrams received. */
+int sv__roce_rx_round(struct sv__rctx *rc, struct sv__rqp *self);
+/* [loop] The socket's poll callback, and defer_wake's. */
+void sv__roce_rx_cb(uv_poll_t *h, int status, int events);
+void sv__roce_defer_cb(uv_async_t *a);
+/* The transport's poll op: receives for qp from the calling thread. */
+int sv__roce_poll_qp(struct sv_qp *qp);
 /* [qp-locked] Queues a packet into the batch: hdr (hlen bytes, BTH first) then the
  * payload iovecs, computes pad and ICRC. Flushes first when the batch is full (a full
  * socket then loses packets, which the reliability layer repairs). Returns 0. */

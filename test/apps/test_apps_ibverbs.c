@@ -85,8 +85,9 @@ Test(apps_ibverbs, ibv_devices_lists_sv_tcp0, .timeout = 60)
 	prints(argv, want);
 }
 
-/* GID 0 of an iWARP port is an Ethernet address with a zero interface ID (compat/verbs.c,
- * make_gid), which ibv_devinfo leaves out as it does for the kernel's iWARP devices. */
+/* GID 0 of an iWARP port is an Ethernet address with a zero interface ID
+ * (compat/verbs_device.c, make_gid), which ibv_devinfo leaves out as it does for the
+ * kernel's iWARP devices. */
 Test(apps_ibverbs, ibv_devinfo_describes_the_iwarp_port, .timeout = 60)
 {
 	const char *argv[] = { "ibv_devinfo", "-v", "-d", "sv_tcp0", NULL };

@@ -10,7 +10,7 @@
  * gives fi_pingpong's fixed control port (47592) to each test alone. fi_pingpong's
  * server takes "localhost" as its source, the client its peer's name from the control
  * connection, and the connection's own address from rdma_resolve_addr's source
- * (compat/rdmacm.c, default_src): each exits 0 only when every size it sent came back,
+ * (compat/rdmacm_id.c, default_src): each exits 0 only when every size it sent came back,
  * and prints a row per size.
  */
 #include <stdio.h>

@@ -137,7 +137,7 @@ TCP_AND_UDP(rping_validate)
 
 /* rping -q makes its QP itself (ibv_create_qp), names it in conn_param.qp_num, moves it
  * with rdma_init_qp_attr's attributes, and on IB/RoCE waits for CONNECT_RESPONSE and
- * answers with rdma_establish; iWARP's CM reports ESTABLISHED (compat/rdmacm.c,
+ * answers with rdma_establish; iWARP's CM reports ESTABLISHED (compat/rdmacm_conn.c,
  * app_qp). -V checks every buffer, -d prints the events. */
 TCP_AND_UDP(rping_own_qp)
 {

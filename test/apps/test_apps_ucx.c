@@ -8,7 +8,7 @@
  * Two things UCX needs beyond the verbs calls: a character device at
  * /dev/infiniband/<dev_name> before it opens a device, which svrun provides where the
  * host has none (compat/svrun_dev.c; it says so on stderr), and, on UD, the RoCE v2
- * packet type in wc.sl (compat/verbs.c, roce_pkt_type), without which it drops every
+ * packet type in wc.sl (compat/verbs_cq.c, roce_pkt_type), without which it drops every
  * datagram. iWARP is no UCX transport: sv_tcp0 appears as a memory domain only.
  */
 #include <stdio.h>
