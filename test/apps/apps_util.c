@@ -10,11 +10,13 @@
 #include <libgen.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -78,19 +80,66 @@ void apps_require(const char *const progs[])
 		cr_skip_test("svrun not found at %s (compat drop-ins not built)", svrun_path());
 }
 
-int apps_free_port(void)
+/* Whether TCP port `port` can be bound on the wildcard address right now. */
+static bool tcp_port_free(int port)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET };
-	socklen_t len = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), port;
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	bool ok;
 
 	cr_assert(fd >= 0, "socket: %s", strerror(errno));
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	cr_assert(bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0, "bind: %s", strerror(errno));
-	cr_assert(getsockname(fd, (struct sockaddr *)&a, &len) == 0);
-	port = ntohs(a.sin_port);
+	ok = bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
 	close(fd);
-	return port;
+	return ok;
+}
+
+/* Claims port for this process's life among the processes of this network namespace:
+ * an abstract unix socket named by it, which only one process can bind and the kernel
+ * releases when the process ends (unix(7), "Abstract sockets"). */
+static bool claim_port(int port)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	int n;
+
+	cr_assert(fd >= 0, "socket: %s", strerror(errno));
+	n = snprintf(a.sun_path + 1, sizeof(a.sun_path) - 1, "softverbs-test-port/%d", port);
+	if (bind(fd, (struct sockaddr *)&a, (socklen_t)(offsetof(struct sockaddr_un, sun_path)
+							+ 1 + (size_t)n)) == 0)
+		return true;		/* kept open: the claim lasts until exit */
+	close(fd);
+	return false;
+}
+
+/* Outside the kernel's ephemeral range (net.ipv4.ip_local_port_range, 32768 and up by
+ * default), so no connect() or bind() to port 0 of any process takes the port between
+ * the pick and the program's own bind; and claimed, so no concurrent test picks it too. */
+#define FREE_PORT_LO 20000
+#define FREE_PORT_HI 32767
+
+int apps_free_port(void)
+{
+	static unsigned seq;
+	const int span = FREE_PORT_HI - FREE_PORT_LO + 1;
+	int start = (int)(((unsigned)getpid() * 7919u + seq++ * 97u) % (unsigned)span);
+	int eph_lo = 32768, eph_hi = 60999;
+	FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+
+	if (f) {
+		if (fscanf(f, "%d %d", &eph_lo, &eph_hi) != 2)
+			eph_lo = eph_hi = 0;
+		fclose(f);
+	}
+	for (int i = 0; i < span; i++) {
+		int port = FREE_PORT_LO + (start + i) % span;
+
+		if (port >= eph_lo && port <= eph_hi)
+			continue;
+		if (tcp_port_free(port) && claim_port(port))
+			return port;
+	}
+	cr_assert_fail("no TCP port free in %d..%d", FREE_PORT_LO, FREE_PORT_HI);
+	return -1;
 }
 
 void apps_start(struct apps_proc *p, const char *const argv[])

@@ -22,7 +22,9 @@ struct apps_proc {
 /* Skips the current test (with the reason) unless every named program is installed. */
 void apps_require(const char *const progs[]);
 
-/* A TCP port that was free on 127.0.0.1 a moment ago (bound with port 0, read back). */
+/* A TCP port free on every address now, outside the kernel's ephemeral range and claimed
+ * by this process until it exits, so neither another process's connection nor another
+ * test's pick can take it before the program under test binds it. */
 int apps_free_port(void);
 
 /* Starts `svrun argv...` (argv NULL-terminated); fails the test if it cannot fork. */
