@@ -77,10 +77,12 @@ bool apps_wait_cm_listen(struct apps_proc *p, int port, const char *listen_ip,
  * service port, as udaddy's 7174). */
 const char *apps_free_cm_addr(int port);
 
-/* Starts a process that keeps a UDP device open (an rping server on a free port, never
- * served) and waits until it listens; then 127.0.0.1:4791 is held, by it or by a process
- * that had it before, so the devices opened next get other loopback addresses. The
- * caller apps_kill()s it and frees apps_output(). */
+/* Starts a process that keeps a UDP device open at 127.0.0.1:4791 (an rping server on a
+ * free port, never served) and waits until it listens, so the devices opened next get
+ * other loopback addresses until it is killed; while another process has that address
+ * it waits up to APPS_HOLD_WAIT_MS for it to go. The caller apps_kill()s it and frees
+ * apps_output(). */
+#define APPS_HOLD_WAIT_MS 90000
 void apps_hold_loopback(struct apps_proc *h);
 
 /* apps_pair for the UDP transport's CM: the client starts once the server's CM listener
