@@ -92,6 +92,13 @@ void apps_pair_cm(const char *const server[], const char *const client[], int po
 		  const char *listen_ip, int timeout_ms, char **server_out, char **client_out,
 		  struct apps_cm_listener *l);
 
+/* apps_pair (cm false) or apps_pair_cm (cm true, any listen address), except that when
+ * the pair fails with rerun_on in either output it returns false (nothing to free) for
+ * the caller to run it again; true with the outputs otherwise. */
+bool apps_pair_or_rerun(const char *const server[], const char *const client[], int port,
+			bool cm, int timeout_ms, const char *rerun_on, char **server_out,
+			char **client_out);
+
 /* The build's drop-in libibverbs.so.1 (next to $SVRUN), opened in this process with
  * dlopen; skips the test, saying why, when SVRUN is unset or the drop-in is not built. */
 void *apps_dropin_verbs(void);
