@@ -314,14 +314,18 @@ static bool pair_finish(struct apps_proc *s, const char *const server[],
 
 	apps_start(&c, client);
 	rc = apps_wait(&c, timeout_ms);
+	co = apps_output(&c);
+	/* A client that failed so is run again: its server, left waiting for it, goes. */
+	if (rc != 0 && rerun_on && strstr(co, rerun_on))
+		apps_kill(s);
 	rs = apps_wait(s, (int)(timeout_ms - (now_ms() - start) > 5000 ?
 				timeout_ms - (now_ms() - start) : 5000));
 	apps_kill(&c);
 	so = apps_output(s);
-	co = apps_output(&c);
 	if ((rs != 0 || rc != 0) && rerun_on && (strstr(so, rerun_on) || strstr(co, rerun_on))) {
-		cr_log_warn("%s: server exit %d, client exit %d, on \"%s\"", server[0], rs, rc,
-			    rerun_on);
+		/* On stderr, not cr_log_warn(): a warning makes the suite's exit status 1. */
+		fprintf(stderr, "server exit %d, client exit %d on \"%s\": running again\n",
+			rs, rc, rerun_on);
 		free(so);
 		free(co);
 		return false;
