@@ -10,11 +10,13 @@
 #include <libgen.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -78,19 +80,66 @@ void apps_require(const char *const progs[])
 		cr_skip_test("svrun not found at %s (compat drop-ins not built)", svrun_path());
 }
 
-int apps_free_port(void)
+/* Whether TCP port `port` can be bound on the wildcard address right now. */
+static bool tcp_port_free(int port)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET };
-	socklen_t len = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), port;
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	bool ok;
 
 	cr_assert(fd >= 0, "socket: %s", strerror(errno));
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	cr_assert(bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0, "bind: %s", strerror(errno));
-	cr_assert(getsockname(fd, (struct sockaddr *)&a, &len) == 0);
-	port = ntohs(a.sin_port);
+	ok = bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
 	close(fd);
-	return port;
+	return ok;
+}
+
+/* Claims port for this process's life among the processes of this network namespace:
+ * an abstract unix socket named by it, which only one process can bind and the kernel
+ * releases when the process ends (unix(7), "Abstract sockets"). */
+static bool claim_port(int port)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	int n;
+
+	cr_assert(fd >= 0, "socket: %s", strerror(errno));
+	n = snprintf(a.sun_path + 1, sizeof(a.sun_path) - 1, "softverbs-test-port/%d", port);
+	if (bind(fd, (struct sockaddr *)&a, (socklen_t)(offsetof(struct sockaddr_un, sun_path)
+							+ 1 + (size_t)n)) == 0)
+		return true;		/* kept open: the claim lasts until exit */
+	close(fd);
+	return false;
+}
+
+/* Outside the kernel's ephemeral range (net.ipv4.ip_local_port_range, 32768 and up by
+ * default), so no connect() or bind() to port 0 of any process takes the port between
+ * the pick and the program's own bind; and claimed, so no concurrent test picks it too. */
+#define FREE_PORT_LO 20000
+#define FREE_PORT_HI 32767
+
+int apps_free_port(void)
+{
+	static unsigned seq;
+	const int span = FREE_PORT_HI - FREE_PORT_LO + 1;
+	int start = (int)(((unsigned)getpid() * 7919u + seq++ * 97u) % (unsigned)span);
+	int eph_lo = 32768, eph_hi = 60999;
+	FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+
+	if (f) {
+		if (fscanf(f, "%d %d", &eph_lo, &eph_hi) != 2)
+			eph_lo = eph_hi = 0;
+		fclose(f);
+	}
+	for (int i = 0; i < span; i++) {
+		int port = FREE_PORT_LO + (start + i) % span;
+
+		if (port >= eph_lo && port <= eph_hi)
+			continue;
+		if (tcp_port_free(port) && claim_port(port))
+			return port;
+	}
+	cr_assert_fail("no TCP port free in %d..%d", FREE_PORT_LO, FREE_PORT_HI);
+	return -1;
 }
 
 void apps_start(struct apps_proc *p, const char *const argv[])
@@ -253,10 +302,11 @@ char *apps_output(const struct apps_proc *p)
 }
 
 /* With the server s started at `start` and ready, starts the client, waits for both and
- * asserts both exit 0; the outputs go to the caller. */
-static void pair_finish(struct apps_proc *s, const char *const server[],
+ * asserts both exit 0; the outputs go to the caller. Unless rerun_on is NULL, a failed
+ * pair with rerun_on in an output returns false instead (the outputs freed). */
+static bool pair_finish(struct apps_proc *s, const char *const server[],
 			const char *const client[], long start, int timeout_ms, char **server_out,
-			char **client_out)
+			char **client_out, const char *rerun_on)
 {
 	struct apps_proc c;
 	int rs, rc;
@@ -264,16 +314,28 @@ static void pair_finish(struct apps_proc *s, const char *const server[],
 
 	apps_start(&c, client);
 	rc = apps_wait(&c, timeout_ms);
+	co = apps_output(&c);
+	/* A client that failed so is run again: its server, left waiting for it, goes. */
+	if (rc != 0 && rerun_on && strstr(co, rerun_on))
+		apps_kill(s);
 	rs = apps_wait(s, (int)(timeout_ms - (now_ms() - start) > 5000 ?
 				timeout_ms - (now_ms() - start) : 5000));
 	apps_kill(&c);
 	so = apps_output(s);
-	co = apps_output(&c);
+	if ((rs != 0 || rc != 0) && rerun_on && (strstr(so, rerun_on) || strstr(co, rerun_on))) {
+		/* On stderr, not cr_log_warn(): a warning makes the suite's exit status 1. */
+		fprintf(stderr, "server exit %d, client exit %d on \"%s\": running again\n",
+			rs, rc, rerun_on);
+		free(so);
+		free(co);
+		return false;
+	}
 	cr_assert(rs == 0 && rc == 0,
 		  "%s: server exit %d, client exit %d (-1 = killed at the deadline)\n"
 		  "--- server ---\n%s\n--- client ---\n%s", server[0], rs, rc, so, co);
 	*server_out = so;
 	*client_out = co;
+	return true;
 }
 
 void apps_pair(const char *const server[], const char *const client[], int port,
@@ -293,7 +355,7 @@ void apps_pair(const char *const server[], const char *const client[], int port,
 	} else {
 		nap_ms(500);
 	}
-	pair_finish(&s, server, client, start, timeout_ms, server_out, client_out);
+	pair_finish(&s, server, client, start, timeout_ms, server_out, client_out, NULL);
 }
 
 /* Whether a UDP socket is bound to addr:port (from /proc/net/udp; addr in network order). */
@@ -384,17 +446,31 @@ void apps_hold_loopback(struct apps_proc *h)
 	/* Bounded by itself too, in case the test dies before it kills it. */
 	const char *argv[] = { "--transport", "udp", "timeout", "300", "rping", "-s", "-a",
 			       "127.0.0.1", "-p", port, NULL };
+	long end = now_ms() + APPS_HOLD_WAIT_MS;
+	struct apps_cm_listener l;
 	char *out;
 
-	snprintf(port, sizeof(port), "%d", apps_free_port());
-	apps_start(h, argv);
-	if (!apps_wait_cm_listen(h, atoi(port), NULL, NULL, 10000)) {
+	/* Only a holder whose own device is at 127.0.0.1:4791 holds it for as long as the
+	 * test needs: another test's process there may end at any moment and free it for
+	 * the next device. While one has it, wait for it to go and try again. */
+	for (;;) {
+		snprintf(port, sizeof(port), "%d", apps_free_port());
+		apps_start(h, argv);
+		if (!apps_wait_cm_listen(h, atoi(port), NULL, &l, 30000)) {
+			apps_kill(h);
+			out = apps_output(h);
+			cr_assert_fail("the holder never listened:\n%s", out);
+		}
+		if (!strcmp(l.dev_ip, "127.0.0.1"))
+			return;
 		apps_kill(h);
-		out = apps_output(h);
-		cr_assert_fail("the holder never listened:\n%s", out);
+		free(apps_output(h));
+		while (udp_bound(inet_addr("127.0.0.1"), 4791)) {
+			cr_assert(now_ms() < end, "127.0.0.1:4791 stayed another process's for "
+				  "%d ms", APPS_HOLD_WAIT_MS);
+			nap_ms(50);
+		}
 	}
-	/* Ours or an earlier process's: either way not the next device's. */
-	cr_assert(udp_bound(inet_addr("127.0.0.1"), 4791), "127.0.0.1:4791 is not held");
 }
 
 void apps_pair_cm(const char *const server[], const char *const client[], int port,
@@ -412,7 +488,26 @@ void apps_pair_cm(const char *const server[], const char *const client[], int po
 		cr_assert_fail("%s never published a CM listener on port %d:\n%s", server[0],
 			       port, so);
 	}
-	pair_finish(&s, server, client, start, timeout_ms, server_out, client_out);
+	pair_finish(&s, server, client, start, timeout_ms, server_out, client_out, NULL);
+}
+
+bool apps_pair_or_rerun(const char *const server[], const char *const client[], int port,
+			bool cm, int timeout_ms, const char *rerun_on, char **server_out,
+			char **client_out)
+{
+	struct apps_proc s;
+	long start = now_ms();
+	char *so;
+
+	apps_start(&s, server);
+	if (!(cm ? apps_wait_cm_listen(&s, port, NULL, NULL, 10000) :
+		   apps_wait_listen(&s, port, 10000))) {
+		apps_kill(&s);
+		so = apps_output(&s);
+		cr_assert_fail("%s never listened on port %d:\n%s", server[0], port, so);
+	}
+	return pair_finish(&s, server, client, start, timeout_ms, server_out, client_out,
+			   rerun_on);
 }
 
 int apps_count(const char *h, const char *needle)

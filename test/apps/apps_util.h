@@ -22,7 +22,9 @@ struct apps_proc {
 /* Skips the current test (with the reason) unless every named program is installed. */
 void apps_require(const char *const progs[]);
 
-/* A TCP port that was free on 127.0.0.1 a moment ago (bound with port 0, read back). */
+/* A TCP port free on every address now, outside the kernel's ephemeral range and claimed
+ * by this process until it exits, so neither another process's connection nor another
+ * test's pick can take it before the program under test binds it. */
 int apps_free_port(void);
 
 /* Starts `svrun argv...` (argv NULL-terminated); fails the test if it cannot fork. */
@@ -75,10 +77,12 @@ bool apps_wait_cm_listen(struct apps_proc *p, int port, const char *listen_ip,
  * service port, as udaddy's 7174). */
 const char *apps_free_cm_addr(int port);
 
-/* Starts a process that keeps a UDP device open (an rping server on a free port, never
- * served) and waits until it listens; then 127.0.0.1:4791 is held, by it or by a process
- * that had it before, so the devices opened next get other loopback addresses. The
- * caller apps_kill()s it and frees apps_output(). */
+/* Starts a process that keeps a UDP device open at 127.0.0.1:4791 (an rping server on a
+ * free port, never served) and waits until it listens, so the devices opened next get
+ * other loopback addresses until it is killed; while another process has that address
+ * it waits up to APPS_HOLD_WAIT_MS for it to go. The caller apps_kill()s it and frees
+ * apps_output(). */
+#define APPS_HOLD_WAIT_MS 90000
 void apps_hold_loopback(struct apps_proc *h);
 
 /* apps_pair for the UDP transport's CM: the client starts once the server's CM listener
@@ -87,6 +91,13 @@ void apps_hold_loopback(struct apps_proc *h);
 void apps_pair_cm(const char *const server[], const char *const client[], int port,
 		  const char *listen_ip, int timeout_ms, char **server_out, char **client_out,
 		  struct apps_cm_listener *l);
+
+/* apps_pair (cm false) or apps_pair_cm (cm true, any listen address), except that when
+ * the pair fails with rerun_on in either output it returns false (nothing to free) for
+ * the caller to run it again; true with the outputs otherwise. */
+bool apps_pair_or_rerun(const char *const server[], const char *const client[], int port,
+			bool cm, int timeout_ms, const char *rerun_on, char **server_out,
+			char **client_out);
 
 /* The build's drop-in libibverbs.so.1 (next to $SVRUN), opened in this process with
  * dlopen; skips the test, saying why, when SVRUN is unset or the drop-in is not built. */

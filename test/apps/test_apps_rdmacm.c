@@ -96,8 +96,8 @@ static void pair(bool udp, const char *const srv[], const char *const cli[], int
  * MPA and over the UDP transport's IB CM. */
 #define TCP_AND_UDP(name)                                                                  \
 	static void name(bool udp);                                                        \
-	Test(apps_rdmacm, name, .timeout = 120) { name(false); }                           \
-	Test(apps_rdmacm, udp_##name, .timeout = 120) { name(true); }                      \
+	Test(apps_rdmacm, name, .timeout = 240) { name(false); }                           \
+	Test(apps_rdmacm, udp_##name, .timeout = 240) { name(true); }                      \
 	static void name(bool udp)
 
 /* rping -v prints every ping it receives: the server must have seen all of them, in
@@ -248,7 +248,7 @@ static void tls_env_end(const char *dir)
 	rmdir(dir);
 }
 
-Test(apps_rdmacm, udp_tls_rping_validate, .timeout = 120)
+Test(apps_rdmacm, udp_tls_rping_validate, .timeout = 240)
 {
 	const char *srv[] = { "rping", "-s", "-a", ADDR, "-p", PORT, "-V", "-C", "300", "-S",
 			      "4096", NULL };
@@ -267,7 +267,7 @@ Test(apps_rdmacm, udp_tls_rping_validate, .timeout = 120)
 	free(co);
 }
 
-Test(apps_rdmacm, udp_tls_ucmatose, .timeout = 120)
+Test(apps_rdmacm, udp_tls_ucmatose, .timeout = 240)
 {
 	const char *srv[] = { "ucmatose", "-p", PORT, "-c", "2", "-C", "20", NULL };
 	const char *cli[] = { "ucmatose", "-s", ADDR, "-p", PORT, "-c", "2", "-C", "20", NULL };
@@ -301,7 +301,7 @@ TCP_AND_UDP(rdma_server_client)
  * (SIDR), sends -C messages to it, and the server answers each connection's messages
  * with as many of its own, addressed from the first receive's GRH. Both count their
  * completions before "data transfers complete"; four connections at once. */
-Test(apps_rdmacm, udp_udaddy, .timeout = 120)
+Test(apps_rdmacm, udp_udaddy, .timeout = 240)
 {
 	const char *srv[] = { "udaddy", "-b", ADDR, "-c", "4", "-C", "50", "-S", "1024", NULL };
 	const char *cli[] = { "udaddy", "-s", ADDR, "-c", "4", "-C", "50", "-S", "1024", NULL };
@@ -317,7 +317,7 @@ Test(apps_rdmacm, udp_udaddy, .timeout = 120)
 }
 
 /* The IPoIB port space (-P ipoib) is a UD port space as well. */
-Test(apps_rdmacm, udp_udaddy_ipoib_port_space, .timeout = 120)
+Test(apps_rdmacm, udp_udaddy_ipoib_port_space, .timeout = 240)
 {
 	const char *srv[] = { "udaddy", "-P", "ipoib", "-b", ADDR, NULL };
 	const char *cli[] = { "udaddy", "-P", "ipoib", "-s", ADDR, NULL };

@@ -75,6 +75,21 @@ static void netns_slow_lo(void)
 	   "tc qdisc add dev lo root tbf rate 500mbit burst 256kb latency 4s");
 }
 
+/* The bucket of netns_slow_lo() at rate, its queue of fixed size (tc changes the limit
+ * of the queue in place, so what is queued stays queued and in order; "latency" would
+ * size it by the rate). LO_STALL is a link that all but stops: what the sockets hand it
+ * waits, charged to them, until the rate goes up again. */
+#define LO_STALL "8kbit"
+#define LO_FAST "500mbit"
+static void lo_rate(const char *rate)
+{
+	char cmd[160];
+
+	snprintf(cmd, sizeof(cmd), "tc qdisc change dev lo root tbf rate %s burst 256kb "
+		 "limit 256mb", rate);
+	sh(cmd);
+}
+
 struct fake {
 	int fd;
 	struct sockaddr_in self, dst;
@@ -331,6 +346,18 @@ static void read_cut_midway(bool window)
 		rkey = mw->rkey;
 	}
 
+	/* Everything the responder sends before the NAK, and the NAK, fit in the attacker's
+	 * receive buffer, so a slow reader loses none of it: the burst and the victim's
+	 * send buffer, twice over for the kernel's accounting of each datagram. */
+	{
+		int rb = 4 * (256 * 1024 + sv__rqp(v.qp)->rc->sndbuf);
+
+		cr_assert_eq(setsockopt(f.fd, SOL_SOCKET, SO_RCVBUFFORCE, &rb, sizeof(rb)), 0,
+			     "SO_RCVBUFFORCE: %s", strerror(errno));
+	}
+	/* The link stalls: the response fills the socket and waits there for as long as
+	 * this thread takes to see it (the request itself passes in the bucket's burst). */
+	lo_rate(LO_STALL);
 	fake_read(&f, v.qp->qp_num, FAKE_PSN, (uintptr_t)v.buf, rkey, REGION);
 	end = ru_now_ms() + GUARD_MS;
 	do {	/* under way, and waiting for the socket */
@@ -347,6 +374,7 @@ static void read_cut_midway(bool window)
 		v.mr = NULL;
 	}
 	s1 = snap_of(v.qp);
+	lo_rate(LO_FAST);
 	/* The NAK at the first packet it could not read; the QP fails. */
 	for (;;) {
 		struct pollfd pf = { .fd = f.fd, .events = POLLIN };

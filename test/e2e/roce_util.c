@@ -391,16 +391,26 @@ static void *spin_poll(void *arg)
 		}
 		atomic_fetch_add(&s->polls, 1);
 	}
+	atomic_store(&s->ended, true);
 	return NULL;
 }
 
 void ru_spinner_start(struct ru_spinner *s, struct sv_cq *cq)
 {
+	long end = ru_now_ms() + RU_SPIN_START_MS;
+
 	s->cq = cq;
 	s->err = 0;
 	atomic_init(&s->stop, false);
+	atomic_init(&s->ended, false);
 	atomic_init(&s->polls, 0);
 	cr_assert_eq(pthread_create(&s->t, NULL, spin_poll, s), 0);
+	/* The traffic starts only once the spinner spins: on a loaded machine a new thread
+	 * may wait for a CPU longer than the whole exchange takes. */
+	while (atomic_load(&s->polls) == 0 && !atomic_load(&s->ended)) {
+		cr_assert_lt(ru_now_ms(), end, "the polling thread never polled");
+		usleep(1000);
+	}
 }
 
 void ru_spinner_stop(struct ru_spinner *s)

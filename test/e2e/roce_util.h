@@ -101,10 +101,13 @@ struct ru_spinner {
 	pthread_t t;
 	struct sv_cq *cq;
 	atomic_bool stop;
+	atomic_bool ended;		/* the thread returned */
 	atomic_uint polls;
 	int err;
 };
 
+#define RU_SPIN_START_MS 60000
+/* Starts it and returns once it has polled (or stopped on a completion or error). */
 void ru_spinner_start(struct ru_spinner *s, struct sv_cq *cq);
 /* Stops and joins it; asserts it saw nothing and polled at least once. */
 void ru_spinner_stop(struct ru_spinner *s);

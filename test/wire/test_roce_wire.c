@@ -259,6 +259,7 @@ Test(wire_roce, rnr_nak_and_access_error, .timeout = 180)
 	struct sv_send_wr wr = { 0 }, *bad;
 	struct sv_recv_wr rwr = { 0 }, *rbad;
 	struct sv_wc wc;
+	struct sv_qp_stats st;
 	long end;
 	int r;
 
@@ -272,7 +273,15 @@ Test(wire_roce, rnr_nak_and_access_error, .timeout = 180)
 	cap_start(&cap, filter);
 
 	side_post(&a, &b, SV_WR_SEND, 0, 600);
-	usleep(20 * 1000);
+	/* The receive goes in only once the requester has been told RNR at least once:
+	 * then an RNR NAK was on the wire before the capture stops, however slowly either
+	 * side ran. */
+	end = (long)cap_now_ms() + 60000;
+	do {
+		cr_assert_eq(sv_query_qp_stats(a.qp, &st), 0);
+		cr_assert_lt((long)cap_now_ms(), end, "no RNR NAK reached the requester");
+		usleep(1000);
+	} while (st.rnr_naks_rx == 0);
 	rsge = (struct sv_sge){ (uintptr_t)b.buf + 32768, 2048, b.mr->lkey };
 	rwr.sg_list = &rsge;
 	rwr.num_sge = 1;
@@ -289,7 +298,7 @@ Test(wire_roce, rnr_nak_and_access_error, .timeout = 180)
 	wr.wr.rdma.remote_addr = (uintptr_t)b.buf;
 	wr.wr.rdma.rkey = b.mr->rkey ^ 0x77;
 	cr_assert_eq(sv_post_send(a.qp, &wr, &bad), 0);
-	end = (long)cap_now_ms() + 10000;
+	end = (long)cap_now_ms() + 60000;
 	while ((r = sv_poll_cq(a.cq, 1, &wc)) == 0) {
 		cr_assert_lt((long)cap_now_ms(), end, "no completion for the bad-key WRITE");
 		usleep(100);
