@@ -5,7 +5,9 @@
  * cmd_fd is a real descriptor; vendor_id is set; an out-of-range comp_vector is EINVAL;
  * ibv_create_qp_ex takes IBV_QP_INIT_ATTR_CREATE_FLAGS with no flag and refuses one;
  * ibv_wr_set_ud_addr sends a datagram; ibv_rereg_mr keeps the keys and moves the region;
- * the verbs softverbs has no object for (ECE, imports, dma-buf) say EOPNOTSUPP.
+ * the verbs softverbs has no object for (ECE, imports, dma-buf) say EOPNOTSUPP; an
+ * address handle without a GRH (is_global = 0) is EINVAL on sv_udp0 with a log line
+ * saying it needs one, as the kernel's verbs answer on a RoCE port (rxe included).
  *
  * The drop-in is dlopen()ed from the build tree (next to svrun), as in test_apps_mw.c;
  * the inline verbs go through ctx->ops. Everything runs on sv_udp0 on loopback.
@@ -360,5 +362,71 @@ Test(apps_verbs_ext, rereg_mr_keeps_the_keys, .timeout = 60)
 	cr_expect_eq(mr->lkey, lkey);
 	cr_assert_eq(V.dereg_mr(mr), 0);
 	cr_assert_eq(V.dealloc_pd(pd2), 0);
+	cr_assert_eq(V.close_device(ctx), 0);
+}
+
+/* What fd 2 received while fn ran, NUL-terminated, in out (the drop-in logs there). */
+static void capture_stderr(void (*fn)(void *), void *arg, char *out, size_t len)
+{
+	FILE *tmp = tmpfile();
+	int saved = dup(2);
+	size_t n;
+
+	cr_assert(tmp && saved >= 0);
+	fflush(stderr);
+	cr_assert(dup2(fileno(tmp), 2) >= 0);
+	fn(arg);
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	rewind(tmp);
+	n = fread(out, 1, len - 1, tmp);
+	out[n] = '\0';
+	fclose(tmp);
+}
+
+struct ah_try {
+	struct ibv_pd *pd;
+	struct ibv_ah_attr aa;
+	struct ibv_ah *ah;
+	int err;
+};
+
+static void try_create_ah(void *arg)
+{
+	struct ah_try *t = arg;
+
+	errno = 0;
+	t->ah = V.create_ah(t->pd, &t->aa);
+	t->err = errno;
+}
+
+/* RoCE has no LID routing: an AH with is_global = 0 is refused even when its grh holds
+ * the device's own, valid GID (which is_global = 1 accepts), with EINVAL and a log line. */
+Test(apps_verbs_ext, ah_without_grh_is_einval_on_roce, .timeout = 60)
+{
+	struct ibv_context *ctx;
+	struct ah_try t = { 0 };
+	char log[1024];
+
+	load();
+	ctx = open_udp();
+	cr_assert_not_null(t.pd = V.alloc_pd(ctx));
+	t.aa.port_num = 1;
+	t.aa.dlid = 1;
+	t.aa.grh.hop_limit = 64;
+	cr_assert_eq(V.query_gid(ctx, 1, 0, &t.aa.grh.dgid), 0);
+	t.aa.is_global = 0;
+	capture_stderr(try_create_ah, &t, log, sizeof(log));
+	cr_expect_null(t.ah, "an AH without a GRH was created on sv_udp0");
+	cr_expect_eq(t.err, EINVAL, "errno %d (%s)", t.err, strerror(t.err));
+	cr_expect_not_null(strstr(log, "needs a GRH"), "no log line saying why: '%s'", log);
+	if (t.ah)
+		V.destroy_ah(t.ah);
+	t.aa.is_global = 1;
+	try_create_ah(&t);
+	cr_assert_not_null(t.ah, "the same AH with a GRH: %s", strerror(t.err));
+	cr_assert_eq(V.destroy_ah(t.ah), 0);
+	cr_assert_eq(V.dealloc_pd(t.pd), 0);
 	cr_assert_eq(V.close_device(ctx), 0);
 }
