@@ -976,6 +976,11 @@ struct sv_conn_param {
 	uint8_t initiator_depth;	/* ORD: READ/atomic we may have outstanding */
 	uint8_t retry_count;
 	uint8_t rnr_retry_count;
+	/* The QP's Local ACK Timeout (5 bits, 4.096 us * 2^t) set at RTS in
+	 * place of the one the IB CM derives from the path, as librdmacm's
+	 * RDMA_OPTION_ID_ACK_TIMEOUT sets it; only with ack_timeout_set, UDP transport. */
+	uint8_t ack_timeout_set;	/* nonzero: ack_timeout applies */
+	uint8_t ack_timeout;
 };
 
 /* rdma_cm port spaces; the number is what goes into the IB CM service ID. */

@@ -183,6 +183,7 @@ struct sv__tep {
 	uint32_t tid_low;		/* low half of our REQ's (SIDR_REQ's) transaction ID */
 	uint32_t sq_psn;		/* ours to send from: the peer's Starting PSN */
 	uint8_t ack_timeout;		/* our QP's local ACK timeout (5 bits) */
+	bool ack_timeout_set;		/* active: the application's, kept over the REP's */
 	uint8_t retries;		/* Max CM Retries: resends of a MAD after the first */
 	uint16_t ird, ord;		/* ours, negotiated */
 	uint8_t mtu;			/* enum sv_mtu */
@@ -759,7 +760,9 @@ static void rx_rep(struct sv__rctx *rc, const union sv__roce_addr *src,
 	ep->sq_psn = rep->starting_psn;
 	/* The round trip our REQ assumed, plus the passive CA's ACK delay (IBA 12.7.34;
 	 * the kernel's ib_cm adjusts the same way on a REP). */
-	ep->ack_timeout = sv__cm_ack_timeout(rep->target_ack_delay, packet_life_time(rc));
+	if (!ep->ack_timeout_set)
+		ep->ack_timeout = sv__cm_ack_timeout(rep->target_ack_delay,
+						     packet_life_time(rc));
 	if (qp_to_rtr(ep, rep->local_qpn) < 0 || qp_to_rts(ep) < 0) {
 		send_rej(rc, src, m->mad.tid, ep->local_id, ep->remote_id, SV_CM_MSG_REP,
 			 SV_CM_REJ_NO_RESOURCES, NULL, 0);
@@ -1588,6 +1591,8 @@ int sv__roce_cm_connect(struct sv_qp *qp, void *cm, const struct sockaddr *dst,
 	ep->ord = param->ord;
 	ep->mtu = sv__qp_attr(qp)->path_mtu;
 	ep->retry_cnt = retry_of(param->retry_count);
+	ep->ack_timeout_set = param->ack_timeout_set;
+	ep->ack_timeout = param->ack_timeout;
 	attach_qp(ep, qp);
 
 	sv__cm_mad_init(m, SV_CM_ATTR_REQ, (uint64_t)ep->local_id << 32 | ep->tid_low);
@@ -1669,6 +1674,8 @@ int sv__roce_cm_accept(struct sv__tep *ep, struct sv_qp *qp, const struct sv__co
 		ep->ird = param->ord;
 	ep->ord = ep->ird;
 	ep->ird = param->ird;
+	if (param->ack_timeout_set)
+		ep->ack_timeout = param->ack_timeout;
 	/* RTR and RTS before the REP goes out, as the kernel's rdma_cm does on IB
 	 * (cma_accept_ib): applications post sends right after accepting, before the RTU
 	 * (perftest -R does); ESTABLISHED still waits for the RTU. */
