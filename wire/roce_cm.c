@@ -1302,14 +1302,16 @@ static int cm_addr(const struct sv__rctx *rc, const struct sockaddr *sa, union s
 
 /*
  * Where a device can listen: its own address or the wildcard of its family (*own), and
- * on a loopback device any other loopback address too, reachable only through the
- * host-local directory (roce_cm_dir.c): "rping -s -a 127.0.0.1" works whichever 127/8
- * address the device got.
+ * any loopback address, reachable only through the host-local directory (roce_cm_dir.c):
+ * "rping -s -a 127.0.0.1" works whichever 127/8 address the device got, and on a device
+ * bound to an interface's address too, as the kernel's rdma_bind_addr binds a loopback
+ * address to a local device (libfabric's verbs listens on "localhost" when given no
+ * source).
  */
 static int check_local(const struct sv__rctx *rc, const union sv__roce_addr *a, bool *own)
 {
 	*own = sv__roce_addr_any(a) || sv__roce_addr_same_ip(a, &rc->local);
-	if (*own || (sv__roce_addr_loopback(a) && sv__roce_addr_loopback(&rc->local)))
+	if (*own || sv__roce_addr_loopback(a))
 		return 0;
 	return -EADDRNOTAVAIL;
 }
@@ -1372,8 +1374,11 @@ static int start_listening(struct sv__rctx *rc, struct sv__tep *ep, const union 
 
 	ep->backlog = backlog > 0 ? backlog : 1;
 	/* On loopback, make the listener findable by the address it listens on (and by
-	 * the device's own); elsewhere the address is the device's and needs no help. */
-	if (sv__roce_addr_loopback(&rc->local)) {
+	 * the device's own); a device on an interface's address publishes a listener on a
+	 * loopback address or the wildcard, which the host's loopback connections reach;
+	 * its own address needs no help. */
+	if (sv__roce_addr_loopback(&rc->local) || sv__roce_addr_loopback(a) ||
+	    sv__roce_addr_any(a)) {
 		bool own = sv__roce_addr_any(a) || sv__roce_addr_same_ip(a, &rc->local);
 
 		r = sv__roce_cm_dir_publish(rc->dport_default, ep->ps,
