@@ -181,15 +181,9 @@ err_id:
 
 SVC_EXPORT void rdma_destroy_ep(struct rdma_cm_id *cm_id)
 {
-	struct svc_id *id;
-
 	if (!cm_id)
 		return;
-	id = to_id(cm_id);
 	rdma_destroy_qp(cm_id);
-	if (id->own_pd && cm_id->pd)
-		ibv_dealloc_pd(cm_id->pd);
-	cm_id->pd = NULL;
 	rdma_destroy_id(cm_id);
 }
 

@@ -27,9 +27,14 @@
  * Connections.
  */
 
-static void param_to_sv(const struct rdma_conn_param *in, struct sv_conn_param *out)
+static void param_to_sv(const struct svc_id *id, const struct rdma_conn_param *in,
+			struct sv_conn_param *out)
 {
 	memset(out, 0, sizeof(*out));
+	out->ack_timeout_set = id->ack_timeout_set;
+	out->ack_timeout = id->ack_timeout;
+	if (!in)
+		return;
 	out->private_data = in->private_data;
 	out->private_data_len = in->private_data_len;
 	out->responder_resources = in->responder_resources;
@@ -88,11 +93,9 @@ SVC_EXPORT int rdma_connect(struct rdma_cm_id *cm_id, struct rdma_conn_param *pa
 			return fail(EINVAL);
 		id->app_active = true;
 	}
-	if (param) {
-		param_to_sv(param, &p);
-	} else {
+	param_to_sv(id, param, &p);
+	if (!param) {
 		/* librdmacm without parameters: as much as the device offers. */
-		memset(&p, 0, sizeof(p));
 		p.responder_resources = RDMA_MAX_RESP_RES;
 		p.initiator_depth = RDMA_MAX_INIT_DEPTH;
 	}
@@ -136,10 +139,7 @@ SVC_EXPORT int rdma_accept(struct rdma_cm_id *cm_id, struct rdma_conn_param *par
 	id = to_id(cm_id);
 	if (!cm_id->qp && !(id->app_qp = named_qp(cm_id, param)))
 		return fail(EINVAL);
-	if (param)
-		param_to_sv(param, &p);
-	else
-		memset(&p, 0, sizeof(p));
+	param_to_sv(id, param, &p);
 	/* librdmacm: without parameters, or with RDMA_MAX_RESP_RES / RDMA_MAX_INIT_DEPTH,
 	 * the request's depths (which the event gives from this side) are used, capped by
 	 * the device (sv_cm_accept caps). */
@@ -270,15 +270,21 @@ SVC_EXPORT int rdma_notify(struct rdma_cm_id *cm_id, enum ibv_event_type event)
 SVC_EXPORT int rdma_set_option(struct rdma_cm_id *cm_id, int level, int optname,
 			       void *optval, size_t optlen)
 {
-	(void)optval;
-	(void)optlen;
 	if (!cm_id)
 		return fail(EINVAL);
+	/* The QP's Local ACK Timeout at RTS, which the kernel's rdma_cm takes from a
+	 * uint8_t and applies on RoCE (the IB CM's connections); an iWARP QP has none. */
+	if (level == RDMA_OPTION_ID && optname == RDMA_OPTION_ID_ACK_TIMEOUT) {
+		if (!optval || optlen != sizeof(uint8_t))
+			return fail(EINVAL);
+		to_id(cm_id)->ack_timeout = *(const uint8_t *)optval;
+		to_id(cm_id)->ack_timeout_set = true;
+		return 0;
+	}
 	/* Options that only tune a real fabric are accepted and have no effect here. */
 	if (level == RDMA_OPTION_ID && (optname == RDMA_OPTION_ID_TOS ||
 					optname == RDMA_OPTION_ID_REUSEADDR ||
-					optname == RDMA_OPTION_ID_AFONLY ||
-					optname == RDMA_OPTION_ID_ACK_TIMEOUT))
+					optname == RDMA_OPTION_ID_AFONLY))
 		return 0;
 	return fail(ENOSYS);
 }

@@ -41,6 +41,24 @@ struct ibv_context *svc_get_verbs(void)
 	return shared_verbs;
 }
 
+/* An id that gets its device gets the device's PD too, as librdmacm gives every id on a
+ * device one PD it allocates for that device on first use and keeps (rdma_cm ids expose
+ * it as cm_id->pd; rdma_create_qp with no PD, rdma_reg_msgs, and rdma-core's own tests,
+ * whose AHs and external QPs use the id's PD before any QP exists, rely on it). */
+void svc_id_set_device(struct rdma_cm_id *cm_id)
+{
+	static struct ibv_pd *shared_pd;
+
+	cm_id->verbs = svc_get_verbs();
+	if (!cm_id->verbs || cm_id->pd)
+		return;
+	pthread_mutex_lock(&verbs_lock);
+	if (!shared_pd)
+		shared_pd = ibv_alloc_pd(cm_id->verbs);
+	pthread_mutex_unlock(&verbs_lock);
+	cm_id->pd = shared_pd;
+}
+
 /* ---------------------------------------------------------------------------------------
  * Ids.
  */
@@ -151,7 +169,7 @@ SVC_EXPORT int rdma_bind_addr(struct rdma_cm_id *cm_id, struct sockaddr *addr)
 	svc_set_addr(&cm_id->route.addr.src_addr, addr);
 	if (sv_cm_local_addr(to_id(cm_id)->sv, &ss) == 0)
 		svc_set_addr(&cm_id->route.addr.src_addr, (struct sockaddr *)&ss);
-	cm_id->verbs = svc_get_verbs();
+	svc_id_set_device(cm_id);
 	cm_id->port_num = 1;
 	return 0;
 }
@@ -174,7 +192,7 @@ SVC_EXPORT int rdma_listen(struct rdma_cm_id *cm_id, int backlog)
 		return fail(rc);
 	if (sv_cm_local_addr(id->sv, &ss) == 0)
 		svc_set_addr(&cm_id->route.addr.src_addr, (struct sockaddr *)&ss);
-	cm_id->verbs = svc_get_verbs();
+	svc_id_set_device(cm_id);
 	return 0;
 }
 
@@ -235,7 +253,7 @@ SVC_EXPORT int rdma_resolve_addr(struct rdma_cm_id *cm_id, struct sockaddr *src,
 	if (src)
 		svc_set_addr(&cm_id->route.addr.src_addr, src);
 	svc_set_addr(&cm_id->route.addr.dst_addr, dst);
-	cm_id->verbs = svc_get_verbs();
+	svc_id_set_device(cm_id);
 	cm_id->port_num = 1;
 	if (cm_id->verbs && cm_id->route.addr.src_addr.sa_family == 0)
 		default_src(cm_id, dst);

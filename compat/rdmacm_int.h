@@ -56,7 +56,9 @@ struct svc_id {
 	struct sv_cm_id *sv;
 	struct svc_channel *ch;
 	bool sync;			/* owns ch; calls wait for their outcome */
-	bool own_pd, own_cqs;
+	bool own_cqs;
+	bool ack_timeout_set;		/* RDMA_OPTION_ID_ACK_TIMEOUT, for the QP's RTS */
+	uint8_t ack_timeout;
 	bool has_qp_attr;		/* passive ep: QP made for each request */
 	struct ibv_qp_init_attr qp_attr;
 	/* The event cm_id->event shows: rdma_get_request's, acked when settled, or a
@@ -115,6 +117,8 @@ int svc_wait_and_ack(struct svc_id *id, enum rdma_cm_event_type want);
 
 /* rdmacm_id.c: the shared verbs context, and an address's port. */
 struct ibv_context *svc_get_verbs(void);
+/* rdmacm_id.c: binds an id to the device: cm_id->verbs, and the device's PD. */
+void svc_id_set_device(struct rdma_cm_id *cm_id);
 __be16 svc_addr_port(const struct sockaddr *sa);
 
 #endif /* SV_COMPAT_RDMACM_INT_H */

@@ -102,11 +102,8 @@ SVC_EXPORT int rdma_create_qp_ex(struct rdma_cm_id *cm_id, struct ibv_qp_init_at
 		return fail(EINVAL);
 	id = to_id(cm_id);
 	if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || !attr->pd) {
-		if (!cm_id->pd) {
-			if (!(cm_id->pd = ibv_alloc_pd(cm_id->verbs)))
-				return -1;
-			id->own_pd = true;
-		}
+		if (!cm_id->pd)
+			return fail(ENOMEM);	/* the device's PD could not be allocated */
 		attr->pd = cm_id->pd;
 		attr->comp_mask |= IBV_QP_INIT_ATTR_PD;
 	}

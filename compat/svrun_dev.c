@@ -18,13 +18,25 @@
  * that maps the user back to its own uid and gid, so it sees the credentials it was
  * started with. Nothing outside the namespaces changes, and they end with the program.
  *
+ * The same namespace also gets each device's sysfs entry where the host has none:
+ * /sys/class/infiniband/<device>/device/net/<ifname>, a symbolic link to the network
+ * interface the devices' address is on (/sys/class/net/<ifname>), as the kernel's sysfs
+ * shows an RDMA device's netdev (rxe's and siw's too). rdma-core's own tests look up the
+ * device's IP address that way (tests/base.py: the net directory, then `ip addr show`)
+ * and skip every rdma_cm test without it. A tmpfs goes over /sys/class and its entries
+ * come back as over /dev. The interface is the one holding SV_BIND_ADDR (getifaddrs), or
+ * lo when it is unset or a loopback address, which is where the devices then bind
+ * (wire/roce.c, open_socket); an address on no interface gets no net entry.
+ *
  * When a step fails (user namespaces disabled, no tmpfs), it says why on stderr and
  * runs the program without the nodes: a program that needs none still works.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
 #include <limits.h>
+#include <netdb.h>
 #include <sched.h>
 #include <stdbool.h>
 #include <stdarg.h>
@@ -34,6 +46,8 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <net/if.h>
 
 static int write_file(const char *path, const char *text)
 {
@@ -99,8 +113,8 @@ static int restore(int dfd, const char *name, const char *dir)
 
 static int fail(const char *what)
 {
-	fprintf(stderr, "svrun: no /dev/infiniband nodes for the program (%s: %s); running "
-		"it without them\n", what, strerror(errno));
+	fprintf(stderr, "svrun: no /dev/infiniband nodes or sysfs entries for the program "
+		"(%s: %s); running it without them\n", what, strerror(errno));
 	return -1;
 }
 
@@ -128,19 +142,11 @@ static void restore_all(int dfd, const char *dir, const char *skip, char **skip_
 
 /* The new /dev with the nodes; -1 (said on stderr) if any step fails. An existing
  * /dev/infiniband (a host with RDMA devices but not these) is remade with its entries
- * and the nodes. */
+ * and the nodes. In the mount namespace of namespaces(). */
 static int make_dev(char **devs, int ndev)
 {
-	uid_t uid = getuid();
-	gid_t gid = getgid();
 	int dfd, ibfd, fd;
 
-	if (uid != 0 && user_ns(0, 0) < 0)
-		return fail("user namespace");
-	if (unshare(CLONE_NEWNS) < 0)
-		return fail("mount namespace");
-	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
-		return fail("private mounts");
 	if ((dfd = open("/dev", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
 		return fail("/dev");
 	ibfd = openat(dfd, "infiniband", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -164,19 +170,151 @@ static int make_dev(char **devs, int ndev)
 		if (mount("/dev/null", path, NULL, MS_BIND, NULL) < 0)
 			return fail(path);
 	}
-	if (uid != 0 && user_ns(uid, gid) < 0)
-		return fail("user namespace for the program's own uid");
-	fprintf(stderr, "svrun: /dev/infiniband/{");
+	return 0;
+}
+
+/* The interface SV_BIND_ADDR is on, into ifname (IF_NAMESIZE): lo for none or a
+ * loopback address (the devices' default, wire/roce.c), the interface a link-local
+ * "addr%if" names, else the one getifaddrs lists with the address. false if none has
+ * it. */
+static bool bind_ifname(char *ifname)
+{
+	struct addrinfo hints = { .ai_flags = AI_NUMERICHOST, .ai_socktype = SOCK_DGRAM };
+	const char *b = getenv("SV_BIND_ADDR");
+	struct ifaddrs *ifs, *i;
+	struct addrinfo *ai;
+	bool found = false;
+
+	if (!b || !*b || !strcmp(b, "0.0.0.0") || !strcmp(b, "::")) {
+		snprintf(ifname, IF_NAMESIZE, "lo");
+		return true;
+	}
+	if (getaddrinfo(b, NULL, &hints, &ai) != 0)
+		return false;
+	if (ai->ai_family == AF_INET &&
+	    (ntohl(((struct sockaddr_in *)ai->ai_addr)->sin_addr.s_addr) >> 24) == 127) {
+		snprintf(ifname, IF_NAMESIZE, "lo");
+		found = true;
+	} else if (ai->ai_family == AF_INET6 &&
+		   (IN6_IS_ADDR_LOOPBACK(&((struct sockaddr_in6 *)ai->ai_addr)->sin6_addr) ||
+		    ((struct sockaddr_in6 *)ai->ai_addr)->sin6_scope_id)) {
+		unsigned scope = ((struct sockaddr_in6 *)ai->ai_addr)->sin6_scope_id;
+
+		found = scope ? if_indextoname(scope, ifname) != NULL : true;
+		if (!scope)
+			snprintf(ifname, IF_NAMESIZE, "lo");
+	} else if (getifaddrs(&ifs) == 0) {
+		for (i = ifs; i && !found; i = i->ifa_next) {
+			size_t len = ai->ai_family == AF_INET ? sizeof(struct in_addr) :
+								 sizeof(struct in6_addr);
+			const void *want = ai->ai_family == AF_INET ?
+				(const void *)&((struct sockaddr_in *)ai->ai_addr)->sin_addr :
+				(const void *)&((struct sockaddr_in6 *)ai->ai_addr)->sin6_addr;
+			const void *have;
+
+			if (!i->ifa_addr || i->ifa_addr->sa_family != ai->ai_family)
+				continue;
+			have = ai->ai_family == AF_INET ?
+				(const void *)&((struct sockaddr_in *)i->ifa_addr)->sin_addr :
+				(const void *)&((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr;
+			if (!memcmp(want, have, len)) {
+				snprintf(ifname, IF_NAMESIZE, "%s", i->ifa_name);
+				found = true;
+			}
+		}
+		freeifaddrs(ifs);
+	}
+	freeaddrinfo(ai);
+	return found;
+}
+
+/* /sys/class/infiniband/<dev>/device/net/<ifname> for each device the host's sysfs
+ * lacks (see the top of this file); -1 (said on stderr) if a step fails. */
+static int make_sys(char **devs, int ndev)
+{
+	char ifname[IF_NAMESIZE], path[64 + 2 * NAME_MAX], target[32 + IF_NAMESIZE];
+	int cfd, ibfd;
+	bool net = bind_ifname(ifname);
+
+	if ((cfd = open("/sys/class", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return fail("/sys/class");
+	ibfd = openat(cfd, "infiniband", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (mount("svrun", "/sys/class", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+		  "mode=755,size=1m") < 0)
+		return fail("tmpfs on /sys/class");
+	restore_all(cfd, "/sys/class", "infiniband", NULL, 0);
+	close(cfd);
+	if (mkdir("/sys/class/infiniband", 0755) < 0)
+		return fail("/sys/class/infiniband");
+	if (ibfd >= 0) {
+		restore_all(ibfd, "/sys/class/infiniband", NULL, devs, ndev);
+		close(ibfd);
+	}
+	snprintf(target, sizeof(target), "/sys/class/net/%s", ifname);
+	for (int i = 0; i < ndev; i++) {
+		static const char *const parts[] = { "", "/device", "/device/net" };
+
+		for (size_t k = 0; k < sizeof(parts) / sizeof(parts[0]); k++) {
+			snprintf(path, sizeof(path), "/sys/class/infiniband/%s%s", devs[i],
+				 parts[k]);
+			if (mkdir(path, 0755) < 0)
+				return fail(path);
+		}
+		snprintf(path, sizeof(path), "/sys/class/infiniband/%s/device/net/%s", devs[i],
+			 ifname);
+		if (net && symlink(target, path) < 0)
+			return fail(path);
+	}
+	return 0;
+}
+
+/* The private mount namespace (in a user namespace first when not root). */
+static int namespaces(void)
+{
+	if (getuid() != 0 && user_ns(0, 0) < 0)
+		return fail("user namespace");
+	if (unshare(CLONE_NEWNS) < 0)
+		return fail("mount namespace");
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		return fail("private mounts");
+	return 0;
+}
+
+/* Says on stderr what the program gets: where, for which devices, and how. */
+static void say(const char *where, char **devs, int ndev, const char *how, bool userns)
+{
+	fprintf(stderr, "svrun: %s{", where);
 	for (int i = 0; i < ndev; i++)
 		fprintf(stderr, "%s%s", i ? "," : "", devs[i]);
-	fprintf(stderr, "} for the program: bind mounts of /dev/null in a private mount "
-		"namespace%s\n", uid != 0 ? " (and user namespace)" : "");
-	return 0;
+	fprintf(stderr, "} for the program: %s in a private mount namespace%s\n", how,
+		userns ? " (and user namespace)" : "");
+}
+
+/* The devices of devs (n of them) whose entry under dir is missing, moved to the front;
+ * returns how many. */
+static int missing(char **devs, int n, const char *dir)
+{
+	int k = 0;
+
+	for (int i = 0; i < n; i++) {
+		char path[64 + NAME_MAX];
+
+		snprintf(path, sizeof(path), "%s/%s", dir, devs[i]);
+		if (access(path, F_OK) != 0) {
+			char *t = devs[k];
+
+			devs[k++] = devs[i];
+			devs[i] = t;
+		}
+	}
+	return k;
 }
 
 int main(int argc, char **argv)
 {
-	int i;
+	uid_t uid = getuid();
+	gid_t gid = getgid();
+	int i, ndev, nsys;
 
 	for (i = 1; i < argc && strcmp(argv[i], "--"); i++)
 		if (strchr(argv[i], '/') || !strcmp(argv[i], "..") || !strcmp(argv[i], ".")) {
@@ -187,7 +325,25 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: svrun_dev DEVICE... -- CMD [ARGS...]\n");
 		return 2;
 	}
-	make_dev(argv + 1, i - 1);
+	ndev = i - 1;
+	{
+		char *sys[ndev > 0 ? ndev : 1];
+		int nnode;
+
+		memcpy(sys, argv + 1, (size_t)ndev * sizeof(*sys));
+		nnode = missing(argv + 1, ndev, "/dev/infiniband");
+		nsys = missing(sys, ndev, "/sys/class/infiniband");
+		if ((nnode || nsys) && namespaces() == 0) {
+			if (nnode && make_dev(argv + 1, nnode) == 0)
+				say("/dev/infiniband/", argv + 1, nnode,
+				    "bind mounts of /dev/null", uid != 0);
+			if (nsys && make_sys(sys, nsys) == 0)
+				say("/sys/class/infiniband/", sys, nsys,
+				    "device/net entries on a tmpfs over /sys/class", uid != 0);
+			if (uid != 0 && user_ns(uid, gid) < 0)
+				fail("user namespace for the program's own uid");
+		}
+	}
 	execvp(argv[i + 1], argv + i + 1);
 	fprintf(stderr, "svrun: %s: %s\n", argv[i + 1], strerror(errno));
 	return 127;

@@ -1,6 +1,6 @@
 /*
  * verbs_cq.c — libibverbs drop-in: completion channels and completion queues, the sv_wc to
- * ibv_wc translation of the poll fast path.
+ * ibv_wc translation of the poll fast path, and the extended CQ's poll (ibv_create_cq_ex).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -123,8 +123,9 @@ SVC_EXPORT int ibv_destroy_comp_channel(struct ibv_comp_channel *channel)
 	return 0;
 }
 
-SVC_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *ctx, int cqe, void *cq_context,
-					struct ibv_comp_channel *channel, int comp_vector)
+/* The CQ behind ibv_create_cq and ibv_create_cq_ex; errno set on failure. */
+static struct svc_cq *create_cq(struct ibv_context *ctx, int cqe, void *cq_context,
+				struct ibv_comp_channel *channel, int comp_vector)
 {
 	struct svc_cq *cq;
 	int rc;
@@ -154,9 +155,177 @@ SVC_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *ctx, int cqe, void *
 	cq->grh_sl = roce_pkt_type(ctx);
 	pthread_mutex_init(&cq->cq.mutex, NULL);
 	pthread_cond_init(&cq->cq.cond, NULL);
+	pthread_mutex_init(&cq->poll_lock, NULL);
 	if (channel)
 		channel->refcnt++;
-	return &cq->cq;
+	return cq;
+}
+
+SVC_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *ctx, int cqe, void *cq_context,
+					struct ibv_comp_channel *channel, int comp_vector)
+{
+	struct svc_cq *cq = create_cq(ctx, cqe, cq_context, channel, comp_vector);
+
+	return cq ? &cq->cq : NULL;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Extended CQs (ibv_create_cq_ex, rdma-core's man page ibv_create_cq_ex(3)): one
+ * completion at a time between ibv_start_poll and ibv_end_poll, its fields read through
+ * the read_* ops the wc_flags asked for. An sv_wc carries everything of IBV_WC_STANDARD_
+ * FLAGS (SLID and DLID path bits are 0 on RoCE and iWARP, as on the kernel's rxe and siw;
+ * SL as in ibv_poll_cq); it has no completion time, no VLAN, no flow tag and no tag
+ * matching, so those flags, and the CQ flags other than SINGLE_THREADED, are EOPNOTSUPP
+ * (as the device's completion_timestamp_mask of 0 says).
+ */
+#define EX_WC_FLAGS IBV_WC_STANDARD_FLAGS
+
+static inline struct svc_cq *to_cqx(struct ibv_cq_ex *c)
+{
+	return container_of(c, struct svc_cq, cqx);
+}
+
+/* Takes the next completion into cq->cur: 0, ENOENT when there is none, or an errno. */
+static int ex_next(struct svc_cq *cq)
+{
+	int n = sv_poll_cq(cq->sv, 1, &cq->cur);
+
+	if (n < 0)
+		return -n;
+	if (n == 0) {
+		/* As svc_poll_cq: an empty poll on sv_udp0 gives the progress thread a turn. */
+		if (to_ctx(cq->cq.context)->dev->transport == SV_TRANSPORT_UDP)
+			sched_yield();
+		return ENOENT;
+	}
+	cq->cqx.status = (enum ibv_wc_status)cq->cur.status;
+	cq->cqx.wr_id = cq->cur.wr_id;
+	return 0;
+}
+
+static int ex_start_poll(struct ibv_cq_ex *c, struct ibv_poll_cq_attr *attr)
+{
+	struct svc_cq *cq = to_cqx(c);
+	int rc;
+
+	if (attr && attr->comp_mask)
+		return EINVAL;
+	if (!(cq->ex_flags & IBV_CREATE_CQ_ATTR_SINGLE_THREADED))
+		pthread_mutex_lock(&cq->poll_lock);
+	/* No completion, or an error: the poll never started, and end_poll is not called. */
+	if ((rc = ex_next(cq)) && !(cq->ex_flags & IBV_CREATE_CQ_ATTR_SINGLE_THREADED))
+		pthread_mutex_unlock(&cq->poll_lock);
+	return rc;
+}
+
+static int ex_next_poll(struct ibv_cq_ex *c)
+{
+	return ex_next(to_cqx(c));
+}
+
+static void ex_end_poll(struct ibv_cq_ex *c)
+{
+	struct svc_cq *cq = to_cqx(c);
+
+	if (!(cq->ex_flags & IBV_CREATE_CQ_ATTR_SINGLE_THREADED))
+		pthread_mutex_unlock(&cq->poll_lock);
+}
+
+static enum ibv_wc_opcode ex_read_opcode(struct ibv_cq_ex *c)
+{
+	return (enum ibv_wc_opcode)to_cqx(c)->cur.opcode;
+}
+
+static uint32_t ex_read_vendor_err(struct ibv_cq_ex *c)
+{
+	return to_cqx(c)->cur.vendor_err;
+}
+
+static uint32_t ex_read_byte_len(struct ibv_cq_ex *c)
+{
+	return to_cqx(c)->cur.byte_len;
+}
+
+/* The immediate data as sent, or with IBV_WC_WITH_INV the invalidated R_Key: ibv_wc's
+ * union of the two, which an sv_wc shares. */
+static __be32 ex_read_imm_data(struct ibv_cq_ex *c)
+{
+	return to_cqx(c)->cur.imm_data;
+}
+
+static uint32_t ex_read_qp_num(struct ibv_cq_ex *c)
+{
+	return to_cqx(c)->cur.qp_num;
+}
+
+static uint32_t ex_read_src_qp(struct ibv_cq_ex *c)
+{
+	return to_cqx(c)->cur.src_qp;
+}
+
+static unsigned int ex_read_wc_flags(struct ibv_cq_ex *c)
+{
+	return to_cqx(c)->cur.wc_flags;
+}
+
+static uint32_t ex_read_slid(struct ibv_cq_ex *c)
+{
+	(void)c;
+	return 0;
+}
+
+static uint8_t ex_read_sl(struct ibv_cq_ex *c)
+{
+	struct svc_cq *cq = to_cqx(c);
+
+	return cq->cur.wc_flags & IBV_WC_GRH ? cq->grh_sl : 0;
+}
+
+static uint8_t ex_read_dlid_path_bits(struct ibv_cq_ex *c)
+{
+	(void)c;
+	return 0;
+}
+
+struct ibv_cq_ex *svc_create_cq_ex(struct ibv_context *ctx, struct ibv_cq_init_attr_ex *a)
+{
+	unsigned flags = 0;
+	struct svc_cq *cq;
+
+	if (!ctx || !a || a->comp_mask & ~(uint32_t)(IBV_CQ_INIT_ATTR_MASK_FLAGS |
+						     IBV_CQ_INIT_ATTR_MASK_PD)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (a->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS)
+		flags = a->flags;
+	/* Parent domains (IBV_CQ_INIT_ATTR_MASK_PD) are not made here: none can be named. */
+	if ((a->wc_flags & ~(uint64_t)EX_WC_FLAGS) || (a->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) ||
+	    (flags & ~(unsigned)IBV_CREATE_CQ_ATTR_SINGLE_THREADED)) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	if (a->cqe > INT32_MAX || a->comp_vector > INT32_MAX) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (!(cq = create_cq(ctx, (int)a->cqe, a->cq_context, a->channel, (int)a->comp_vector)))
+		return NULL;
+	cq->ex_flags = flags;
+	cq->cqx.start_poll = ex_start_poll;
+	cq->cqx.next_poll = ex_next_poll;
+	cq->cqx.end_poll = ex_end_poll;
+	cq->cqx.read_opcode = ex_read_opcode;
+	cq->cqx.read_vendor_err = ex_read_vendor_err;
+	cq->cqx.read_byte_len = ex_read_byte_len;
+	cq->cqx.read_imm_data = ex_read_imm_data;
+	cq->cqx.read_qp_num = ex_read_qp_num;
+	cq->cqx.read_src_qp = ex_read_src_qp;
+	cq->cqx.read_wc_flags = ex_read_wc_flags;
+	cq->cqx.read_slid = ex_read_slid;
+	cq->cqx.read_sl = ex_read_sl;
+	cq->cqx.read_dlid_path_bits = ex_read_dlid_path_bits;
+	return &cq->cqx;
 }
 
 SVC_EXPORT int ibv_resize_cq(struct ibv_cq *cq, int cqe)
@@ -180,6 +349,7 @@ SVC_EXPORT int ibv_destroy_cq(struct ibv_cq *ibcq)
 		ibcq->channel->refcnt--;
 	pthread_cond_destroy(&ibcq->cond);
 	pthread_mutex_destroy(&ibcq->mutex);
+	pthread_mutex_destroy(&cq->poll_lock);
 	free(cq);
 	return 0;
 }

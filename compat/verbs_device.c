@@ -582,6 +582,7 @@ SVC_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 	c->vctx.query_port = svc_query_port_ex;
 	c->vctx.query_device_ex = svc_query_device_ex;
 	c->vctx.create_qp_ex = svc_create_qp_ex;
+	c->vctx.create_cq_ex = svc_create_cq_ex;
 	return ctx;
 }
 

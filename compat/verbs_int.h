@@ -77,9 +77,18 @@ struct svc_channel {
 };
 
 struct svc_cq {
-	struct ibv_cq cq;
+	union {
+		struct ibv_cq cq;
+		struct ibv_cq_ex cqx;	/* ibv_create_cq_ex: starts as ibv_cq does */
+	};
 	struct sv_cq *sv;
 	uint8_t grh_sl;			/* wc.sl of a receive with a GRH: roce_pkt_type() */
+	/* The extended poll (ibv_start_poll .. ibv_end_poll): the completion the read_*
+	 * ops report, and the lock held from a successful start_poll to end_poll unless
+	 * the CQ was made IBV_CREATE_CQ_ATTR_SINGLE_THREADED. */
+	struct sv_wc cur;
+	pthread_mutex_t poll_lock;
+	unsigned ex_flags;		/* ibv_cq_init_attr_ex.flags */
 };
 
 /* One ibv_wr_* chain under construction (wr_start .. wr_complete). */
@@ -130,6 +139,8 @@ struct sv_context *svc_ctx_sv(struct svc_context *c);
 /* verbs_cq.c: the context ops behind the inline ibv_poll_cq and ibv_req_notify_cq. */
 int svc_poll_cq(struct ibv_cq *cq, int num, struct ibv_wc *wc);
 int svc_req_notify_cq(struct ibv_cq *cq, int solicited_only);
+/* verbs_cq.c: the context op behind ibv_create_cq_ex. */
+struct ibv_cq_ex *svc_create_cq_ex(struct ibv_context *ctx, struct ibv_cq_init_attr_ex *a);
 
 /* verbs_mr.c: access flags, and the memory-window context ops. */
 int svc_access_from_ibv(int access, unsigned *out);

@@ -167,10 +167,14 @@ SVC_EXPORT struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp)
 	return qp ? &to_qp(qp)->qpx : NULL;
 }
 
+/* Without is_global the grh fields mean nothing (an LID-routed address vector); the
+ * destination GID is left unspecified, which sv_create_ah refuses on RoCE as the kernel's
+ * verbs do for a RoCE port (EINVAL, "needs a GRH"). */
 static void ah_to_sv(const struct ibv_ah_attr *in, struct sv_ah_attr *out)
 {
 	memset(out, 0, sizeof(*out));
-	memcpy(out->dgid, in->grh.dgid.raw, 16);
+	if (in->is_global)
+		memcpy(out->dgid, in->grh.dgid.raw, 16);
 	out->sgid_index = in->grh.sgid_index;
 	out->hop_limit = in->grh.hop_limit;
 	out->traffic_class = in->grh.traffic_class;

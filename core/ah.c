@@ -3,7 +3,8 @@
  * of a UD SEND: the remote device's GID and UDP port. The UDP transport addresses peers of
  * its own family, so the GID must be IPv4-mapped (::ffff:a.b.c.d) on a device bound to
  * IPv4 and a plain IPv6 address on one bound to IPv6, as sv_query_gid returns; the check
- * is made here so that a bad address fails at creation, not at every post.
+ * is made here so that a bad address fails at creation, not at every post. The unspecified
+ * GID (::) is no destination: it is what an AH without a GRH comes to, and RoCE has none.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -26,6 +27,15 @@ int sv_create_ah(struct sv_pd *pd, const struct sv_ah_attr *attr, struct sv_ah *
 	if (pd->context->opts.transport != SV_TRANSPORT_UDP) {
 		sv__log(SV_LOG_ERROR, "softverbs: address handles need the UDP transport");
 		return -EOPNOTSUPP;
+	}
+	/* RoCE routes on the GRH alone (the RoCE annexes of IBA vol. 1 replace the LRH by
+	 * Ethernet and IP headers), so a destination without a GID, an LID-only handle
+	 * (the drop-in passes ibv_ah_attr.is_global = 0 as the unspecified GID), cannot be
+	 * reached: the kernel's verbs refuse it with EINVAL on a RoCE port too. */
+	if (!memcmp(attr->dgid, (const uint8_t[16]){ 0 }, 16)) {
+		sv__log(SV_LOG_ERROR, "softverbs udp: an address handle on RoCE needs a GRH "
+			"(a destination GID; is_global = 0 or dgid :: is not routable)");
+		return -EINVAL;
 	}
 	if (sv_query_gid(pd->context, 1, 0, own) < 0)
 		return -EINVAL;

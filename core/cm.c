@@ -477,6 +477,8 @@ static void conn_param(struct sv_context *ctx, const struct sv_conn_param *in,
 		   (uint16_t)o->max_qp_init_rd_atom;
 	out->retry_count = in->retry_count;
 	out->rnr_retry_count = in->rnr_retry_count;
+	out->ack_timeout_set = in->ack_timeout_set != 0;
+	out->ack_timeout = in->ack_timeout & 0x1f;
 }
 
 static size_t addr_len(const struct sockaddr *sa)

@@ -107,6 +107,8 @@ struct sv__conn_param {
 	 * the transport's default. Not set in reports to core. */
 	uint8_t retry_count;
 	uint8_t rnr_retry_count;
+	bool ack_timeout_set;		/* sv_conn_param's: the QP's Local ACK Timeout */
+	uint8_t ack_timeout;
 	/* In reports of ESTABLISHED for a UD port-space id (ud_resolve): the answer. */
 	const struct sv_cm_ud_param *ud;
 };

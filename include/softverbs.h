@@ -567,7 +567,8 @@ struct sv_ah_attr {
  * Address handles (UD QPs, UDP transport only): where a UD SEND goes. dgid is the GID of
  * the destination device (sv_query_gid), dport its UDP port (0: the local device's
  * configured port). -EOPNOTSUPP on the TCP transport, -EAFNOSUPPORT for a GID of the
- * other family than the device's (IPv4-mapped on an IPv4 device, IPv6 on an IPv6 one).
+ * other family than the device's (IPv4-mapped on an IPv4 device, IPv6 on an IPv6 one),
+ * -EINVAL for the unspecified GID (::), which is what an AH without a GRH comes to.
  * A UD receive's 40-byte GRH area holds the IPv4 header in its last 20 bytes, or the
  * whole IPv6 header. Destroying an AH that WRs still name is the application's error.
  */
@@ -975,6 +976,11 @@ struct sv_conn_param {
 	uint8_t initiator_depth;	/* ORD: READ/atomic we may have outstanding */
 	uint8_t retry_count;
 	uint8_t rnr_retry_count;
+	/* The QP's Local ACK Timeout (5 bits, 4.096 us * 2^t) set at RTS in
+	 * place of the one the IB CM derives from the path, as librdmacm's
+	 * RDMA_OPTION_ID_ACK_TIMEOUT sets it; only with ack_timeout_set, UDP transport. */
+	uint8_t ack_timeout_set;	/* nonzero: ack_timeout applies */
+	uint8_t ack_timeout;
 };
 
 /* rdma_cm port spaces; the number is what goes into the IB CM service ID. */

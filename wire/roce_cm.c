@@ -183,6 +183,7 @@ struct sv__tep {
 	uint32_t tid_low;		/* low half of our REQ's (SIDR_REQ's) transaction ID */
 	uint32_t sq_psn;		/* ours to send from: the peer's Starting PSN */
 	uint8_t ack_timeout;		/* our QP's local ACK timeout (5 bits) */
+	bool ack_timeout_set;		/* active: the application's, kept over the REP's */
 	uint8_t retries;		/* Max CM Retries: resends of a MAD after the first */
 	uint16_t ird, ord;		/* ours, negotiated */
 	uint8_t mtu;			/* enum sv_mtu */
@@ -759,7 +760,9 @@ static void rx_rep(struct sv__rctx *rc, const union sv__roce_addr *src,
 	ep->sq_psn = rep->starting_psn;
 	/* The round trip our REQ assumed, plus the passive CA's ACK delay (IBA 12.7.34;
 	 * the kernel's ib_cm adjusts the same way on a REP). */
-	ep->ack_timeout = sv__cm_ack_timeout(rep->target_ack_delay, packet_life_time(rc));
+	if (!ep->ack_timeout_set)
+		ep->ack_timeout = sv__cm_ack_timeout(rep->target_ack_delay,
+						     packet_life_time(rc));
 	if (qp_to_rtr(ep, rep->local_qpn) < 0 || qp_to_rts(ep) < 0) {
 		send_rej(rc, src, m->mad.tid, ep->local_id, ep->remote_id, SV_CM_MSG_REP,
 			 SV_CM_REJ_NO_RESOURCES, NULL, 0);
@@ -1299,14 +1302,16 @@ static int cm_addr(const struct sv__rctx *rc, const struct sockaddr *sa, union s
 
 /*
  * Where a device can listen: its own address or the wildcard of its family (*own), and
- * on a loopback device any other loopback address too, reachable only through the
- * host-local directory (roce_cm_dir.c): "rping -s -a 127.0.0.1" works whichever 127/8
- * address the device got.
+ * any loopback address, reachable only through the host-local directory (roce_cm_dir.c):
+ * "rping -s -a 127.0.0.1" works whichever 127/8 address the device got, and on a device
+ * bound to an interface's address too, as the kernel's rdma_bind_addr binds a loopback
+ * address to a local device (libfabric's verbs listens on "localhost" when given no
+ * source).
  */
 static int check_local(const struct sv__rctx *rc, const union sv__roce_addr *a, bool *own)
 {
 	*own = sv__roce_addr_any(a) || sv__roce_addr_same_ip(a, &rc->local);
-	if (*own || (sv__roce_addr_loopback(a) && sv__roce_addr_loopback(&rc->local)))
+	if (*own || sv__roce_addr_loopback(a))
 		return 0;
 	return -EADDRNOTAVAIL;
 }
@@ -1369,8 +1374,11 @@ static int start_listening(struct sv__rctx *rc, struct sv__tep *ep, const union 
 
 	ep->backlog = backlog > 0 ? backlog : 1;
 	/* On loopback, make the listener findable by the address it listens on (and by
-	 * the device's own); elsewhere the address is the device's and needs no help. */
-	if (sv__roce_addr_loopback(&rc->local)) {
+	 * the device's own); a device on an interface's address publishes a listener on a
+	 * loopback address or the wildcard, which the host's loopback connections reach;
+	 * its own address needs no help. */
+	if (sv__roce_addr_loopback(&rc->local) || sv__roce_addr_loopback(a) ||
+	    sv__roce_addr_any(a)) {
 		bool own = sv__roce_addr_any(a) || sv__roce_addr_same_ip(a, &rc->local);
 
 		r = sv__roce_cm_dir_publish(rc->dport_default, ep->ps,
@@ -1588,6 +1596,8 @@ int sv__roce_cm_connect(struct sv_qp *qp, void *cm, const struct sockaddr *dst,
 	ep->ord = param->ord;
 	ep->mtu = sv__qp_attr(qp)->path_mtu;
 	ep->retry_cnt = retry_of(param->retry_count);
+	ep->ack_timeout_set = param->ack_timeout_set;
+	ep->ack_timeout = param->ack_timeout;
 	attach_qp(ep, qp);
 
 	sv__cm_mad_init(m, SV_CM_ATTR_REQ, (uint64_t)ep->local_id << 32 | ep->tid_low);
@@ -1669,6 +1679,8 @@ int sv__roce_cm_accept(struct sv__tep *ep, struct sv_qp *qp, const struct sv__co
 		ep->ird = param->ord;
 	ep->ord = ep->ird;
 	ep->ird = param->ird;
+	if (param->ack_timeout_set)
+		ep->ack_timeout = param->ack_timeout;
 	/* RTR and RTS before the REP goes out, as the kernel's rdma_cm does on IB
 	 * (cma_accept_ib): applications post sends right after accepting, before the RTU
 	 * (perftest -R does); ESTABLISHED still waits for the RTU. */

@@ -11,8 +11,12 @@
  * third process's, and is refused. On a real fabric rdma_resolve_addr finds the peer's
  * GID through routing and ARP; loopback needs the same step, host-locally.
  *
- * How. A listener on a device bound to a loopback address publishes itself by binding
- * an abstract AF_UNIX socket (Linux, unix(7)) named
+ * The same holds for a device bound to an interface's address whose listener is on a
+ * loopback address or the wildcard: the kernel's rdma_cm takes a loopback destination
+ * to a device of the host, and so does the directory.
+ *
+ * How. A listener on a device bound to a loopback address (or as above) publishes
+ * itself by binding an abstract AF_UNIX socket (Linux, unix(7)) named
  *     softverbs/<uid>/roce-cm/<fabric>/<ps>/<service port>/<listen IP>/<device IP>/<UDP port>
  * where fabric is the configured UDP port (the CM's peers must configure the same one,
  * so it delimits who can talk to whom: tests running at once on different ports never
@@ -105,7 +109,8 @@ int sv__roce_cm_dir_publish(uint16_t fabric, uint16_t ps, uint16_t svc,
 	size_t cap = sizeof(un.sun_path) - 1;		/* sun_path[0] is the abstract NUL */
 	int n, m, fd;
 
-	if (!sv__roce_addr_loopback(dev) || listen_ip->sa.sa_family != dev->sa.sa_family)
+	if (!(sv__roce_addr_loopback(dev) || sv__roce_addr_loopback(listen_ip) ||
+	      sv__roce_addr_any(listen_ip)) || listen_ip->sa.sa_family != dev->sa.sa_family)
 		return -EOPNOTSUPP;
 	if (!inet_ntop(dev->sa.sa_family, ip_of(listen_ip), lip, sizeof(lip)) ||
 	    !inet_ntop(dev->sa.sa_family, ip_of(dev), dip, sizeof(dip)))

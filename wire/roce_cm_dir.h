@@ -19,7 +19,8 @@ bool sv__roce_addr_loopback(const union sv__roce_addr *a);
  * address or the wildcard) of the device whose UDP socket is dev, among the devices
  * configured with UDP port fabric. Returns a descriptor that keeps the entry alive
  * until sv__roce_cm_dir_withdraw(), or a negative errno: -EOPNOTSUPP where there is no
- * host-local directory (dev not loopback, or not Linux).
+ * host-local directory (not Linux) or nothing to publish (dev not loopback and the
+ * listener on dev's own address, which the IP alone names).
  */
 int sv__roce_cm_dir_publish(uint16_t fabric, uint16_t ps, uint16_t svc,
 			    const union sv__roce_addr *listen_ip, const union sv__roce_addr *dev);

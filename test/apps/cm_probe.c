@@ -4,7 +4,11 @@
  *   - rdma_getaddrinfo(NULL, NULL, hints) gives the hints' own addresses;
  *   - rdma_migrate_id moves a listener to another channel, where its CONNECT_REQUEST
  *     then arrives (and none on the old one);
+ *   - an id bound to the device (rdma_bind_addr, rdma_resolve_addr) has the device's PD
+ *     in cm_id->pd before any QP, as librdmacm gives it;
  *   - rdma_create_qp with the application's PD sets cm_id->pd;
+ *   - RDMA_OPTION_ID_ACK_TIMEOUT (a uint8_t; another size is EINVAL) is the connected
+ *     QP's timeout on RoCE, as ibv_query_qp reports it;
  *   - rdma_disconnect after the peer's returns 0;
  *   - rdma_get_cm_event and ibv_get_cq_event return EINTR when a signal interrupts the
  *     wait.
@@ -15,6 +19,8 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -180,21 +186,52 @@ int main(void)
 		return 1;
 	}
 	addr.sin_port = rdma_get_src_port(s.listener);
+	report("bind_sets_device_pd", s.listener->pd && s.listener->pd->context == s.listener->verbs,
+	       "no device PD after rdma_bind_addr");
 	report("migrate_id", rdma_migrate_id(s.listener, s.ch) == 0 &&
 	       s.listener->channel == s.ch, strerror(errno));
 	pthread_create(&t, NULL, serve, &s);
 
 	if (rdma_create_id(NULL, &cli, NULL, RDMA_PS_TCP) ||
 	    rdma_resolve_addr(cli, NULL, (struct sockaddr *)&addr, 2000) ||
-	    rdma_resolve_route(cli, 2000) || !(pd = ibv_alloc_pd(cli->verbs)) ||
-	    rdma_create_qp(cli, pd, &qa)) {
+	    rdma_resolve_route(cli, 2000)) {
 		perror("cm_probe: client");
 		return 1;
 	}
+	report("resolve_sets_device_pd", cli->pd && cli->pd->context == cli->verbs,
+	       "no device PD after rdma_resolve_addr");
+	if (!(pd = ibv_alloc_pd(cli->verbs)) || rdma_create_qp(cli, pd, &qa)) {
+		perror("cm_probe: client QP");
+		return 1;
+	}
 	report("create_qp_sets_pd", cli->pd == pd, "cm_id->pd is not the QP's PD");
+	{
+		uint8_t timeout = 21;
+		uint32_t wide = 21;
+
+		report("ack_timeout_size", rdma_set_option(cli, RDMA_OPTION_ID,
+							   RDMA_OPTION_ID_ACK_TIMEOUT, &wide,
+							   sizeof(wide)) == -1 && errno == EINVAL,
+		       "a 4-byte ACK timeout was taken");
+		if (rdma_set_option(cli, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &timeout,
+				    sizeof(timeout))) {
+			perror("cm_probe: RDMA_OPTION_ID_ACK_TIMEOUT");
+			return 1;
+		}
+	}
 	if (rdma_connect(cli, &cp)) {
 		perror("cm_probe: rdma_connect");
 		return 1;
+	}
+	{
+		struct ibv_qp_attr qattr;
+		struct ibv_qp_init_attr qinit;
+		bool iwarp = cli->verbs->device->transport_type == IBV_TRANSPORT_IWARP;
+		int rc = ibv_query_qp(cli->qp, &qattr, IBV_QP_TIMEOUT, &qinit);
+
+		/* iWARP QPs have no ACK timeout: the option is taken and has no effect. */
+		report("ack_timeout_option", rc == 0 && (iwarp || qattr.timeout == 21),
+		       "the connected QP's timeout is not the option's 21");
 	}
 	if (rdma_disconnect(cli))
 		perror("cm_probe: rdma_disconnect");

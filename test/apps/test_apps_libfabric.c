@@ -11,7 +11,11 @@
  * server takes "localhost" as its source, the client its peer's name from the control
  * connection, and the connection's own address from rdma_resolve_addr's source
  * (compat/rdmacm_id.c, default_src): each exits 0 only when every size it sent came back,
- * and prints a row per size.
+ * and prints a row per size. And on sv_udp0 bound to an interface's address (SV_BIND_ADDR,
+ * server and client on two addresses of the namespace's interface): the server's
+ * "localhost" source is a loopback listener on that device, as the kernel's rdma_cm binds
+ * a loopback address to a local device, and the client's connection to 127.0.0.1 reaches
+ * it (wire/roce_cm_dir.c); before, the listen was refused and fi_pingpong failed.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -121,4 +125,53 @@ Test(apps_libfabric, pingpong_rxm_tcp, .timeout = 150)
 Test(apps_libfabric, pingpong_rxm_udp, .timeout = 150)
 {
 	pingpong("udp", "verbs;ofi_rxm", "rdm");
+}
+
+/* TEST-NET-1 (RFC 5737) addresses on the namespace's interface, one per device. */
+#define IF_ADDR_SERVER "192.0.2.1"
+#define IF_ADDR_CLIENT "192.0.2.2"
+
+static void pingpong_on_interface_address(const char *prov, const char *ep)
+{
+	static const char *const senv[] = { "SV_BIND_ADDR=" IF_ADDR_SERVER, NULL };
+	static const char *const cenv[] = { "SV_BIND_ADDR=" IF_ADDR_CLIENT, NULL };
+	const char *srv[] = { "--transport", "udp", "fi_pingpong", "-p", prov, "-e", ep,
+			      "-I", "100", "-c", NULL };
+	const char *cli[] = { "--transport", "udp", "fi_pingpong", "-p", prov, "-e", ep,
+			      "-I", "100", "-c", "127.0.0.1", NULL };
+	struct apps_proc s, c;
+	char *so, *co;
+	int rs, rc;
+
+	apps_require(progs);
+	netns_private();
+	cr_assert_eq(system("ip addr add " IF_ADDR_SERVER "/24 dev sv0 && "
+			    "ip addr add " IF_ADDR_CLIENT "/24 dev sv0"), 0,
+		     "cannot add the interface's addresses");
+	apps_start_env(&s, senv, srv);
+	cr_assert(apps_wait_listen(&s, CTRL_PORT, WAIT_MS), "the server never listened");
+	apps_start_env(&c, cenv, cli);
+	rc = apps_wait(&c, WAIT_MS);
+	rs = apps_wait(&s, WAIT_MS);
+	co = apps_output(&c);
+	so = apps_output(&s);
+	cr_expect(rc == 0 && rs == 0, "client exit %d, server exit %d\n--- client ---\n%s\n"
+		  "--- server ---\n%s", rc, rs, co, so);
+	cr_expect(!strstr(so, "cannot listen on 127.0.0.1"), "%s", so);
+	for (int i = 0; rows[i]; i++) {
+		cr_expect(has_row(so, rows[i]), "server: no row for %s:\n%s", rows[i], so);
+		cr_expect(has_row(co, rows[i]), "client: no row for %s:\n%s", rows[i], co);
+	}
+	free(so);
+	free(co);
+}
+
+Test(apps_libfabric, pingpong_msg_udp_on_an_interface_address, .timeout = 150)
+{
+	pingpong_on_interface_address("verbs", "msg");
+}
+
+Test(apps_libfabric, pingpong_rxm_udp_on_an_interface_address, .timeout = 150)
+{
+	pingpong_on_interface_address("verbs;ofi_rxm", "rdm");
 }

@@ -434,13 +434,16 @@ TCP_AND_UDP(accept_takes_the_requests_depths)
 }
 
 /* librdmacm behaviours frameworks rely on, one line each in cm_probe's output:
- * getaddrinfo from hints alone, rdma_migrate_id of a listener, cm_id->pd, disconnect
+ * getaddrinfo from hints alone, rdma_migrate_id of a listener, cm_id->pd (the device's
+ * once bound, the QP's once it has one), RDMA_OPTION_ID_ACK_TIMEOUT, disconnect
  * after the peer's, EINTR out of rdma_get_cm_event and ibv_get_cq_event
  * (test/apps/cm_probe.c). */
 static void cm_behaviours(bool udp)
 {
 	static const char *const checks[] = {
-		"getaddrinfo_hints", "migrate_id", "create_qp_sets_pd", "request_on_new_channel",
+		"getaddrinfo_hints", "migrate_id", "bind_sets_device_pd", "resolve_sets_device_pd",
+		"create_qp_sets_pd", "ack_timeout_size", "ack_timeout_option",
+		"request_on_new_channel",
 		"disconnect_after_peer", "old_channel_quiet", "get_cm_event_eintr",
 		"get_cq_event_eintr",
 	};

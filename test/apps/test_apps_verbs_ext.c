@@ -5,7 +5,12 @@
  * cmd_fd is a real descriptor; vendor_id is set; an out-of-range comp_vector is EINVAL;
  * ibv_create_qp_ex takes IBV_QP_INIT_ATTR_CREATE_FLAGS with no flag and refuses one;
  * ibv_wr_set_ud_addr sends a datagram; ibv_rereg_mr keeps the keys and moves the region;
- * the verbs softverbs has no object for (ECE, imports, dma-buf) say EOPNOTSUPP.
+ * the verbs softverbs has no object for (ECE, imports, dma-buf) say EOPNOTSUPP; an
+ * address handle without a GRH (is_global = 0) is EINVAL on sv_udp0 with a log line
+ * saying it needs one, as the kernel's verbs answer on a RoCE port (rxe included);
+ * an extended CQ (ibv_create_cq_ex with IBV_WC_STANDARD_FLAGS) reports a UD SEND with
+ * immediate and its receive field by field through ibv_start_poll/next_poll/end_poll,
+ * and refuses the flags it cannot honour with EOPNOTSUPP, a bad size or vector EINVAL.
  *
  * The drop-in is dlopen()ed from the build tree (next to svrun), as in test_apps_mw.c;
  * the inline verbs go through ctx->ops. Everything runs on sv_udp0 on loopback.
@@ -19,6 +24,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <arpa/inet.h>
 #include <sys/wait.h>
 
 #include <criterion/criterion.h>
@@ -360,5 +366,235 @@ Test(apps_verbs_ext, rereg_mr_keeps_the_keys, .timeout = 60)
 	cr_expect_eq(mr->lkey, lkey);
 	cr_assert_eq(V.dereg_mr(mr), 0);
 	cr_assert_eq(V.dealloc_pd(pd2), 0);
+	cr_assert_eq(V.close_device(ctx), 0);
+}
+
+/* What fd 2 received while fn ran, NUL-terminated, in out (the drop-in logs there). */
+static void capture_stderr(void (*fn)(void *), void *arg, char *out, size_t len)
+{
+	FILE *tmp = tmpfile();
+	int saved = dup(2);
+	size_t n;
+
+	cr_assert(tmp && saved >= 0);
+	fflush(stderr);
+	cr_assert(dup2(fileno(tmp), 2) >= 0);
+	fn(arg);
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	rewind(tmp);
+	n = fread(out, 1, len - 1, tmp);
+	out[n] = '\0';
+	fclose(tmp);
+}
+
+struct ah_try {
+	struct ibv_pd *pd;
+	struct ibv_ah_attr aa;
+	struct ibv_ah *ah;
+	int err;
+};
+
+static void try_create_ah(void *arg)
+{
+	struct ah_try *t = arg;
+
+	errno = 0;
+	t->ah = V.create_ah(t->pd, &t->aa);
+	t->err = errno;
+}
+
+/* RoCE has no LID routing: an AH with is_global = 0 is refused even when its grh holds
+ * the device's own, valid GID (which is_global = 1 accepts), with EINVAL and a log line. */
+Test(apps_verbs_ext, ah_without_grh_is_einval_on_roce, .timeout = 60)
+{
+	struct ibv_context *ctx;
+	struct ah_try t = { 0 };
+	char log[1024];
+
+	load();
+	ctx = open_udp();
+	cr_assert_not_null(t.pd = V.alloc_pd(ctx));
+	t.aa.port_num = 1;
+	t.aa.dlid = 1;
+	t.aa.grh.hop_limit = 64;
+	cr_assert_eq(V.query_gid(ctx, 1, 0, &t.aa.grh.dgid), 0);
+	t.aa.is_global = 0;
+	capture_stderr(try_create_ah, &t, log, sizeof(log));
+	cr_expect_null(t.ah, "an AH without a GRH was created on sv_udp0");
+	cr_expect_eq(t.err, EINVAL, "errno %d (%s)", t.err, strerror(t.err));
+	cr_expect_not_null(strstr(log, "needs a GRH"), "no log line saying why: '%s'", log);
+	if (t.ah)
+		V.destroy_ah(t.ah);
+	t.aa.is_global = 1;
+	try_create_ah(&t);
+	cr_assert_not_null(t.ah, "the same AH with a GRH: %s", strerror(t.err));
+	cr_assert_eq(V.destroy_ah(t.ah), 0);
+	cr_assert_eq(V.dealloc_pd(t.pd), 0);
+	cr_assert_eq(V.close_device(ctx), 0);
+}
+
+/* Polls the extended CQ until a completion arrives or the bound passes: 0 or the errno. */
+static int start_poll_bounded(struct ibv_cq_ex *cq)
+{
+	long until = now_ms() + POLL_BOUND_MS;
+	struct ibv_poll_cq_attr pa = { 0 };
+	int rc;
+
+	while ((rc = ibv_start_poll(cq, &pa)) == ENOENT && now_ms() < until)
+		;
+	return rc;
+}
+
+static int next_poll_bounded(struct ibv_cq_ex *cq)
+{
+	long until = now_ms() + POLL_BOUND_MS;
+	int rc;
+
+	while ((rc = ibv_next_poll(cq)) == ENOENT && now_ms() < until)
+		;
+	return rc;
+}
+
+/* A UD SEND with immediate from a QP to itself, its two completions read through the
+ * extended CQ: each field as the datagram made it. */
+Test(apps_verbs_ext, extended_cq_reports_every_standard_field, .timeout = 60)
+{
+	static char buf[40 + 64 + 16];
+	struct ibv_cq_init_attr_ex ca = { .cqe = 8, .wc_flags = IBV_WC_STANDARD_FLAGS };
+	struct ibv_context *ctx;
+	struct ibv_ah_attr aa = { 0 };
+	struct ibv_sge sge;
+	struct ibv_recv_wr rwr = { 0 }, *rbad;
+	struct ibv_send_wr swr = { 0 }, *sbad;
+	struct ibv_cq_ex *cq;
+	struct ibv_pd *pd;
+	struct ibv_mr *mr;
+	struct ibv_qp *qp;
+	struct ibv_ah *ah;
+	bool saw_send = false, saw_recv = false;
+	int rc;
+
+	load();
+	ctx = open_udp();
+	cq = ibv_create_cq_ex(ctx, &ca);
+	cr_assert_not_null(cq, "ibv_create_cq_ex: %s", strerror(errno));
+	cr_assert_not_null(pd = V.alloc_pd(ctx));
+	cr_assert_not_null(mr = V.reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE));
+	qp = ud_qp(ctx, pd, ibv_cq_ex_to_cq(cq));
+	{
+		struct ibv_poll_cq_attr pa = { 0 };
+
+		cr_expect_eq(ibv_start_poll(cq, &pa), ENOENT, "an empty CQ polled something");
+	}
+	memcpy(buf + 104, "softverbs-ex", 12);
+	sge = (struct ibv_sge){ .addr = (uintptr_t)buf, .length = 104, .lkey = mr->lkey };
+	rwr.wr_id = 21;
+	rwr.sg_list = &sge;
+	rwr.num_sge = 1;
+	cr_assert_eq(ibv_post_recv(qp, &rwr, &rbad), 0);
+	aa.is_global = 1;
+	aa.port_num = 1;
+	aa.grh.hop_limit = 64;
+	cr_assert_eq(V.query_gid(ctx, 1, 0, &aa.grh.dgid), 0);
+	cr_assert_not_null(ah = V.create_ah(pd, &aa));
+	{
+		struct ibv_sge ssge = { .addr = (uintptr_t)(buf + 104), .length = 12,
+					.lkey = mr->lkey };
+
+		swr.wr_id = 12;
+		swr.sg_list = &ssge;
+		swr.num_sge = 1;
+		swr.opcode = IBV_WR_SEND_WITH_IMM;
+		swr.send_flags = IBV_SEND_SIGNALED;
+		swr.imm_data = htonl(0x5eed);
+		swr.wr.ud.ah = ah;
+		swr.wr.ud.remote_qpn = qp->qp_num;
+		swr.wr.ud.remote_qkey = QKEY;
+		cr_assert_eq(ibv_post_send(qp, &swr, &sbad), 0);
+	}
+	rc = start_poll_bounded(cq);
+	cr_assert_eq(rc, 0, "no completion: %s", strerror(rc));
+	for (int k = 0; k < 2; k++) {
+		cr_expect_eq(cq->status, IBV_WC_SUCCESS, "status %d", cq->status);
+		if (ibv_wc_read_opcode(cq) == IBV_WC_SEND) {
+			saw_send = true;
+			cr_expect_eq(cq->wr_id, 12);
+		} else {
+			saw_recv = true;
+			cr_expect_eq(ibv_wc_read_opcode(cq), IBV_WC_RECV);
+			cr_expect_eq(cq->wr_id, 21);
+			cr_expect_eq(ibv_wc_read_byte_len(cq), 40 + 12);
+			cr_expect_eq(ibv_wc_read_wc_flags(cq) & (IBV_WC_GRH | IBV_WC_WITH_IMM),
+				     IBV_WC_GRH | IBV_WC_WITH_IMM);
+			cr_expect_eq(ntohl(ibv_wc_read_imm_data(cq)), 0x5eed);
+			cr_expect_eq(ibv_wc_read_qp_num(cq), qp->qp_num);
+			cr_expect_eq(ibv_wc_read_src_qp(cq), qp->qp_num);
+			/* RoCE v2 over IPv4, as mlx5 reports it (verbs_cq.c). */
+			cr_expect_eq(ibv_wc_read_sl(cq), 0xa);
+			cr_expect_eq(ibv_wc_read_slid(cq), 0);
+			cr_expect_eq(ibv_wc_read_dlid_path_bits(cq), 0);
+			cr_expect_eq(memcmp(buf + 40, "softverbs-ex", 12), 0);
+		}
+		if (k == 0)
+			cr_assert_eq(rc = next_poll_bounded(cq), 0, "one completion: %s",
+				     strerror(rc));
+	}
+	ibv_end_poll(cq);
+	cr_expect(saw_send && saw_recv);
+	cr_assert_eq(V.destroy_ah(ah), 0);
+	cr_assert_eq(V.destroy_qp(qp), 0);
+	cr_assert_eq(V.dereg_mr(mr), 0);
+	cr_assert_eq(V.destroy_cq(ibv_cq_ex_to_cq(cq)), 0);
+	cr_assert_eq(V.dealloc_pd(pd), 0);
+	cr_assert_eq(V.close_device(ctx), 0);
+}
+
+/* What an sv_wc cannot carry is EOPNOTSUPP; a size or vector out of range EINVAL. */
+Test(apps_verbs_ext, extended_cq_refusals, .timeout = 60)
+{
+	static const uint64_t unsupported[] = {
+		IBV_WC_EX_WITH_COMPLETION_TIMESTAMP, IBV_WC_EX_WITH_CVLAN,
+		IBV_WC_EX_WITH_FLOW_TAG, IBV_WC_EX_WITH_TM_INFO,
+		IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK,
+	};
+	struct ibv_cq_init_attr_ex ca = { .cqe = 8 };
+	struct ibv_device_attr da;
+	struct ibv_context *ctx;
+	struct ibv_cq_ex *cq;
+
+	load();
+	ctx = open_udp();
+	for (size_t i = 0; i < sizeof(unsupported) / sizeof(unsupported[0]); i++) {
+		ca.wc_flags = IBV_WC_EX_WITH_BYTE_LEN | unsupported[i];
+		errno = 0;
+		cr_expect_null(ibv_create_cq_ex(ctx, &ca), "wc_flags %#lx accepted",
+			       (unsigned long)ca.wc_flags);
+		cr_expect_eq(errno, EOPNOTSUPP, "wc_flags %#lx: %s", (unsigned long)ca.wc_flags,
+			     strerror(errno));
+	}
+	ca.wc_flags = 0;
+	ca.comp_mask = IBV_CQ_INIT_ATTR_MASK_FLAGS;
+	ca.flags = IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN;
+	errno = 0;
+	cr_expect_null(ibv_create_cq_ex(ctx, &ca));
+	cr_expect_eq(errno, EOPNOTSUPP);
+	ca.flags = IBV_CREATE_CQ_ATTR_SINGLE_THREADED;
+	cq = ibv_create_cq_ex(ctx, &ca);
+	cr_expect_not_null(cq, "SINGLE_THREADED: %s", strerror(errno));
+	if (cq)
+		cr_expect_eq(V.destroy_cq(ibv_cq_ex_to_cq(cq)), 0);
+	ca.comp_mask = 0;
+	cr_assert_eq(V.query_device(ctx, &da), 0);
+	ca.cqe = (uint32_t)da.max_cqe + 1;
+	errno = 0;
+	cr_expect_null(ibv_create_cq_ex(ctx, &ca));
+	cr_expect_eq(errno, EINVAL);
+	ca.cqe = 8;
+	ca.comp_vector = (uint32_t)ctx->num_comp_vectors;
+	errno = 0;
+	cr_expect_null(ibv_create_cq_ex(ctx, &ca));
+	cr_expect_eq(errno, EINVAL);
 	cr_assert_eq(V.close_device(ctx), 0);
 }
