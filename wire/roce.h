@@ -65,7 +65,7 @@
 #define SV__ROCE_GSO_BYTES (65535 - 20 - 8)
 #define SV__ROCE_GSO_IOV 256
 #define SV__ROCE_SOCKBUF (4 << 20)
-#define SV__ROCE_OOO 1024		/* SR: out-of-order packets a responder keeps */
+#define SV__ROCE_OOO 32768		/* SR: out-of-order packets a responder keeps (> SV__RETX_SPAN) */
 #define SV__ROCE_ACKREQ_EVERY 16	/* AckReq at least every this many packets */
 #define SV__ROCE_RSPQ 256		/* queued READ responses / atomic acks: twice IRD 128 */
 #define SV__ROCE_RSP_TURN 256		/* READ response packets a QP builds per turn */

@@ -243,8 +243,10 @@ static void emit(struct sv__rqp *q, struct sv__rswqe *r, uint32_t k, bool resend
 	}
 	sv__roce_bth_put(h, op, se, 0, q->dqpn, ackreq, psn);
 	sv__roce_txq(q, h, hl, pay, npay, seg);
-	if (resend)
+	if (resend) {
 		q->st.retransmits++;
+		sv__retx_resent(&q->rx, psn, q->now_ns);
+	}
 }
 
 /* Starts the next posted WQE if the ORD, fence and window rules allow. Returns 1 when a
@@ -397,7 +399,8 @@ void sv__roce_req_progress(struct sv__rqp *q)
 	}
 	if (resent)
 		sv__retx_sent(x, q->now_ns);
-	/* New packets, as far as the window goes. */
+	/* New packets, as far as the window goes and as fast as pacing lets them (a wait
+	 * for pacing arms the QP's timer through sv__retx_next_ns). */
 	for (;;) {
 		struct sv__rswqe *r;
 
@@ -407,6 +410,8 @@ void sv__roce_req_progress(struct sv__rqp *q)
 			if (t <= 0)
 				return;
 		}
+		if (!sv__retx_pace_ok(x, q->now_ns))
+			return;
 		r = rec_at(q, q->rec_new);
 		if (r->wqe->opcode == SV_WR_RDMA_READ) {
 			uint32_t room = sv__retx_room(x, q->now_ns);
