@@ -26,13 +26,19 @@
  *    Linux documents for TCP pacing, tcp_pacing_ss_ratio and tcp_pacing_ca_ratio), so
  *    a window leaves as a rate and not as a burst into the bottleneck's queue.
  * Loss: selective repeat repairs single losses without a decrease unless the RTT says
- * the queue is beyond one and a half allowances (then the loss is the queue's: halve);
+ * the queue is beyond one and a half allowances, or the round trip lost more than 5 %
+ * of its packets (a queue too shallow for the delay to show): then the loss is the
+ * queue's, halve;
  * go-back-N halves on each loss episode as before (it resends the whole window, so
  * backing off is what keeps it from flooding); a timeout falls to the minimum and
  * starts again.
  * Fairness: flows that share a bottleneck see the same RTT, so they decrease by the same
  * fraction at the same time and increase by the same amount (AIMD's convergence,
- * Chiu and Jain 1989), test_roce_cc's two_flows_share_a_bottleneck checks it.
+ * Chiu and Jain 1989), provided they agree on the base: PROBE (BBR's ProbeRTT, Cardwell
+ * et al., "BBR: Congestion-Based Congestion Control", ACM Queue 2016) drains the queue
+ * every SV__CC_PROBE_EVERY_NS a flow has not seen its base, so a flow that started
+ * behind a standing queue learns the real one; test_roce_cc's
+ * two_flows_share_a_bottleneck checks it.
  */
 #include <string.h>
 
@@ -41,7 +47,6 @@
 #include "wire/roce_cc.h"
 
 #define SV__CC_QMIN_NS 2000000ull	/* queueing allowed above the base RTT, at least */
-#define SV__CC_BASE_WIN_NS 10000000000ull	/* the base RTT is renewed this often */
 #define SV__CC_BETA 0.8
 #define SV__CC_MAX_MDF 0.5
 #define SV__CC_BURST_MIN 16.0		/* packets of pacing credit, at least */
@@ -50,15 +55,17 @@
 const char *const sv__cc_phase_name[SV__CC_N_PHASES] = {
 	[SV__CC_STARTUP] = "STARTUP",
 	[SV__CC_AVOID] = "AVOID",
+	[SV__CC_PROBE] = "PROBE",
 };
 
 #define TO(p) (1u << (p))
 
 /* The moves each phase may make: STARTUP ends on the first delay rise, congestion loss
- * or ssthresh; a timeout starts it again. */
+ * or ssthresh; AVOID probes for the base and comes back; a timeout starts it again. */
 static const unsigned phase_moves[SV__CC_N_PHASES] = {
 	[SV__CC_STARTUP] = TO(SV__CC_AVOID),
-	[SV__CC_AVOID] = TO(SV__CC_STARTUP),
+	[SV__CC_AVOID] = TO(SV__CC_STARTUP) | TO(SV__CC_PROBE),
+	[SV__CC_PROBE] = TO(SV__CC_AVOID) | TO(SV__CC_STARTUP),
 };
 
 static void set_phase(struct sv__cc *c, enum sv__cc_phase to)
@@ -88,7 +95,7 @@ void sv__cc_init(struct sv__cc *c, uint32_t cwnd_max)
 
 uint32_t sv__cc_cwnd(const struct sv__cc *c)
 {
-	uint32_t w = (uint32_t)c->cwnd;
+	uint32_t w = c->phase == SV__CC_PROBE ? SV__CC_MIN : (uint32_t)c->cwnd;
 
 	return w < SV__CC_MIN ? SV__CC_MIN : w > c->cwnd_max ? c->cwnd_max : w;
 }
@@ -107,7 +114,27 @@ uint64_t sv__cc_target_ns(const struct sv__cc *c)
 
 bool sv__cc_congested(const struct sv__cc *c)
 {
+	uint32_t all = c->rnd_delivered + c->rnd_lost;
+
+	/* Against the larger of this round's packets and the last round's: early in a
+	 * round a few losses are not yet a fraction. */
+	if (all < c->rnd_prev)
+		all = c->rnd_prev;
+	if (all >= 20 && (double)c->rnd_lost > SV__CC_LOSS_CONGESTED * all)
+		return true;
 	return c->rtt_ns && c->rtt_ns > sv__cc_target_ns(c) + allowance_ns(c) / 2;
+}
+
+/* The tally of a round trip (a smoothed RTT long) starts again when it is over. */
+static void tally(struct sv__cc *c, uint32_t delivered, uint32_t lost, uint64_t now_ns)
+{
+	if (now_ns - c->rnd_at_ns >= (c->srtt_ns ? c->srtt_ns : 1000000)) {
+		c->rnd_prev = c->rnd_delivered + c->rnd_lost;
+		c->rnd_delivered = c->rnd_lost = 0;
+		c->rnd_at_ns = now_ns;
+	}
+	c->rnd_delivered += delivered;
+	c->rnd_lost += lost;
 }
 
 double sv__cc_rate_pps(const struct sv__cc *c)
@@ -194,6 +221,7 @@ uint64_t sv__cc_sample(struct sv__cc *c, uint32_t psn, bool exact, uint64_t now_
 static void take_rtt(struct sv__cc *c, uint64_t rtt, uint64_t now_ns)
 {
 	c->samples++;
+	c->last_ns = rtt;
 	c->srtt_ns = c->srtt_ns ? (7 * c->srtt_ns + rtt) / 8 : rtt;
 	if (!c->ival_min_ns || rtt < c->ival_min_ns)
 		c->ival_min_ns = rtt;
@@ -202,21 +230,47 @@ static void take_rtt(struct sv__cc *c, uint64_t rtt, uint64_t now_ns)
 		c->ival_min_ns = 0;
 		c->ival_at_ns = now_ns;
 	}
-	/* The base: the smallest RTT of this base window and the last (a window's
-	 * minimum takes over when it ends, so a path that got longer is followed). */
-	if (!c->base_at_ns) {
-		c->base_ns = c->base_next_ns = rtt;
-		c->base_at_ns = now_ns;
-	}
-	if (rtt < c->base_next_ns)
-		c->base_next_ns = rtt;
-	if (now_ns - c->base_at_ns >= SV__CC_BASE_WIN_NS) {
-		c->base_ns = c->base_next_ns;
-		c->base_next_ns = rtt;
-		c->base_at_ns = now_ns;
-	}
-	if (rtt < c->base_ns)
+	if (!c->base_ns || rtt < c->base_ns)
 		c->base_ns = rtt;
+	if (rtt <= c->base_ns + allowance_ns(c) / 4)
+		c->base_seen_ns = now_ns;
+	if (c->phase == SV__CC_PROBE && (!c->probe_min_ns || rtt < c->probe_min_ns))
+		c->probe_min_ns = rtt;
+}
+
+/* PROBE: two round trips at the minimum window (one drains the queue, the other brings
+ * the samples of what was sent into the empty queue), then the window comes back and
+ * the least sample of the probe is the base. */
+static void probe(struct sv__cc *c, uint64_t now_ns)
+{
+	if (c->phase == SV__CC_AVOID && c->base_seen_ns &&
+	    now_ns - c->base_seen_ns >= SV__CC_PROBE_EVERY_NS) {
+		c->probe_cwnd = c->cwnd;
+		c->probe_ns = now_ns;
+		c->probe_min_ns = 0;
+		set_phase(c, SV__CC_PROBE);
+	} else if (c->phase == SV__CC_PROBE && now_ns - c->probe_ns >= 2 * c->srtt_ns) {
+		uint64_t m = c->probe_min_ns;
+
+		if (m && m <= c->base_ns) {
+			c->base_ns = m;
+			c->probe_prev_ns = 0;
+		} else if (m && c->probe_prev_ns) {
+			c->base_ns = m < c->probe_prev_ns ? m : c->probe_prev_ns;
+			c->probe_prev_ns = 0;
+		} else {
+			c->probe_prev_ns = m;
+		}
+		c->base_seen_ns = now_ns;
+		c->cwnd = c->probe_cwnd;
+		/* The probe's few deliveries against the losses of the window before it
+		 * are no loss fraction: the tally starts again at the window's size. */
+		c->rnd_delivered = c->rnd_lost = 0;
+		c->rnd_prev = (uint32_t)c->cwnd;
+		c->rnd_at_ns = now_ns;
+		c->rtt_ns = c->last_ns;
+		set_phase(c, SV__CC_AVOID);
+	}
 }
 
 static bool can_cut(const struct sv__cc *c, uint64_t now_ns)
@@ -234,10 +288,14 @@ static void clamp(struct sv__cc *c)
 		c->cwnd_peak = sv__cc_cwnd(c);
 }
 
-void sv__cc_on_ack(struct sv__cc *c, uint32_t n, uint64_t rtt_ns, uint64_t now_ns)
+/* n delivered packets that grow the window (0 for a SACK: the cumulative ACK grows it). */
+static void delivered(struct sv__cc *c, uint32_t n, uint64_t rtt_ns, uint64_t now_ns)
 {
 	if (rtt_ns)
 		take_rtt(c, rtt_ns, now_ns);
+	probe(c, now_ns);
+	if (c->phase == SV__CC_PROBE)
+		return;
 	if (c->rtt_ns && c->rtt_ns > sv__cc_target_ns(c)) {
 		/* Above the target: Swift's multiplicative decrease, once per RTT. */
 		if (can_cut(c, now_ns)) {
@@ -250,11 +308,12 @@ void sv__cc_on_ack(struct sv__cc *c, uint32_t n, uint64_t rtt_ns, uint64_t now_n
 			set_phase(c, SV__CC_AVOID);
 		}
 	} else if (c->phase == SV__CC_STARTUP) {
-		/* Doubling per round trip; it ends when the queue has reached half the
-		 * allowance (the signal lags a round trip, in which the window doubles). */
+		/* Doubling per round trip; it ends when the latest sample (not the
+		 * filtered signal, whose half round trip of lag the doubling would fill
+		 * the queue in) shows a queue of half the allowance. */
 		c->cwnd += n;
 		if (c->cwnd >= c->ssthresh ||
-		    (c->rtt_ns && c->rtt_ns > c->base_ns + allowance_ns(c) / 2))
+		    (c->last_ns && c->last_ns > c->base_ns + allowance_ns(c) / 2))
 			set_phase(c, SV__CC_AVOID);
 	} else {
 		double ai = 1.0 + (double)c->srtt_ns / 1e6;
@@ -264,8 +323,23 @@ void sv__cc_on_ack(struct sv__cc *c, uint32_t n, uint64_t rtt_ns, uint64_t now_n
 	clamp(c);
 }
 
-bool sv__cc_on_loss(struct sv__cc *c, bool go_back_n, uint64_t now_ns)
+void sv__cc_on_ack(struct sv__cc *c, uint32_t n, uint64_t rtt_ns, uint64_t now_ns)
 {
+	tally(c, n, 0, now_ns);
+	delivered(c, n, rtt_ns, now_ns);
+}
+
+void sv__cc_on_sack(struct sv__cc *c, uint64_t rtt_ns, uint64_t now_ns)
+{
+	tally(c, 1, 0, now_ns);
+	delivered(c, 0, rtt_ns, now_ns);
+}
+
+bool sv__cc_on_loss(struct sv__cc *c, bool go_back_n, uint32_t n, uint64_t now_ns)
+{
+	tally(c, 0, n, now_ns);
+	if (c->phase == SV__CC_PROBE)
+		return false;		/* the window is at its minimum already */
 	if (!go_back_n && !sv__cc_congested(c))
 		return false;		/* random loss: selective repeat repairs it */
 	if (!can_cut(c, now_ns))
@@ -290,5 +364,7 @@ void sv__cc_on_timeout(struct sv__cc *c, uint64_t now_ns)
 	c->credit_ns = now_ns;
 	if (c->ssthresh > SV__CC_MIN)
 		set_phase(c, SV__CC_STARTUP);
+	else if (c->phase == SV__CC_PROBE)
+		set_phase(c, SV__CC_AVOID);
 	clamp(c);
 }

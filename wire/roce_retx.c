@@ -175,7 +175,7 @@ static void begin_episode(struct sv__retx *r, bool cut_window, uint64_t now_ns)
 	r->rtx_cursor = r->una;
 	r->round_ns = now_ns;
 	if (cut_window) {
-		sv__cc_on_loss(&r->cc, true, now_ns);
+		sv__cc_on_loss(&r->cc, true, 1, now_ns);
 		r->cwnd = sv__cc_cwnd(&r->cc);
 	}
 }
@@ -247,7 +247,7 @@ void sv__retx_sack(struct sv__retx *r, uint32_t cum, uint32_t trig, uint64_t now
 	if (sv__psn_cmp(trig, r->una) <= 0 || sv__psn_cmp(trig, r->nxt) >= 0)
 		return;
 	/* trig just arrived: a clean RTT sample when it was stamped (never resent). */
-	sv__cc_on_ack(&r->cc, 0, sv__cc_sample(&r->cc, trig, true, now_ns), now_ns);
+	sv__cc_on_sack(&r->cc, sv__cc_sample(&r->cc, trig, true, now_ns), now_ns);
 	sack_set(r, trig);
 	begin_episode(r, false, now_ns);
 	/* A packet sent after the last round's resends arrived and una is still held: a
@@ -266,7 +266,7 @@ void sv__retx_sack(struct sv__retx *r, uint32_t cum, uint32_t trig, uint64_t now
 	}
 	/* New holes: a loss, which is congestion only when the delay says so. */
 	if (queued)
-		sv__cc_on_loss(&r->cc, false, now_ns);
+		sv__cc_on_loss(&r->cc, false, queued, now_ns);
 	r->cwnd = sv__cc_cwnd(&r->cc);
 	/* The peer is receiving: the timer is for a silent one. */
 	if (r->rto_ns)
