@@ -524,6 +524,13 @@ static void rctx_free(struct sv__rctx *rc)
 	for (unsigned i = 0; i < SV__ROCE_RX_BATCH; i++)
 		free(rc->rx_buf[i]);
 	if (rc->imp) {
+		/* What the emulated link did, for a reader of a bench's figures (SV_LOG=info). */
+		sv__log(SV_LOG_INFO, "softverbs udp: impairment: %llu lost at random, %llu to the "
+			"full queue, %llu duplicated, %llu reordered",
+			(unsigned long long)rc->imp->dropped,
+			(unsigned long long)rc->imp->queue_drops,
+			(unsigned long long)rc->imp->duplicated,
+			(unsigned long long)rc->imp->reordered);
 		sv__impair_fini(rc->imp);
 		free(rc->imp);
 	}

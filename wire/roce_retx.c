@@ -104,6 +104,18 @@ void sv__retx_init(struct sv__retx *r, bool sr, uint32_t psn, uint8_t timeout,
 	r->cwnd = sv__cc_cwnd(&r->cc);
 }
 
+/* The local ACK timeout in force: the configured one, but never less than twice the
+ * smoothed RTT. IBA keeps the timer at what the QP was given; over a long path with a
+ * queue (a 20 ms path behind 33 ms of drop-tail queue at 1 Gbit/s) the CM's 67 ms is
+ * under a full queue's round trip, and each early expiry resends a window and cuts it
+ * to the minimum, so we deviate here as for the backoff (doc/wire-roce.md 8). */
+static uint64_t rto(const struct sv__retx *r)
+{
+	uint64_t two = 2 * r->cc.srtt_ns;
+
+	return r->rto_ns > two ? r->rto_ns : two;
+}
+
 static uint32_t inflight(const struct sv__retx *r)
 {
 	return sv__psn_diff(r->nxt, r->una);
@@ -132,7 +144,7 @@ uint32_t sv__retx_room(const struct sv__retx *r, uint64_t now_ns)
 void sv__retx_sent(struct sv__retx *r, uint64_t now_ns)
 {
 	if (r->rto_ns && !r->deadline_ns)
-		r->deadline_ns = now_ns + r->rto_ns;
+		r->deadline_ns = now_ns + rto(r);
 }
 
 void sv__retx_resent(struct sv__retx *r, uint32_t psn, uint64_t now_ns)
@@ -208,7 +220,7 @@ uint32_t sv__retx_ack(struct sv__retx *r, uint32_t psn, uint64_t now_ns)
 	}
 	sv__cc_on_ack(&r->cc, n, rtt, now_ns);
 	r->cwnd = sv__cc_cwnd(&r->cc);
-	r->deadline_ns = (r->una == r->nxt || !r->rto_ns) ? 0 : now_ns + r->rto_ns;
+	r->deadline_ns = (r->una == r->nxt || !r->rto_ns) ? 0 : now_ns + rto(r);
 	return n;
 }
 
@@ -224,7 +236,7 @@ int sv__retx_nak_seq(struct sv__retx *r, uint32_t psn, uint64_t now_ns)
 	r->retries_left--;
 	begin_episode(r, true, now_ns);
 	r->snd = psn;
-	r->deadline_ns = r->rto_ns ? now_ns + r->rto_ns : 0;
+	r->deadline_ns = r->rto_ns ? now_ns + rto(r) : 0;
 	return 0;
 }
 
@@ -270,7 +282,7 @@ void sv__retx_sack(struct sv__retx *r, uint32_t cum, uint32_t trig, uint64_t now
 	r->cwnd = sv__cc_cwnd(&r->cc);
 	/* The peer is receiving: the timer is for a silent one. */
 	if (r->rto_ns)
-		r->deadline_ns = now_ns + r->rto_ns;
+		r->deadline_ns = now_ns + rto(r);
 	if (sv__psn_cmp(sv__psn_add(trig, 1), r->rtx_cursor) > 0)
 		r->rtx_cursor = sv__psn_add(trig, 1);
 }
@@ -346,7 +358,7 @@ int sv__retx_on_timer(struct sv__retx *r, uint64_t now_ns)
 	 * 64x, back to the configured value on progress. IBA keeps the timer fixed; a
 	 * receiver that is slow rather than gone (a loaded host, a sanitizer build) then
 	 * meets a retry storm it cannot drain, so we deviate here. */
-	r->deadline_ns = now_ns + (r->rto_ns << (r->retry_cnt - r->retries_left < 6 ?
+	r->deadline_ns = now_ns + (rto(r) << (r->retry_cnt - r->retries_left < 6 ?
 						r->retry_cnt - r->retries_left : 6));
 	return 1;
 }

@@ -78,7 +78,7 @@ void perf_print_report(struct perf *p, int rc)
 		       "\"seed\":%llu,\"load_avg_1m\":%.2f,\"retransmits\":%llu,"
 		       "\"timeouts\":%llu,\"naks_rx\":%llu,\"cwnd\":%llu,\"cwnd_peak\":%llu,"
 		       "\"srtt_us\":%.1f,\"base_rtt_us\":%.1f,\"pacing_mbit\":%llu,"
-		       "\"cc_delay_cuts\":%llu,\"cc_loss_cuts\":%llu",
+		       "\"cc_delay_cuts\":%llu,\"cc_loss_cuts\":%llu,\"qp\":%u,\"qps\":%u",
 		       p->server ? "server" : "client",
 		       transport_name(c->transport), op_names[c->op],
 		       c->mode == MODE_BW ? "bw" : "lat", (unsigned long long)unit,
@@ -91,7 +91,8 @@ void perf_print_report(struct perf *p, int rc)
 		       (unsigned long long)st.naks_rx, (unsigned long long)st.cwnd,
 		       (unsigned long long)st.cwnd_peak, (double)st.srtt_ns / 1e3,
 		       (double)st.base_rtt_ns / 1e3, (unsigned long long)st.pacing_mbit,
-		       (unsigned long long)st.cc_delay_cuts, (unsigned long long)st.cc_loss_cuts);
+		       (unsigned long long)st.cc_delay_cuts, (unsigned long long)st.cc_loss_cuts,
+		       p->qp_index, c->qps);
 		if (!verified) {
 			const char *why = rc < 0 ? sv_strerror(rc) : p->why;
 
