@@ -227,6 +227,22 @@ Test(roce_cc, grows_to_tens_of_thousands_of_packets_on_a_long_fat_path)
 	free(s);
 }
 
+Test(roce_cc, two_flows_that_start_together_share_a_bottleneck)
+{
+	/* 100 ms apart, as two QPs of one process connect. */
+	struct sim *s = sim_new(1000, 1000, 10 * MS, 0, 2);
+	double a, b;
+
+	s->start_ns[1] = 100 * MS;
+	s->count_ns = 2000 * MS;
+	sim_run(s, 0, 5000 * MS);
+	a = share(s, 0, 5000 * MS);
+	b = share(s, 1, 5000 * MS);
+	cr_assert_geq(a + b, 0.95, "together %.3f of the link", a + b);
+	cr_assert_leq(a > b ? a / b : b / a, 1.2, "shares %.3f and %.3f", a, b);
+	free(s);
+}
+
 Test(roce_cc, two_flows_share_a_bottleneck)
 {
 	/* The second flow starts 1 s after the first has filled the link. */
@@ -283,9 +299,9 @@ Test(roce_cc, a_congestion_episode_cuts_the_window)
 	cr_assert_eq(c.delay_cuts, 1);
 	cr_assert_lt(sv__cc_cwnd(&c), w, "a delay above the target cuts");
 	cr_assert_eq(c.phase, SV__CC_AVOID);
-	/* Swift's proportional decrease, 1 - 0.8 * (40 - 30) / 40 (from the window plus
-	 * what STARTUP's last ACK added), at most once per round trip. */
-	cr_assert_float_eq(c.cwnd, (w + 1.0) * 0.8, 3.0, "%f from %u", c.cwnd, w);
+	/* The proportional decrease, 1 - 1.6 * (40 - 30) / 40 (from the window plus what
+	 * STARTUP's last ACK added), at most once per round trip. */
+	cr_assert_float_eq(c.cwnd, (w + 3.0) * 0.6, 4.0, "%f from %u", c.cwnd, w);
 	for (int i = 0; i < 20; i++, now += MS)
 		sv__cc_on_ack(&c, 1, 40 * MS, now);
 	cr_assert_eq(c.delay_cuts, 1, "one cut per round trip");
@@ -320,7 +336,8 @@ Test(roce_cc, a_full_drop_tail_queue_is_congestion)
 	cr_assert_gt(s->cc[0].loss_cuts, 0, "losses at the full queue cut");
 	cr_assert_lt(sv__cc_cwnd(&s->cc[0]), 2000, "the window stays near the BDP (%u)",
 		     sv__cc_cwnd(&s->cc[0]));
-	cr_assert_lt(s->queue_drops, s->delivered[0] / 20, "drops %llu",
+	/* A sawtooth at the queue's edge loses some of each tooth: under a tenth. */
+	cr_assert_lt(s->queue_drops, s->delivered[0] / 10, "drops %llu",
 		     (unsigned long long)s->queue_drops);
 	cr_assert_geq(share(s, 0, 6000 * MS), 0.7, "share %.3f", share(s, 0, 6000 * MS));
 	free(s);
