@@ -53,7 +53,6 @@
 #define SV__CC_BETA 1.6
 #define SV__CC_MAX_MDF 0.5
 #define SV__CC_AI 3.0		/* packets per round trip, per millisecond of it */
-#define SV__CC_BURST_MIN 16.0		/* packets of pacing credit, at least */
 #define SV__CC_BURST_NS 2000000.0	/* credit holds this much of the rate */
 
 const char *const sv__cc_phase_name[SV__CC_N_PHASES] = {
@@ -154,7 +153,7 @@ static double burst(double rate)
 {
 	double b = rate * SV__CC_BURST_NS / 1e9;
 
-	return b < SV__CC_BURST_MIN ? SV__CC_BURST_MIN : b;
+	return b < SV__CC_BURST_MIN ? (double)SV__CC_BURST_MIN : b;
 }
 
 /* The credit at now: what was left at credit_ns plus the rate since, up to a burst. */
@@ -192,8 +191,11 @@ void sv__cc_sent(struct sv__cc *c, uint32_t psn, bool resent, uint64_t now_ns)
 	unsigned i = stamp_slot(psn);
 
 	if (rate > 0) {
-		/* Credit may go below zero (resends are not held back): later sends wait. */
-		c->credit = credit_at(c, now_ns, rate) - 1.0;
+		/* Credit may go below zero (resends, and sends of a flow with little in
+		 * flight, are not held back): later sends wait, for a burst's worth at most. */
+		double cr = credit_at(c, now_ns, rate) - 1.0, b = burst(rate);
+
+		c->credit = cr < -b ? -b : cr;
 		c->credit_ns = now_ns;
 	}
 	if (psn % SV__CC_STAMP_EVERY)

@@ -19,6 +19,7 @@
  * fixed whatever the window: 2048 slots cover 32768 PSNs in flight. */
 #define SV__CC_STAMP_EVERY 16
 #define SV__CC_STAMPS 2048
+#define SV__CC_BURST_MIN 16		/* packets of pacing credit, at least */
 #define SV__CC_LOSS_CONGESTED 0.05	/* a round trip's loss fraction that is congestion */
 #define SV__CC_PROBE_EVERY_NS 2000000000ull	/* PROBE when the base is this old */
 
@@ -89,7 +90,9 @@ bool sv__cc_pace_ok(const struct sv__cc *c, uint64_t now_ns, uint64_t *next_ns);
  * unstamped (Karn's rule: its ACK cannot tell which send it answers). */
 void sv__cc_sent(struct sv__cc *c, uint32_t psn, bool resent, uint64_t now_ns);
 /* The RTT sample a response for psn gives (the stamp of psn's grid point at or before
- * it, when exact is false; of psn itself when true), consumed; 0 when none. */
+ * it, when exact is false; of psn itself when true), consumed; 0 when none. The
+ * requester asks only exact samples: a grid point before psn may have been sent long
+ * before it by a sender that had nothing to send between (app-limited). */
 uint64_t sv__cc_sample(struct sv__cc *c, uint32_t psn, bool exact, uint64_t now_ns);
 /* n packets newly acknowledged, with an RTT sample (0: none). */
 void sv__cc_on_ack(struct sv__cc *c, uint32_t n, uint64_t rtt_ns, uint64_t now_ns);

@@ -33,7 +33,6 @@ void sv__roce_req_init(struct sv__rqp *q)
 	}
 	q->rec_get = q->rec_put = q->rec_new = 0;
 	q->rd_out = 0;
-	q->pkts_since_ackreq = 0;
 	q->resp_hi = sv__psn_add(q->rx.una, SV_PSN_MASK);
 }
 
@@ -229,12 +228,12 @@ static void emit(struct sv__rqp *q, struct sv__rswqe *r, uint32_t k, bool resend
 		seg = w->length - off < q->mtu ? w->length - off : q->mtu;
 		npay = sv__roce_iov_slice(r->iov, r->niov, off, seg, pay);
 	}
-	/* AckReq on the last packet of a message, every few packets, and when the window
-	 * is about to close, so ACKs keep the window moving (doc/wire-roce.md 2). */
-	ackreq = last || ++q->pkts_since_ackreq >= SV__ROCE_ACKREQ_EVERY ||
+	/* AckReq on the last packet of a message, on every PSN of the congestion
+	 * controller's stamp grid (whose ACK is then the exact RTT sample of a stamped
+	 * packet, doc/congestion.md "Signals"), and when the window is about to close, so
+	 * ACKs keep the window moving (doc/wire-roce.md 2). */
+	ackreq = last || psn % SV__ROCE_ACKREQ_EVERY == 0 ||
 		 sv__retx_room(&q->rx, q->now_ns) <= 2;
-	if (ackreq)
-		q->pkts_since_ackreq = 0;
 	/* UC: the same operations under the UC opcode prefix (IBTA Vol 1 table 38), and no
 	 * AckReq, since a UC responder never acknowledges (9.7.x). */
 	if (q->qp->qp_type == SV_QPT_UC) {

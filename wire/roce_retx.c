@@ -156,7 +156,10 @@ bool sv__retx_pace_ok(struct sv__retx *r, uint64_t now_ns)
 {
 	uint64_t next = 0;
 
-	if (sv__cc_pace_ok(&r->cc, now_ns, &next)) {
+	/* Less in flight than a burst of credit is no burst any queue minds: a flow that
+	 * is not window-bound (a ping-pong, a trickle) is not held back, so pacing never
+	 * adds to its latency. */
+	if (inflight(r) < SV__CC_BURST_MIN || sv__cc_pace_ok(&r->cc, now_ns, &next)) {
 		r->pace_ns = 0;
 		return true;
 	}
@@ -202,7 +205,7 @@ uint32_t sv__retx_ack(struct sv__retx *r, uint32_t psn, uint64_t now_ns)
 	if (sv__psn_cmp(next, r->una) <= 0 || sv__psn_cmp(next, r->nxt) > 0)
 		return 0;
 	n = sv__psn_diff(next, r->una);
-	rtt = r->nsacked ? 0 : sv__cc_sample(&r->cc, psn, false, now_ns);
+	rtt = r->nsacked ? 0 : sv__cc_sample(&r->cc, psn, true, now_ns);
 	while (r->una != next) {
 		sack_clear(r, r->una);
 		r->una = sv__psn_add(r->una, 1);

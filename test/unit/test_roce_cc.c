@@ -140,7 +140,7 @@ static void sim_step(struct sim *s, uint64_t now)
 		if (e.lost)
 			sv__cc_on_loss(c, false, 1, now);
 		else
-			sv__cc_on_ack(c, 1, sv__cc_sample(c, e.psn, false, now), now);
+			sv__cc_on_ack(c, 1, sv__cc_sample(c, e.psn, true, now), now);
 	}
 }
 
