@@ -205,6 +205,13 @@ void sv__cc_sent(struct sv__cc *c, uint32_t psn, bool resent, uint64_t now_ns)
 			c->stamp_ok[i / 64] &= ~(1ull << (i % 64));
 		return;
 	}
+	sv__cc_stamp(c, psn, now_ns);
+}
+
+void sv__cc_stamp(struct sv__cc *c, uint32_t psn, uint64_t now_ns)
+{
+	unsigned i = stamp_slot(psn);
+
 	c->stamp_psn[i] = psn;
 	c->stamp_ns[i] = now_ns;
 	c->stamp_ok[i / 64] |= 1ull << (i % 64);
@@ -212,11 +219,9 @@ void sv__cc_sent(struct sv__cc *c, uint32_t psn, bool resent, uint64_t now_ns)
 
 uint64_t sv__cc_sample(struct sv__cc *c, uint32_t psn, bool exact, uint64_t now_ns)
 {
-	uint32_t g = psn - psn % SV__CC_STAMP_EVERY;
+	uint32_t g = exact ? psn : psn - psn % SV__CC_STAMP_EVERY;
 	unsigned i = stamp_slot(g);
 
-	if (exact && g != psn)
-		return 0;
 	if (!(c->stamp_ok[i / 64] >> (i % 64) & 1) || c->stamp_psn[i] != g ||
 	    now_ns <= c->stamp_ns[i])
 		return 0;
@@ -313,6 +318,9 @@ static void delivered(struct sv__cc *c, uint32_t n, uint64_t rtt_ns, uint64_t no
 			c->delay_cuts++;
 			set_phase(c, SV__CC_AVOID);
 		}
+	} else if (c->phase == SV__CC_STARTUP && !c->srtt_ns && c->cwnd >= SV__CC_BLIND_MAX) {
+		/* No RTT sample yet (nothing stamped was answered): no delay to stop the
+		 * doubling, so it stops at the window softverbs had before it measured. */
 	} else if (c->phase == SV__CC_STARTUP) {
 		/* Doubling per round trip; it ends when the latest sample (not the
 		 * filtered signal, whose half round trip of lag the doubling would fill

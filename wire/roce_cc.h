@@ -20,6 +20,7 @@
 #define SV__CC_STAMP_EVERY 16
 #define SV__CC_STAMPS 2048
 #define SV__CC_BURST_MIN 16		/* packets of pacing credit, at least */
+#define SV__CC_BLIND_MAX 256		/* packets: STARTUP's end while no RTT was sampled */
 #define SV__CC_LOSS_CONGESTED 0.05	/* a round trip's loss fraction that is congestion */
 #define SV__CC_PROBE_EVERY_NS 2000000000ull	/* PROBE when the base is this old */
 
@@ -89,6 +90,9 @@ bool sv__cc_pace_ok(const struct sv__cc *c, uint64_t now_ns, uint64_t *next_ns);
  * request packet of PSN psn is stamped when it falls on the stamp grid; a resent one is
  * unstamped (Karn's rule: its ACK cannot tell which send it answers). */
 void sv__cc_sent(struct sv__cc *c, uint32_t psn, bool resent, uint64_t now_ns);
+/* Stamps psn whether or not it is on the grid (a READ request, whose first response
+ * gives the sample: sv__cc_sample(psn, true)). */
+void sv__cc_stamp(struct sv__cc *c, uint32_t psn, uint64_t now_ns);
 /* The RTT sample a response for psn gives (the stamp of psn's grid point at or before
  * it, when exact is false; of psn itself when true), consumed; 0 when none. The
  * requester asks only exact samples: a grid point before psn may have been sent long

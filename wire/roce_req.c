@@ -536,6 +536,8 @@ static void on_read_resp(struct sv__rqp *q, const struct sv_ib_pkt *k)
 	want = idx == r->npkts - 1 ? r->wqe->length - idx * q->mtu : q->mtu;
 	if (k->payload_len != want)
 		return;
+	if (idx == 0 && !rbit(r, 0))
+		sv__retx_first_resp(&q->rx, r->first_psn, q->now_ns);
 	if (!rbit(r, idx)) {
 		sv__roce_iov_copy_in(r->iov, r->niov, idx * q->mtu, k->payload, k->payload_len);
 		if (r->rbits)

@@ -152,6 +152,16 @@ void sv__retx_resent(struct sv__retx *r, uint32_t psn, uint64_t now_ns)
 	sv__cc_sent(&r->cc, psn, true, now_ns);
 }
 
+void sv__retx_first_resp(struct sv__retx *r, uint32_t psn, uint64_t now_ns)
+{
+	uint64_t rtt = sv__cc_sample(&r->cc, psn, true, now_ns);
+
+	if (rtt) {
+		sv__cc_on_ack(&r->cc, 0, rtt, now_ns);
+		r->cwnd = sv__cc_cwnd(&r->cc);
+	}
+}
+
 bool sv__retx_pace_ok(struct sv__retx *r, uint64_t now_ns)
 {
 	uint64_t next = 0;
@@ -171,10 +181,14 @@ void sv__retx_sent_new(struct sv__retx *r, uint32_t n, uint64_t now_ns)
 {
 	bool in_seq = r->snd == r->nxt;
 
-	/* One request packet is stamped for RTT samples; a READ's PSNs are its responses,
-	 * which the responder streams at its own pace: its one request takes one packet
-	 * of credit and no stamp. */
+	/* One request packet is stamped for RTT samples on the grid; a READ's PSNs are its
+	 * responses, which the responder streams: its one request takes one packet of
+	 * credit and is stamped whatever its PSN, its first response giving the sample
+	 * (which then holds the responses queued before it at the responder: the READ
+	 * direction's queue). */
 	sv__cc_sent(&r->cc, r->nxt, n != 1, now_ns);
+	if (n != 1)
+		sv__cc_stamp(&r->cc, r->nxt, now_ns);
 	r->nxt = sv__psn_add(r->nxt, n);
 	if (in_seq)
 		r->snd = r->nxt;

@@ -65,6 +65,8 @@ void sv__retx_sent_new(struct sv__retx *r, uint32_t n, uint64_t now_ns);
 void sv__retx_sent(struct sv__retx *r, uint64_t now_ns);
 /* PSN psn was sent again (it takes pacing credit; its RTT stamp is void). */
 void sv__retx_resent(struct sv__retx *r, uint32_t psn, uint64_t now_ns);
+/* The first response of the READ whose request had PSN psn arrived: its RTT sample. */
+void sv__retx_first_resp(struct sv__retx *r, uint32_t psn, uint64_t now_ns);
 /* Whether pacing lets a new packet go now; when not, the timer is armed for it. */
 bool sv__retx_pace_ok(struct sv__retx *r, uint64_t now_ns);
 
