@@ -84,7 +84,8 @@ struct sv_device_opts {
 	char impair[128];	/* fault injection on transmit (SV_IMPAIR), e.g.
 				 * "loss=0.02,dup=0.01,reorder=0.02,delay_ms=10,seed=7"; "" = off */
 	int retx;		/* enum sv_retx_mode (SV_RETX=gbn|sr); both ends must agree */
-	uint32_t cwnd_max;	/* cap on packets in flight per QP; 0 = 256 */
+	uint32_t cwnd_max;	/* cap on packets in flight per QP; 0 = 32000 (the
+				 * window follows the path: doc/congestion.md) */
 	/* Both transports (appended; doc/security.md "TLS"). TCP: the MPA stream runs inside
 	 * TLS 1.3. UDP: the packet keys come from a TLS 1.3 handshake with the peer. Paths
 	 * are PEM files; "" = not given. */
@@ -692,6 +693,14 @@ struct sv_qp_stats {
 	 * other than the expected one), one that found no posted receive, and a WRITE its
 	 * R_Key or the QP's access flags refused. */
 	uint64_t uc_drops;
+	/* UDP RC QPs (appended): the requester's congestion controller (doc/congestion.md):
+	 * its window now and at its largest, in packets; the smoothed and the base (least)
+	 * RTT; the pacing rate of the path MTU's packets; the window's decreases on a delay
+	 * above the target and on a congestion loss. */
+	uint64_t cwnd, cwnd_peak;
+	uint64_t srtt_ns, base_rtt_ns;
+	uint64_t pacing_mbit;
+	uint64_t cc_delay_cuts, cc_loss_cuts;
 };
 
 int sv_query_qp_stats(struct sv_qp *qp, struct sv_qp_stats *stats);

@@ -527,18 +527,14 @@ struct tool_ep {
 	uint32_t max_inline;		/* granted at QP creation */
 	uint8_t peer_ird;		/* the peer's responder resources, from its CM params */
 	int connected;
+	int ctx_shared;			/* ctx is the caller's (ep_open_on): not closed here */
 };
 
 /* Opens the device and everything that does not depend on the peer: CM channel, PD. */
-static inline int ep_open(struct tool_ep *ep, const char *prog,
-			  const struct sv_device_opts *opts)
+static inline int ep_open_rest(struct tool_ep *ep, const char *prog)
 {
 	int rc;
 
-	memset(ep, 0, sizeof(*ep));
-	ep->prog = prog;
-	if ((rc = sv_open_device(opts, &ep->ctx)) < 0)
-		return report(prog, "cannot open the device", rc);
 	/* First, so that ep_close() can always drain async events without blocking. */
 	if ((rc = set_nonblock(sv_async_fd(ep->ctx))) < 0)
 		return report(prog, "async event fd", rc);
@@ -551,6 +547,29 @@ static inline int ep_open(struct tool_ep *ep, const char *prog,
 	if ((rc = sv_alloc_pd(ep->ctx, &ep->pd)) < 0)
 		return report(prog, "sv_alloc_pd", rc);
 	return 0;
+}
+
+static inline int ep_open(struct tool_ep *ep, const char *prog,
+			  const struct sv_device_opts *opts)
+{
+	int rc;
+
+	memset(ep, 0, sizeof(*ep));
+	ep->prog = prog;
+	if ((rc = sv_open_device(opts, &ep->ctx)) < 0)
+		return report(prog, "cannot open the device", rc);
+	return ep_open_rest(ep, prog);
+}
+
+/* As ep_open, on a device the caller opened and closes (several endpoints on one
+ * device, so their QPs share its socket: svperf --qps). */
+static inline int ep_open_on(struct tool_ep *ep, const char *prog, struct sv_context *ctx)
+{
+	memset(ep, 0, sizeof(*ep));
+	ep->prog = prog;
+	ep->ctx = ctx;
+	ep->ctx_shared = 1;
+	return ep_open_rest(ep, prog);
 }
 
 /* Acknowledges pending async events (a QP or CQ with unacknowledged events cannot be
@@ -883,7 +902,7 @@ static inline int ep_close(struct tool_ep *ep)
 	EP_STEP(ep->comp_ch, sv_destroy_comp_channel(ep->comp_ch), "sv_destroy_comp_channel");
 	EP_STEP(ep->pd, sv_dealloc_pd(ep->pd), "sv_dealloc_pd");
 	EP_STEP(ep->cm_ch, sv_cm_destroy_channel(ep->cm_ch), "sv_cm_destroy_channel");
-	EP_STEP(ep->ctx, sv_close_device(ep->ctx), "sv_close_device");
+	EP_STEP(ep->ctx && !ep->ctx_shared, sv_close_device(ep->ctx), "sv_close_device");
 #undef EP_STEP
 	memset(ep, 0, sizeof(*ep));
 	return first;

@@ -108,6 +108,77 @@ int perf_list_devices(void)
 	return 0;
 }
 
+/* --qps: one side per QP, each on a thread of its own, all on one device. */
+struct qp_side {
+	struct perf p;
+	const struct config *c;
+	struct sv_context *ctx;
+	unsigned i;
+	int rc;
+	pthread_t tid;
+};
+
+static void *qp_side_main(void *arg)
+{
+	struct qp_side *q = arg;
+	const struct config *c = q->c;
+	uint16_t port = (uint16_t)(c->port + q->i);
+	char host[INET6_ADDRSTRLEN] = "";
+	int server = !c->host;
+
+	q->rc = perf_side_init_on(&q->p, c, server, PROG, q->ctx);
+	q->p.qp_index = q->i;
+	if (q->rc < 0)
+		return NULL;
+	if (server) {
+		if ((q->rc = ep_listen(&q->p.ep, c->bind, port, &port, host)) < 0)
+			return NULL;
+		q->rc = perf_run_server(&q->p);
+	} else {
+		q->rc = perf_run_client(&q->p, c->host, port);
+	}
+	return NULL;
+}
+
+/* Runs c->qps sides at once (servers without a host, clients with one) and prints one
+ * report per QP, in QP order. */
+static int run_qps(const struct config *c)
+{
+	struct qp_side *q = calloc(c->qps, sizeof(*q));
+	struct sv_context *ctx = NULL;
+	int rc, status = 0;
+	unsigned n = 0;
+
+	if (!q)
+		return 3;
+	if ((rc = perf_open_device(c, PROG, &ctx)) < 0) {
+		free(q);
+		return fail_early(c, rc);
+	}
+	for (; n < c->qps; n++) {
+		q[n].c = c;
+		q[n].ctx = ctx;
+		q[n].i = n;
+		if ((rc = pthread_create(&q[n].tid, NULL, qp_side_main, &q[n])) != 0) {
+			fprintf(stderr, "%s: pthread_create: %s\n", PROG, strerror(rc));
+			status = 3;
+			break;
+		}
+	}
+	for (unsigned i = 0; i < n; i++) {
+		pthread_join(q[i].tid, NULL);
+		perf_print_report(&q[i].p, q[i].rc);
+		if (q[i].rc < 0)
+			status = 3;
+		else if (!q[i].p.ok && !status)
+			status = 1;
+		perf_side_free(&q[i].p);
+	}
+	sv_close_device(ctx);
+	free(q);
+	return status;
+}
+
 int main(int argc, char **argv)
 {
 	struct config c;
@@ -120,6 +191,8 @@ int main(int argc, char **argv)
 	if (perf_parse_args(argc, argv, &c) < 0)
 		return 2;
 	arm_run_timeout(c.timeout_s + 10);
+	if (c.qps > 1)
+		return run_qps(&c);
 
 	if (!c.host && !c.loopback) {
 		struct perf s;

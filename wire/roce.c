@@ -524,6 +524,13 @@ static void rctx_free(struct sv__rctx *rc)
 	for (unsigned i = 0; i < SV__ROCE_RX_BATCH; i++)
 		free(rc->rx_buf[i]);
 	if (rc->imp) {
+		/* What the emulated link did, for a reader of a bench's figures (SV_LOG=info). */
+		sv__log(SV_LOG_INFO, "softverbs udp: impairment: %llu lost at random, %llu to the "
+			"full queue, %llu duplicated, %llu reordered",
+			(unsigned long long)rc->imp->dropped,
+			(unsigned long long)rc->imp->queue_drops,
+			(unsigned long long)rc->imp->duplicated,
+			(unsigned long long)rc->imp->reordered);
 		sv__impair_fini(rc->imp);
 		free(rc->imp);
 	}
@@ -906,6 +913,15 @@ static int qp_stats(struct sv_qp *qp, struct sv_qp_stats *s)
 	s->ud_tx_drops = q->ud_tx_drops;
 	s->tx_drops = q->st.tx_drops;
 	s->tx_errors = q->st.tx_errors;
+	if (qp->qp_type == SV_QPT_RC) {
+		s->cwnd = q->rx.cwnd;
+		s->cwnd_peak = q->rx.cc.cwnd_peak;
+		s->srtt_ns = q->rx.cc.srtt_ns;
+		s->base_rtt_ns = q->rx.cc.base_ns;
+		s->pacing_mbit = (uint64_t)(sv__cc_rate_pps(&q->rx.cc) * q->mtu * 8 / 1e6);
+		s->cc_delay_cuts = q->rx.cc.delay_cuts;
+		s->cc_loss_cuts = q->rx.cc.loss_cuts;
+	}
 	if (q->aead) {
 		s->aead_auth_fail = atomic_load_explicit(&q->aead->auth_fail,
 							 memory_order_relaxed);

@@ -65,8 +65,8 @@
 #define SV__ROCE_GSO_BYTES (65535 - 20 - 8)
 #define SV__ROCE_GSO_IOV 256
 #define SV__ROCE_SOCKBUF (4 << 20)
-#define SV__ROCE_OOO 1024		/* SR: out-of-order packets a responder keeps */
-#define SV__ROCE_ACKREQ_EVERY 16	/* AckReq at least every this many packets */
+#define SV__ROCE_OOO 32768		/* SR: out-of-order packets a responder keeps (> SV__RETX_SPAN) */
+#define SV__ROCE_ACKREQ_EVERY SV__CC_STAMP_EVERY	/* AckReq on every PSN this divides */
 #define SV__ROCE_RSPQ 256		/* queued READ responses / atomic acks: twice IRD 128 */
 #define SV__ROCE_RSP_TURN 256		/* READ response packets a QP builds per turn */
 #define SV__ROCE_SRNAKQ 64		/* SR NAKs queued between flushes */
@@ -316,7 +316,6 @@ struct sv__rqp {
 	 * missing a response must find its resource when it is asked for again
 	 * (doc/roce-read-recovery.md, rule 3). */
 	uint32_t rd_out;
-	uint32_t pkts_since_ackreq;
 	uint32_t resp_hi;		/* highest PSN the responder answered (roce_req.c) */
 	/* Responder. */
 	uint32_t epsn;			/* expected PSN */

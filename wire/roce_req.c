@@ -33,7 +33,6 @@ void sv__roce_req_init(struct sv__rqp *q)
 	}
 	q->rec_get = q->rec_put = q->rec_new = 0;
 	q->rd_out = 0;
-	q->pkts_since_ackreq = 0;
 	q->resp_hi = sv__psn_add(q->rx.una, SV_PSN_MASK);
 }
 
@@ -229,12 +228,12 @@ static void emit(struct sv__rqp *q, struct sv__rswqe *r, uint32_t k, bool resend
 		seg = w->length - off < q->mtu ? w->length - off : q->mtu;
 		npay = sv__roce_iov_slice(r->iov, r->niov, off, seg, pay);
 	}
-	/* AckReq on the last packet of a message, every few packets, and when the window
-	 * is about to close, so ACKs keep the window moving (doc/wire-roce.md 2). */
-	ackreq = last || ++q->pkts_since_ackreq >= SV__ROCE_ACKREQ_EVERY ||
+	/* AckReq on the last packet of a message, on every PSN of the congestion
+	 * controller's stamp grid (whose ACK is then the exact RTT sample of a stamped
+	 * packet, doc/congestion.md "Signals"), and when the window is about to close, so
+	 * ACKs keep the window moving (doc/wire-roce.md 2). */
+	ackreq = last || psn % SV__ROCE_ACKREQ_EVERY == 0 ||
 		 sv__retx_room(&q->rx, q->now_ns) <= 2;
-	if (ackreq)
-		q->pkts_since_ackreq = 0;
 	/* UC: the same operations under the UC opcode prefix (IBTA Vol 1 table 38), and no
 	 * AckReq, since a UC responder never acknowledges (9.7.x). */
 	if (q->qp->qp_type == SV_QPT_UC) {
@@ -243,8 +242,10 @@ static void emit(struct sv__rqp *q, struct sv__rswqe *r, uint32_t k, bool resend
 	}
 	sv__roce_bth_put(h, op, se, 0, q->dqpn, ackreq, psn);
 	sv__roce_txq(q, h, hl, pay, npay, seg);
-	if (resend)
+	if (resend) {
 		q->st.retransmits++;
+		sv__retx_resent(&q->rx, psn, q->now_ns);
+	}
 }
 
 /* Starts the next posted WQE if the ORD, fence and window rules allow. Returns 1 when a
@@ -397,7 +398,8 @@ void sv__roce_req_progress(struct sv__rqp *q)
 	}
 	if (resent)
 		sv__retx_sent(x, q->now_ns);
-	/* New packets, as far as the window goes. */
+	/* New packets, as far as the window goes and as fast as pacing lets them (a wait
+	 * for pacing arms the QP's timer through sv__retx_next_ns). */
 	for (;;) {
 		struct sv__rswqe *r;
 
@@ -407,6 +409,8 @@ void sv__roce_req_progress(struct sv__rqp *q)
 			if (t <= 0)
 				return;
 		}
+		if (!sv__retx_pace_ok(x, q->now_ns))
+			return;
 		r = rec_at(q, q->rec_new);
 		if (r->wqe->opcode == SV_WR_RDMA_READ) {
 			uint32_t room = sv__retx_room(x, q->now_ns);
@@ -532,6 +536,8 @@ static void on_read_resp(struct sv__rqp *q, const struct sv_ib_pkt *k)
 	want = idx == r->npkts - 1 ? r->wqe->length - idx * q->mtu : q->mtu;
 	if (k->payload_len != want)
 		return;
+	if (idx == 0 && !rbit(r, 0))
+		sv__retx_first_resp(&q->rx, r->first_psn, q->now_ns);
 	if (!rbit(r, idx)) {
 		sv__roce_iov_copy_in(r->iov, r->niov, idx * q->mtu, k->payload, k->payload_len);
 		if (r->rbits)

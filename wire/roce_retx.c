@@ -23,16 +23,24 @@
  * resends from una skipping SACKed PSNs. SR NAKs do not consume retry_cnt: on a lossy
  * link they are the normal repair signal, not a sign the peer is gone.
  *
- * Congestion window: AIMD on PSNs in flight (selective repeat does not count SACKed
- * ones), capped by cwnd_max (a bandwidth-delay
- * bound, IRN's BDP-FC; default 256 packets = 1 MiB at a 4096 path MTU, which also fits
- * the 4 MiB socket buffers). Slow start below ssthresh (+1 per acknowledged PSN), then
- * +1 per window. The cut: halve once per loss episode on a go-back-N NAK (go-back-N
- * resends a whole window, so backing off is what keeps it from flooding), and on a
- * timeout in both modes (ssthresh = cwnd/2, cwnd = minimum: a silent link is the
- * congestion signal we trust). Selective-repeat NAKs do not cut the window: random loss
- * on a long lossy link is not congestion, and cutting on it is what makes a loss-based
- * window collapse to a few packets at 1 % loss (the goodput target of issue 3).
+ * A lost retransmission: SACKs that keep arriving say the link and the peer are alive
+ * (each re-arms the timer), so the hole they leave is resent by a new round of the
+ * episode once a round trip and a quarter have passed since the last round began,
+ * rather than by the timer, whose cut to the minimum window is for a silent link. This
+ * is what kept selective repeat at 0.4 of lossless on a 1 % lossy 20 ms path: with the
+ * CM's 67 ms timer (doc/congestion.md, "Why selective repeat fell"), every lost
+ * retransmission (1 % of them) became a timeout, a window cut to 4 and a slow start.
+ *
+ * Congestion window: the controller's (roce_cc.c, doc/congestion.md), on PSNs in flight
+ * (selective repeat does not count SACKed ones), up to cwnd_max (SV__CWND_CAP unless
+ * the device asks less). It is fed every cumulative ACK (with an RTT sample from the
+ * send stamps when no SACKed packet rides on it: an ACK that fills a hole says when
+ * the hole was filled, not how long the path is), every SACK (the PSN that just
+ * arrived is a clean sample) and every loss. The cut: halve once per loss episode on a
+ * go-back-N NAK (go-back-N resends a whole window, so backing off is what keeps it from
+ * flooding), and on a timeout in both modes fall to the minimum (a silent link is the
+ * congestion signal we trust). Selective-repeat losses cut only when the delay says
+ * the queue overflowed: random loss on a long lossy link is not congestion.
  */
 #include <errno.h>
 #include <string.h>
@@ -87,15 +95,25 @@ void sv__retx_init(struct sv__retx *r, bool sr, uint32_t psn, uint8_t timeout,
 	r->rto_ns = timeout ? 4096ull << (timeout & 31) : 0;
 	r->retry_cnt = r->retries_left = retry_cnt & 7;
 	r->rnr_retry = r->rnr_left = rnr_retry & 7;
-	if (cwnd_max == 0)
-		cwnd_max = SV__CWND_MAX_DEFAULT;
-	if (cwnd_max > SV__CWND_CAP)
+	if (cwnd_max == 0 || cwnd_max > SV__CWND_CAP)
 		cwnd_max = SV__CWND_CAP;
 	if (cwnd_max < SV__CWND_MIN)
 		cwnd_max = SV__CWND_MIN;
 	r->cwnd_max = cwnd_max;
-	r->cwnd = cwnd_max < SV__CWND_INIT ? cwnd_max : SV__CWND_INIT;
-	r->ssthresh = cwnd_max;
+	sv__cc_init(&r->cc, cwnd_max);
+	r->cwnd = sv__cc_cwnd(&r->cc);
+}
+
+/* The local ACK timeout in force: the configured one, but never less than twice the
+ * smoothed RTT. IBA keeps the timer at what the QP was given; over a long path with a
+ * queue (a 20 ms path behind 33 ms of drop-tail queue at 1 Gbit/s) the CM's 67 ms is
+ * under a full queue's round trip, and each early expiry resends a window and cuts it
+ * to the minimum, so we deviate here as for the backoff (doc/wire-roce.md 8). */
+static uint64_t rto(const struct sv__retx *r)
+{
+	uint64_t two = 2 * r->cc.srtt_ns;
+
+	return r->rto_ns > two ? r->rto_ns : two;
 }
 
 static uint32_t inflight(const struct sv__retx *r)
@@ -126,59 +144,82 @@ uint32_t sv__retx_room(const struct sv__retx *r, uint64_t now_ns)
 void sv__retx_sent(struct sv__retx *r, uint64_t now_ns)
 {
 	if (r->rto_ns && !r->deadline_ns)
-		r->deadline_ns = now_ns + r->rto_ns;
+		r->deadline_ns = now_ns + rto(r);
+}
+
+void sv__retx_resent(struct sv__retx *r, uint32_t psn, uint64_t now_ns)
+{
+	sv__cc_sent(&r->cc, psn, true, now_ns);
+}
+
+void sv__retx_first_resp(struct sv__retx *r, uint32_t psn, uint64_t now_ns)
+{
+	uint64_t rtt = sv__cc_sample(&r->cc, psn, true, now_ns);
+
+	if (rtt) {
+		sv__cc_on_ack(&r->cc, 0, rtt, now_ns);
+		r->cwnd = sv__cc_cwnd(&r->cc);
+	}
+}
+
+bool sv__retx_pace_ok(struct sv__retx *r, uint64_t now_ns)
+{
+	uint64_t next = 0;
+
+	/* Less in flight than a burst of credit is no burst any queue minds: a flow that
+	 * is not window-bound (a ping-pong, a trickle) is not held back, so pacing never
+	 * adds to its latency. */
+	if (inflight(r) < SV__CC_BURST_MIN || sv__cc_pace_ok(&r->cc, now_ns, &next)) {
+		r->pace_ns = 0;
+		return true;
+	}
+	r->pace_ns = next;
+	return false;
 }
 
 void sv__retx_sent_new(struct sv__retx *r, uint32_t n, uint64_t now_ns)
 {
 	bool in_seq = r->snd == r->nxt;
 
+	/* One request packet is stamped for RTT samples on the grid; a READ's PSNs are its
+	 * responses, which the responder streams: its one request takes one packet of
+	 * credit and is stamped whatever its PSN, its first response giving the sample
+	 * (which then holds the responses queued before it at the responder: the READ
+	 * direction's queue). */
+	sv__cc_sent(&r->cc, r->nxt, n != 1, now_ns);
+	if (n != 1)
+		sv__cc_stamp(&r->cc, r->nxt, now_ns);
 	r->nxt = sv__psn_add(r->nxt, n);
 	if (in_seq)
 		r->snd = r->nxt;
 	sv__retx_sent(r, now_ns);
 }
 
-/* Window growth for n newly acknowledged PSNs. */
-static void grow(struct sv__retx *r, uint32_t n)
-{
-	while (n-- && r->cwnd < r->cwnd_max) {
-		if (r->cwnd < r->ssthresh) {
-			r->cwnd++;
-		} else if (++r->ca_acc >= r->cwnd) {
-			r->ca_acc = 0;
-			r->cwnd++;
-		}
-	}
-}
-
-static void cut(struct sv__retx *r, bool to_min)
-{
-	r->ssthresh = r->cwnd / 2 < SV__CWND_MIN ? SV__CWND_MIN : r->cwnd / 2;
-	r->cwnd = to_min ? SV__CWND_MIN : r->ssthresh;
-	r->ca_acc = 0;
-}
-
-static void begin_episode(struct sv__retx *r, bool cut_window)
+static void begin_episode(struct sv__retx *r, bool cut_window, uint64_t now_ns)
 {
 	if (r->recovery)
 		return;
 	r->recovery = true;
 	r->recover_psn = r->nxt;
 	r->rtx_cursor = r->una;
-	if (cut_window)
-		cut(r, false);
+	r->round_ns = now_ns;
+	if (cut_window) {
+		sv__cc_on_loss(&r->cc, true, 1, now_ns);
+		r->cwnd = sv__cc_cwnd(&r->cc);
+	}
 }
 
 uint32_t sv__retx_ack(struct sv__retx *r, uint32_t psn, uint64_t now_ns)
 {
 	uint32_t next = sv__psn_add(psn, 1);
+	uint64_t rtt;
 	uint32_t n;
 
 	/* Acknowledges nothing new, or something never sent: ignore. */
 	if (sv__psn_cmp(next, r->una) <= 0 || sv__psn_cmp(next, r->nxt) > 0)
 		return 0;
 	n = sv__psn_diff(next, r->una);
+	rtt = r->nsacked ? 0 : sv__cc_sample(&r->cc, psn, true, now_ns);
 	while (r->una != next) {
 		sack_clear(r, r->una);
 		r->una = sv__psn_add(r->una, 1);
@@ -194,8 +235,9 @@ uint32_t sv__retx_ack(struct sv__retx *r, uint32_t psn, uint64_t now_ns)
 		r->recovery = false;
 		r->rtxq_get = r->rtxq_put = 0;
 	}
-	grow(r, n);
-	r->deadline_ns = (r->una == r->nxt || !r->rto_ns) ? 0 : now_ns + r->rto_ns;
+	sv__cc_on_ack(&r->cc, n, rtt, now_ns);
+	r->cwnd = sv__cc_cwnd(&r->cc);
+	r->deadline_ns = (r->una == r->nxt || !r->rto_ns) ? 0 : now_ns + rto(r);
 	return n;
 }
 
@@ -209,9 +251,9 @@ int sv__retx_nak_seq(struct sv__retx *r, uint32_t psn, uint64_t now_ns)
 	if (r->retries_left == 0)
 		return -ETIMEDOUT;
 	r->retries_left--;
-	begin_episode(r, true);
+	begin_episode(r, true, now_ns);
 	r->snd = psn;
-	r->deadline_ns = r->rto_ns ? now_ns + r->rto_ns : 0;
+	r->deadline_ns = r->rto_ns ? now_ns + rto(r) : 0;
 	return 0;
 }
 
@@ -224,6 +266,8 @@ static void rtxq_push(struct sv__retx *r, uint32_t psn)
 
 void sv__retx_sack(struct sv__retx *r, uint32_t cum, uint32_t trig, uint64_t now_ns)
 {
+	uint64_t srtt = r->cc.srtt_ns;
+	unsigned queued = 0;
 	uint32_t p;
 
 	r->naks++;
@@ -231,13 +275,31 @@ void sv__retx_sack(struct sv__retx *r, uint32_t cum, uint32_t trig, uint64_t now
 		sv__retx_ack(r, sv__psn_add(cum, SV_PSN_MASK), now_ns);
 	if (sv__psn_cmp(trig, r->una) <= 0 || sv__psn_cmp(trig, r->nxt) >= 0)
 		return;
+	/* trig just arrived: a clean RTT sample when it was stamped (never resent). */
+	sv__cc_on_sack(&r->cc, sv__cc_sample(&r->cc, trig, true, now_ns), now_ns);
 	sack_set(r, trig);
-	begin_episode(r, false);
+	begin_episode(r, false, now_ns);
+	/* A packet sent after the last round's resends arrived and una is still held: a
+	 * resend of that round was lost too. Resend what is missing again, as a new round,
+	 * once the round had a round trip (and a quarter, for the queue) to be answered. */
+	if (srtt && now_ns - r->round_ns > srtt + srtt / 4) {
+		r->rtx_cursor = r->una;
+		r->round_ns = now_ns;
+	}
 	p = sv__psn_cmp(r->rtx_cursor, r->una) > 0 ? r->rtx_cursor : r->una;
 	for (; sv__psn_cmp(p, trig) < 0; p = sv__psn_add(p, 1)) {
-		if (!sv__retx_is_sacked(r, p))
+		if (!sv__retx_is_sacked(r, p)) {
 			rtxq_push(r, p);
+			queued++;
+		}
 	}
+	/* New holes: a loss, which is congestion only when the delay says so. */
+	if (queued)
+		sv__cc_on_loss(&r->cc, false, queued, now_ns);
+	r->cwnd = sv__cc_cwnd(&r->cc);
+	/* The peer is receiving: the timer is for a silent one. */
+	if (r->rto_ns)
+		r->deadline_ns = now_ns + rto(r);
 	if (sv__psn_cmp(sv__psn_add(trig, 1), r->rtx_cursor) > 0)
 		r->rtx_cursor = sv__psn_add(trig, 1);
 }
@@ -285,6 +347,8 @@ void sv__retx_rewind(struct sv__retx *r, uint32_t psn)
 
 int sv__retx_on_timer(struct sv__retx *r, uint64_t now_ns)
 {
+	if (r->pace_ns && now_ns >= r->pace_ns)
+		r->pace_ns = 0;		/* the caller's round sends what pacing held */
 	if (r->rnr_until_ns) {
 		if (now_ns < r->rnr_until_ns)
 			return 0;
@@ -301,21 +365,24 @@ int sv__retx_on_timer(struct sv__retx *r, uint64_t now_ns)
 		return -ETIMEDOUT;	/* caller: RETRY_EXC_ERR, QP to ERR */
 	r->retries_left--;
 	r->timeouts++;
-	cut(r, true);
+	sv__cc_on_timeout(&r->cc, now_ns);
+	r->cwnd = sv__cc_cwnd(&r->cc);
 	r->recovery = false;
-	begin_episode(r, false);
+	begin_episode(r, false, now_ns);
 	r->rtxq_get = r->rtxq_put = 0;
 	r->snd = r->una;
 	/* Back off while the peer stays silent: doubling per consecutive timeout, at most
 	 * 64x, back to the configured value on progress. IBA keeps the timer fixed; a
 	 * receiver that is slow rather than gone (a loaded host, a sanitizer build) then
 	 * meets a retry storm it cannot drain, so we deviate here. */
-	r->deadline_ns = now_ns + (r->rto_ns << (r->retry_cnt - r->retries_left < 6 ?
+	r->deadline_ns = now_ns + (rto(r) << (r->retry_cnt - r->retries_left < 6 ?
 						r->retry_cnt - r->retries_left : 6));
 	return 1;
 }
 
 uint64_t sv__retx_next_ns(const struct sv__retx *r)
 {
-	return r->rnr_until_ns ? r->rnr_until_ns : r->deadline_ns;
+	uint64_t t = r->rnr_until_ns ? r->rnr_until_ns : r->deadline_ns;
+
+	return r->pace_ns && (!t || r->pace_ns < t) ? r->pace_ns : t;
 }

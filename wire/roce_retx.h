@@ -11,13 +11,17 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define SV__RETX_WIN 2048		/* PSN span the SACK bitmap covers (> the window cap) */
-#define SV__RETX_RTXQ 128		/* selective retransmissions queued between sends */
-#define SV__CWND_MIN 4			/* packets */
-#define SV__CWND_INIT 32
-#define SV__CWND_MAX_DEFAULT 256
-#define SV__CWND_CAP 1024		/* hard cap: < SV__RETX_WIN / 2 */
-#define SV__RETX_SPAN 1000		/* SR: una..nxt at most (responder keeps 1024) */
+#include "wire/roce_cc.h"
+
+/* The window follows the bandwidth-delay product (roce_cc.c) up to SV__CWND_CAP packets:
+ * 125 MiB at a 4096-byte path MTU, a 10 Gbit/s path of 100 ms. PSNs in flight stay far
+ * below the 2^23 that serial comparison allows (IBA 9.7.1, doc/wire-roce.md 6). */
+#define SV__RETX_WIN 65536		/* PSN span the SACK bitmap covers (> the window cap) */
+#define SV__RETX_RTXQ 1024		/* selective retransmissions queued between sends */
+#define SV__CWND_MIN SV__CC_MIN		/* packets */
+#define SV__CWND_INIT SV__CC_INIT
+#define SV__CWND_CAP 32000		/* hard cap: < SV__RETX_WIN / 2 */
+#define SV__RETX_SPAN 32000		/* SR: una..nxt at most (the responder keeps 32768) */
 
 struct sv__retx {
 	bool sr;			/* selective repeat (else go-back-N) */
@@ -29,12 +33,17 @@ struct sv__retx {
 	uint64_t rnr_until_ns;		/* RNR wait in progress until then; 0 = none */
 	uint8_t retry_cnt, rnr_retry;	/* configured (3 bits each) */
 	uint8_t retries_left, rnr_left;
-	/* Congestion window, in packets (PSNs) outstanding. */
-	uint32_t cwnd, ssthresh, cwnd_max, ca_acc;
+	/* Congestion window, in packets (PSNs) outstanding: the controller's (cc), which
+	 * also paces new packets (pace_ns: when pacing admits the next one, 0 = not
+	 * waiting for it). */
+	uint32_t cwnd, cwnd_max;
+	struct sv__cc cc;
+	uint64_t pace_ns;
 	/* Loss recovery episode: one window cut per episode; selective repeat state. */
 	bool recovery;
 	uint32_t recover_psn;		/* the episode ends when una passes it */
-	uint32_t rtx_cursor;		/* SR: PSNs before it were already resent this episode */
+	uint32_t rtx_cursor;		/* SR: PSNs before it were already resent this round */
+	uint64_t round_ns;		/* SR: when this round of resends began */
 	uint32_t rtxq[SV__RETX_RTXQ];
 	unsigned rtxq_get, rtxq_put;
 	uint64_t sacked[SV__RETX_WIN / 64];
@@ -44,7 +53,7 @@ struct sv__retx {
 };
 
 /* timeout: the verbs 5-bit value (4.096 us << timeout; 0 = no timer). cwnd_max 0 = the
- * default. rnr_retry 7 = retry forever. */
+ * cap (SV__CWND_CAP). rnr_retry 7 = retry forever. */
 void sv__retx_init(struct sv__retx *r, bool sr, uint32_t psn, uint8_t timeout,
 		   uint8_t retry_cnt, uint8_t rnr_retry, uint32_t cwnd_max);
 
@@ -54,6 +63,12 @@ uint32_t sv__retx_room(const struct sv__retx *r, uint64_t now_ns);
 void sv__retx_sent_new(struct sv__retx *r, uint32_t n, uint64_t now_ns);
 /* Anything sent (new or resent) re-arms an idle timer. */
 void sv__retx_sent(struct sv__retx *r, uint64_t now_ns);
+/* PSN psn was sent again (it takes pacing credit; its RTT stamp is void). */
+void sv__retx_resent(struct sv__retx *r, uint32_t psn, uint64_t now_ns);
+/* The first response of the READ whose request had PSN psn arrived: its RTT sample. */
+void sv__retx_first_resp(struct sv__retx *r, uint32_t psn, uint64_t now_ns);
+/* Whether pacing lets a new packet go now; when not, the timer is armed for it. */
+bool sv__retx_pace_ok(struct sv__retx *r, uint64_t now_ns);
 
 /* Everything up to and including psn is acknowledged. Returns the number of PSNs newly
  * acknowledged (0 for a stale or out-of-window ACK). Reloads the retry counters on
@@ -79,10 +94,12 @@ void sv__retx_rewind(struct sv__retx *r, uint32_t psn);
 
 /* Timer service: returns 1 if the deadline passed and the window was rewound, 0 if
  * nothing was due, -ETIMEDOUT when retry_cnt is exhausted. Ends an RNR wait whose time
- * came (returns 1 then too: sending may resume). */
+ * came (returns 1 then too: sending may resume), and a pacing wait (which returns 0:
+ * the caller's round sends). */
 int sv__retx_on_timer(struct sv__retx *r, uint64_t now_ns);
 
-/* The earliest time on_timer has something to do; 0 = nothing armed. */
+/* The earliest time on_timer has something to do (a deadline, an RNR wait's end, the
+ * pacing time); 0 = nothing armed. */
 uint64_t sv__retx_next_ns(const struct sv__retx *r);
 
 bool sv__retx_is_sacked(const struct sv__retx *r, uint32_t psn);

@@ -132,6 +132,61 @@ Test(roce_retx, selective_repeat_sack)
 	cr_assert_eq(r.cwnd, SV__CWND_MIN, "a timeout cuts to the minimum");
 }
 
+Test(roce_retx, selective_repeat_resends_a_lost_resend_by_round)
+{
+	struct sv__retx r;
+	uint64_t now = MS;
+	uint32_t p, n = 0;
+
+	init(&r, true, 0);
+	sv__retx_sent_new(&r, 20, now);
+	r.cc.srtt_ns = 20 * MS;		/* the round trip the controller measured */
+	/* 0..4 lost; 5 and 6 arrive: one round resends the five. */
+	sv__retx_sack(&r, 0, 5, now);
+	sv__retx_sack(&r, 0, 6, now);
+	while (sv__retx_pop(&r, &p))
+		n++;
+	cr_assert_eq(n, 5);
+	/* The resends of 1..4 arrive (SACKed), the one of 0 is lost. Within the round's
+	 * round trip and a quarter nothing is resent again. */
+	for (uint32_t k = 1; k <= 4; k++)
+		sv__retx_sack(&r, 0, k, now + 20 * MS);
+	cr_assert_not(sv__retx_pop(&r, &p));
+	/* Later SACKs say the link carries packets and 0 is still missing: a new round
+	 * resends it, without the timer, its retries or a window cut. */
+	sv__retx_sack(&r, 0, 7, now + 30 * MS);
+	cr_assert(sv__retx_pop(&r, &p));
+	cr_assert_eq(p, 0);
+	cr_assert_not(sv__retx_pop(&r, &p), "only the PSN still missing");
+	cr_assert_eq(r.timeouts, 0);
+	cr_assert_eq(r.retries_left, 3);
+	cr_assert_eq(r.cwnd, SV__CWND_INIT);
+	/* Each SACK re-arms the timer: it is for a silent peer. With a 20 ms RTT the
+	 * timeout in force is twice that, not the configured 1 ms. */
+	cr_assert_eq(sv__retx_next_ns(&r), now + 30 * MS + 40 * MS);
+}
+
+Test(roce_retx, pacing_waits_arm_the_timer)
+{
+	struct sv__retx r;
+	uint64_t now = 10 * MS;
+
+	init(&r, false, 0);
+	/* A 20 ms RTT sample on PSN 0 gives a pacing rate of 2 * 32 / 20 ms. */
+	sv__retx_sent_new(&r, 1, now);
+	cr_assert_eq(sv__retx_ack(&r, 0, now + 20 * MS), 1);
+	now += 20 * MS;
+	cr_assert_eq(r.cc.srtt_ns, 20 * MS);
+	cr_assert_eq(sv__retx_next_ns(&r), 0, "idle");
+	while (sv__retx_pace_ok(&r, now))
+		sv__retx_sent_new(&r, 1, now);
+	cr_assert_gt(r.pace_ns, now);
+	cr_assert_eq(sv__retx_next_ns(&r), r.pace_ns, "the pacing time comes before the RTO");
+	cr_assert_eq(sv__retx_on_timer(&r, r.pace_ns), 0);
+	cr_assert_eq(r.pace_ns, 0, "the wait is over: the caller's round sends");
+	cr_assert(sv__retx_pace_ok(&r, now + MS));
+}
+
 Test(roce_retx, rnr_wait_and_exhaustion)
 {
 	struct sv__retx r;

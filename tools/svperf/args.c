@@ -40,6 +40,9 @@ static void usage(FILE *f)
 "                        spinning on the target's last byte, as ib_write_lat does\n"
 "  --server-spin         the server polls its CQ while it serves, instead of\n"
 "                        sleeping on its completion channel (as perftest's do)\n"
+"  --qps N               N QPs at once on one device (both ends give it), on ports\n"
+"                        PORT..PORT+N-1: over --impair they share one bottleneck;\n"
+"                        one report per QP\n"
 "  --json                print one JSON object on stdout\n"
 TOOL_TLS_USAGE
 "The server adopts the client's op, mode, size and count.\n",
@@ -50,7 +53,7 @@ int perf_parse_args(int argc, char **argv, struct config *c)
 {
 	enum { O_TRANSPORT = 256, O_OP, O_MODE, O_JSON, O_LOOPBACK, O_CRC, O_MULPDU, O_SEED,
 	       O_IMPAIR, O_RETX, O_BIND, O_TIMEOUT, O_WAIT, O_SERVER_SPIN, O_DEVICE,
-	       O_LIST_DEVICES, O_HELP };
+	       O_LIST_DEVICES, O_QPS, O_HELP };
 	static const struct option longopts[] = {
 		{ "transport", required_argument, NULL, O_TRANSPORT },
 		{ "op", required_argument, NULL, O_OP },
@@ -73,6 +76,7 @@ int perf_parse_args(int argc, char **argv, struct config *c)
 		{ "server-spin", no_argument, NULL, O_SERVER_SPIN },
 		{ "device", required_argument, NULL, O_DEVICE },
 		{ "list-devices", no_argument, NULL, O_LIST_DEVICES },
+		{ "qps", required_argument, NULL, O_QPS },
 		TOOL_TLS_LONGOPTS,
 		{ "help", no_argument, NULL, O_HELP },
 		{ NULL, 0, NULL, 0 },
@@ -90,6 +94,7 @@ int perf_parse_args(int argc, char **argv, struct config *c)
 	c->crc = -1;
 	c->retx = -1;
 	c->depth = DEFAULT_DEPTH;
+	c->qps = 1;
 	c->timeout_s = DEFAULT_TIMEOUT_S;
 	c->seed = now_ns() ^ ((uint64_t)getpid() << 32);
 	c->bind = "0.0.0.0";
@@ -118,6 +123,11 @@ int perf_parse_args(int argc, char **argv, struct config *c)
 		}
 		case O_SERVER_SPIN:
 			c->server_spin = 1;
+			break;
+		case O_QPS:
+			if (parse_u64(optarg, &v) < 0 || v == 0 || v > 64)
+				goto bad;
+			c->qps = (unsigned)v;
 			break;
 		case O_WAIT:
 			if (!strcmp(optarg, "cq"))
@@ -234,6 +244,10 @@ int perf_parse_args(int argc, char **argv, struct config *c)
 	}
 	if (c->wait_mem && (c->op != OP_WRITE || c->mode != MODE_LAT)) {
 		fprintf(stderr, "%s: --wait memory is for --op write --mode lat\n", PROG);
+		return -EINVAL;
+	}
+	if (c->qps > 1 && c->loopback) {
+		fprintf(stderr, "%s: --qps is for a server and a client process\n", PROG);
 		return -EINVAL;
 	}
 	if (c->duration > 0 && c->duration + 30 > c->timeout_s)

@@ -620,7 +620,25 @@ void perf_size_window(struct perf *p)
 	p->sig_ring = p->depth / p->sig + 2;
 }
 
+int perf_open_device(const struct config *c, const char *prog, struct sv_context **ctx)
+{
+	struct sv_device_opts o;
+	int rc;
+
+	if ((rc = device_opts(c, &o, prog)) < 0)
+		return rc;
+	if ((rc = sv_open_device(&o, ctx)) < 0)
+		return report(prog, "cannot open the device", rc);
+	return 0;
+}
+
 int perf_side_init(struct perf *p, const struct config *c, int server, const char *prog)
+{
+	return perf_side_init_on(p, c, server, prog, NULL);
+}
+
+int perf_side_init_on(struct perf *p, const struct config *c, int server, const char *prog,
+		      struct sv_context *ctx)
 {
 	struct sv_device_opts o;
 	int rc;
@@ -635,7 +653,7 @@ int perf_side_init(struct perf *p, const struct config *c, int server, const cha
 	if ((rc = device_opts(c, &o, prog)) < 0)
 		return rc;
 	p->crc_asked = o.crc;
-	if ((rc = ep_open(&p->ep, prog, &o)) < 0)
+	if ((rc = ctx ? ep_open_on(&p->ep, prog, ctx) : ep_open(&p->ep, prog, &o)) < 0)
 		return rc;
 	return 0;
 }

@@ -75,7 +75,10 @@ void perf_print_report(struct perf *p, int rc)
 		       "\"lat_us_p50\":%.3f,\"lat_us_p99\":%.3f,\"lat_us_min\":%.3f,"
 		       "\"lat_us_avg\":%.3f,\"lat_us_max\":%.3f,\"lat_kind\":\"%s\","
 		       "\"lat_samples\":%zu,\"verified\":%s,\"crc\":%s,\"loopback\":%s,"
-		       "\"seed\":%llu,\"load_avg_1m\":%.2f,\"retransmits\":%llu",
+		       "\"seed\":%llu,\"load_avg_1m\":%.2f,\"retransmits\":%llu,"
+		       "\"timeouts\":%llu,\"naks_rx\":%llu,\"cwnd\":%llu,\"cwnd_peak\":%llu,"
+		       "\"srtt_us\":%.1f,\"base_rtt_us\":%.1f,\"pacing_mbit\":%llu,"
+		       "\"cc_delay_cuts\":%llu,\"cc_loss_cuts\":%llu,\"qp\":%u,\"qps\":%u",
 		       p->server ? "server" : "client",
 		       transport_name(c->transport), op_names[c->op],
 		       c->mode == MODE_BW ? "bw" : "lat", (unsigned long long)unit,
@@ -84,7 +87,12 @@ void perf_print_report(struct perf *p, int rc)
 		       lat_kind(c), p->nlat, verified ? "true" : "false",
 		       crc ? "true" : "false", c->loopback ? "true" : "false",
 		       (unsigned long long)c->seed, load,
-		       (unsigned long long)st.retransmits);
+		       (unsigned long long)st.retransmits, (unsigned long long)st.timeouts,
+		       (unsigned long long)st.naks_rx, (unsigned long long)st.cwnd,
+		       (unsigned long long)st.cwnd_peak, (double)st.srtt_ns / 1e3,
+		       (double)st.base_rtt_ns / 1e3, (unsigned long long)st.pacing_mbit,
+		       (unsigned long long)st.cc_delay_cuts, (unsigned long long)st.cc_loss_cuts,
+		       p->qp_index, c->qps);
 		if (!verified) {
 			const char *why = rc < 0 ? sv_strerror(rc) : p->why;
 
@@ -112,6 +120,14 @@ void perf_print_report(struct perf *p, int rc)
 		       : c->mode == MODE_LAT ? "whole operation" : "post to completion, under load",
 		       mn, p50, avg, p99, mx, p->nlat);
 	}
+	if (st.cwnd_peak)
+		printf("  udp window: %llu packets now, %llu at most; srtt %.1f us (base %.1f); "
+		       "pacing %llu Mbit/s; retransmits %llu, timeouts %llu; cuts: %llu delay, "
+		       "%llu loss\n", (unsigned long long)st.cwnd,
+		       (unsigned long long)st.cwnd_peak, (double)st.srtt_ns / 1e3,
+		       (double)st.base_rtt_ns / 1e3, (unsigned long long)st.pacing_mbit,
+		       (unsigned long long)st.retransmits, (unsigned long long)st.timeouts,
+		       (unsigned long long)st.cc_delay_cuts, (unsigned long long)st.cc_loss_cuts);
 	if (verified)
 		printf("  verified: yes (both sides checked the data)\n");
 	else

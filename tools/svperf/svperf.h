@@ -72,6 +72,7 @@ struct config {
 	const char *bind;
 	const char *device;		/* nic: the rdma-core device, NULL = the first */
 	struct tool_tls tls;
+	unsigned qps;			/* QPs at once on one device (ports port..port+qps-1) */
 };
 
 /* One end of a test. */
@@ -79,6 +80,7 @@ struct perf {
 	struct config cfg;		/* the server adopts the client's test parameters */
 	int server;
 	int quiet;			/* the loopback server prints only errors */
+	unsigned qp_index;		/* --qps: which of them this side is */
 	const char *prog;
 	struct tool_ep ep;
 	uint64_t deadline;
@@ -204,6 +206,10 @@ int perf_setup_status(int rc);
 int perf_setup_buffers(struct perf *p);
 void perf_size_window(struct perf *p);
 int perf_side_init(struct perf *p, const struct config *c, int server, const char *prog);
+/* As perf_side_init, on the device ctx (NULL: its own); perf_open_device opens one. */
+int perf_side_init_on(struct perf *p, const struct config *c, int server, const char *prog,
+		      struct sv_context *ctx);
+int perf_open_device(const struct config *c, const char *prog, struct sv_context **ctx);
 void perf_side_free(struct perf *p);
 
 /* tools/svperf/sides.c: the client's and the server's run. */
