@@ -190,7 +190,9 @@ static struct rsk *rs_alloc(const struct rsk *from)
 	}
 	if ((rs->fd = eventfd(0, EFD_CLOEXEC)) < 0)
 		goto err;
-	if (!(rs->ch = rdma_create_event_channel()))
+	/* Non-blocking: we wait with poll(2) and take events only when there are some. */
+	if (!(rs->ch = rdma_create_event_channel()) ||
+	    fcntl(rs->ch->fd, F_SETFL, fcntl(rs->ch->fd, F_GETFL) | O_NONBLOCK))
 		goto err;
 	if (tab_insert(rs))
 		goto err;

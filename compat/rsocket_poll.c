@@ -50,7 +50,9 @@ static short rs_revents(struct rsk *rs, short events, bool arm)
 		r |= POLLIN;
 	if ((events & POLLOUT) && rs_writable(rs))
 		r |= POLLOUT;
-	if (rs->state == RS_DISCONNECTED)
+	/* Hung up once what the peer sent before its DISCONNECT has been read: rstream
+	 * and riostream take POLLHUP as the end, not as data to read. */
+	if (rs->state == RS_DISCONNECTED && !rs->rmsg_n)
 		r |= POLLHUP;
 	else if (rs->peer_wr_shut)
 		r |= POLLRDHUP & events;
