@@ -142,6 +142,15 @@ static struct rsk *tab_find(int fd)
 	return rs;
 }
 
+/*
+ * How deep this thread is in rsocket calls. librspreload.so interposes socket(2) and
+ * makes every socket an rsocket; the TCP sockets softverbs opens for its own transport
+ * (the iWARP device's MPA connections) must stay kernel sockets, so rsocket() refuses
+ * in softverbs' own threads (sv_thread_is_internal) and while the thread is inside one
+ * of our calls, and the preload library falls back to the real socket(2).
+ */
+static __thread int in_rs;
+
 struct rsk *rs_get(int fd)
 {
 	struct rsk *rs = tab_find(fd);
@@ -150,6 +159,7 @@ struct rsk *rs_get(int fd)
 		errno = fcntl(fd, F_GETFD) < 0 ? EBADF : ENOTSOCK;
 		return NULL;
 	}
+	in_rs++;
 	pthread_mutex_lock(&rs->lock);
 	return rs;
 }
@@ -157,6 +167,7 @@ struct rsk *rs_get(int fd)
 void rs_put(struct rsk *rs)
 {
 	pthread_mutex_unlock(&rs->lock);
+	in_rs--;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -241,7 +252,10 @@ SVC_EXPORT int rsocket(int domain, int type, int protocol)
 {
 	bool nonblock = type & SOCK_NONBLOCK;
 	struct rsk *rs;
+	int rc;
 
+	if (in_rs || sv_thread_is_internal())
+		return fail(EAFNOSUPPORT);	/* softverbs' own socket, see in_rs */
 	type &= ~(SOCK_NONBLOCK | SOCK_CLOEXEC);
 	if (domain != AF_INET && domain != AF_INET6)
 		return fail(EAFNOSUPPORT);
@@ -250,17 +264,23 @@ SVC_EXPORT int rsocket(int domain, int type, int protocol)
 		return fail(type == SOCK_DGRAM ? EPROTONOSUPPORT : ESOCKTNOSUPPORT);
 	if (protocol && protocol != IPPROTO_TCP)
 		return fail(EPROTONOSUPPORT);
-	if (!(rs = rs_alloc(NULL)))
+	in_rs++;
+	if (!(rs = rs_alloc(NULL))) {
+		in_rs--;
 		return -1;
+	}
 	rs->domain = domain;
 	rs->nonblock = nonblock;
 	if (rdma_create_id(rs->ch, &rs->id, rs, RDMA_PS_TCP)) {
 		int err = errno;
 
 		rs_free(rs);
+		in_rs--;
 		return fail(err);
 	}
-	return rs->fd;
+	rc = rs->fd;
+	in_rs--;
+	return rc;
 }
 
 SVC_EXPORT int rbind(int s, const struct sockaddr *addr, socklen_t len)
@@ -560,6 +580,7 @@ SVC_EXPORT int raccept(int s, struct sockaddr *addr, socklen_t *len)
 	rs_put(l);
 	if (!rs)
 		return -1;
+	in_rs++;
 	pthread_mutex_lock(&rs->lock);
 	/* A blocking listener returns the connection established, as accept(2) does. */
 	while (!l->nonblock && rs->state == RS_ACCEPTING)
@@ -616,6 +637,7 @@ SVC_EXPORT int rclose(int s)
 	}
 	pthread_mutex_unlock(&rs->lock);
 	rs_free(rs);
+	in_rs--;
 	return 0;
 }
 

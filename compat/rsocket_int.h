@@ -162,6 +162,7 @@ int rs_save_conn_data(struct rsk *rs, const void *priv, size_t len);
 int rs_conn_start(struct rsk *rs);		/* first receives posted, credits sent */
 int rs_poll_cq(struct rsk *rs);			/* completions taken, credits given */
 int rs_wait(struct rsk *rs);			/* one wait on the CQ and CM fds */
+void rs_take_cq_event(struct rsk *rs);
 bool rs_readable(struct rsk *rs);
 bool rs_writable(struct rsk *rs);
 int rs_send_ctrl(struct rsk *rs, uint32_t ctrl);

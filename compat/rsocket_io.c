@@ -180,16 +180,8 @@ void rs_conn_fini(struct rsk *rs)
 	if (rs->tmr)
 		ibv_dereg_mr(rs->tmr);
 	if (rs->cq) {
-		struct ibv_cq *cq;
-		void *ctx;
-
-		/* An event taken but not acknowledged would keep the CQ alive. */
-		if (rs->cq_armed) {
-			struct pollfd p = { .fd = rs->cc->fd, .events = POLLIN };
-
-			if (poll(&p, 1, 0) == 1 && !ibv_get_cq_event(rs->cc, &cq, &ctx))
-				ibv_ack_cq_events(cq, 1);
-		}
+		/* An event left unacknowledged would keep the CQ alive. */
+		rs_take_cq_event(rs);
 		ibv_destroy_cq(rs->cq);
 	}
 	if (rs->cc)
@@ -418,11 +410,24 @@ int rs_poll_cq(struct rsk *rs)
 	return total;
 }
 
+/* Takes the completion event if one is there (never blocks: rpoll may have seen the
+ * channel readable for one socket listed twice, as nc lists its socket for POLLIN and
+ * POLLOUT, and taken the event for the first). */
+void rs_take_cq_event(struct rsk *rs)
+{
+	struct pollfd p = { .fd = rs->cc ? rs->cc->fd : -1, .events = POLLIN };
+	struct ibv_cq *cq;
+	void *ctx;
+
+	if (rs->cc && poll(&p, 1, 0) == 1 && !ibv_get_cq_event(rs->cc, &cq, &ctx)) {
+		ibv_ack_cq_events(cq, 1);
+		rs->cq_armed = false;
+	}
+}
+
 int rs_wait(struct rsk *rs)
 {
 	struct pollfd p[2];
-	struct ibv_cq *cq;
-	void *ctx;
 	int n = 0, rc;
 
 	if (rs->cq && !rs->cq_armed) {
@@ -440,10 +445,8 @@ int rs_wait(struct rsk *rs)
 	pthread_mutex_lock(&rs->lock);
 	if (rc < 0)
 		return -1;
-	if (rs->cc && (p[0].revents & POLLIN) && !ibv_get_cq_event(rs->cc, &cq, &ctx)) {
-		ibv_ack_cq_events(cq, 1);
-		rs->cq_armed = false;
-	}
+	if (rs->cc && (p[0].revents & POLLIN))
+		rs_take_cq_event(rs);
 	if (p[n - 1].revents & POLLIN)
 		rs_cm_progress(rs, false);
 	rs_poll_cq(rs);

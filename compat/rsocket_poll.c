@@ -72,19 +72,6 @@ static long now_ms(void)
 	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
 }
 
-/* After the wait: what fired on an rsocket's channels is taken in. */
-static void rs_after_wait(struct rsk *rs, const struct pollfd *cq, const struct pollfd *cm)
-{
-	struct ibv_cq *c;
-	void *ctx;
-
-	if (cq && (cq->revents & POLLIN) && !ibv_get_cq_event(rs->cc, &c, &ctx)) {
-		ibv_ack_cq_events(c, 1);
-		rs->cq_armed = false;
-	}
-	(void)cm;	/* rs_revents takes the CM events */
-}
-
 SVC_EXPORT int rpoll(struct pollfd *fds, nfds_t nfds, int timeout)
 {
 	long deadline = timeout > 0 ? now_ms() + timeout : 0;
@@ -148,8 +135,9 @@ SVC_EXPORT int rpoll(struct pollfd *fds, nfds_t nfds, int timeout)
 					ready++;
 				continue;
 			}
-			rs_after_wait(rs, cqi[i] >= 0 ? &w[cqi[i]] : NULL,
-				      cmi[i] >= 0 ? &w[cmi[i]] : NULL);
+			/* The CM events are taken by rs_revents. */
+			if (cqi[i] >= 0 && (w[cqi[i]].revents & POLLIN))
+				rs_take_cq_event(rs);
 			if (!fds[i].revents) {
 				fds[i].revents = rs_revents(rs, fds[i].events, false);
 				if (fds[i].revents)
