@@ -3,17 +3,7 @@
  * object, the wire formats of the rsocket protocol, and the functions one file defines
  * for another. Nothing here is exported.
  *
- * The protocol is librdmacm's (rsocket protocol, rdma-core docs/rsocket): stream sockets
- * over RC QPs set up by rdma_cm. Each side exposes a receive buffer and a "target SGL"
- * (RS_SGL_SIZE entries, then the target iomap) the peer may RDMA-write; connection
- * private data (struct rs_conn_data) carries the version, initial credits, the target
- * SGL's and the first half of the receive buffer's address/rkey/length. Data moves by
- * RDMA WRITE with immediate into the peer's published receive buffer, the 32-bit
- * immediate (bits 31:29 the type, 28:0 its value) says what happened; a receiver
- * publishes the other half of its buffer (and grants credits) by RDMA-writing an rs_sge
- * into the sender's target SGL with a Credit Update immediate. On iWARP, which has no
- * immediate data in the RDMAP of RFC 5040, the message travels as a 4-byte Send after
- * the Write instead, as librdmacm does there (its RS_OPT_MSG_SEND).
+ * The protocol and its formats: compat/rsocket_wire.h.
  *
  * Every rsocket's number is a real file descriptor (an eventfd it owns), so it never
  * collides with a socket's, and librspreload.so can keep both in one table.
@@ -27,46 +17,9 @@
 #include <sys/socket.h>
 #include <rdma/rdma_cma.h>
 
-/* rsocket protocol, rdma-core docs/rsocket, "Message Format". */
-#define RS_OP_DATA	0u
-#define RS_OP_SGL	4u	/* Credit Update */
-#define RS_OP_IOMAP_SGL 6u	/* Iomap Updated */
-#define RS_OP_CTRL	7u
-#define RS_CTRL_DISCONNECT 0u
-#define RS_CTRL_SHUTDOWN   2u
-#define RS_MSG(op, data) (((uint32_t)(op) << 29) | ((uint32_t)(data) & 0x1fffffffu))
-#define RS_MSG_OP(m)	 ((m) >> 29)
-#define RS_MSG_DATA(m)	 ((m) & 0x1fffffffu)
-#define RS_MSG_SIZE	 4u
+#include "compat/rsocket_wire.h"
 
-#define RS_CONN_VERSION	   1
-#define RS_CONN_FLAG_NET   1u	/* the host is big-endian: SGL writes are in its order */
-#define RS_CONN_FLAG_IOMAP 2u	/* a target iomap follows the target SGL */
-#define RS_SGL_SIZE	   2
-#define RS_QP_CTRL_SIZE	   4	/* send queue entries kept for control messages */
-#define RS_MAX_TRANSFER	   65536
-
-struct rs_sge {
-	uint64_t addr;
-	uint32_t key;
-	uint32_t length;
-};
-
-struct rs_iomap {
-	uint64_t offset;
-	struct rs_sge sge;
-};
-
-/* Connection private data ("Connection Establishment"), fields big-endian. */
-struct rs_conn_data {
-	uint8_t version;
-	uint8_t flags;
-	uint16_t credits;
-	uint8_t reserved[3];
-	uint8_t target_iomap_size;	/* scaled: see rsocket_io.c rs_scale() */
-	struct rs_sge target_sgl;
-	struct rs_sge data_buf;
-};
+#define RS_QP_CTRL_SIZE 4	/* send queue entries kept for control messages */
 
 /* One state machine per rsocket; rs_set_state() checks and logs every move. */
 enum rs_state {
@@ -136,11 +89,9 @@ struct rsk {
 	uint32_t sbuf_bytes_avail, sbuf_off;
 	unsigned ctrl_slot;
 	/* Receiving. */
-	uint16_t rseq_no, rseq_comp;
-	struct { uint32_t op, data; } *rmsg;
-	int rmsg_head, rmsg_tail, rmsg_n;
-	uint32_t rbuf_off, rbuf_bytes_avail, rbuf_free_off;
-	int rbuf_msg_index;
+	struct rs_rx rx;
+	uint16_t rseq_comp;
+	uint32_t rbuf_free_off;
 	/* Iomaps. */
 	struct rs_map *maps;		/* riomap()ed here, published or waiting */
 	int next_map_index;

@@ -52,23 +52,6 @@ static size_t nslots(const struct rsk *rs)
 	return (size_t)max_send_wr(rs) + RS_QP_CTRL_SIZE;
 }
 
-/* The iomap size in conn data is an 8-bit scaled value, as librdmacm encodes it: below
- * 128 the value itself, else 0x80 | (value >> 8). */
-static uint8_t rs_scale(uint16_t v)
-{
-	return v < 128 ? (uint8_t)v : (uint8_t)(0x80 | (v >> 8));
-}
-
-static uint16_t rs_unscale(uint8_t v)
-{
-	return v & 0x80 ? (uint16_t)((v & 0x7f) << 8) : v;
-}
-
-static bool host_is_net(void)
-{
-	return htobe32(1) == 1;
-}
-
 static uint8_t *ctrl_slot(struct rsk *rs)
 {
 	uint8_t *p = rs->sbuf + rs->sbuf_size + (size_t)rs->ctrl_slot * CTRL_SLOT;
@@ -132,8 +115,8 @@ int rs_conn_init(struct rsk *rs)
 	rs->sbuf = calloc(1, rs->sbuf_size + nslots(rs) * CTRL_SLOT);
 	tlen = RS_SGL_SIZE * sizeof(struct rs_sge) + rs->iomap_size * sizeof(struct rs_iomap);
 	rs->target = calloc(1, tlen);
-	rs->rmsg = calloc((size_t)rs->rq_size + 1, sizeof(*rs->rmsg));
-	if (!rs->rbuf || !rs->sbuf || !rs->target || !rs->rmsg)
+	rs->rx.rmsg = calloc((size_t)rs->rq_size + 1, sizeof(*rs->rx.rmsg));
+	if (!rs->rbuf || !rs->sbuf || !rs->target || !rs->rx.rmsg)
 		return fail(ENOMEM);
 	if (!(rs->rmr = ibv_reg_mr(rs->pd, rs->rbuf, rs->rbuf_size + (size_t)nrecv * RS_MSG_SIZE,
 				   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE)) ||
@@ -150,7 +133,11 @@ int rs_conn_init(struct rsk *rs)
 	rs->ctrl_avail = ctrl_wrs(rs);
 	rs->sbuf_bytes_avail = rs->sbuf_size;
 	/* The first half of rbuf goes out in the conn data. */
-	rs->rbuf_bytes_avail = rs->rbuf_size / 2;
+	rs->rx.rbuf = rs->rbuf;
+	rs->rx.rbuf_size = rs->rbuf_size;
+	rs->rx.rq_size = rs->rq_size;
+	rs->rx.bytes_avail = rs->rbuf_size / 2;
+	rs->rx.unwritten = rs->rbuf_size / 2;
 	rs->rbuf_free_off = rs->rbuf_size / 2;
 	rs->rseq_comp = rs->rq_size / 2;
 	/* Receives go up before the CM exchange: the peer may write as soon as it is
@@ -191,20 +178,20 @@ void rs_conn_fini(struct rsk *rs)
 	free(rs->rbuf);
 	free(rs->sbuf);
 	free(rs->target);
-	free(rs->rmsg);
+	free(rs->rx.rmsg);
 	rs->rmr = rs->smr = rs->tmr = NULL;
 	rs->cq = NULL;
 	rs->cc = NULL;
 	rs->pd = NULL;
 	rs->rbuf = rs->sbuf = rs->target = NULL;
-	rs->rmsg = NULL;
+	rs->rx.rmsg = NULL;
 }
 
 void rs_format_conn_data(struct rsk *rs, struct rs_conn_data *c)
 {
 	memset(c, 0, sizeof(*c));
 	c->version = RS_CONN_VERSION;
-	c->flags = RS_CONN_FLAG_IOMAP | (host_is_net() ? RS_CONN_FLAG_NET : 0);
+	c->flags = RS_CONN_FLAG_IOMAP | (rs_host_is_net() ? RS_CONN_FLAG_NET : 0);
 	c->credits = htobe16(rs->rq_size);
 	c->target_iomap_size = rs_scale(rs->iomap_size);
 	c->target_sgl.addr = htobe64((uintptr_t)rs->target_sgl);
@@ -217,32 +204,19 @@ void rs_format_conn_data(struct rsk *rs, struct rs_conn_data *c)
 
 int rs_save_conn_data(struct rsk *rs, const void *priv, size_t len)
 {
-	struct rs_conn_data c;
+	struct rs_peer p;
+	int rc;
 
-	if (!priv || len < sizeof(c))
-		return fail(EPROTO);
-	memcpy(&c, priv, sizeof(c));
-	if (c.version != RS_CONN_VERSION)
-		return fail(EPROTO);
-	rs->remote_sgl.addr = be64toh(c.target_sgl.addr);
-	rs->remote_sgl.length = be32toh(c.target_sgl.length);
-	rs->remote_sgl.key = be32toh(c.target_sgl.key);
-	if (!rs->remote_sgl.length)
-		return fail(EPROTO);
+	if ((rc = rs_conn_decode(priv, len, &p)) < 0)
+		return fail(rc);
+	rs->remote_sgl = p.remote_sgl;
+	rs->remote_iomap = p.remote_iomap;
+	rs->swap_sgl = p.swap_sgl;
 	/* The conn data published slot 0 of our target SGL; our first update goes to the
 	 * peer's slot 1. */
 	rs->remote_sge = 1 % (int)rs->remote_sgl.length;
-	rs->swap_sgl = !(c.flags & RS_CONN_FLAG_NET) != !host_is_net();
-	if (c.flags & RS_CONN_FLAG_IOMAP) {
-		rs->remote_iomap.addr = rs->remote_sgl.addr +
-					sizeof(struct rs_sge) * rs->remote_sgl.length;
-		rs->remote_iomap.length = rs_unscale(c.target_iomap_size);
-		rs->remote_iomap.key = rs->remote_sgl.key;
-	}
-	rs->target_sgl[0].addr = be64toh(c.data_buf.addr);
-	rs->target_sgl[0].length = be32toh(c.data_buf.length);
-	rs->target_sgl[0].key = be32toh(c.data_buf.key);
-	rs->sseq_comp = be16toh(c.credits);
+	rs->target_sgl[0] = p.first;
+	rs->sseq_comp = p.credits;
 	return 0;
 }
 
@@ -296,12 +270,12 @@ static int msg_wrs(const struct rsk *rs)
  * target SGL, and credits up to rseq_no + rq_size. */
 static void send_credits(struct rsk *rs)
 {
-	uint32_t msg = RS_MSG(RS_OP_SGL, (uint16_t)(rs->rseq_no + rs->rq_size));
+	uint32_t msg = RS_MSG(RS_OP_SGL, (uint16_t)(rs->rx.rseq_no + rs->rq_size));
 	uint32_t half = rs->rbuf_size / 2;
 
-	rs->rseq_comp = (uint16_t)(rs->rseq_no + rs->rq_size / 2);
+	rs->rseq_comp = (uint16_t)(rs->rx.rseq_no + rs->rq_size / 2);
 	rs->ctrl_avail -= msg_wrs(rs);
-	if (rs->rbuf_bytes_avail >= half) {
+	if (rs->rx.bytes_avail >= half) {
 		struct rs_sge s = {
 			.addr = (uintptr_t)(rs->rbuf + rs->rbuf_free_off),
 			.key = rs->rmr->rkey,
@@ -320,7 +294,8 @@ static void send_credits(struct rsk *rs)
 			     (uint64_t)rs->remote_sge * sizeof(struct rs_sge), rs->remote_sgl.key,
 			     WR_CTRL, 0))
 			return;
-		rs->rbuf_bytes_avail -= half;
+		rs->rx.bytes_avail -= half;
+		rs->rx.unwritten += half;
 		rs->rbuf_free_off = (rs->rbuf_free_off + half) % rs->rbuf_size;
 		rs->remote_sge = (rs->remote_sge + 1) % (int)rs->remote_sgl.length;
 	} else {
@@ -331,13 +306,14 @@ static void send_credits(struct rsk *rs)
 static bool give_credits(const struct rsk *rs)
 {
 	return rs->state == RS_CONNECTED && rs->ctrl_avail >= msg_wrs(rs) &&
-	       (rs->rbuf_bytes_avail >= rs->rbuf_size / 2 ||
-		(int16_t)(rs->rseq_no - rs->rseq_comp) >= 0);
+	       (rs->rx.bytes_avail >= rs->rbuf_size / 2 ||
+		(int16_t)(rs->rx.rseq_no - rs->rseq_comp) >= 0);
 }
 
 static void take_recv(struct rsk *rs, const struct ibv_wc *wc)
 {
 	int slot = (int)WRID_VAL(wc->wr_id);
+	uint16_t credits;
 	uint32_t msg;
 
 	if (wc->status != IBV_WC_SUCCESS)
@@ -346,27 +322,24 @@ static void take_recv(struct rsk *rs, const struct ibv_wc *wc)
 		msg = be32toh(wc->imm_data);
 	else
 		memcpy(&msg, rs->rbuf + rs->rbuf_size + (size_t)slot * RS_MSG_SIZE, RS_MSG_SIZE);
-	switch (RS_MSG_OP(msg)) {
-	case RS_OP_SGL:
-		rs->sseq_comp = (uint16_t)RS_MSG_DATA(msg);
+	switch (rs_rx_take(&rs->rx, msg, &credits)) {
+	case RS_TOOK_CREDITS:
+		rs->sseq_comp = credits;
 		break;
-	case RS_OP_IOMAP_SGL:
-		break;		/* the entry is in target_iomap already */
-	case RS_OP_CTRL:
-		if (RS_MSG_DATA(msg) == RS_CTRL_DISCONNECT) {
-			rs->peer_wr_shut = true;
-			rs_set_state(rs, RS_DISCONNECTED);
-		} else if (RS_MSG_DATA(msg) == RS_CTRL_SHUTDOWN) {
-			rs->peer_wr_shut = true;
-		}
+	case RS_TOOK_DISCONNECT:
+		rs->peer_wr_shut = true;
+		rs_set_state(rs, RS_DISCONNECTED);
 		break;
+	case RS_TOOK_SHUTDOWN:
+		rs->peer_wr_shut = true;
+		break;
+	case RS_TOOK_BAD:
+		/* A peer writing where we did not let it: the stream is broken. */
+		rs->err = EPROTO;
+		rs_set_state(rs, RS_ERROR);
+		rdma_disconnect(rs->id);
+		return;
 	default:
-		if (rs->rmsg_n > rs->rq_size)
-			break;	/* beyond the credits we granted: a peer's bug */
-		rs->rmsg[rs->rmsg_tail].op = RS_MSG_OP(msg);
-		rs->rmsg[rs->rmsg_tail].data = RS_MSG_DATA(msg);
-		rs->rmsg_tail = (rs->rmsg_tail + 1) % (rs->rq_size + 1);
-		rs->rmsg_n++;
 		break;
 	}
 	if (rs->state == RS_CONNECTED)
@@ -463,7 +436,7 @@ static bool can_send(const struct rsk *rs)
 
 bool rs_readable(struct rsk *rs)
 {
-	return rs->rmsg_n > 0 || rs->peer_wr_shut || rs->rd_shut ||
+	return rs->rx.n > 0 || rs->peer_wr_shut || rs->rd_shut ||
 	       rs->state == RS_DISCONNECTED || rs->state == RS_ERROR;
 }
 
@@ -582,45 +555,6 @@ static ssize_t do_send(struct rsk *rs, const void *buf, size_t len, int flags)
 	return (ssize_t)done;
 }
 
-static size_t copy_out(struct rsk *rs, uint8_t *buf, size_t len, bool peek)
-{
-	int head = rs->rmsg_head, n = rs->rmsg_n;
-	uint32_t off = rs->rbuf_off, first_left = rs->rmsg_n ? rs->rmsg[head].data : 0;
-	size_t done = 0;
-
-	while (done < len && n > 0) {
-		uint32_t avail = first_left, take;
-
-		take = (uint32_t)(len - done < avail ? len - done : avail);
-		for (uint32_t t = take; t;) {
-			uint32_t run = rs->rbuf_size - off < t ? rs->rbuf_size - off : t;
-
-			memcpy(buf + done, rs->rbuf + off, run);
-			done += run;
-			off = (off + run) % rs->rbuf_size;
-			t -= run;
-		}
-		if (take < avail) {
-			first_left = avail - take;
-			break;
-		}
-		head = (head + 1) % (rs->rq_size + 1);
-		n--;
-		first_left = n ? rs->rmsg[head].data : 0;
-		if (!peek)
-			rs->rseq_no++;
-	}
-	if (!peek) {
-		if (n)
-			rs->rmsg[head].data = first_left;
-		rs->rmsg_head = head;
-		rs->rmsg_n = n;
-		rs->rbuf_off = off;
-		rs->rbuf_bytes_avail += (uint32_t)done;
-	}
-	return done;
-}
-
 static ssize_t do_recv(struct rsk *rs, void *buf, size_t len, int flags)
 {
 	bool nonblock = rs->nonblock || (flags & MSG_DONTWAIT);
@@ -633,8 +567,8 @@ static ssize_t do_recv(struct rsk *rs, void *buf, size_t len, int flags)
 		return -1;
 	while (done < len) {
 		rs_poll_cq(rs);
-		if (rs->rmsg_n > 0) {
-			done += copy_out(rs, (uint8_t *)buf + done, len - done, peek);
+		if (rs->rx.n > 0) {
+			done += rs_rx_copy(&rs->rx, (uint8_t *)buf + done, len - done, peek);
 			rs_poll_cq(rs);		/* credits for what was read */
 			if (!(flags & MSG_WAITALL) || peek)
 				break;

@@ -52,7 +52,7 @@ static short rs_revents(struct rsk *rs, short events, bool arm)
 		r |= POLLOUT;
 	/* Hung up once what the peer sent before its DISCONNECT has been read: rstream
 	 * and riostream take POLLHUP as the end, not as data to read. */
-	if (rs->state == RS_DISCONNECTED && !rs->rmsg_n)
+	if (rs->state == RS_DISCONNECTED && !rs->rx.n)
 		r |= POLLHUP;
 	else if (rs->peer_wr_shut)
 		r |= POLLRDHUP & events;
