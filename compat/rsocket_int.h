@@ -1,7 +1,7 @@
 /*
  * rsocket_int.h — what the rsocket files of the librdmacm drop-in share: the rsocket
- * object, the wire formats of the rsocket protocol, and the functions one file defines
- * for another. Nothing here is exported.
+ * object and its state machine, and the functions one file defines for another.
+ * Nothing here is exported.
  *
  * The protocol and its formats: compat/rsocket_wire.h.
  *
