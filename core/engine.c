@@ -100,10 +100,23 @@ static void doorbell_cb(uv_async_t *h)
 	}
 }
 
+static __thread bool internal_thread;
+
+int sv_thread_is_internal(void)
+{
+	return internal_thread;
+}
+
+void sv__thread_set_internal(void)
+{
+	internal_thread = true;
+}
+
 static void *loop_main(void *arg)
 {
 	struct sv_context *ctx = arg;
 
+	sv__thread_set_internal();
 	uv_run(&ctx->loop, UV_RUN_DEFAULT);
 	return NULL;
 }

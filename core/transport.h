@@ -419,6 +419,9 @@ void *sv__cm_incoming(void *listen_cm, struct sv__tep *ep, const struct sv__conn
  * transport's cm_stats. Core counts the requests it refuses over a backlog there. */
 struct sv_cm_stats *sv__cm_core_stats(struct sv_context *ctx);
 
+/* Marks the calling thread as softverbs' own (sv_thread_is_internal()). */
+void sv__thread_set_internal(void);
+
 /* Logging with SV_LOG levels: 0 error, 1 warn, 2 info, 3 debug. */
 void sv__log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 #define SV_LOG_ERROR 0

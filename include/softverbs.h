@@ -139,6 +139,10 @@ struct sv_context;
 int sv_open_device(const struct sv_device_opts *opts, struct sv_context **ctx);
 /* Fails with -EBUSY while PDs, CQs, QPs, channels or CM ids of the context remain. */
 int sv_close_device(struct sv_context *ctx);
+/* Whether the calling thread is one softverbs runs (a context's progress thread, the
+ * key-exchange thread), not the application's: an interposer of socket(2), such as
+ * librdmacm's librspreload.so through compat's rsocket(), must leave its sockets alone. */
+int sv_thread_is_internal(void);	/* 1 or 0 */
 
 enum sv_atomic_cap {
 	SV_ATOMIC_NONE = 0,

@@ -433,6 +433,7 @@ static void *kx_thread(void *arg)
 	struct sv__roce_kx *kx = arg;
 	uint64_t pause_until = 0;
 
+	sv__thread_set_internal();
 	for (;;) {
 		struct pollfd p[2 + KX_SESSIONS];
 		struct kx_sess *ps[2 + KX_SESSIONS] = { 0 };
