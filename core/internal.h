@@ -32,7 +32,9 @@
 #endif
 
 /* Hard limits: the device attributes never exceed them, whatever the options say. */
-#define SV__MAX_QP 1024
+/* QPs per context: 16384, so cmtime -c 10000 (each process holds 10000 connected QPs) and
+ * bench/scale.sh's 10000 fit; the kernel's rxe advertises 32768 (issue 15). */
+#define SV__MAX_QP 16384
 #define SV__MAX_QP_WR 4096
 /* CQs: 16384, as the kernel's rxe advertises; rdma_cm programs take two per connection
  * (cmtime -c 1000 holds 2000 at once). */
