@@ -42,6 +42,10 @@
 #define SLOT 64			/* bytes written and echoed per connection */
 #define WINDOW 256		/* connects in flight at once (below the backlog, 1024) */
 #define MAGIC 0x5343414cu	/* "SCAL", in the accept's private data */
+/* QPs per CQ. sv_poll_cq on an empty CQ drives the receive progress of every QP feeding
+ * it (include/softverbs.h), so one CQ for 10000 QPs would make each empty poll a pass
+ * over all of them: CQs of 64, polled when their completion channel event says so. */
+#define CQ_QPS 64
 
 enum kind { K_RECV, K_WRITE, K_SEND, K_KINDS };
 enum cstate { C_FREE, C_CONNECTING, C_UP, C_DONE };
@@ -69,7 +73,8 @@ struct side {
 	struct sv_context *ctx;
 	struct sv_pd *pd;
 	struct sv_comp_channel *cch;
-	struct sv_cq *cq;
+	struct sv_cq **cqs;	/* slot i's QP uses cqs[i / CQ_QPS] */
+	uint32_t ncq;
 	struct sv_cm_channel *cm;
 	struct sv_cm_id *listen;
 	uint32_t cap;		/* slots */
@@ -83,12 +88,20 @@ struct side {
 	uint64_t posted_total, completed_total;
 };
 
-static volatile sig_atomic_t stop_flag;
+static volatile sig_atomic_t stop_flag, idle_asked;
 
 static void on_term(int sig)
 {
 	(void)sig;
 	stop_flag = 1;
+}
+
+/* SIGUSR1 to a server: print its "idle" line (RSS, open descriptors) the next time it has
+ * no connection left (bench/soak.sh compares two of them). */
+static void on_usr1(int sig)
+{
+	(void)sig;
+	idle_asked = 1;
 }
 
 static uint64_t now_ms(void)
@@ -181,7 +194,7 @@ static void *xcalloc(size_t n, size_t sz)
 	return p;
 }
 
-static void side_open(struct side *s, enum sv_transport t, uint32_t cap, int cqe)
+static void side_open(struct side *s, enum sv_transport t, uint32_t cap, uint32_t mrs)
 {
 	struct sv_device_opts o;
 	int rc, fl;
@@ -189,17 +202,23 @@ static void side_open(struct side *s, enum sv_transport t, uint32_t cap, int cqe
 	sv_device_opts_init(&o);
 	o.transport = t;
 	o.max_qp = cap;
-	o.max_cq = 16;
+	o.max_mr = mrs + 16;
+	s->ncq = (cap + CQ_QPS - 1) / CQ_QPS;
+	o.max_cq = s->ncq;
 	if ((rc = sv_open_device(&o, &s->ctx)) < 0)
 		die("sv_open_device", rc);
 	if ((rc = sv_alloc_pd(s->ctx, &s->pd)) < 0)
 		die("sv_alloc_pd", rc);
 	if ((rc = sv_create_comp_channel(s->ctx, &s->cch)) < 0)
 		die("sv_create_comp_channel", rc);
-	if ((rc = sv_create_cq(s->ctx, cqe, NULL, s->cch, 0, &s->cq)) < 0)
-		die("sv_create_cq", rc);
-	if ((rc = sv_req_notify_cq(s->cq, 0)) < 0)
-		die("sv_req_notify_cq", rc);
+	s->cqs = xcalloc(s->ncq, sizeof(*s->cqs));
+	for (uint32_t i = 0; i < s->ncq; i++) {
+		/* 3 WRs per QP at most: 4 entries each leave room. */
+		if ((rc = sv_create_cq(s->ctx, 4 * CQ_QPS, NULL, s->cch, 0, &s->cqs[i])) < 0)
+			die("sv_create_cq", rc);
+		if ((rc = sv_req_notify_cq(s->cqs[i], 0)) < 0)
+			die("sv_req_notify_cq", rc);
+	}
 	if ((rc = sv_cm_create_channel(&s->cm)) < 0)
 		die("sv_cm_create_channel", rc);
 	fl = fcntl(sv_cm_channel_fd(s->cm), F_GETFL);
@@ -228,7 +247,9 @@ static void side_close(struct side *s)
 	sv_dereg_mr(s->wmr);
 	sv_dereg_mr(s->rmr);
 	sv_dereg_mr(s->mmr);
-	sv_destroy_cq(s->cq);
+	for (uint32_t i = 0; i < s->ncq; i++)
+		sv_destroy_cq(s->cqs[i]);
+	free(s->cqs);
 	sv_destroy_comp_channel(s->cch);
 	sv_dealloc_pd(s->pd);
 	sv_close_device(s->ctx);
@@ -252,10 +273,11 @@ static int slot_take(struct side *s)
 }
 
 /* A QP in INIT, so receives can be posted before the connection exists. */
-static int qp_make(struct side *s, struct sv_qp **qp)
+static int qp_make(struct side *s, uint32_t slot, struct sv_qp **qp)
 {
+	struct sv_cq *cq = s->cqs[slot / CQ_QPS];
 	struct sv_qp_init_attr ia = {
-		.send_cq = s->cq, .recv_cq = s->cq, .qp_type = SV_QPT_RC,
+		.send_cq = cq, .recv_cq = cq, .qp_type = SV_QPT_RC,
 		.cap = { .max_send_wr = 2, .max_recv_wr = 1, .max_send_sge = 1,
 			 .max_recv_sge = 1 },
 	};
@@ -397,12 +419,12 @@ static void on_wc(struct side *s, const struct sv_wc *wc)
 	conn_reap(s, i);
 }
 
-static int drain_cq(struct side *s)
+static int drain_cq(struct side *s, struct sv_cq *cq)
 {
 	struct sv_wc wc[64];
 	int n, total = 0;
 
-	while ((n = sv_poll_cq(s->cq, 64, wc)) > 0) {
+	while ((n = sv_poll_cq(cq, 64, wc)) > 0) {
 		for (int j = 0; j < n; j++)
 			on_wc(s, &wc[j]);
 		total += n;
@@ -450,7 +472,7 @@ static void server_request(struct side *s, struct sv_cm_event *ev)
 	struct conn *c;
 	int rc;
 
-	if (i < 0 || (rc = qp_make(s, &s->c[i].qp)) < 0) {
+	if (i < 0 || (rc = qp_make(s, (uint32_t)i, &s->c[i].qp)) < 0) {
 		sv_cm_reject(id, NULL, 0);
 		sv_cm_ack_event(ev);
 		sv_cm_destroy_id(id);
@@ -473,7 +495,6 @@ static void server_request(struct side *s, struct sv_cm_event *ev)
 		c->id = NULL;
 		sv_modify_qp(c->qp, &(struct sv_qp_attr){ .qp_state = SV_QPS_ERR }, SV_QP_STATE);
 		c->disc = true;	/* the flushed receive completes, then conn_reap */
-		drain_cq(s);
 	}
 }
 
@@ -503,6 +524,11 @@ static void drain_cm(struct side *s)
 				client_up(s, i, ev);
 			break;
 		case SV_CM_EVENT_DISCONNECTED:
+			if (!s->server && !c->verified && c->st != C_DONE) {
+				s->failed++;
+				fprintf(stderr, "sv_scale[%d]: slot %u: disconnected before its data "
+					"was verified\n", (int)getpid(), i);
+			}
 			c->disc = true;
 			break;
 		case SV_CM_EVENT_TIMEWAIT_EXIT:
@@ -519,7 +545,6 @@ static void drain_cm(struct side *s)
 			break;
 		}
 		sv_cm_ack_event(ev);
-		drain_cq(s);
 		conn_reap(s, i);
 	}
 	if (rc != -EAGAIN)
@@ -535,11 +560,12 @@ static void pump(struct side *s, int ms)
 	void *ctx;
 
 	poll(pf, 2, ms);
-	while (sv_get_cq_event(s->cch, &cq, &ctx) == 0)
+	while (sv_get_cq_event(s->cch, &cq, &ctx) == 0) {
 		sv_ack_cq_events(cq, 1);
-	drain_cq(s);
-	sv_req_notify_cq(s->cq, 0);
-	drain_cq(s);
+		drain_cq(s, cq);
+		sv_req_notify_cq(cq, 0);
+		drain_cq(s, cq);	/* what arrived before the arming */
+	}
 	drain_cm(s);
 }
 
@@ -552,7 +578,7 @@ static int client_connect(struct side *s, const struct sockaddr_in *dst)
 	if (i < 0)
 		return -ENOSPC;
 	c = &s->c[i];
-	if ((rc = qp_make(s, &c->qp)) < 0)
+	if ((rc = qp_make(s, (uint32_t)i, &c->qp)) < 0)
 		return rc;
 	if ((rc = sv_cm_create_id(s->cm, s->ctx, c, &c->id)) < 0) {
 		sv_destroy_qp(c->qp);
@@ -565,7 +591,6 @@ static int client_connect(struct side *s, const struct sockaddr_in *dst)
 	    (rc = sv_cm_connect(c->id, c->qp, (const struct sockaddr *)dst, &p)) < 0) {
 		sv_modify_qp(c->qp, &(struct sv_qp_attr){ .qp_state = SV_QPS_ERR }, SV_QP_STATE);
 		c->disc = true;
-		drain_cq(s);
 		return rc;
 	}
 	return 0;
@@ -609,6 +634,7 @@ struct args {
 	int seconds;		/* --connect: repeat rounds this long */
 	int idle_ms;		/* --serve: close connections idle this long */
 	int timeout;
+	uint32_t mrs;		/* MRs registered for rss_per_mr_B; 0: qps */
 };
 
 static int serve(const struct args *a, int port_fd)
@@ -617,11 +643,10 @@ static int serve(const struct args *a, int port_fd)
 	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	struct sockaddr_storage ss;
 	uint64_t next_idle_check = 0, next_sample = 0;
-	uint32_t was_live = 1;
 	long peak_fds = 0, peak_threads = 0;
 	int rc;
 
-	side_open(&s, a->t, a->qps, (int)(4 * a->qps));
+	side_open(&s, a->t, a->qps, a->qps);
 	if ((rc = sv_cm_create_id(s.cm, s.ctx, NULL, &s.listen)) < 0 ||
 	    (rc = sv_cm_listen(s.listen, (struct sockaddr *)&sin, 1024)) < 0 ||
 	    (rc = sv_cm_local_addr(s.listen, &ss)) < 0)
@@ -647,12 +672,12 @@ static int serve(const struct args *a, int port_fd)
 			peak_threads = t > peak_threads ? t : peak_threads;
 			next_sample = now_ms() + 1000;
 		}
-		if (s.live == 0 && was_live) {
+		if (s.live == 0 && idle_asked) {
+			idle_asked = 0;
 			printf("idle rss_kB=%ld fds=%ld done=%llu\n", status_kb("VmRSS"), count_fds(),
 			       (unsigned long long)s.done);
 			fflush(stdout);
 		}
-		was_live = s.live;
 	}
 	close_all(&s, 10000);
 	printf("server_live_at_exit=%u\nserver_peak_fds=%ld\nserver_peak_threads=%ld\n", s.live,
@@ -706,8 +731,8 @@ static int client(const struct args *a, int port)
 	uint64_t t;
 	int rc;
 
-	side_open(&s, a->t, a->qps, (int)(4 * a->qps));
-	/* Touch the CQ ring and the buffers first, so the deltas below are the QPs' own. */
+	side_open(&s, a->t, a->qps, a->mrs > a->qps ? a->mrs : a->qps);
+	/* Touch the buffers first, so the deltas below are the QPs' own. */
 	memset(s.wbuf, 0, (size_t)s.cap * SLOT);
 	memset(s.rbuf, 0, (size_t)s.cap * SLOT);
 	if (a->seconds) {
@@ -729,22 +754,33 @@ static int client(const struct args *a, int port)
 		return rc;
 	}
 	{
-		/* Created in INIT, not connected: what core and the transport allocate. */
-		struct sv_qp **q = xcalloc(a->qps, sizeof(*q));
+		/* MRs: one page each, the pages touched before the first RSS reading. */
+		size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+		uint32_t nmr = a->mrs ? a->mrs : a->qps;
+		uint8_t *b = aligned_alloc(pg, (size_t)nmr * pg);
+		struct sv_mr **m = xcalloc(nmr, sizeof(*m));
+		uint32_t got = 0;
 
-		rss0 = status_kb("VmRSS");
+		if (!b)
+			die("aligned_alloc", -ENOMEM);
+		memset(b, 1, (size_t)nmr * pg);
+		rss2 = status_kb("VmRSS");
 		heap0 = heap_bytes();
-		for (uint32_t i = 0; i < a->qps; i++)
-			if ((rc = qp_make(&s, &q[i])) < 0)
-				die("sv_create_qp", rc);
-		rss1 = status_kb("VmRSS");
+		for (; got < nmr; got++)
+			if ((rc = sv_reg_mr(s.pd, b + (size_t)got * pg, pg, SV_ACCESS_LOCAL_WRITE |
+					    SV_ACCESS_REMOTE_WRITE, &m[got])) < 0) {
+				fprintf(stderr, "sv_scale: sv_reg_mr %u: %s\n", got, sv_strerror(rc));
+				break;
+			}
+		rss3 = status_kb("VmRSS");
 		heap1 = heap_bytes();
-		printf("rss_per_qp_created_B=%.0f\nheap_per_qp_created_B=%.0f\n",
-		       (double)(rss1 - rss0) * 1024.0 / a->qps, (double)(heap1 - heap0) / a->qps);
-		for (uint32_t i = 0; i < a->qps; i++)
-			if ((rc = sv_destroy_qp(q[i])) < 0)
-				die("sv_destroy_qp", rc);
-		free(q);
+		printf("mrs=%u\nrss_per_mr_B=%.0f\nheap_per_mr_B=%.0f\n", got,
+		       got ? (double)(rss3 - rss2) * 1024.0 / got : 0,
+		       got ? (double)(heap1 - heap0) / got : 0);
+		for (uint32_t i = 0; i < got; i++)
+			sv_dereg_mr(m[i]);
+		free(m);
+		free(b);
 	}
 	rss0 = status_kb("VmRSS");
 	heap0 = heap_bytes();
@@ -762,32 +798,24 @@ static int client(const struct args *a, int port)
 	printf("teardown_s=%.3f\nclient_live_after_teardown=%u\n", (double)(now_ms() - t) / 1000.0,
 	       s.live);
 	{
-		/* MRs: one page each, the pages touched before the first RSS reading. */
-		size_t pg = (size_t)sysconf(_SC_PAGESIZE);
-		uint8_t *b = aligned_alloc(pg, (size_t)a->qps * pg);
-		struct sv_mr **m = xcalloc(a->qps, sizeof(*m));
-		uint32_t got = 0;
+		/* Created in INIT, not connected: what core and the transport allocate. After
+		 * the teardown, so pages the connections touched may serve again: RSS is a
+		 * lower bound here, the allocator's figure is not. */
+		struct sv_qp **q = xcalloc(a->qps, sizeof(*q));
 
-		if (!b)
-			die("aligned_alloc", -ENOMEM);
-		memset(b, 1, (size_t)a->qps * pg);
-		rss2 = status_kb("VmRSS");
+		rss0 = status_kb("VmRSS");
 		heap0 = heap_bytes();
-		for (; got < a->qps; got++)
-			if ((rc = sv_reg_mr(s.pd, b + (size_t)got * pg, pg, SV_ACCESS_LOCAL_WRITE |
-					    SV_ACCESS_REMOTE_WRITE, &m[got])) < 0) {
-				fprintf(stderr, "sv_scale: sv_reg_mr %u: %s\n", got, sv_strerror(rc));
-				break;
-			}
-		rss3 = status_kb("VmRSS");
+		for (uint32_t i = 0; i < a->qps; i++)
+			if ((rc = qp_make(&s, i, &q[i])) < 0)
+				die("sv_create_qp", rc);
+		rss1 = status_kb("VmRSS");
 		heap1 = heap_bytes();
-		printf("mrs=%u\nrss_per_mr_B=%.0f\nheap_per_mr_B=%.0f\n", got,
-		       got ? (double)(rss3 - rss2) * 1024.0 / got : 0,
-		       got ? (double)(heap1 - heap0) / got : 0);
-		for (uint32_t i = 0; i < got; i++)
-			sv_dereg_mr(m[i]);
-		free(m);
-		free(b);
+		printf("rss_per_qp_created_B=%.0f\nheap_per_qp_created_B=%.0f\n",
+		       (double)(rss1 - rss0) * 1024.0 / a->qps, (double)(heap1 - heap0) / a->qps);
+		for (uint32_t i = 0; i < a->qps; i++)
+			if ((rc = sv_destroy_qp(q[i])) < 0)
+				die("sv_destroy_qp", rc);
+		free(q);
 	}
 	rc = s.failed || s.violations || s.live || s.verified != a->qps ? 1 : 0;
 	side_close(&s);
@@ -797,7 +825,7 @@ static int client(const struct args *a, int port)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: sv_scale [--qps N] [--transport tcp|udp] [--timeout S]\n"
+	fprintf(stderr, "usage: sv_scale [--qps N] [--mrs M] [--transport tcp|udp] [--timeout S]\n"
 			"       sv_scale --serve [--qps CAP] [--idle-ms M] ...\n"
 			"       sv_scale --connect PORT [--qps K] [--seconds S] ...\n");
 	exit(2);
@@ -831,6 +859,8 @@ int main(int argc, char **argv)
 			a.port = atoi(v);
 		else if (!strcmp(o, "--seconds"))
 			a.seconds = atoi(v);
+		else if (!strcmp(o, "--mrs"))
+			a.mrs = (uint32_t)strtoul(v, NULL, 10);
 		else if (!strcmp(o, "--idle-ms"))
 			a.idle_ms = atoi(v);
 		else
@@ -840,6 +870,7 @@ int main(int argc, char **argv)
 		usage();
 	signal(SIGTERM, on_term);
 	signal(SIGINT, on_term);
+	signal(SIGUSR1, on_usr1);
 	signal(SIGPIPE, SIG_IGN);
 	alarm((unsigned)a.timeout);
 	if (a.serve)
