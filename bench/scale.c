@@ -60,7 +60,7 @@ struct conn {
 	bool disc_asked;	/* we called sv_cm_disconnect */
 	bool verified;
 	uint32_t seed;
-	uint64_t up_ms;
+	uint64_t up_ms;		/* server: accepted at; client: ESTABLISHED at */
 };
 
 struct accept_pd {		/* the server's accept private data */
@@ -482,6 +482,7 @@ static void server_request(struct side *s, struct sv_cm_event *ev)
 	c = &s->c[i];
 	c->id = id;
 	c->st = C_CONNECTING;
+	c->up_ms = now_ms();	/* a peer killed before its RTU is closed by --idle-ms too */
 	id->user_context = c;
 	s->live++;
 	a.slot = (uint32_t)i;
@@ -518,7 +519,8 @@ static void drain_cm(struct side *s)
 		switch (ev->event) {
 		case SV_CM_EVENT_ESTABLISHED:
 			c->st = C_UP;
-			c->up_ms = now_ms();
+			if (!s->server)
+				c->up_ms = now_ms();
 			s->established++;
 			if (!s->server)
 				client_up(s, i, ev);
@@ -671,6 +673,22 @@ static int serve(const struct args *a, int port_fd)
 			peak_fds = f > peak_fds ? f : peak_fds;
 			peak_threads = t > peak_threads ? t : peak_threads;
 			next_sample = now_ms() + 1000;
+		}
+		if (idle_asked == 1 && s.live) {
+			/* Said once per request while connections remain: which ones. */
+			unsigned st[4] = { 0 }, asked = 0, disc = 0, posted = 0;
+
+			for (uint32_t i = 0; i < s.cap; i++) {
+				st[s.c[i].st]++;
+				asked += s.c[i].disc_asked;
+				disc += s.c[i].disc;
+				posted += s.c[i].posted != 0;
+			}
+			fprintf(stderr, "sv_scale[%d]: waiting for %u connections: %u connecting, "
+				"%u up, %u done; %u asked to disconnect, %u disconnected, %u with "
+				"WRs outstanding\n", (int)getpid(), s.live, st[C_CONNECTING], st[C_UP],
+				st[C_DONE], asked, disc, posted);
+			idle_asked = 2;
 		}
 		if (s.live == 0 && idle_asked) {
 			idle_asked = 0;
