@@ -8,10 +8,12 @@
  * sizes itself from them never meets a surprise -EINVAL.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "core/internal.h"
@@ -167,14 +169,36 @@ static int ctx_fini_on_loop(void *arg)
 	return 0;
 }
 
+/* Every TCP connection is a socket, and a context holds a few descriptors more (the
+ * loop's epoll and eventfds, the UDP socket, the channels' eventfds): 10000 connections
+ * need more than the usual soft limit of 1024. So the first context raises the soft
+ * RLIMIT_NOFILE to the hard limit, which any process may do (getrlimit(2)). Running out
+ * later fails the call that needed the descriptor with -EMFILE and says so in the log
+ * (wire/iwarp_cm.c sock_new(); the listener backs off, listener_back_off()). */
+static void raise_nofile(void)
+{
+	struct rlimit r;
+	unsigned long long was;
+
+	if (getrlimit(RLIMIT_NOFILE, &r) < 0 || r.rlim_cur >= r.rlim_max)
+		return;
+	was = (unsigned long long)r.rlim_cur;
+	r.rlim_cur = r.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &r) == 0)
+		sv__log(SV_LOG_DEBUG, "softverbs: RLIMIT_NOFILE soft limit raised from %llu to "
+			"the hard limit %llu", was, (unsigned long long)r.rlim_max);
+}
+
 int sv__open_device_with_ops(const struct sv_device_opts *opts,
 			     const struct sv__transport_ops *ops, struct sv_context **out)
 {
+	static pthread_once_t nofile_once = PTHREAD_ONCE_INIT;
 	struct sv_context *ctx;
 	int rc;
 
 	if (!out || !ops)
 		return -EINVAL;
+	pthread_once(&nofile_once, raise_nofile);
 	if (!(ctx = calloc(1, sizeof(*ctx))))
 		return -ENOMEM;
 	if (opts)
@@ -214,6 +238,9 @@ err_free:
 	pthread_mutex_destroy(&ctx->qp_list_lock);
 	pthread_mutex_destroy(&ctx->obj_lock);
 	free(ctx);
+	if (rc == -EMFILE || rc == -ENFILE)	/* raise_nofile() above */
+		sv__log(SV_LOG_ERROR, "softverbs: cannot open a device: %s (RLIMIT_NOFILE)",
+			sv_strerror(rc));
 	return rc;
 }
 

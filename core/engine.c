@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
@@ -278,8 +279,14 @@ void sv__engine_unkick(struct sv_context *ctx, struct sv__qp *qp)
 int sv__evfd_open(void)
 {
 	int fd = eventfd(0, EFD_CLOEXEC);
+	int err = errno;
 
-	return fd < 0 ? -errno : fd;
+	if (fd >= 0)
+		return fd;
+	if (err == EMFILE || err == ENFILE)	/* core/context.c raise_nofile() */
+		sv__log(SV_LOG_ERROR, "softverbs: no eventfd for a channel: %s (RLIMIT_NOFILE)",
+			strerror(err));
+	return -err;
 }
 
 /* Under the owning channel's lock, when the pending list goes from empty to non-empty. */

@@ -32,11 +32,13 @@
 #endif
 
 /* Hard limits: the device attributes never exceed them, whatever the options say. */
-#define SV__MAX_QP 1024
+/* QPs per context: 16384, so cmtime -c 10000 (each process holds 10000 connected QPs) and
+ * bench/scale.sh's 10000 fit; the kernel's rxe advertises 32768 (issue 15). */
+#define SV__MAX_QP 16384
 #define SV__MAX_QP_WR 4096
-/* CQs: 16384, as the kernel's rxe advertises; rdma_cm programs take two per connection
- * (cmtime -c 1000 holds 2000 at once). */
-#define SV__MAX_CQ 16384
+/* CQs: 32768 (the kernel's rxe advertises 16384); rdma_cm programs take two per
+ * connection, so cmtime -c 10000 holds 20000 at once (issue 15). */
+#define SV__MAX_CQ 32768
 /* CQ depth: 2^20. libfabric's rxm sizes its one CQ for every peer of a job
  * (tx and rx depth times FI_UNIVERSE_SIZE, 1024 by default: 135168 entries); the ring
  * is allocated at that depth but its pages are touched only as completions reach them. */

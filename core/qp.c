@@ -769,7 +769,7 @@ static void free_rings(struct sv__qp *qp)
 
 /* Under obj_lock: a QP number no peer can predict (doc/security.md, "Keys and
  * identifiers"): 24 random bits (IBA 9.2, DestQP), never 0 or 1 (QP0 and QP1 are special
- * in IB), never one of this context's live QPs. At most max_qp (1024) of the 2^24 are
+ * in IB), never one of this context's live QPs. At most max_qp (16384) of the 2^24 are
  * taken, so the first draw almost always stands; the scan is create-time only, and the
  * transports' own QPN lookups (wire/roce.c) hash the number. */
 static int qpn_take(struct sv_context *ctx, uint32_t *qpn)

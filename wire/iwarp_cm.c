@@ -320,8 +320,14 @@ static int sock_new(int family)
 	int one = 1;
 	int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 
-	if (fd < 0)
-		return -errno;
+	if (fd < 0) {
+		int err = errno;
+
+		if (err == EMFILE || err == ENFILE)
+			sv__log(SV_LOG_ERROR, "iwarp: no socket: %s (RLIMIT_NOFILE)",
+				strerror(err));
+		return -err;
+	}
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	return fd;
 }

@@ -579,7 +579,7 @@ static int ctx_init(struct sv_context *ctx, void **tctx)
 	rc->fd = -1;
 	rc->sr = o->retx == SV_RETX_SR;
 	rc->cwnd_max = o->cwnd_max;
-	rc->tbl_mask = 2047;		/* > 2x SV max_qp (1024) */
+	rc->tbl_mask = 32767;		/* > 2x SV max_qp (16384) */
 	pthread_mutex_init(&rc->rx_lock, NULL);
 	pthread_mutex_init(&rc->inbox_lock, NULL);
 	rc->defer_tail = &rc->defer_head;

@@ -207,6 +207,7 @@ struct sv__rctx {
 	struct sv__roce_kx *kx;
 	/* Connection manager (roce_cm.c, loop only). */
 	uv_timer_t cm_timer;		/* MAD retransmissions */
+	bool cm_arm_soon;		/* cm_timer runs on the loop's next turn (roce_cm.c arm) */
 	struct sv__tep *cm_eps;		/* listeners and connections */
 	uint32_t gsi_psn;		/* BTH PSN of the MADs we send */
 	struct sv_cm_stats cm_st;	/* counters (sv_query_cm_stats) */

@@ -304,10 +304,13 @@ static int mad_send(struct sv__rctx *rc, const union sv__roce_addr *dst, const u
 
 static void timer_cb(uv_timer_t *t);
 
-static void arm(struct sv__rctx *rc)
+/* Starts the timer for the earliest deadline of all endpoints, a walk over every one of
+ * them (timer_cb's own end). */
+static void arm_scan(struct sv__rctx *rc)
 {
 	uint64_t next = 0, now = sv__now_ns();
 
+	rc->cm_arm_soon = false;
 	for (struct sv__tep *e = rc->cm_eps; e; e = e->next)
 		if (e->deadline_ns && (!next || e->deadline_ns < next))
 			next = e->deadline_ns;
@@ -317,6 +320,18 @@ static void arm(struct sv__rctx *rc)
 	}
 	uv_timer_start(&rc->cm_timer, timer_cb, next > now ? (next - now + 999999) / 1000000 :
 		       0, 0);
+}
+
+/* A deadline changed. With 10000 connections a walk over the endpoints after every MAD
+ * made connection setup quadratic (bench/scale.sh, issue 15), so the walk waits for the
+ * timer on the loop's next turn, which does it once for all the changes of this one;
+ * firing early is harmless: timer_cb acts on due deadlines only. */
+static void arm(struct sv__rctx *rc)
+{
+	if (rc->cm_arm_soon)
+		return;
+	rc->cm_arm_soon = true;
+	uv_timer_start(&rc->cm_timer, timer_cb, 0, 0);
 }
 
 /* Encodes m into ep->msg and sends it; with retransmit, keeps sending it on the timer. */
@@ -1158,6 +1173,8 @@ static void timer_cb(uv_timer_t *t)
 	struct sv__rctx *rc = t->data;
 	uint64_t now = sv__now_ns();
 
+	rc->cm_arm_soon = false;
+
 	for (struct sv__tep *e = rc->cm_eps; e; e = e->next) {
 		if (!e->deadline_ns || e->deadline_ns > now)
 			continue;
@@ -1180,7 +1197,7 @@ static void timer_cb(uv_timer_t *t)
 		e->tries++;
 		e->deadline_ns = now + ms_ns(CM_RETRY_MS);
 	}
-	arm(rc);
+	arm_scan(rc);
 }
 
 /*

@@ -136,7 +136,7 @@ Test(core_async, device_and_port_attributes)
 
 	cr_assert_eq(sv_query_device(env.ctx, &da), 0);
 	cr_assert_str_eq(da.name, "sv_tcp0");
-	cr_assert_eq(da.max_qp, 1024);
+	cr_assert_eq(da.max_qp, 16384);
 	cr_assert_eq(da.max_qp_wr, 4096);
 	cr_assert_eq(da.max_sge, SV__MAX_SGE);
 	cr_assert_eq(da.max_cqe, 1u << 20);
