@@ -18,8 +18,13 @@ deps:
 test-deps:
 	@scripts/deps.sh --test
 
+# Configured again on every run, not only the first: what the tree builds depends on what
+# is installed (the drop-ins need the rdma-core headers that `make check` installs after
+# `make demo` configured the tree), and CMake searches again for what it did not find
+# before. On an unchanged machine this is a second's no-op.
 configure:
-	@test -f $(BUILD)/CMakeCache.txt || cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
+	@if test -f $(BUILD)/CMakeCache.txt; then cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null; \
+	else cmake -S . -B $(BUILD) $(CMAKE_FLAGS); fi
 
 demo: deps all
 	@scripts/demo.sh $(BUILD)

@@ -54,7 +54,7 @@ if [ ! -x "$build/svrun" ]; then
 			"uninstrumented programs (plain make check runs these groups)" >>"$summary"
 	else
 		printf 'apps/*, net2/twohost\tnot built: the rdma-core headers were missing when %s\n' \
-			"$build was configured (apt-get install libibverbs-dev librdmacm-dev, then rm -rf $build)" \
+			"$build was configured (apt-get install libibverbs-dev librdmacm-dev, then make check again)" \
 			>>"$summary"
 	fi
 fi

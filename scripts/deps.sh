@@ -11,8 +11,8 @@
 # themselves, and make check lists them at the end with the reason).
 set -eu
 build="build-essential cmake pkg-config libuv1-dev libssl-dev zlib1g-dev libisal-dev libcriterion-dev"
-tests="libibverbs-dev librdmacm-dev ibverbs-utils rdmacm-utils perftest qperf python3-pyverbs tshark
-	iproute2 libfabric-bin ucx-utils"
+tests="libibverbs-dev librdmacm-dev ibverbs-utils rdmacm-utils perftest qperf python3 python3-pyverbs tshark
+	iproute2 libfabric-bin ucx-utils openssl socat netcat-openbsd"
 want=$build
 [ "${1:-}" = "--test" ] && want="$build $tests"
 
