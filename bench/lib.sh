@@ -23,6 +23,15 @@ bench_cleanup() {
 	rm -rf "$tmp"
 }
 
+# bench_netns ARG...: as root (and once only), runs the calling script again with ARG... in a
+# private network namespace holding only lo, so its ports and traffic meet nobody else's.
+# Otherwise returns and the script runs where it is.
+bench_netns() {
+	if [ "$(id -u)" = 0 ] && [ -z "${SV_BENCH_NETNS:-}" ] && command -v unshare >/dev/null; then
+		SV_BENCH_NETNS=1 exec unshare -n sh -c 'ip link set lo up && exec "$0" "$@"' "$0" "$@"
+	fi
+}
+
 free_port() {
 	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }

@@ -32,10 +32,7 @@ while [ $# -gt 0 ]; do
 done
 scale=$build/sv_scale
 need scale.sh "$scale"
-if [ "$(id -u)" = 0 ] && [ -z "${SV_BENCH_NETNS:-}" ] && command -v unshare >/dev/null; then
-	SV_BENCH_NETNS=1 exec unshare -n sh -c 'ip link set lo up && exec "$0" "$@"' "$0" \
-		--qps "$qps" --transport "$transports" --build "$build" --timeout "$limit"
-fi
+bench_netns --qps "$qps" --transport "$transports" --build "$build" --timeout "$limit"
 bench_tmp scale
 rc=0
 echo "scale: $qps QPs; nofile soft/hard $(ulimit -Sn)/$(ulimit -Hn); load $(loadavg)"

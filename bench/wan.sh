@@ -38,11 +38,8 @@ while [ $# -gt 0 ]; do
 	esac
 done
 need wan.sh python3 "$build/svperf"
-if [ "$(id -u)" = 0 ] && [ -z "${SV_BENCH_NETNS:-}" ] && command -v unshare >/dev/null; then
-	# shellcheck disable=SC2086 # re-run with the same words
-	exec env SV_BENCH_NETNS=1 unshare -n sh -c 'ip link set lo up && exec "$0" "$@"' \
-		"$0" $args
-fi
+# shellcheck disable=SC2086 # re-run with the same words
+bench_netns $args
 bench_tmp svwan
 lim=$((secs + 30))
 port=19400
