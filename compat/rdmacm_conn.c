@@ -186,10 +186,6 @@ SVC_EXPORT int rdma_disconnect(struct rdma_cm_id *cm_id)
 	if (!cm_id)
 		return fail(EINVAL);
 	rc = sv_cm_disconnect(to_id(cm_id)->sv);
-	/* After the peer's disconnect the kernel's rdma_disconnect still succeeds (on IB it
-	 * answers the DREQ, or finds it answered): the connection is down either way. */
-	if (rc == -ENOTCONN && to_id(cm_id)->peer_disconnected)
-		rc = 0;
 	if (rc < 0)
 		return fail(rc);
 	if (id_qp(to_id(cm_id)))

@@ -250,7 +250,6 @@ static struct svc_event *translate(struct sv_cm_event *s)
 		    id->id.verbs->device->transport_type != IBV_TRANSPORT_IWARP)
 			e->ev.event = RDMA_CM_EVENT_CONNECT_RESPONSE;
 	} else if (s->event == SV_CM_EVENT_DISCONNECTED) {
-		id->peer_disconnected = true;
 		if (id_qp(id))
 			svc_sync_qp_state(id_qp(id));
 	}

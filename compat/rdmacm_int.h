@@ -71,7 +71,6 @@ struct svc_id {
 	/* A request id: its CONNECT_REQUEST's depths, which rdma_accept takes where the
 	 * application leaves them to it (no parameters, or the RDMA_MAX_* values). */
 	uint8_t req_resp_res, req_init_depth;
-	bool peer_disconnected;		/* DISCONNECTED was delivered for the connection */
 	/* An application-owned QP (rping -q): cm_id->qp stays NULL, as in librdmacm, and
 	 * the QP conn_param.qp_num names at rdma_connect (app_active) or rdma_accept is
 	 * the one the CM connects. */

@@ -1800,7 +1800,11 @@ int sv__roce_cm_disconnect(struct sv__tep *ep)
 {
 	int r;
 
-	if (ep->state == EP_DREQ_SENT)
+	/* A connection already over (the peer's DREQ answered, ours answered or given up
+	 * on, a refused or failed attempt) has nothing left to close: as the kernel's
+	 * rdma_cm, whose disconnect on IB "initiates or responds" and succeeds either way,
+	 * this is no error, so the two sides may disconnect at the same moment. */
+	if (ep->state == EP_DREQ_SENT || ep->state == EP_CLOSED)
 		return 0;
 	if (ep->state != EP_ESTABLISHED && ep->state != EP_REP_SENT)
 		return -ENOTCONN;

@@ -23,6 +23,7 @@
  *
  * Skipped when python3-pyverbs or the packaged tests are not installed.
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +68,56 @@ static void remove_dir(const char *dir)
 	cr_expect_eq(system(cmd), 0, "could not remove %s", dir);
 }
 
+/* Whether a line of the verbose run, before the reports, tells of a test that did not
+ * pass: its "name ... RESULT" line unless the result is ok or skipped (the result may
+ * follow what the test printed, "... Player active got: ...", and stand alone on the
+ * next line), or that lone "FAIL" / "ERROR". */
+static bool tells_of_failure(const char *line, size_t n)
+{
+	const char *dots = memmem(line, n, " ... ", 5);
+	size_t rest;
+
+	if ((n == 5 && !memcmp(line, "FAIL\n", 5)) || (n == 6 && !memcmp(line, "ERROR\n", 6)))
+		return true;
+	if (!dots)
+		return false;
+	dots += 5;
+	rest = n - (size_t)(dots - line);
+	return !(rest == 3 && !memcmp(dots, "ok\n", 3)) &&
+	       !(rest >= 7 && !memcmp(dots, "skipped", 7));
+}
+
+/* What unittest says about the tests that did not pass: their lines of the verbose run,
+ * then the reports from the first "=====" block up to "Ran N tests" (the tracebacks),
+ * so a failure names its test without the 270 lines that passed or skipped. Caller
+ * frees. */
+static char *failure_report(const char *out)
+{
+	const char *blocks = strstr(out, "\n======");
+	const char *ran = strstr(out, "\nRan ");
+	char *rep = malloc(strlen(out) + 1);
+	const char *line = out;
+	size_t len = 0;
+
+	cr_assert_not_null(rep);
+	while (*line && (!blocks || line < blocks)) {
+		const char *end = strchr(line, '\n');
+		size_t n = end ? (size_t)(end - line + 1) : strlen(line);
+
+		if (tells_of_failure(line, n)) {
+			memcpy(rep + len, line, n);
+			len += n;
+		}
+		line += n;
+	}
+	if (blocks && ran && ran > blocks) {
+		memcpy(rep + len, blocks, (size_t)(ran - blocks));
+		len += (size_t)(ran - blocks);
+	}
+	rep[len] = '\0';
+	return rep;
+}
+
 /* unittest's closing count for key ("failures=", "errors=", "skipped="), 0 if absent. */
 static long closing_count(const char *closing, const char *key)
 {
@@ -81,7 +132,7 @@ static void run_suite(const char *transport, const char *dev, long min_passed)
 	struct apps_proc p;
 	const char *ran, *closing;
 	long n_ran, n_failed, n_errors, n_skipped, n_passed;
-	char *out;
+	char *out, *report;
 	int rc;
 
 	require_pyverbs();
@@ -111,11 +162,13 @@ static void run_suite(const char *transport, const char *dev, long min_passed)
 		   closing_count(closing, "expected failures=");
 	cr_log_info("pyverbs on %s: %ld ran, %ld passed, %ld skipped, %ld failed, %ld errors",
 		    dev, n_ran, n_passed, n_skipped, n_failed, n_errors);
-	cr_expect_eq(n_failed, 0, "%ld failures on %s:\n%s", n_failed, dev, out);
-	cr_expect_eq(n_errors, 0, "%ld errors on %s:\n%s", n_errors, dev, out);
-	cr_expect_eq(rc, 0, "the suite exited %d on %s:\n%s", rc, dev, out);
+	report = failure_report(out);
+	cr_expect_eq(n_failed, 0, "%ld failures on %s:\n%s", n_failed, dev, report);
+	cr_expect_eq(n_errors, 0, "%ld errors on %s:\n%s", n_errors, dev, report);
+	cr_expect_eq(rc, 0, "the suite exited %d on %s:\n%s", rc, dev, report);
 	cr_expect_geq(n_passed, min_passed, "only %ld tests passed on %s (at least %ld):\n%s",
 		      n_passed, dev, min_passed, out);
+	free(report);
 	free(out);
 }
 

@@ -241,8 +241,11 @@ static void disconnect_from(bool active)
 	struct sv_cm_event *ev;
 	struct sv_qp_attr at;
 	struct sv_wc wc;
+	struct pollfd quiet[2];
 
 	connect_pair();
+	quiet[0] = (struct pollfd){ .fd = sv_cm_channel_fd(a.ch), .events = POLLIN };
+	quiet[1] = (struct pollfd){ .fd = sv_cm_channel_fd(b.ch), .events = POLLIN };
 	cr_assert_eq(sv_post_recv(b.qp, &rwr, &rbad), 0);
 	cr_assert_eq(sv_cm_disconnect(active ? a.id : b.conn), 0);
 	ev = ru_cm_event(a.ch, SV_CM_EVENT_DISCONNECTED, WAIT_MS);
@@ -253,6 +256,12 @@ static void disconnect_from(bool active)
 	cr_assert_eq(sv_cm_ack_event(ev), 0);
 	ev = ru_cm_event(b.ch, SV_CM_EVENT_TIMEWAIT_EXIT, WAIT_MS);
 	cr_assert_eq(sv_cm_ack_event(ev), 0);
+	/* The other side's disconnect after the peer's, and a second one of the first
+	 * side's, succeed with nothing more to say (the kernel's rdma_cm: both sides of a
+	 * connection may disconnect at once). */
+	cr_assert_eq(sv_cm_disconnect(active ? b.conn : a.id), 0);
+	cr_assert_eq(sv_cm_disconnect(active ? a.id : b.conn), 0);
+	cr_assert_eq(poll(quiet, 2, 200), 0, "a disconnect of a closed connection said more");
 	cr_assert_eq(sv_query_qp(a.qp, &at, 0, NULL), 0);
 	cr_assert_eq(at.qp_state, SV_QPS_ERR);
 	cr_assert_eq(sv_query_qp(b.qp, &at, 0, NULL), 0);
