@@ -15,7 +15,9 @@
  *   roce_retx.c   the reliability logic (pure: window, timers, GBN/SR decisions)
  *   roce_ud.c     UD QPs (SEND_ONLY with DETH, GRH in the receive buffer) and the
  *                 datagram sender UD and the CM share
- *   roce_cm.c     in-band connection management: IB CM MADs on QP1
+ *   roce_cm.c     in-band connection management: IB CM MADs on QP1 (the endpoint states,
+ *                 sending, the timer); roce_cm_rx.c, roce_cm_sidr.c, roce_cm_ops.c its
+ *                 receive side, SIDR and operations (roce_cm.h)
  *   roce_cm_dir.c host-local resolution of CM addresses on loopback (who listens where)
  *   impair.c      fault injection on the transmit path
  *
@@ -207,7 +209,7 @@ struct sv__rctx {
 	struct sv__roce_kx *kx;
 	/* Connection manager (roce_cm.c, loop only). */
 	uv_timer_t cm_timer;		/* MAD retransmissions */
-	bool cm_arm_soon;		/* cm_timer runs on the loop's next turn (roce_cm.c arm) */
+	bool cm_arm_soon;		/* cm_timer runs on the next loop turn (sv__roce_cm_arm) */
 	struct sv__tep *cm_eps;		/* listeners and connections */
 	uint32_t gsi_psn;		/* BTH PSN of the MADs we send */
 	struct sv_cm_stats cm_st;	/* counters (sv_query_cm_stats) */
