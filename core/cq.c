@@ -516,7 +516,7 @@ __attribute__((noinline)) static int poll_cq(struct sv_cq *cq, int num_entries, 
 	return n;
 }
 
-/* Only the choice of path, as sv_post_send() (core/qp.c). */
+/* Only the choice of path, as sv_post_send() (core/qp_post.c). */
 int sv_poll_cq(struct sv_cq *cq, int num_entries, struct sv_wc *wc)
 {
 	if (cq && cq->nic)

@@ -105,7 +105,7 @@ struct sv_context {
 	uint32_t n_pd, n_cq, n_qp, n_mr, n_comp_channel, n_cm_id;
 	uint32_t n_srq;
 	uint32_t next_pd_handle, next_mr_handle;
-	uint32_t qpns[SV__MAX_QP];	/* the live QPs' numbers, n_qp of them (core/qp.c) */
+	uint32_t qpns[SV__MAX_QP];	/* the live QPs' numbers, n_qp (core/qp_create.c) */
 
 	/* MR key table (core/mr.c). */
 	pthread_rwlock_t mr_lock;
@@ -382,6 +382,21 @@ static inline struct sv__qp *to_qp(struct sv_qp *qp)
 void sv__qp_enter_err(struct sv__qp *qp);
 /* Moves a RESET QP to INIT the way rdma_cm does before connect/accept. */
 int sv__qp_cm_init(struct sv__qp *qp);
+/* Shared by core/qp.c (state machine), core/qp_wqe.c (rings, completions),
+ * core/qp_create.c and core/qp_post.c; [qp-locked], but for sv__qp_set_state on a QP
+ * sv_create_qp has not returned yet. */
+void sv__qp_set_state(struct sv__qp *qp, enum sv_qp_state s);
+/* SQD: raises SQ_DRAINED once nothing is in flight, if asked (qp.c). */
+void sv__qp_check_drained(struct sv__qp *qp);
+/* One work completion for a send WQE, or a receive slot, to the QP's CQ (qp_wqe.c). */
+void sv__qp_complete_send(struct sv__qp *qp, const struct sv__send_wqe *w,
+			  enum sv_wc_status status, uint32_t byte_len, uint32_t vendor_err);
+void sv__qp_complete_recv(struct sv__qp *qp, const struct sv__recv_wqe *w,
+			  const struct sv__rq_slot *s);
+/* Completes everything queued, in posting order, as entering ERR does (qp_wqe.c). */
+void sv__qp_flush_all(struct sv__qp *qp);
+/* A WR core runs itself (bind, local invalidate), never handed to the transport. */
+bool sv__qp_is_local(enum sv_wr_opcode op);
 /* [loop] The QP is being destroyed: its CM id forgets it (core/cm.c). */
 void sv__cm_qp_gone(struct sv__qp *qp);
 

@@ -22,7 +22,7 @@
  * counted alike in mr->inflight:
  *   remote   sv__mr_acquire(): a peer's WRITE being placed, a READ response being sent,
  *            an atomic being executed; held by the transport;
- *   local    sv__sge_map() for a WQE (sv__sq_map/sv__rq_map, core/qp.c): a receive
+ *   local    sv__sge_map() for a WQE (sv__sq_map/sv__rq_map, core/qp_wqe.c): a receive
  *            being filled, a SEND's source, a READ or atomic result sink; held in the
  *            WQE's slot from its first use until it completes or flushes.
  * Holding local references per WR rather than looking the lkey up per packet keeps the

@@ -3,7 +3,7 @@
  *
  * A window is a slot of the MRs' key table (core/mr.c) with its own rkey, bound to a
  * range of an MR by a work request that core executes itself when it reaches the head
- * of the send queue (sv__sq_peek, core/qp.c), so a bind is ordered with the WRs around
+ * of the send queue (sv__sq_peek, core/qp_wqe.c), so a bind is ordered with the WRs around
  * it exactly as the verbs promise: a later SEND on the same QP may carry the new rkey.
  * Type 1 windows are bound through sv_bind_mw() (which, as libibverbs does, turns into
  * a bind WR with the key advanced by one); type 2 windows by SV_WR_BIND_MW with the

@@ -1,6 +1,6 @@
 /*
  * random.c — the one source of identifiers a peer must not predict: memory keys
- * (core/mr.c), QP numbers (core/qp.c) and the CM's identifiers and starting PSNs
+ * (core/mr.c), QP numbers (core/qp_create.c) and the CM's identifiers and starting PSNs
  * (doc/security.md, "Keys and identifiers").
  *
  * They come from the kernel's CSPRNG through getrandom(2), never from a generator seeded

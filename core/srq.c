@@ -5,7 +5,7 @@
  * An SRQ is a ring of posted receive WQEs under its own lock, with free-running put and
  * get counters like the QP rings. Transports never see it: a QP created with an SRQ
  * answers the transport's sv__rq_take() by moving the SRQ's oldest WQE into its own
- * receive ring (core/qp.c), so from that moment the WQE belongs to the QP, which
+ * receive ring (core/qp_wqe.c), so from that moment the WQE belongs to the QP, which
  * completes it (or flushes it when it fails) in take order, with its own qp_num and recv
  * CQ. WQEs still in the SRQ belong to no QP and outlive any QP's error.
  *

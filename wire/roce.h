@@ -15,7 +15,9 @@
  *   roce_retx.c   the reliability logic (pure: window, timers, GBN/SR decisions)
  *   roce_ud.c     UD QPs (SEND_ONLY with DETH, GRH in the receive buffer) and the
  *                 datagram sender UD and the CM share
- *   roce_cm.c     in-band connection management: IB CM MADs on QP1
+ *   roce_cm.c     in-band connection management: IB CM MADs on QP1 (the endpoint states,
+ *                 sending, the timer); roce_cm_rx.c, roce_cm_sidr.c, roce_cm_ops.c its
+ *                 receive side, SIDR and operations (roce_cm.h)
  *   roce_cm_dir.c host-local resolution of CM addresses on loopback (who listens where)
  *   impair.c      fault injection on the transmit path
  *
@@ -207,7 +209,7 @@ struct sv__rctx {
 	struct sv__roce_kx *kx;
 	/* Connection manager (roce_cm.c, loop only). */
 	uv_timer_t cm_timer;		/* MAD retransmissions */
-	bool cm_arm_soon;		/* cm_timer runs on the loop's next turn (roce_cm.c arm) */
+	bool cm_arm_soon;		/* cm_timer runs on the next loop turn (sv__roce_cm_arm) */
 	struct sv__tep *cm_eps;		/* listeners and connections */
 	uint32_t gsi_psn;		/* BTH PSN of the MADs we send */
 	struct sv_cm_stats cm_st;	/* counters (sv_query_cm_stats) */
@@ -292,6 +294,24 @@ struct sv__rqp_stats {
 	uint64_t rsp_built, rsp_sent, rsp_full;
 };
 
+/*
+ * The responder's place in a message's opcode sequence (IBA 9.7.5.1, the opcode sequence
+ * check, as execute() in roce_resp.c applies it): between messages, inside a SEND or RDMA
+ * WRITE of several packets, or, on UC only, skipping the rest of a message it dropped
+ * (doc/wire-roce.md 11). One state per QP, changed only by sv__roce_resp_move(), which
+ * refuses a move its table lacks. The responder's other flags are independent of it and
+ * of one another: nak_sent (go-back-N has NAKed the current gap, which may open in any of
+ * these states) and ack_pending, nak_pending (replies waiting for the end of the receive
+ * batch).
+ */
+enum sv__resp_state {
+	SV__RESP_IDLE,			/* between messages */
+	SV__RESP_IN_SEND,		/* after a SEND FIRST or MIDDLE */
+	SV__RESP_IN_WRITE,		/* after an RDMA WRITE FIRST or MIDDLE */
+	SV__RESP_UC_SKIP,		/* UC: dropping the rest of a message */
+	SV__RESP_NSTATES
+};
+
 /* Per-QP state (the qp's tqp). */
 struct sv__rqp {
 	struct sv_qp *qp;
@@ -333,8 +353,7 @@ struct sv__rqp {
 	struct iovec riov[SV__MAX_SGE];
 	int nriov;
 	uint32_t rcap, rgot;
-	bool in_send, in_write;
-	bool uc_skip;			/* UC: dropping the rest of a message (roce_resp.c) */
+	enum sv__resp_state rstate;	/* the message in progress (sv__roce_resp_move) */
 	struct sv__mr *wmr;		/* WRITE in progress: target held (a window's: NULL
 					 * between packets, looked up again at wrkey, wva) */
 	uint8_t *wptr;
@@ -540,6 +559,9 @@ void sv__roce_resp_final_ack(struct sv__rqp *q);
 void sv__roce_resp_progress(struct sv__rqp *q);
 /* qp_error/reset: drop MR references and queued responses. */
 void sv__roce_resp_abort(struct sv__rqp *q);
+/* The responder's state to `to`: false, the state unchanged and an error logged, when
+ * its table has no such move; staying where it is always succeeds. */
+bool sv__roce_resp_move(struct sv__rqp *q, enum sv__resp_state to);
 /* The qp_holds op: the target of the WRITE in progress (the only sv__mr_acquire()
  * reference the transport keeps across calls). */
 bool sv__roce_qp_holds(struct sv_qp *qp, const struct sv__mr *mr);

@@ -39,6 +39,43 @@ struct ooo_ent {
 	struct sv_ib_pkt k;
 };
 
+static const char *const resp_state_name[SV__RESP_NSTATES] = {
+	[SV__RESP_IDLE] = "IDLE",
+	[SV__RESP_IN_SEND] = "IN_SEND",
+	[SV__RESP_IN_WRITE] = "IN_WRITE",
+	[SV__RESP_UC_SKIP] = "UC_SKIP",
+};
+
+#define TO(s) (1u << (s))
+
+/* resp_moves[s] has bit t set when s -> t is a move the responder makes. A message of
+ * several packets starts from IDLE and ends there (its LAST, or an abort); so does a UC
+ * skip. A message never follows another without IDLE between them: a FIRST or ONLY
+ * inside one is refused (RC) or first ends the message in progress (UC). */
+static const unsigned resp_moves[SV__RESP_NSTATES] = {
+	[SV__RESP_IDLE] = TO(SV__RESP_IN_SEND) | TO(SV__RESP_IN_WRITE) | TO(SV__RESP_UC_SKIP),
+	[SV__RESP_IN_SEND] = TO(SV__RESP_IDLE),
+	[SV__RESP_IN_WRITE] = TO(SV__RESP_IDLE),
+	[SV__RESP_UC_SKIP] = TO(SV__RESP_IDLE),
+};
+
+/* Called for every packet of a message, so staying costs one comparison and no log. */
+bool sv__roce_resp_move(struct sv__rqp *q, enum sv__resp_state to)
+{
+	if (to == q->rstate)
+		return true;
+	if ((unsigned)to >= SV__RESP_NSTATES || !(resp_moves[q->rstate] & TO(to))) {
+		sv__log(SV_LOG_ERROR, "softverbs udp: QP %06x responder: no move from %s to %s",
+			q->qp->qp_num, resp_state_name[q->rstate],
+			(unsigned)to < SV__RESP_NSTATES ? resp_state_name[to] : "?");
+		return false;
+	}
+	sv__log(SV_LOG_DEBUG, "softverbs udp: QP %06x responder: %s -> %s", q->qp->qp_num,
+		resp_state_name[q->rstate], resp_state_name[to]);
+	q->rstate = to;
+	return true;
+}
+
 int sv__roce_resp_init(struct sv__rqp *q)
 {
 	q->res = calloc(MAX_RES, sizeof(*q->res));
@@ -71,7 +108,7 @@ void sv__roce_resp_abort(struct sv__rqp *q)
 	q->rsp_get = q->rsp_put;	/* queued responses hold no reference */
 	q->rd_new = 0;
 	q->rwqe = NULL;			/* core flushes it */
-	q->in_send = q->in_write = q->uc_skip = false;
+	(void)sv__roce_resp_move(q, SV__RESP_IDLE);
 	ooo_drop_all(q);
 }
 
@@ -423,7 +460,7 @@ static int do_send(struct sv__rqp *q, const struct sv_ib_pkt *k)
 	}
 	sv__roce_iov_copy_in(q->riov, q->nriov, q->rgot, k->payload, (uint32_t)k->payload_len);
 	q->rgot += k->payload_len;
-	q->in_send = !(f & SV_IB_OPF_END);
+	(void)sv__roce_resp_move(q, (f & SV_IB_OPF_END) ? SV__RESP_IDLE : SV__RESP_IN_SEND);
 	if (f & SV_IB_OPF_END) {
 		struct sv__recv_wqe *w;
 
@@ -510,7 +547,7 @@ static int do_write(struct sv__rqp *q, const struct sv_ib_pkt *k)
 		sv__mr_release(q->wmr);
 		q->wmr = NULL;
 	}
-	q->in_write = !(f & SV_IB_OPF_END);
+	(void)sv__roce_resp_move(q, (f & SV_IB_OPF_END) ? SV__RESP_IDLE : SV__RESP_IN_WRITE);
 	if (f & SV_IB_OPF_END) {
 		if (q->wmr)
 			sv__mr_release(q->wmr);
@@ -650,14 +687,15 @@ static int execute(struct sv__rqp *q, const struct sv_ib_pkt *k)
 {
 	unsigned f = k->flags;
 	bool send = f & SV_IB_OPF_SEND, write = f & SV_IB_OPF_WRITE;
+	bool in_send = q->rstate == SV__RESP_IN_SEND, in_write = q->rstate == SV__RESP_IN_WRITE;
 	int rc;
 
 	/* Opcode sequence (IBA 9.7.5.1.x): inside a SEND only SEND MIDDLE/LAST, inside a
 	 * WRITE only WRITE MIDDLE/LAST, and those never outside. */
-	if ((q->in_send && !(send && !(f & SV_IB_OPF_START))) ||
-	    (q->in_write && !(write && !(f & SV_IB_OPF_START))) ||
-	    (!q->in_send && send && !(f & SV_IB_OPF_START)) ||
-	    (!q->in_write && write && !(f & SV_IB_OPF_START))) {
+	if ((in_send && !(send && !(f & SV_IB_OPF_START))) ||
+	    (in_write && !(write && !(f & SV_IB_OPF_START))) ||
+	    (!in_send && send && !(f & SV_IB_OPF_START)) ||
+	    (!in_write && write && !(f & SV_IB_OPF_START))) {
 		fatal(q, SYN_NAK_INV, k->bth.psn, SV_WC_REM_INV_REQ_ERR);
 		return STOP;
 	}
@@ -842,10 +880,10 @@ static void drain_ooo(struct sv__rqp *q)
 /* Drops the message in progress, if any: its receive stays taken for the next SEND. */
 static void uc_abandon(struct sv__rqp *q)
 {
-	if (!q->in_send && !q->in_write)
+	if (q->rstate != SV__RESP_IN_SEND && q->rstate != SV__RESP_IN_WRITE)
 		return;
 	q->st.uc_drops++;
-	q->in_send = q->in_write = false;
+	(void)sv__roce_resp_move(q, SV__RESP_IDLE);
 	if (q->wmr) {
 		sv__mr_release(q->wmr);
 		q->wmr = NULL;
@@ -855,11 +893,12 @@ static void uc_abandon(struct sv__rqp *q)
 /* Drops the message packet k belongs to: the rest of it is skipped. */
 static void uc_drop(struct sv__rqp *q, const struct sv_ib_pkt *k)
 {
-	if (q->in_send || q->in_write)
+	if (q->rstate == SV__RESP_IN_SEND || q->rstate == SV__RESP_IN_WRITE)
 		uc_abandon(q);
 	else
 		q->st.uc_drops++;
-	q->uc_skip = !(k->flags & SV_IB_OPF_END);
+	(void)sv__roce_resp_move(q, (k->flags & SV_IB_OPF_END) ? SV__RESP_IDLE :
+				 SV__RESP_UC_SKIP);
 	q->epsn = sv__psn_add(k->bth.psn, 1);
 }
 
@@ -867,7 +906,7 @@ static void uc_rx(struct sv__rqp *q, const struct sv_ib_pkt *k)
 {
 	unsigned f = k->flags;
 	bool start = f & SV_IB_OPF_START;
-	bool more = (f & SV_IB_OPF_SEND) ? q->in_send : q->in_write;
+	bool more = q->rstate == ((f & SV_IB_OPF_SEND) ? SV__RESP_IN_SEND : SV__RESP_IN_WRITE);
 
 	/* A gap: a MIDDLE or LAST is dropped with the message in progress (counted once,
 	 * and not again when that message was already being skipped); a FIRST or ONLY
@@ -875,17 +914,19 @@ static void uc_rx(struct sv__rqp *q, const struct sv_ib_pkt *k)
 	if (k->bth.psn != q->epsn) {
 		q->st.ooo_rx++;
 		q->epsn = k->bth.psn;
-		if (!start && !q->uc_skip) {
+		if (!start && q->rstate != SV__RESP_UC_SKIP) {
 			uc_drop(q, k);
 			return;
 		}
 	}
-	if (q->uc_skip && !start) {
-		q->uc_skip = !(f & SV_IB_OPF_END);
+	if (q->rstate == SV__RESP_UC_SKIP && !start) {
+		(void)sv__roce_resp_move(q, (f & SV_IB_OPF_END) ? SV__RESP_IDLE :
+					 SV__RESP_UC_SKIP);
 		q->epsn = sv__psn_add(k->bth.psn, 1);
 		return;
 	}
-	q->uc_skip = false;
+	if (q->rstate == SV__RESP_UC_SKIP)
+		(void)sv__roce_resp_move(q, SV__RESP_IDLE);
 	if (start) {
 		uc_abandon(q);
 	} else if (!more) {
