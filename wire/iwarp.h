@@ -74,6 +74,10 @@
 
 #define SV__IW_RX_STAGE 16384		/* read-ahead staging buffer */
 #define SV__IW_RX_DIRECT 1024		/* payload at least this big is read in place */
+/* Staged behind a direct read: PAD (3) + CRC (4) + the next FPDU's length field and
+ * headers (at most 48, a Read Request), rounded up; the few payload bytes that come
+ * with them are copied out of staging. */
+#define SV__IW_RX_TAIL 128
 
 /* Counters per QP (doc/architecture.md "Configuration and observability"). */
 struct sv__iw_counters {
