@@ -85,7 +85,6 @@ void sv_device_opts_init(struct sv_device_opts *opts)
 	opts->transport = SV_TRANSPORT_TCP;
 	snprintf(opts->bind_addr, sizeof(opts->bind_addr), "0.0.0.0");
 	opts->crc = 1;
-	opts->mulpdu = SV__DEF_MULPDU;
 
 	if (t && !strcasecmp(t, "udp"))
 		opts->transport = SV_TRANSPORT_UDP;
@@ -130,8 +129,9 @@ static void normalize(struct sv_device_opts *o)
 	o->max_qp_init_rd_atom = limit(o->max_qp_init_rd_atom, SV__MAX_RD_ATOM,
 				       SV__MAX_RD_ATOM);
 	o->max_msg_size = limit(o->max_msg_size, SV__MAX_MSG_SIZE, SV__MAX_MSG_SIZE);
-	if (o->mulpdu == 0 || o->mulpdu > 65535)
-		o->mulpdu = SV__DEF_MULPDU;
+	/* 0: the TCP transport picks it per connection (doc/wire-iwarp.md 2.6). */
+	if (o->mulpdu > 65535)
+		o->mulpdu = 0;
 	o->bind_addr[sizeof(o->bind_addr) - 1] = '\0';
 	o->impair[sizeof(o->impair) - 1] = '\0';
 	o->pcap[sizeof(o->pcap) - 1] = '\0';

@@ -56,7 +56,6 @@
 
 /* Defaults where sv_device_opts says 0. */
 #define SV__DEF_MAX_MR 65536
-#define SV__DEF_MULPDU 16384
 
 /* Memory keys fetched from getrandom(2) at a time (core/mr.c). */
 #define SV__KEY_POOL 64

@@ -68,7 +68,8 @@ struct sv_device_opts {
 	int crc;		/* 1 (default; 0 with SV_TLS=1 unless SV_CRC is set): ask for
 				 * MPA CRC32c; 0: do not ask (the peer may) */
 	int markers;		/* 1: ask the peer to insert MPA markers towards us */
-	uint32_t mulpdu;	/* largest DDP segment payload we send per FPDU (bytes) */
+	uint32_t mulpdu;	/* largest DDP segment payload we send per FPDU (bytes);
+				 * 0: from each connection's TCP_MAXSEG */
 	uint32_t max_qp;
 	uint32_t max_qp_wr;
 	uint32_t max_sge;

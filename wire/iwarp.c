@@ -38,6 +38,25 @@ struct sv__iwqp *sv__iw_qp(struct sv_qp *qp)
 	return sv__qp_tqp(qp);
 }
 
+uint32_t sv__iw_pick_mulpdu(uint32_t opt, uint32_t emss, bool markers)
+{
+	uint32_t ulpdu = sv__mpa_mulpdu(emss, markers), pay;
+
+	/* An asked-for size is kept within what the 16-bit ULPDU_Length can carry behind
+	 * the largest header, and over a floor small FPDUs cannot go under. */
+	if (opt)
+		return opt > SV__IW_MAX_MULPDU ? SV__IW_MAX_MULPDU : opt < 64 ? 64 : opt;
+	/* RFC 5044 section 7.1 sizes the ULPDU, the DDP header inside it: leave room for
+	 * the untagged one (18 bytes, a Send's), the largest that carries payload. The
+	 * floor keeps FPDUs large where the MSS is small (Ethernet): a user-space sender
+	 * cannot align FPDUs with TCP segments anyway, and each FPDU costs a header parse
+	 * and a CRC finish, so the RFC's SHOULD yields to the per-FPDU cost there. */
+	pay = ulpdu > SV_DDP_UNTAGGED_HDR_LEN ? ulpdu - SV_DDP_UNTAGGED_HDR_LEN : 0;
+	if (pay < SV__IW_MIN_MULPDU)
+		return SV__IW_MIN_MULPDU;
+	return pay > SV__IW_MAX_MULPDU ? SV__IW_MAX_MULPDU : pay;
+}
+
 void sv__iw_qp_reset(struct sv__iwqp *iq)
 {
 	struct sv__iw_rx *rx = iq->rx;
@@ -52,6 +71,7 @@ void sv__iw_qp_reset(struct sv__iwqp *iq)
 	memset(iq, 0, sizeof(*iq));
 	iq->qp = keep.qp;
 	iq->fd = -1;
+	iq->mulpdu_opt = keep.mulpdu_opt;
 	iq->mulpdu = keep.mulpdu;
 	iq->irq = irq;
 	iq->irq_size = keep.irq_size;
@@ -191,12 +211,10 @@ static int qp_create(struct sv_qp *qp, void **tqp)
 		return -ENOMEM;
 	iq->qp = qp;
 	iq->fd = -1;
-	/* MULPDU: payload per FPDU; the header must fit the 16-bit ULPDU_Length too. */
-	iq->mulpdu = o->mulpdu ? o->mulpdu : SV__IW_DEFAULT_MULPDU;
-	if (iq->mulpdu > SV_MPA_MAX_ULPDU - SV_RDMAP_MAX_HDR_LEN)
-		iq->mulpdu = SV_MPA_MAX_ULPDU - SV_RDMAP_MAX_HDR_LEN;
-	if (iq->mulpdu < 64)
-		iq->mulpdu = 64;
+	/* MULPDU: fixed by the options, or picked from the connection's MSS as it sends
+	 * (iwarp_tx.c pick_mulpdu()). */
+	iq->mulpdu_opt = o->mulpdu;
+	iq->mulpdu = sv__iw_pick_mulpdu(o->mulpdu, 0, false);
 	iq->irq_size = rd_slots(o->max_qp_rd_atom);
 	iq->orq_size = rd_slots(o->max_qp_init_rd_atom);
 	iq->irq = calloc(iq->irq_size, sizeof(*iq->irq));

@@ -59,7 +59,12 @@
  * polling and tries again this much later, rather than wake at once for the connection
  * it cannot take. */
 #define SV__IW_ACCEPT_BACKOFF_MS 100
-#define SV__IW_DEFAULT_MULPDU 8192	/* payload per FPDU when the options say 0 */
+/* Payload per FPDU when the options say 0 (doc/wire-iwarp.md 2.6): from the connection's
+ * TCP_MAXSEG, but never under MIN_MULPDU, and never over what the 16-bit ULPDU_Length
+ * holds behind the largest header. */
+#define SV__IW_MIN_MULPDU 16384
+#define SV__IW_MAX_MULPDU (SV_MPA_MAX_ULPDU - SV_RDMAP_MAX_HDR_LEN)
+#define SV__IW_MSS_EVERY 64		/* FPDUs between two TCP_MAXSEG queries */
 #define SV__IW_MAX_RD 128		/* cap on IRD/ORD resources per QP */
 
 /* FPDU header room: length field + the largest DDP/RDMAP header (a full Terminate). */
@@ -74,6 +79,10 @@
 
 #define SV__IW_RX_STAGE 16384		/* read-ahead staging buffer */
 #define SV__IW_RX_DIRECT 1024		/* payload at least this big is read in place */
+/* Staged behind a direct read: PAD (3) + CRC (4) + the next FPDU's length field and
+ * headers (at most 48, a Read Request), rounded up; the few payload bytes that come
+ * with them are copied out of staging. */
+#define SV__IW_RX_TAIL 128
 
 /* Counters per QP (doc/architecture.md "Configuration and observability"). */
 struct sv__iw_counters {
@@ -263,7 +272,9 @@ struct sv__iwqp {
 	bool err;			/* qp_error ran: data path stopped */
 	bool crc;			/* CRC negotiated (either side asked) */
 	bool mark_tx, mark_rx;		/* markers in our FPDUs / in the peer's */
-	uint32_t mulpdu;
+	uint32_t mulpdu_opt;		/* the options' MULPDU (0: pick per connection) */
+	uint32_t mulpdu;		/* payload per FPDU we send on this connection */
+	uint64_t mss_next;		/* tx_fpdus at which to pick mulpdu again */
 	uint16_t ird, ord;		/* negotiated */
 	/* Events for the loop (iwarp_cm.c acts on them outside the QP lock); the
 	 * responder's first FPDU is the phase SV__IW_RTR_RCVD. */
@@ -303,6 +314,9 @@ struct sv__iwqp {
 
 /* iwarp.c */
 struct sv__iwqp *sv__iw_qp(struct sv_qp *qp);
+/* The payload per FPDU to send (doc/wire-iwarp.md 2.6): opt when the options gave one,
+ * else from emss, the connection's TCP_MAXSEG (0: unknown), markers in our FPDUs or not. */
+uint32_t sv__iw_pick_mulpdu(uint32_t opt, uint32_t emss, bool markers);
 /* [qp-locked] Back to a fresh stream (no endpoint attached): MSNs, queues, parser. */
 void sv__iw_qp_reset(struct sv__iwqp *iq);
 /* [qp-locked] The one writer of iq->phase (see enum sv__iw_phase). */

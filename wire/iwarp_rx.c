@@ -12,8 +12,9 @@
  *            take effect (complete a receive, queue a Read Response, run an atomic) or
  *            does a header error turn into a Terminate.
  * Bytes come through a read-ahead staging buffer; payloads of SV__IW_RX_DIRECT bytes or
- * more are read in place with one readv whose last iovec is the staging buffer, so the
- * next headers arrive in the same system call. Markers (RFC 5044), when we
+ * more are read in place with one readv whose last iovec is the first SV__IW_RX_TAIL
+ * bytes of the staging buffer, so the trailer and the next headers arrive in the same
+ * system call while the next payload, too, is left for its own direct read. Markers (RFC 5044), when we
  * asked for them, are stripped as bytes are pulled and counted in the CRC. Under TLS the
  * same reads go through the session (iwarp_tls.c), which decrypts into those buffers.
  *
@@ -212,7 +213,10 @@ static ssize_t rx_pull(struct sv__iwqp *iq, const struct iovec *dst, int ndst, s
 			from_stage(iq, dst, ndst, got, n, crc);
 			got += n;
 		} else if (dst && chunk >= SV__IW_RX_DIRECT) {
-			/* Direct placement; whatever follows lands in the staging buffer. */
+			/* Direct placement, and behind it only the tail: this FPDU's PAD and
+			 * CRC and the next one's headers. A full staging buffer there would
+			 * pull most of the next payload into staging and copy it out again
+			 * (doc/architecture.md "The TCP data path"). */
 			struct iovec v[SV__MAX_SGE + 1];
 			int k = iov_slice(dst, ndst, got, chunk, v, SV__MAX_SGE);
 			ssize_t n;
@@ -222,7 +226,7 @@ static ssize_t rx_pull(struct sv__iwqp *iq, const struct iovec *dst, int ndst, s
 				break;
 			}
 			v[k].iov_base = rx->stage_buf;
-			v[k].iov_len = sizeof(rx->stage_buf);
+			v[k].iov_len = SV__IW_RX_TAIL;
 			do
 				n = iq->tls ? sv__iw_tls_readv(iq->tls, v, k + 1)
 					    : readv(iq->fd, v, k + 1);
@@ -237,7 +241,7 @@ static ssize_t rx_pull(struct sv__iwqp *iq, const struct iovec *dst, int ndst, s
 			iq->cnt.rx_bytes += (uint64_t)n;
 			size_t direct = min_sz((size_t)n, chunk);
 
-			rx->dry = (size_t)n < chunk + sizeof(rx->stage_buf);
+			rx->dry = (size_t)n < chunk + SV__IW_RX_TAIL;
 
 			if (crc && iq->crc)
 				crc_iov(iq, v, k, direct);

@@ -23,6 +23,8 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 
 #include "crypto/crc32c.h"
@@ -418,11 +420,31 @@ static int cur_fpdu(struct sv__iwqp *iq)
 	return 0;
 }
 
+/*
+ * RFC 5044 section 7.1 sizes FPDUs from the current EMSS (doc/wire-iwarp.md 2.6). Linux
+ * reports a smaller MSS until the peer's window has grown (it keeps the MSS within half
+ * the largest window seen), so the size is picked from TCP_MAXSEG on the first batch
+ * and again every SV__IW_MSS_EVERY FPDUs. A failed query keeps the size in use; so does
+ * a size the options fixed. The peer takes FPDUs of any size (wire/iwarp_rx.c).
+ */
+static void pick_mulpdu(struct sv__iwqp *iq)
+{
+	int mss = 0;
+	socklen_t len = sizeof(mss);
+
+	if (iq->mulpdu_opt || iq->cnt.tx_fpdus < iq->mss_next)
+		return;
+	iq->mss_next = iq->cnt.tx_fpdus + SV__IW_MSS_EVERY;
+	if (getsockopt(iq->fd, IPPROTO_TCP, TCP_MAXSEG, &mss, &len) == 0 && mss > 0)
+		iq->mulpdu = sv__iw_pick_mulpdu(0, (uint32_t)mss, iq->mark_tx);
+}
+
 /* Fills an empty batch. Returns the number of FPDUs in it. */
 static int fill_batch(struct sv__iwqp *iq)
 {
 	struct sv__iw_txbatch *b = iq->tb;
 
+	pick_mulpdu(iq);
 	b->niov = b->iov_pos = b->nfp = b->fp_pos = b->nmark = 0;
 	b->total = b->done = 0;
 	for (;;) {

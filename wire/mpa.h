@@ -86,6 +86,22 @@ static inline unsigned sv__mpa_pad(size_t ulpdu_len)
 	return (unsigned)((4 - ((ulpdu_len + 2) & 3)) & 3);
 }
 
+/*
+ * RFC 5044 section 7.1 (doc/wire-iwarp.md 2.6): the largest ULPDU whose FPDU fits one
+ * TCP segment of emss bytes, MULPDU = EMSS - (6 + 4 * ceil(EMSS / 512) + EMSS mod 4):
+ * 6 for the length field and the CRC, EMSS mod 4 for the PAD, and the marker term
+ * (a marker every 512 stream bytes) only when markers go into this direction. Returns 0
+ * when emss leaves no room for a ULPDU.
+ */
+static inline uint32_t sv__mpa_mulpdu(uint32_t emss, bool markers)
+{
+	uint32_t over = 6 + emss % 4;
+
+	if (markers)
+		over += 4 * ((emss + SV_MPA_MARKER_PERIOD - 1) / SV_MPA_MARKER_PERIOD);
+	return emss > over ? emss - over : 0;
+}
+
 /* Bytes of an FPDU without markers: length field, ULPDU, PAD and CRC. */
 static inline size_t sv__mpa_fpdu_len(size_t ulpdu_len)
 {

@@ -75,8 +75,8 @@ void e2e_side_open(struct e2e_side *s, int crc, const struct e2e_pair_opts *o)
 	e2e_side_open_markers(s, crc, 0, o);
 }
 
-void e2e_side_open_markers(struct e2e_side *s, int crc, int markers,
-			   const struct e2e_pair_opts *o)
+static void side_open(struct e2e_side *s, int crc, int markers, uint32_t mulpdu,
+		      const struct e2e_pair_opts *o)
 {
 	struct sv_device_opts d;
 	int rc;
@@ -85,6 +85,8 @@ void e2e_side_open_markers(struct e2e_side *s, int crc, int markers,
 	d.transport = SV_TRANSPORT_TCP;
 	d.crc = crc;
 	d.markers = markers;
+	if (mulpdu)
+		d.mulpdu = mulpdu;
 	snprintf(d.bind_addr, sizeof(d.bind_addr), "127.0.0.1");
 	/* A suite run with SV_TLS=1 and no certificate (the ctest entries named *_tls)
 	 * runs over TLS with the throwaway pair; crc stays what the test asked for. */
@@ -95,6 +97,12 @@ void e2e_side_open_markers(struct e2e_side *s, int crc, int markers,
 		cr_assert_eq(rc, 0, "sv_tls_throwaway: %s", err);
 	}
 	e2e_side_open_dev(s, &d, o);
+}
+
+void e2e_side_open_markers(struct e2e_side *s, int crc, int markers,
+			   const struct e2e_pair_opts *o)
+{
+	side_open(s, crc, markers, 0, o);
 }
 
 void e2e_side_open_dev(struct e2e_side *s, const struct sv_device_opts *d,
@@ -276,8 +284,8 @@ void e2e_pair_open(struct e2e_pair *p, const struct e2e_pair_opts *o,
 	int rc;
 
 	memset(p, 0, sizeof(*p));
-	e2e_side_open_markers(&p->cli, o->cli_crc, o->cli_markers, o);
-	e2e_side_open_markers(&p->srv, o->srv_crc, o->srv_markers, o);
+	side_open(&p->cli, o->cli_crc, o->cli_markers, o->cli_mulpdu, o);
+	side_open(&p->srv, o->srv_crc, o->srv_markers, o->srv_mulpdu, o);
 	e2e_side_create_qp(&p->cli, o, DEF(o->cli_qp_access, E2E_ACCESS_ALL));
 	e2e_side_create_qp(&p->srv, o, DEF(o->srv_qp_access, E2E_ACCESS_ALL));
 	p->listen_id = e2e_listen(&p->srv, &p->addr);

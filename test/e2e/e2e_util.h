@@ -48,6 +48,8 @@ struct e2e_pair_opts {
 	int srv_crc;
 	int cli_markers;		/* SV_MARKERS of each side: 0 (default) or 1 */
 	int srv_markers;
+	uint32_t cli_mulpdu;		/* sv_device_opts.mulpdu of each side; 0: per */
+	uint32_t srv_mulpdu;		/* connection, from TCP_MAXSEG (the default) */
 	uint32_t max_send_wr;		/* 0: 64 */
 	uint32_t max_recv_wr;		/* 0: 64 */
 	uint32_t max_send_sge;		/* 0: 4 */

@@ -59,9 +59,65 @@ Test(e2e_large, sixteen_mib_messages, .timeout = 60)
 	e2e_pair_close(&p);
 }
 
+static uint64_t tx_fpdus(struct sv_qp *qp)
+{
+	struct sv_qp_stats st;
+
+	cr_assert_eq(sv_query_qp_stats(qp, &st), 0);
+	return st.tx_packets;
+}
+
+/*
+ * Each side sends FPDUs of its own size and takes any size up to the ULPDU_Length limit
+ * from its peer (doc/wire-iwarp.md 2.6): the client is given 1000 bytes, the server
+ * picks its size from TCP_MAXSEG, at least 16 KiB. A 1 MiB WRITE goes out in 1000-byte
+ * FPDUs, the server's 1 MiB Read Response in its large ones, and both arrive intact.
+ */
+Test(e2e_large, peers_with_different_mulpdu, .timeout = 60)
+{
+	struct e2e_pair_opts o;
+	struct e2e_pair p;
+	struct e2e_bufs b;
+	struct sv_wc wc;
+	uint64_t cli0, srv0, n;
+
+	e2e_pair_opts_init(&o);
+	o.cli_mulpdu = 1000;
+	e2e_pair_open(&p, &o, NULL, NULL);
+	e2e_bufs_open(&p, &b, 2 * MiB, E2E_ACCESS_ALL);
+	e2e_fill(b.cbuf, MiB, 7, 0);
+	e2e_fill(b.sbuf + MiB, MiB, 8, 0);
+	cli0 = tx_fpdus(p.cli.qp);
+	e2e_post_one(p.cli.qp, 1, SV_WR_RDMA_WRITE, b.cmr, b.cbuf, MiB, SV_SEND_SIGNALED,
+		     (uintptr_t)b.sbuf, b.smr->rkey, 0);
+	e2e_poll_n(p.cli.send_cq, &wc, 1, 30000);
+	e2e_assert_wc(&wc, 1, SV_WC_SUCCESS, "1 MiB WRITE in small FPDUs");
+	n = tx_fpdus(p.cli.qp) - cli0;
+	cr_assert_eq(n, (MiB + 999) / 1000, "the WRITE went out in %llu FPDUs",
+		     (unsigned long long)n);
+	srv0 = tx_fpdus(p.srv.qp);
+	e2e_post_one(p.cli.qp, 2, SV_WR_RDMA_READ, b.cmr, b.cbuf + MiB, MiB, SV_SEND_SIGNALED,
+		     (uintptr_t)b.sbuf + MiB, b.smr->rkey, 0);
+	e2e_poll_n(p.cli.send_cq, &wc, 1, 30000);
+	e2e_assert_wc(&wc, 2, SV_WC_SUCCESS, "1 MiB READ answered in large FPDUs");
+	n = tx_fpdus(p.srv.qp) - srv0;
+	/* lo (MTU 65536) gives an MSS of 32 KiB or more: above the floor. */
+	cr_assert(n >= MiB / 65465 && n < MiB / 16384, "the Read Response took %llu FPDUs",
+		  (unsigned long long)n);
+	e2e_assert_pat(b.cbuf + MiB, MiB, 8, 0, "READ data");
+	/* The WRITE's data, read back whole: the server placed every small FPDU. */
+	e2e_post_one(p.cli.qp, 3, SV_WR_RDMA_READ, b.cmr, b.cbuf + MiB, MiB, SV_SEND_SIGNALED,
+		     (uintptr_t)b.sbuf, b.smr->rkey, 0);
+	e2e_poll_n(p.cli.send_cq, &wc, 1, 30000);
+	e2e_assert_wc(&wc, 3, SV_WC_SUCCESS, "READ of the WRITE's target");
+	e2e_assert_pat(b.cbuf + MiB, MiB, 7, 0, "WRITE data");
+	e2e_bufs_close(&b);
+	e2e_pair_close(&p);
+}
+
 /*
  * The responder's application never polls: its progress thread alone must serve a READ
- * that arrives right behind a 1 MiB WRITE (64 FPDUs at the default MULPDU), round after
+ * that arrives right behind a 1 MiB WRITE (16 or more FPDUs), round after
  * round. A responder that stops after a fixed number of frames per socket event, with
  * the READ Request already read ahead into its buffer and nothing more coming, leaves the
  * READ pending forever.

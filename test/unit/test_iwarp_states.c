@@ -152,3 +152,26 @@ Test(iwarp_term, nothing_is_batched_that_was_not_queued)
 	sv__iw_set_term(&iq, SV__IW_TERM_BATCHED);
 	cr_assert_eq(iq.term, SV__IW_TERM_NONE);
 }
+
+/* doc/wire-iwarp.md 2.6: the payload per FPDU a connection sends. */
+Test(iwarp_mulpdu, an_asked_size_is_kept_within_bounds)
+{
+	cr_assert_eq(sv__iw_pick_mulpdu(1000, 65483, false), 1000);
+	cr_assert_eq(sv__iw_pick_mulpdu(10, 65483, false), 64);
+	cr_assert_eq(sv__iw_pick_mulpdu(100000, 1460, false), SV__IW_MAX_MULPDU);
+	cr_assert_eq(SV__IW_MAX_MULPDU, 65465);		/* 65535 - an Atomic Request's 70 */
+}
+
+Test(iwarp_mulpdu, picked_from_the_mss)
+{
+	/* Loopback's MSS: RFC 5044's MULPDU less the untagged header. */
+	cr_assert_eq(sv__iw_pick_mulpdu(0, 65483, false), 65474 - 18);
+	cr_assert_eq(sv__iw_pick_mulpdu(0, 65483, true), 65474 - 4 * 128 - 18);
+	cr_assert_eq(sv__iw_pick_mulpdu(0, 40000, false), 40000 - 6 - 18);
+	/* Past what the 16-bit ULPDU_Length holds: cut to it. */
+	cr_assert_eq(sv__iw_pick_mulpdu(0, 70000, false), SV__IW_MAX_MULPDU);
+	/* Ethernet's MSS, or none known (getsockopt failed): the 16 KiB floor. */
+	cr_assert_eq(sv__iw_pick_mulpdu(0, 1448, false), SV__IW_MIN_MULPDU);
+	cr_assert_eq(sv__iw_pick_mulpdu(0, 0, false), SV__IW_MIN_MULPDU);
+	cr_assert_eq(SV__IW_MIN_MULPDU, 16384);
+}

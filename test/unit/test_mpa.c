@@ -397,3 +397,18 @@ Test(wire_mpa, single_bit_flips_decode_consistently)
 		}
 	}
 }
+
+/* RFC 5044 section 7.1: MULPDU = EMSS - (6 + 4 * ceil(EMSS / 512) + EMSS mod 4), the
+ * marker term only with markers. */
+Test(wire_mpa, mulpdu_from_emss)
+{
+	cr_assert_eq(sv__mpa_mulpdu(1460, false), 1454);	/* 1460 mod 4 = 0 */
+	cr_assert_eq(sv__mpa_mulpdu(1460, true), 1442);		/* 3 markers */
+	cr_assert_eq(sv__mpa_mulpdu(65483, false), 65474);	/* loopback: mod 4 = 3 */
+	cr_assert_eq(sv__mpa_mulpdu(65483, true), 65474 - 4 * 128);
+	cr_assert_eq(sv__mpa_mulpdu(9, false), 2);	/* 9 - (6 + 1) */
+	/* No room for a ULPDU: 0, whatever the markers. */
+	cr_assert_eq(sv__mpa_mulpdu(7, false), 0);		/* 7 - (6 + 3) < 0 */
+	cr_assert_eq(sv__mpa_mulpdu(10, true), 0);		/* 10 - (6 + 4 + 2) < 0 */
+	cr_assert_eq(sv__mpa_mulpdu(0, false), 0);
+}
