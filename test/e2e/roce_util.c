@@ -29,25 +29,60 @@ uint32_t ru_crc(const uint8_t *p, size_t n)
 	return (uint32_t)crc32(0, p, (uInt)n);
 }
 
-uint16_t ru_free_port(int family)
+/* Whether port is free on the loopback address of family for a socket of type. */
+static bool loopback_port_free(int family, int type, uint16_t port)
 {
 	struct sockaddr_storage ss = { .ss_family = (sa_family_t)family };
 	struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
 	struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
 	socklen_t l = family == AF_INET6 ? sizeof(*a6) : sizeof(*a4);
-	int fd = socket(family, SOCK_DGRAM, 0);
-	uint16_t port;
+	int fd = socket(family, type, 0);
+	bool ok;
 
 	cr_assert(fd >= 0);
-	if (family == AF_INET6)
+	if (family == AF_INET6) {
 		a6->sin6_addr = in6addr_loopback;
-	else
+		a6->sin6_port = htons(port);
+	} else {
 		a4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	cr_assert_eq(bind(fd, (struct sockaddr *)&ss, l), 0);
-	cr_assert_eq(getsockname(fd, (struct sockaddr *)&ss, &l), 0);
-	port = ntohs(family == AF_INET6 ? a6->sin6_port : a4->sin_port);
+		a4->sin_port = htons(port);
+	}
+	ok = bind(fd, (struct sockaddr *)&ss, l) == 0;
 	close(fd);
-	return port;
+	return ok;
+}
+
+/* Below the kernel's ephemeral range (net.ipv4.ip_local_port_range, 32768 and up by
+ * default): a device's UDP port is also its key exchange's TCP port (wire/roce_kx.c),
+ * and an ephemeral pick could be taken between the pick and the device's bind by any
+ * connect() from port 0, such as a concurrent test's key exchange client. */
+#define FREE_PORT_LO 20000
+#define FREE_PORT_HI 32767
+
+uint16_t ru_free_port(int family)
+{
+	static unsigned seq;
+	const unsigned span = FREE_PORT_HI - FREE_PORT_LO + 1;
+	unsigned start = ((unsigned)getpid() * 7919u + seq++ * 97u) % span;
+	int eph_lo = 32768, eph_hi = 60999;
+	FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+
+	if (f) {
+		if (fscanf(f, "%d %d", &eph_lo, &eph_hi) != 2)
+			eph_lo = eph_hi = 0;
+		fclose(f);
+	}
+	for (unsigned i = 0; i < span; i++) {
+		uint16_t port = (uint16_t)(FREE_PORT_LO + (start + i) % span);
+
+		if (port >= eph_lo && port <= eph_hi)
+			continue;
+		if (loopback_port_free(family, SOCK_DGRAM, port) &&
+		    loopback_port_free(family, SOCK_STREAM, port))
+			return port;
+	}
+	cr_assert_fail("no port free for UDP and TCP in %d..%d", FREE_PORT_LO, FREE_PORT_HI);
+	return 0;
 }
 
 bool ru_have_ipv6_loopback(void)

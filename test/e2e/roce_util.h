@@ -60,7 +60,8 @@ void ru_open_at(struct rside *s, const char *bind_addr, int retx, const char *im
 /* The same on port (0: a free one). */
 void ru_open_port(struct rside *s, const char *bind_addr, uint16_t port, int retx,
 		  const char *impair, size_t buflen, uint32_t depth);
-/* A UDP port free right now on the loopback address (127.0.0.1 or ::1) of family. */
+/* A port free right now for UDP and TCP on the loopback address (127.0.0.1 or ::1) of
+ * family, below the kernel's ephemeral range. */
 uint16_t ru_free_port(int family);
 /* Whether a UDP socket can bind ::1 (IPv6 loopback configured). */
 bool ru_have_ipv6_loopback(void);
