@@ -675,6 +675,7 @@ static enum sv_mtu active_mtu(struct sv_context *ctx)
 static void rqp_free(struct sv__rqp *q)
 {
 	sv__roce_resp_fini(q);
+	sv__retx_fini(&q->rx);
 	if (q->recs)
 		sv__roce_req_init(q);	/* frees READ bitmaps */
 	free(q->recs);
@@ -820,6 +821,7 @@ static int qp_modify(struct sv_qp *qp, const struct sv_qp_attr *attr, int mask)
 	}
 	if (next == SV_QPS_RTS && cur->qp_state == SV_QPS_RTR) {
 		/* UC: no local ACK timer (timeout 0), nothing is waited for. */
+		sv__retx_fini(&q->rx);
 		sv__retx_init(&q->rx, q->sr, attr->sq_psn,
 			      qp->qp_type == SV_QPT_UC ? 0 : attr->timeout, attr->retry_cnt,
 			      attr->rnr_retry, q->rc->cwnd_max);
