@@ -724,8 +724,6 @@ static int qp_create(struct sv_qp *qp, void **tqp)
 	q->inbox_tail = &q->inbox;
 	if (!q->recs || !q->txb)
 		goto err_free;
-	if ((r = sv__roce_resp_init(q)) < 0)
-		goto err_free;
 	pthread_mutex_lock(&rc->rx_lock);
 	r = tbl_add(rc, q);
 	pthread_mutex_unlock(&rc->rx_lock);
@@ -784,6 +782,7 @@ static int qp_modify(struct sv_qp *qp, const struct sv_qp_attr *attr, int mask)
 	struct sv__rqp *q = sv__rqp(qp);
 	const struct sv_qp_attr *cur = sv__qp_attr(qp);
 	enum sv_qp_state next = (mask & SV_QP_STATE) ? attr->qp_state : cur->qp_state;
+	int r;
 
 	if (qp->qp_type == SV_QPT_UD)
 		return sv__roce_ud_modify(q, attr, mask);
@@ -811,10 +810,13 @@ static int qp_modify(struct sv_qp *qp, const struct sv_qp_attr *attr, int mask)
 		/* The loss recovery mode: the device's, unless the CM agreed on one. */
 		q->sr = q->cm_sr_set ? q->cm_sr : q->rc->sr;
 		q->epsn = attr->rq_psn & SV_PSN_MASK;
-		sv__roce_resp_reset(q);
-		q->nres = attr->max_dest_rd_atomic ? attr->max_dest_rd_atomic : 0;
-		if (q->nres > SV__ROCE_RSPQ / 2)
+		if (attr->max_dest_rd_atomic > SV__ROCE_RSPQ / 2)
 			return -EINVAL;
+		/* The responder's resources and reply queue, sized by IRD (IBA 9.7.5.1.x: the
+		 * responder keeps what max_dest_rd_atomic allows, no more). */
+		q->nres = attr->max_dest_rd_atomic;
+		if ((r = sv__roce_resp_reset(q)) < 0)
+			return r;
 		q->err = false;
 		q->live = true;
 		return 0;

@@ -67,7 +67,7 @@
 #define SV__ROCE_SOCKBUF (4 << 20)
 #define SV__ROCE_OOO 32768		/* SR: out-of-order packets a responder keeps (> SV__RETX_SPAN) */
 #define SV__ROCE_ACKREQ_EVERY SV__CC_STAMP_EVERY	/* AckReq on every PSN this divides */
-#define SV__ROCE_RSPQ 256		/* queued READ responses / atomic acks: twice IRD 128 */
+#define SV__ROCE_RSPQ 256		/* queued READ responses / atomic acks, at most: twice IRD 128 */
 #define SV__ROCE_RSP_TURN 256		/* READ response packets a QP builds per turn */
 #define SV__ROCE_SRNAKQ 64		/* SR NAKs queued between flushes */
 #define SV__ROCE_FALLBACK_ADDRS 32	/* 127.0.0.1 .. 127.0.0.32 when 4791 is taken */
@@ -290,6 +290,9 @@ struct sv__rqp_stats {
 	/* READ response packets built, those the socket took, and the runs it was full
 	 * for (roce_resp.c): built - sent <= SV__ROCE_TX_BATCH * rsp_full. */
 	uint64_t rsp_built, rsp_sent, rsp_full;
+	/* Memory the QP grows into as it needs it that could not be allocated (a larger
+	 * transmit batch, the out-of-order store): it went on with what it had. */
+	uint64_t alloc_fails;
 };
 
 /* Per-QP state (the qp's tqp). */
@@ -342,17 +345,20 @@ struct sv__rqp {
 	bool wwin;
 	uint32_t wrkey;
 	uint64_t wva;
+	/* READ/atomic resources (nres: max_dest_rd_atomic) and the reply queue, rsp_mask
+	 * + 1 slots (the power of two from 2 * nres: roce_resp.c, "Duplicates"); both NULL
+	 * while nres is 0, allocated at RTR. */
 	struct sv__rres *res;
 	uint32_t nres, res_next;
-	struct sv__rrsp rspq[SV__ROCE_RSPQ];
+	struct sv__rrsp *rspq;
+	uint32_t rsp_mask;
 	uint32_t rsp_get, rsp_put;
 	uint32_t rd_new;		/* new READ/atomic entries queued (IRD) */
 	/* On rc->txw_qs (under rc->inbox_lock): responses left for when the socket is
 	 * writable (sv__roce_tx_wait). */
 	bool txw_queued;
 	struct sv__rqp *txw_next;
-	uint8_t **ooo;			/* SR: kept packets by PSN slot */
-	uint16_t *ooo_len;
+	uint8_t **ooo;			/* SR: kept packets by PSN slot (at the first one) */
 	struct sv__rqp_stats st;
 	/* Packets whose ICRC held for an IPv4 id or DF other than ours (classify(), which
 	 * runs without the QP lock: atomic). */
@@ -525,8 +531,8 @@ void sv__roce_req_timer(struct sv__rqp *q);
 bool sv__roce_req_fail(struct sv__rqp *q, enum sv_wc_status status);
 
 /* roce_resp.c — [qp-locked] */
-int sv__roce_resp_init(struct sv__rqp *q);
-void sv__roce_resp_reset(struct sv__rqp *q);
+/* INIT->RTR: a fresh responder, its resources sized by q->nres; -ENOMEM. */
+int sv__roce_resp_reset(struct sv__rqp *q);
 void sv__roce_resp_fini(struct sv__rqp *q);
 /* A request packet arrived; buf is the receive buffer it lies in, which the responder
  * may keep (SR out-of-order): then it sets *kept and the caller needs a new buffer.
