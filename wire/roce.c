@@ -720,7 +720,7 @@ static int qp_create(struct sv_qp *qp, void **tqp)
 	q->rc = rc;
 	q->recs = calloc(n, sizeof(*q->recs));
 	q->rec_mask = n - 1;
-	q->txb = calloc(1, sizeof(*q->txb));
+	q->txb = sv__roce_txb_new(SV__ROCE_TX_BATCH_MIN);
 	q->inbox_tail = &q->inbox;
 	if (!q->recs || !q->txb)
 		goto err_free;

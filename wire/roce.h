@@ -56,7 +56,8 @@
 #define SV__ROCE_RX_BUF 4608		/* > BTH + largest ext + 4096 + pad + ICRC */
 #define SV__ROCE_RX_GRO_BUF 65536	/* a coalesced datagram (UDP_GRO): 64 KiB at most */
 #define SV__ROCE_RX_SET 128		/* RC packets handed to QPs together (roce_rx.c) */
-#define SV__ROCE_TX_BATCH 64		/* datagrams per sendmmsg */
+#define SV__ROCE_TX_BATCH 64		/* datagrams per sendmmsg, at most */
+#define SV__ROCE_TX_BATCH_MIN 4		/* a new QP's transmit batch */
 #define SV__ROCE_TX_IOV (SV__MAX_SGE + 3)	/* header, payload slices, pad + ICRC */
 /* UDP_SEGMENT (roce.c, "Transmit batch"): the datagrams one send may carry, which Linux
  * caps at UDP_MAX_SEGMENTS (64 in older kernels, 128 in newer); their bytes, which with the IPv4
@@ -214,28 +215,36 @@ struct sv__rctx {
 	struct sv__rctx *cm_live_next;	/* roce_cm.c's contexts to close at exit */
 };
 
-/* A transmit batch: built under one QP lock, sent with one sendmmsg. */
+/* A transmit batch: built under one QP lock, sent with one sendmmsg. It holds cap
+ * datagrams, SV__ROCE_TX_BATCH_MIN when the QP is created (what a QP that sends a few
+ * messages and their ACKs needs), twice as many each time a round fills it, up to
+ * SV__ROCE_TX_BATCH (roce_tx.c, "Growing the batch"). One allocation: the arrays follow
+ * the struct. */
+union sv__roce_gcmsg {
+	struct cmsghdr h;
+	uint8_t b[CMSG_SPACE(sizeof(uint16_t))];
+};
+
 struct sv__roce_txb {
-	unsigned n;
-	struct mmsghdr msgs[SV__ROCE_TX_BATCH];
-	struct iovec iov[SV__ROCE_TX_BATCH][SV__ROCE_TX_IOV];
-	uint8_t hdr[SV__ROCE_TX_BATCH][SV_IB_MAX_HDRS_LEN + 4];
-	uint8_t trl[SV__ROCE_TX_BATCH][8];	/* pad (0..3) + ICRC */
+	unsigned n, cap;
+	struct mmsghdr *msgs;
+	struct iovec (*iov)[SV__ROCE_TX_IOV];
+	uint8_t (*hdr)[SV_IB_MAX_HDRS_LEN + 4];
+	uint8_t (*trl)[8];		/* pad (0..3) + ICRC */
 	/* Runs for UDP_SEGMENT (roce.c): msgs[i] is datagram seg[i] of its run (0: the
 	 * first, or alone); the open run starts at run_first and takes msgs[run_next]
 	 * next if it is no longer than run_len, the length of all but a run's last. */
-	uint8_t seg[SV__ROCE_TX_BATCH];
+	uint8_t *seg;
 	unsigned run_first, run_next, run_bytes, run_iov, gso_iov;
 	size_t run_len;
 	bool run_closed;
-	/* What one sendmmsg of runs is made of (sv__roce_flush()). */
-	struct mmsghdr gmsgs[SV__ROCE_TX_BATCH];
-	uint8_t gfirst[SV__ROCE_TX_BATCH];
-	struct iovec giov[SV__ROCE_GSO_IOV];
-	union {
-		struct cmsghdr h;
-		uint8_t b[CMSG_SPACE(sizeof(uint16_t))];
-	} gcmsg[SV__ROCE_TX_BATCH];
+	/* What one sendmmsg of runs is made of (sv__roce_flush()): giov holds giov_cap
+	 * iovecs, SV__ROCE_GSO_IOV or, in a smaller batch, all its datagrams' at most. */
+	struct mmsghdr *gmsgs;
+	uint8_t *gfirst;
+	struct iovec *giov;
+	unsigned giov_cap;
+	union sv__roce_gcmsg *gcmsg;
 };
 
 /* Requester: one started send WQE. */
@@ -431,6 +440,16 @@ uint32_t sv__roce_tx_icrc(const struct sv__rctx *rc, const struct sockaddr *dst,
  * socket would not bring it. A datagram refused for good (EMSGSIZE: larger than the
  * route's MTU) is skipped and recorded; the caller's round then fails the QP. */
 int sv__roce_flush(struct sv__rqp *q);
+/* A transmit batch of cap datagrams (zeroed), or NULL (roce_tx.c, "Growing the
+ * batch"); free() frees it. */
+struct sv__roce_txb *sv__roce_txb_new(unsigned cap);
+/* [qp-locked] A round filled q's batch, which it has just flushed (empty): it grows to
+ * twice its size, up to SV__ROCE_TX_BATCH; if that memory cannot be had it stays as it
+ * is, counted in alloc_fails. */
+void sv__roce_txb_grow(struct sv__rqp *q);
+/* [qp-locked] q's batch with room for one more datagram: a full one is flushed, then
+ * grows. */
+struct sv__roce_txb *sv__roce_txb_room(struct sv__rqp *q);
 /* How many datagrams of len bytes the socket's send buffer has room for now, at most
  * (SIOCOUTQ against SO_SNDBUF; UINT32_MAX when it cannot tell, or the impairment layer
  * sends); at least 1 whenever the socket polls writable. */

@@ -207,8 +207,8 @@ static unsigned rsp_run(struct sv__rqp *q, unsigned budget, bool *full, struct s
 	bool fresh = true;
 	int taken;
 
-	if (budget > SV__ROCE_TX_BATCH)
-		budget = SV__ROCE_TX_BATCH;
+	if (budget > q->txb->cap)
+		budget = q->txb->cap;
 	/* Whatever the batch holds goes first, by itself: the run counts only its own. */
 	if (q->txb->n)
 		sv__roce_flush(q);
@@ -250,6 +250,8 @@ static unsigned rsp_run(struct sv__rqp *q, unsigned budget, bool *full, struct s
 		slot[n++] = i;
 	}
 	taken = n ? sv__roce_flush(q) : 0;
+	if (n == q->txb->cap)
+		sv__roce_txb_grow(q);	/* a stream that fills the batch has it grow */
 	while (nheld)
 		sv__mr_release(held[--nheld]);
 	for (int k = 0; k < taken; k++)
