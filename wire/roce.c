@@ -925,6 +925,7 @@ static int qp_stats(struct sv_qp *qp, struct sv_qp_stats *s)
 		s->pacing_mbit = (uint64_t)(sv__cc_rate_pps(&q->rx.cc) * q->mtu * 8 / 1e6);
 		s->cc_delay_cuts = q->rx.cc.delay_cuts;
 		s->cc_loss_cuts = q->rx.cc.loss_cuts;
+		s->alloc_fails = q->st.alloc_fails + q->rx.alloc_fails + q->rx.cc.alloc_fails;
 	}
 	if (q->aead) {
 		s->aead_auth_fail = atomic_load_explicit(&q->aead->auth_fail,
