@@ -219,8 +219,11 @@ static unsigned stamp_slot(const struct stamps *t, uint32_t psn)
 	return (psn / SV__CC_STAMP_EVERY) & (t->n - 1);
 }
 
-/* The ring covers the window's peak: when the window grew past it, the stamps move to
- * a ring twice as large (or more), each to its slot there. Stamps in two slots of a
+/* The ring covers twice the window's peak: selective repeat sends a window beyond the
+ * packets it has SACKed (they left the network), so while holes are repaired una..nxt
+ * spans up to about twice the window, and a stamp must last until its PSN's SACK.
+ * When the window grew past half the ring, the stamps move to a ring twice as large
+ * (or more), each to its slot there. Stamps in two slots of a
  * ring of n have psn / SV__CC_STAMP_EVERY different modulo n, so modulo any multiple
  * of n too: no two meet in the larger ring. */
 static void stamps_fit(struct sv__cc *c)
@@ -229,7 +232,8 @@ static void stamps_fit(struct sv__cc *c)
 	struct stamps o, t;
 	uint64_t *m;
 
-	while (want < SV__CC_STAMPS && (uint64_t)want * SV__CC_STAMP_EVERY < c->cwnd_peak)
+	while (want < SV__CC_STAMPS &&
+	       (uint64_t)want * SV__CC_STAMP_EVERY < 2ull * c->cwnd_peak)
 		want <<= 1;
 	if (want == c->nstamps || want <= c->stamps_failed)
 		return;

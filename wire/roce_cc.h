@@ -16,9 +16,10 @@
 #define SV__CC_INIT 32			/* packets: the first window */
 /* Send stamps: every SV__CC_STAMP_EVERY-th PSN keeps its send time, in a ring of slots
  * indexed by psn / SV__CC_STAMP_EVERY. The ring grows with the window's peak, a power of
- * two of slots covering it: SV__CC_STAMPS_MIN slots (256 PSNs) held in the controller
- * itself, which is all a QP that never opens its window beyond that pays for, up to
- * SV__CC_STAMPS (32768 PSNs in flight, the window's cap) allocated as it opens. */
+ * two of slots covering twice it (roce_cc.c, stamps_fit()): SV__CC_STAMPS_MIN slots (256
+ * PSNs) held in the controller itself, which is all a QP whose window never opens past
+ * 128 pays for, up to SV__CC_STAMPS (32768 PSNs in flight, the window's cap) allocated
+ * as it opens. */
 #define SV__CC_STAMP_EVERY 16
 #define SV__CC_STAMPS_MIN 16
 #define SV__CC_STAMPS 2048

@@ -224,7 +224,7 @@ Test(roce_cc, grows_to_the_bdp_of_a_bottleneck)
 	cr_assert_leq(s->cc[0].srtt_ns, 20 * MS + 10 * MS + 3 * MS, "srtt %llu",
 		      (unsigned long long)s->cc[0].srtt_ns);
 	cr_assert_eq(s->cc[0].phase, SV__CC_AVOID);
-	cr_assert_geq(s->cc[0].nstamps * SV__CC_STAMP_EVERY, s->cc[0].cwnd_peak,
+	cr_assert_geq(s->cc[0].nstamps * SV__CC_STAMP_EVERY, 2 * s->cc[0].cwnd_peak,
 		      "the stamps cover the window (%u slots)", s->cc[0].nstamps);
 	sim_free(s);
 }
@@ -379,12 +379,13 @@ Test(roce_cc, the_stamp_ring_grows_with_the_window)
 		sv__cc_sent(&c, p, false, now);
 	cr_assert_eq(c.nstamps, SV__CC_STAMPS_MIN);
 	cr_assert_null(c.stamp_mem);
-	/* The window opens past the ring's 256 PSNs: the next stamp moves the ring to one
-	 * that covers it (2033 packets: 128 slots), the stamps already there with it. */
+	/* The window opens past half the ring's 256 PSNs: the next stamp moves the ring to
+	 * one that covers twice it (2033 packets: 256 slots), the stamps already there
+	 * with it. */
 	open_window(&c, 2000, now + MS);
 	cr_assert_eq(sv__cc_cwnd(&c), 2033);
-	sv__cc_sent(&c, 272, false, now + 2 * MS);	/* slot 1 of 16, slot 17 of 128 */
-	cr_assert_eq(c.nstamps, 128);
+	sv__cc_sent(&c, 272, false, now + 2 * MS);	/* slot 1 of 16, slot 17 of 256 */
+	cr_assert_eq(c.nstamps, 256);
 	cr_assert_not_null(c.stamp_mem);
 	cr_assert_eq(sv__cc_sample(&c, 16, true, now + 3 * MS), 3 * MS, "moved with the ring");
 	cr_assert_eq(sv__cc_sample(&c, 240, true, now + 3 * MS), 3 * MS);
@@ -424,7 +425,7 @@ Test(roce_cc, a_stamp_ring_that_cannot_be_allocated_leaves_the_small_one)
 	alloc_fail_calls = 0;
 	open_window(&c, 4000, now + 4 * MS);
 	sv__cc_sent(&c, 1024, false, now + 5 * MS);
-	cr_assert_eq(c.nstamps, 512, "a window of 6034 gets its ring");
+	cr_assert_eq(c.nstamps, 1024, "a window of 6034 gets its ring");
 	cr_assert_eq(c.alloc_fails, 1);
 	cr_assert_eq(sv__cc_sample(&c, 1008, true, now + 6 * MS), 3 * MS, "moved with it");
 	sv__cc_fini(&c);
