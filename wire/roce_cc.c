@@ -219,21 +219,23 @@ static unsigned stamp_slot(const struct stamps *t, uint32_t psn)
 	return (psn / SV__CC_STAMP_EVERY) & (t->n - 1);
 }
 
-/* The ring covers twice the window's peak: selective repeat sends a window beyond the
- * packets it has SACKed (they left the network), so while holes are repaired una..nxt
- * spans up to about twice the window, and a stamp must last until its PSN's SACK.
- * When the window grew past half the ring, the stamps move to a ring twice as large
- * (or more), each to its slot there. Stamps in two slots of a
- * ring of n have psn / SV__CC_STAMP_EVERY different modulo n, so modulo any multiple
- * of n too: no two meet in the larger ring. */
+/* The ring covers the largest span of PSNs in flight (una..nxt, sv__cc_span()): a stamp
+ * must last until the ACK or SACK of its PSN, and every PSN sent before that ACK comes
+ * lies in the span then. With selective repeat the span is not the window: the window
+ * counts no SACKed packet, and while a hole waits for its resend the sender goes on a
+ * window beyond the SACKed ones (up to SV__RETX_SPAN, 32000 PSNs), so a ring sized to
+ * the window loses the samples that keep the delay signal current (bench/wan.sh's lossy
+ * case lost half its goodput to timeouts so). When the span outgrew the ring, the stamps
+ * move to a ring twice as large (or more), each to its slot there. Stamps in two slots
+ * of a ring of n have psn / SV__CC_STAMP_EVERY different modulo n, so modulo any
+ * multiple of n too: no two meet in the larger ring. */
 static void stamps_fit(struct sv__cc *c)
 {
 	uint32_t want = c->nstamps;
 	struct stamps o, t;
 	uint64_t *m;
 
-	while (want < SV__CC_STAMPS &&
-	       (uint64_t)want * SV__CC_STAMP_EVERY < 2ull * c->cwnd_peak)
+	while (want < SV__CC_STAMPS && (uint64_t)want * SV__CC_STAMP_EVERY < c->span_peak)
 		want <<= 1;
 	if (want == c->nstamps || want <= c->stamps_failed)
 		return;
@@ -257,6 +259,12 @@ static void stamps_fit(struct sv__cc *c)
 	free(c->stamp_mem);
 	c->stamp_mem = m;
 	c->nstamps = want;
+}
+
+void sv__cc_span(struct sv__cc *c, uint32_t span)
+{
+	if (span > c->span_peak)
+		c->span_peak = span;
 }
 
 void sv__cc_sent(struct sv__cc *c, uint32_t psn, bool resent, uint64_t now_ns)

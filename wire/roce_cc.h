@@ -15,11 +15,11 @@
 #define SV__CC_MIN 4			/* packets: the smallest window */
 #define SV__CC_INIT 32			/* packets: the first window */
 /* Send stamps: every SV__CC_STAMP_EVERY-th PSN keeps its send time, in a ring of slots
- * indexed by psn / SV__CC_STAMP_EVERY. The ring grows with the window's peak, a power of
- * two of slots covering twice it (roce_cc.c, stamps_fit()): SV__CC_STAMPS_MIN slots (256
- * PSNs) held in the controller itself, which is all a QP whose window never opens past
- * 128 pays for, up to SV__CC_STAMPS (32768 PSNs in flight, the window's cap) allocated
- * as it opens. */
+ * indexed by psn / SV__CC_STAMP_EVERY. The ring grows with the largest span of PSNs in
+ * flight (sv__cc_span()), a power of two of slots covering it: SV__CC_STAMPS_MIN slots
+ * (256 PSNs) held in the controller itself, which is all a QP that never has more in
+ * flight pays for, up to SV__CC_STAMPS (32768 PSNs, beyond selective repeat's span of
+ * 32000) allocated as the span widens. */
 #define SV__CC_STAMP_EVERY 16
 #define SV__CC_STAMPS_MIN 16
 #define SV__CC_STAMPS 2048
@@ -76,6 +76,7 @@ struct sv__cc {
 	 * ACK came gives no sample, nothing worse), counted in alloc_fails, and is not
 	 * asked for again until the window outgrows it too (stamps_failed: its slots). */
 	uint32_t nstamps, stamps_failed;
+	uint32_t span_peak;		/* the largest span in flight (sv__cc_span()) */
 	uint32_t stamp_psn0[SV__CC_STAMPS_MIN];
 	uint64_t stamp_ns0[SV__CC_STAMPS_MIN];
 	uint64_t stamp_ok0;
@@ -101,6 +102,9 @@ uint64_t sv__cc_target_ns(const struct sv__cc *c);
 double sv__cc_rate_pps(const struct sv__cc *c);
 /* Whether pacing admits one more packet now; when not, *next_ns (if not NULL) is when. */
 bool sv__cc_pace_ok(const struct sv__cc *c, uint64_t now_ns, uint64_t *next_ns);
+/* PSNs una..nxt in flight are span, nxt counting the packets about to be stamped: the
+ * stamp ring grows to cover the largest span (before the next stamp). */
+void sv__cc_span(struct sv__cc *c, uint32_t span);
 /* A packet went out at now_ns (new or resent): it takes one packet of credit. A new
  * request packet of PSN psn is stamped when it falls on the stamp grid; a resent one is
  * unstamped (Karn's rule: its ACK cannot tell which send it answers). */

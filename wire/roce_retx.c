@@ -218,6 +218,7 @@ void sv__retx_sent_new(struct sv__retx *r, uint32_t n, uint64_t now_ns)
 	 * credit and is stamped whatever its PSN, its first response giving the sample
 	 * (which then holds the responses queued before it at the responder: the READ
 	 * direction's queue). */
+	sv__cc_span(&r->cc, inflight(r) + n);
 	sv__cc_sent(&r->cc, r->nxt, n != 1, now_ns);
 	if (n != 1)
 		sv__cc_stamp(&r->cc, r->nxt, now_ns);

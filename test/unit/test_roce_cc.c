@@ -10,8 +10,8 @@
  * same delay. Random loss takes packets before the queue. The sender learns of a loss
  * a round trip after it, as a selective-repeat SACK would tell it.
  *
- * Also the ring of send stamps, which grows with the window (and stays as it is when
- * the memory for a larger one cannot be had: test/alloc_fail.h).
+ * Also the ring of send stamps, which grows with the span in flight (and stays as it is
+ * when the memory for a larger one cannot be had: test/alloc_fail.h).
  */
 #include <criterion/criterion.h>
 #include <stdlib.h>
@@ -108,6 +108,7 @@ static void sim_step(struct sim *s, uint64_t now)
 		while (s->inflight[f] < sv__cc_cwnd(c) && sv__cc_pace_ok(c, now, NULL)) {
 			struct ev e = { .psn = s->nxt[f]++, .flow = (uint8_t)f };
 
+			sv__cc_span(c, s->inflight[f] + 1);
 			sv__cc_sent(c, e.psn, false, now);
 			s->inflight[f]++;
 			if (uniform(&s->rng) < s->loss) {
@@ -224,7 +225,7 @@ Test(roce_cc, grows_to_the_bdp_of_a_bottleneck)
 	cr_assert_leq(s->cc[0].srtt_ns, 20 * MS + 10 * MS + 3 * MS, "srtt %llu",
 		      (unsigned long long)s->cc[0].srtt_ns);
 	cr_assert_eq(s->cc[0].phase, SV__CC_AVOID);
-	cr_assert_geq(s->cc[0].nstamps * SV__CC_STAMP_EVERY, 2 * s->cc[0].cwnd_peak,
+	cr_assert_geq(s->cc[0].nstamps * SV__CC_STAMP_EVERY, s->cc[0].cwnd_peak,
 		      "the stamps cover the window (%u slots)", s->cc[0].nstamps);
 	sim_free(s);
 }
@@ -360,39 +361,32 @@ Test(roce_cc, a_full_drop_tail_queue_is_congestion)
 	sim_free(s);
 }
 
-/* The window opens to n packets by way of STARTUP: one RTT sample of 1 ms, then n ACKs. */
-static void open_window(struct sv__cc *c, uint32_t n, uint64_t now)
-{
-	sv__cc_stamp(c, 0x800000, now - MS);
-	sv__cc_on_ack(c, 1, sv__cc_sample(c, 0x800000, true, now), now);
-	sv__cc_on_ack(c, n, 0, now);
-}
-
-Test(roce_cc, the_stamp_ring_grows_with_the_window)
+Test(roce_cc, the_stamp_ring_grows_with_the_span_in_flight)
 {
 	uint64_t now = 100 * MS;
 	struct sv__cc c;
 
 	sv__cc_init(&c, 32000);
-	/* A new window of 32: the ring held in the controller, nothing allocated. */
+	/* 256 PSNs in flight: the ring held in the controller, nothing allocated. */
 	for (uint32_t p = 16; p < 256; p += 16)
 		sv__cc_sent(&c, p, false, now);
+	sv__cc_span(&c, 256);
+	sv__cc_sent(&c, 0, false, now);
 	cr_assert_eq(c.nstamps, SV__CC_STAMPS_MIN);
 	cr_assert_null(c.stamp_mem);
-	/* The window opens past half the ring's 256 PSNs: the next stamp moves the ring to
-	 * one that covers twice it (2033 packets: 256 slots), the stamps already there
-	 * with it. */
-	open_window(&c, 2000, now + MS);
-	cr_assert_eq(sv__cc_cwnd(&c), 2033);
-	sv__cc_sent(&c, 272, false, now + 2 * MS);	/* slot 1 of 16, slot 17 of 256 */
-	cr_assert_eq(c.nstamps, 256);
+	/* The span widens past the ring's 256 PSNs (selective repeat sending beyond
+	 * SACKed packets): the next stamp moves the ring to one that covers it (2033
+	 * PSNs: 128 slots), the stamps already there with it. */
+	sv__cc_span(&c, 2033);
+	sv__cc_sent(&c, 272, false, now + 2 * MS);	/* slot 1 of 16, slot 17 of 128 */
+	cr_assert_eq(c.nstamps, 128);
 	cr_assert_not_null(c.stamp_mem);
 	cr_assert_eq(sv__cc_sample(&c, 16, true, now + 3 * MS), 3 * MS, "moved with the ring");
 	cr_assert_eq(sv__cc_sample(&c, 240, true, now + 3 * MS), 3 * MS);
 	cr_assert_eq(sv__cc_sample(&c, 272, true, now + 3 * MS), MS);
 	cr_assert_eq(sv__cc_sample(&c, 272, true, now + 3 * MS), 0, "a sample is taken once");
-	/* Up to the cap: 32000 packets in 2048 slots, and no further. */
-	open_window(&c, 32000, now + 4 * MS);
+	/* Up to the cap: selective repeat's 32000 PSNs in 2048 slots, and no further. */
+	sv__cc_span(&c, 40000);
 	sv__cc_sent(&c, 4096, false, now + 4 * MS);
 	cr_assert_eq(c.nstamps, SV__CC_STAMPS);
 	sv__cc_sent(&c, 4096 + 32768, false, now + 5 * MS);	/* the same slot */
@@ -410,7 +404,7 @@ Test(roce_cc, a_stamp_ring_that_cannot_be_allocated_leaves_the_small_one)
 
 	sv__cc_init(&c, 32000);
 	sv__cc_sent(&c, 16, false, now);
-	open_window(&c, 2000, now + MS);
+	sv__cc_span(&c, 2033);
 	alloc_fail_calls = -1;
 	sv__cc_sent(&c, 272, false, now + 2 * MS);
 	cr_assert_eq(c.alloc_fails, 1, "counted");
@@ -418,14 +412,14 @@ Test(roce_cc, a_stamp_ring_that_cannot_be_allocated_leaves_the_small_one)
 	cr_assert_eq(c.nstamps, SV__CC_STAMPS_MIN, "the small ring still in use");
 	cr_assert_eq(sv__cc_sample(&c, 16, true, now + 3 * MS), 0, "272 took its slot");
 	cr_assert_eq(sv__cc_sample(&c, 272, true, now + 3 * MS), MS, "samples go on");
-	/* Not asked for again at every stamp: only once the window outgrows that size. */
+	/* Not asked for again at every stamp: only once the span outgrows that size. */
 	for (uint32_t p = 288; p < 1024; p += 16)
 		sv__cc_sent(&c, p, false, now + 3 * MS);
 	cr_assert_eq(alloc_fail_count, 1);
 	alloc_fail_calls = 0;
-	open_window(&c, 4000, now + 4 * MS);
+	sv__cc_span(&c, 6034);
 	sv__cc_sent(&c, 1024, false, now + 5 * MS);
-	cr_assert_eq(c.nstamps, 1024, "a window of 6034 gets its ring");
+	cr_assert_eq(c.nstamps, 512, "a span of 6034 gets its ring");
 	cr_assert_eq(c.alloc_fails, 1);
 	cr_assert_eq(sv__cc_sample(&c, 1008, true, now + 6 * MS), 3 * MS, "moved with it");
 	sv__cc_fini(&c);
