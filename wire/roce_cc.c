@@ -224,11 +224,11 @@ static unsigned stamp_slot(const struct stamps *t, uint32_t psn)
  * lies in the span then. With selective repeat the span is not the window: the window
  * counts no SACKed packet, and while a hole waits for its resend the sender goes on a
  * window beyond the SACKed ones (up to SV__RETX_SPAN, 32000 PSNs), so a ring sized to
- * the window loses the samples that keep the delay signal current (bench/wan.sh's lossy
- * case lost half its goodput to timeouts so). When the span outgrew the ring, the stamps
- * move to a ring twice as large (or more), each to its slot there. Stamps in two slots
- * of a ring of n have psn / SV__CC_STAMP_EVERY different modulo n, so modulo any
- * multiple of n too: no two meet in the larger ring. */
+ * the window loses the samples that keep the delay signal current (bench/wan.sh's 1 %
+ * loss case then ran into timeouts that a fixed ring spared it). When the span outgrew
+ * the ring, the stamps move to a ring twice as large (or more), each to its slot there.
+ * Stamps in two slots of a ring of n have psn / SV__CC_STAMP_EVERY different modulo n,
+ * so modulo any multiple of n too: no two meet in the larger ring. */
 static void stamps_fit(struct sv__cc *c)
 {
 	uint32_t want = c->nstamps;
