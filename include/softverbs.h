@@ -706,6 +706,11 @@ struct sv_qp_stats {
 	uint64_t srtt_ns, base_rtt_ns;
 	uint64_t pacing_mbit;
 	uint64_t cc_delay_cuts, cc_loss_cuts;
+	/* UDP RC QPs (appended): memory a QP takes only once it needs it (a larger transmit
+	 * batch, a longer ring of send stamps, selective repeat's SACK bitmap and
+	 * out-of-order store) that could not be allocated; the QP went on with what it had,
+	 * losing speed, never data. */
+	uint64_t alloc_fails;
 };
 
 int sv_query_qp_stats(struct sv_qp *qp, struct sv_qp_stats *stats);

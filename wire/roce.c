@@ -675,6 +675,7 @@ static enum sv_mtu active_mtu(struct sv_context *ctx)
 static void rqp_free(struct sv__rqp *q)
 {
 	sv__roce_resp_fini(q);
+	sv__retx_fini(&q->rx);
 	if (q->recs)
 		sv__roce_req_init(q);	/* frees READ bitmaps */
 	free(q->recs);
@@ -719,11 +720,9 @@ static int qp_create(struct sv_qp *qp, void **tqp)
 	q->rc = rc;
 	q->recs = calloc(n, sizeof(*q->recs));
 	q->rec_mask = n - 1;
-	q->txb = calloc(1, sizeof(*q->txb));
+	q->txb = sv__roce_txb_new(SV__ROCE_TX_BATCH_MIN);
 	q->inbox_tail = &q->inbox;
 	if (!q->recs || !q->txb)
-		goto err_free;
-	if ((r = sv__roce_resp_init(q)) < 0)
 		goto err_free;
 	pthread_mutex_lock(&rc->rx_lock);
 	r = tbl_add(rc, q);
@@ -783,6 +782,7 @@ static int qp_modify(struct sv_qp *qp, const struct sv_qp_attr *attr, int mask)
 	struct sv__rqp *q = sv__rqp(qp);
 	const struct sv_qp_attr *cur = sv__qp_attr(qp);
 	enum sv_qp_state next = (mask & SV_QP_STATE) ? attr->qp_state : cur->qp_state;
+	int r;
 
 	if (qp->qp_type == SV_QPT_UD)
 		return sv__roce_ud_modify(q, attr, mask);
@@ -810,16 +810,20 @@ static int qp_modify(struct sv_qp *qp, const struct sv_qp_attr *attr, int mask)
 		/* The loss recovery mode: the device's, unless the CM agreed on one. */
 		q->sr = q->cm_sr_set ? q->cm_sr : q->rc->sr;
 		q->epsn = attr->rq_psn & SV_PSN_MASK;
-		sv__roce_resp_reset(q);
-		q->nres = attr->max_dest_rd_atomic ? attr->max_dest_rd_atomic : 0;
-		if (q->nres > SV__ROCE_RSPQ / 2)
+		if (attr->max_dest_rd_atomic > SV__ROCE_RSPQ / 2)
 			return -EINVAL;
+		/* The responder's resources and reply queue, sized by IRD (IBA 9.7.5.1.x: the
+		 * responder keeps what max_dest_rd_atomic allows, no more). */
+		q->nres = attr->max_dest_rd_atomic;
+		if ((r = sv__roce_resp_reset(q)) < 0)
+			return r;
 		q->err = false;
 		q->live = true;
 		return 0;
 	}
 	if (next == SV_QPS_RTS && cur->qp_state == SV_QPS_RTR) {
 		/* UC: no local ACK timer (timeout 0), nothing is waited for. */
+		sv__retx_fini(&q->rx);
 		sv__retx_init(&q->rx, q->sr, attr->sq_psn,
 			      qp->qp_type == SV_QPT_UC ? 0 : attr->timeout, attr->retry_cnt,
 			      attr->rnr_retry, q->rc->cwnd_max);
@@ -921,6 +925,7 @@ static int qp_stats(struct sv_qp *qp, struct sv_qp_stats *s)
 		s->pacing_mbit = (uint64_t)(sv__cc_rate_pps(&q->rx.cc) * q->mtu * 8 / 1e6);
 		s->cc_delay_cuts = q->rx.cc.delay_cuts;
 		s->cc_loss_cuts = q->rx.cc.loss_cuts;
+		s->alloc_fails = q->st.alloc_fails + q->rx.alloc_fails + q->rx.cc.alloc_fails;
 	}
 	if (q->aead) {
 		s->aead_auth_fail = atomic_load_explicit(&q->aead->auth_fail,

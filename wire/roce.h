@@ -58,7 +58,8 @@
 #define SV__ROCE_RX_BUF 4608		/* > BTH + largest ext + 4096 + pad + ICRC */
 #define SV__ROCE_RX_GRO_BUF 65536	/* a coalesced datagram (UDP_GRO): 64 KiB at most */
 #define SV__ROCE_RX_SET 128		/* RC packets handed to QPs together (roce_rx.c) */
-#define SV__ROCE_TX_BATCH 64		/* datagrams per sendmmsg */
+#define SV__ROCE_TX_BATCH 64		/* datagrams per sendmmsg, at most */
+#define SV__ROCE_TX_BATCH_MIN 4		/* a new QP's transmit batch */
 #define SV__ROCE_TX_IOV (SV__MAX_SGE + 3)	/* header, payload slices, pad + ICRC */
 /* UDP_SEGMENT (roce.c, "Transmit batch"): the datagrams one send may carry, which Linux
  * caps at UDP_MAX_SEGMENTS (64 in older kernels, 128 in newer); their bytes, which with the IPv4
@@ -69,7 +70,7 @@
 #define SV__ROCE_SOCKBUF (4 << 20)
 #define SV__ROCE_OOO 32768		/* SR: out-of-order packets a responder keeps (> SV__RETX_SPAN) */
 #define SV__ROCE_ACKREQ_EVERY SV__CC_STAMP_EVERY	/* AckReq on every PSN this divides */
-#define SV__ROCE_RSPQ 256		/* queued READ responses / atomic acks: twice IRD 128 */
+#define SV__ROCE_RSPQ 256		/* queued READ responses / atomic acks, at most: twice IRD 128 */
 #define SV__ROCE_RSP_TURN 256		/* READ response packets a QP builds per turn */
 #define SV__ROCE_SRNAKQ 64		/* SR NAKs queued between flushes */
 #define SV__ROCE_FALLBACK_ADDRS 32	/* 127.0.0.1 .. 127.0.0.32 when 4791 is taken */
@@ -216,28 +217,36 @@ struct sv__rctx {
 	struct sv__rctx *cm_live_next;	/* roce_cm.c's contexts to close at exit */
 };
 
-/* A transmit batch: built under one QP lock, sent with one sendmmsg. */
+/* A transmit batch: built under one QP lock, sent with one sendmmsg. It holds cap
+ * datagrams, SV__ROCE_TX_BATCH_MIN when the QP is created (what a QP that sends a few
+ * messages and their ACKs needs), twice as many each time a round fills it, up to
+ * SV__ROCE_TX_BATCH (roce_tx.c, "Growing the batch"). One allocation: the arrays follow
+ * the struct. */
+union sv__roce_gcmsg {
+	struct cmsghdr h;
+	uint8_t b[CMSG_SPACE(sizeof(uint16_t))];
+};
+
 struct sv__roce_txb {
-	unsigned n;
-	struct mmsghdr msgs[SV__ROCE_TX_BATCH];
-	struct iovec iov[SV__ROCE_TX_BATCH][SV__ROCE_TX_IOV];
-	uint8_t hdr[SV__ROCE_TX_BATCH][SV_IB_MAX_HDRS_LEN + 4];
-	uint8_t trl[SV__ROCE_TX_BATCH][8];	/* pad (0..3) + ICRC */
+	unsigned n, cap;
+	struct mmsghdr *msgs;
+	struct iovec (*iov)[SV__ROCE_TX_IOV];
+	uint8_t (*hdr)[SV_IB_MAX_HDRS_LEN + 4];
+	uint8_t (*trl)[8];		/* pad (0..3) + ICRC */
 	/* Runs for UDP_SEGMENT (roce.c): msgs[i] is datagram seg[i] of its run (0: the
 	 * first, or alone); the open run starts at run_first and takes msgs[run_next]
 	 * next if it is no longer than run_len, the length of all but a run's last. */
-	uint8_t seg[SV__ROCE_TX_BATCH];
+	uint8_t *seg;
 	unsigned run_first, run_next, run_bytes, run_iov, gso_iov;
 	size_t run_len;
 	bool run_closed;
-	/* What one sendmmsg of runs is made of (sv__roce_flush()). */
-	struct mmsghdr gmsgs[SV__ROCE_TX_BATCH];
-	uint8_t gfirst[SV__ROCE_TX_BATCH];
-	struct iovec giov[SV__ROCE_GSO_IOV];
-	union {
-		struct cmsghdr h;
-		uint8_t b[CMSG_SPACE(sizeof(uint16_t))];
-	} gcmsg[SV__ROCE_TX_BATCH];
+	/* What one sendmmsg of runs is made of (sv__roce_flush()): giov holds giov_cap
+	 * iovecs, SV__ROCE_GSO_IOV or, in a smaller batch, all its datagrams' at most. */
+	struct mmsghdr *gmsgs;
+	uint8_t *gfirst;
+	struct iovec *giov;
+	unsigned giov_cap;
+	union sv__roce_gcmsg *gcmsg;
 };
 
 /* Requester: one started send WQE. */
@@ -292,6 +301,9 @@ struct sv__rqp_stats {
 	/* READ response packets built, those the socket took, and the runs it was full
 	 * for (roce_resp.c): built - sent <= SV__ROCE_TX_BATCH * rsp_full. */
 	uint64_t rsp_built, rsp_sent, rsp_full;
+	/* Memory the QP grows into as it needs it that could not be allocated (a larger
+	 * transmit batch, the out-of-order store): it went on with what it had. */
+	uint64_t alloc_fails;
 };
 
 /*
@@ -361,17 +373,20 @@ struct sv__rqp {
 	bool wwin;
 	uint32_t wrkey;
 	uint64_t wva;
+	/* READ/atomic resources (nres: max_dest_rd_atomic) and the reply queue, rsp_mask
+	 * + 1 slots (the power of two from 2 * nres: roce_resp.c, "Duplicates"); both NULL
+	 * while nres is 0, allocated at RTR. */
 	struct sv__rres *res;
 	uint32_t nres, res_next;
-	struct sv__rrsp rspq[SV__ROCE_RSPQ];
+	struct sv__rrsp *rspq;
+	uint32_t rsp_mask;
 	uint32_t rsp_get, rsp_put;
 	uint32_t rd_new;		/* new READ/atomic entries queued (IRD) */
 	/* On rc->txw_qs (under rc->inbox_lock): responses left for when the socket is
 	 * writable (sv__roce_tx_wait). */
 	bool txw_queued;
 	struct sv__rqp *txw_next;
-	uint8_t **ooo;			/* SR: kept packets by PSN slot */
-	uint16_t *ooo_len;
+	uint8_t **ooo;			/* SR: kept packets by PSN slot (at the first one) */
 	struct sv__rqp_stats st;
 	/* Packets whose ICRC held for an IPv4 id or DF other than ours (classify(), which
 	 * runs without the QP lock: atomic). */
@@ -444,6 +459,16 @@ uint32_t sv__roce_tx_icrc(const struct sv__rctx *rc, const struct sockaddr *dst,
  * socket would not bring it. A datagram refused for good (EMSGSIZE: larger than the
  * route's MTU) is skipped and recorded; the caller's round then fails the QP. */
 int sv__roce_flush(struct sv__rqp *q);
+/* A transmit batch of cap datagrams (zeroed), or NULL (roce_tx.c, "Growing the
+ * batch"); free() frees it. */
+struct sv__roce_txb *sv__roce_txb_new(unsigned cap);
+/* [qp-locked] A round filled q's batch, which it has just flushed (empty): it grows to
+ * twice its size, up to SV__ROCE_TX_BATCH; if that memory cannot be had it stays as it
+ * is, counted in alloc_fails. */
+void sv__roce_txb_grow(struct sv__rqp *q);
+/* [qp-locked] q's batch with room for one more datagram: a full one is flushed, then
+ * grows. */
+struct sv__roce_txb *sv__roce_txb_room(struct sv__rqp *q);
 /* How many datagrams of len bytes the socket's send buffer has room for now, at most
  * (SIOCOUTQ against SO_SNDBUF; UINT32_MAX when it cannot tell, or the impairment layer
  * sends); at least 1 whenever the socket polls writable. */
@@ -544,8 +569,8 @@ void sv__roce_req_timer(struct sv__rqp *q);
 bool sv__roce_req_fail(struct sv__rqp *q, enum sv_wc_status status);
 
 /* roce_resp.c — [qp-locked] */
-int sv__roce_resp_init(struct sv__rqp *q);
-void sv__roce_resp_reset(struct sv__rqp *q);
+/* INIT->RTR: a fresh responder, its resources sized by q->nres; -ENOMEM. */
+int sv__roce_resp_reset(struct sv__rqp *q);
 void sv__roce_resp_fini(struct sv__rqp *q);
 /* A request packet arrived; buf is the receive buffer it lies in, which the responder
  * may keep (SR out-of-order): then it sets *kept and the caller needs a new buffer.

@@ -118,7 +118,7 @@ int sv__roce_aead_txq(struct sv__rqp *q, const uint8_t *hdr, size_t hlen,
 {
 	static const uint8_t zero[4];
 	struct sv__roce_aead *a = q->aead;
-	struct sv__roce_txb *b = q->txb;
+	struct sv__roce_txb *b = sv__roce_txb_room(q);
 	unsigned i, pad = (-paylen) & 3;
 	uint8_t nonce[SV_AEAD_NONCE_LEN], *h, *ct;
 	struct sv_aead_hdr sh;
@@ -126,8 +126,6 @@ int sv__roce_aead_txq(struct sv__rqp *q, const uint8_t *hdr, size_t hlen,
 	int l, off = 0;
 	bool ok;
 
-	if (b->n == SV__ROCE_TX_BATCH)
-		sv__roce_flush(q);
 	if (a->tx_seq == UINT64_MAX) {
 		/* 2^64 - 1 packets under one key: never again under it. */
 		sv__roce_tx_refused(q, &q->peer, EKEYEXPIRED, 0, 1);

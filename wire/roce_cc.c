@@ -43,6 +43,7 @@
  * behind a standing queue learns the real one; test_roce_cc's
  * two_flows_share_a_bottleneck checks it.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/transport.h"
@@ -94,6 +95,15 @@ void sv__cc_init(struct sv__cc *c, uint32_t cwnd_max)
 	c->ssthresh = c->cwnd_max;
 	c->phase = SV__CC_STARTUP;
 	c->cwnd_peak = sv__cc_cwnd(c);
+	c->nstamps = SV__CC_STAMPS_MIN;
+}
+
+void sv__cc_fini(struct sv__cc *c)
+{
+	free(c->stamp_mem);
+	c->stamp_mem = NULL;
+	c->nstamps = SV__CC_STAMPS_MIN;
+	c->stamp_ok0 = 0;
 }
 
 uint32_t sv__cc_cwnd(const struct sv__cc *c)
@@ -180,15 +190,88 @@ bool sv__cc_pace_ok(const struct sv__cc *c, uint64_t now_ns, uint64_t *next_ns)
 	return false;
 }
 
-static unsigned stamp_slot(uint32_t psn)
+/* The stamp ring in use: nstamps slots of PSN, time and ok bit. A ring of n slots (32
+ * or more) is one allocation: n times, n PSNs, then the ok bits (ok_words(n)). */
+struct stamps {
+	uint32_t *psn;
+	uint64_t *ns, *ok;
+	uint32_t n;
+};
+
+static struct stamps stamps_of(struct sv__cc *c)
 {
-	return (psn / SV__CC_STAMP_EVERY) & (SV__CC_STAMPS - 1);
+	uint64_t *m = c->stamp_mem;
+
+	if (!m)
+		return (struct stamps){ c->stamp_psn0, c->stamp_ns0, &c->stamp_ok0,
+					SV__CC_STAMPS_MIN };
+	return (struct stamps){ (uint32_t *)(void *)(m + c->nstamps), m,
+				m + c->nstamps + c->nstamps / 2, c->nstamps };
+}
+
+static size_t ok_words(uint32_t n)
+{
+	return (n + 63) / 64;
+}
+
+static unsigned stamp_slot(const struct stamps *t, uint32_t psn)
+{
+	return (psn / SV__CC_STAMP_EVERY) & (t->n - 1);
+}
+
+/* The ring covers the largest span of PSNs in flight (una..nxt, sv__cc_span()): a stamp
+ * must last until the ACK or SACK of its PSN, and every PSN sent before that ACK comes
+ * lies in the span then. With selective repeat the span is not the window: the window
+ * counts no SACKed packet, and while a hole waits for its resend the sender goes on a
+ * window beyond the SACKed ones (up to SV__RETX_SPAN, 32000 PSNs), so a ring sized to
+ * the window loses the samples that keep the delay signal current (bench/wan.sh's 1 %
+ * loss case then ran into timeouts that a fixed ring spared it). When the span outgrew
+ * the ring, the stamps move to a ring twice as large (or more), each to its slot there.
+ * Stamps in two slots of a ring of n have psn / SV__CC_STAMP_EVERY different modulo n,
+ * so modulo any multiple of n too: no two meet in the larger ring. */
+static void stamps_fit(struct sv__cc *c)
+{
+	uint32_t want = c->nstamps;
+	struct stamps o, t;
+	uint64_t *m;
+
+	while (want < SV__CC_STAMPS && (uint64_t)want * SV__CC_STAMP_EVERY < c->span_peak)
+		want <<= 1;
+	if (want == c->nstamps || want <= c->stamps_failed)
+		return;
+	if (!(m = calloc((size_t)want + want / 2 + ok_words(want), sizeof(*m)))) {
+		c->stamps_failed = want;
+		c->alloc_fails++;
+		return;
+	}
+	o = stamps_of(c);
+	t = (struct stamps){ (uint32_t *)(void *)(m + want), m, m + want + want / 2, want };
+	for (uint32_t i = 0; i < o.n; i++) {
+		unsigned j;
+
+		if (!(o.ok[i / 64] >> (i % 64) & 1))
+			continue;
+		j = stamp_slot(&t, o.psn[i]);
+		t.psn[j] = o.psn[i];
+		t.ns[j] = o.ns[i];
+		t.ok[j / 64] |= 1ull << (j % 64);
+	}
+	free(c->stamp_mem);
+	c->stamp_mem = m;
+	c->nstamps = want;
+}
+
+void sv__cc_span(struct sv__cc *c, uint32_t span)
+{
+	if (span > c->span_peak)
+		c->span_peak = span;
 }
 
 void sv__cc_sent(struct sv__cc *c, uint32_t psn, bool resent, uint64_t now_ns)
 {
 	double rate = sv__cc_rate_pps(c);
-	unsigned i = stamp_slot(psn);
+	struct stamps t;
+	unsigned i;
 
 	if (rate > 0) {
 		/* Credit may go below zero (resends, and sends of a flow with little in
@@ -201,8 +284,10 @@ void sv__cc_sent(struct sv__cc *c, uint32_t psn, bool resent, uint64_t now_ns)
 	if (psn % SV__CC_STAMP_EVERY)
 		return;
 	if (resent) {
-		if (c->stamp_psn[i] == psn)
-			c->stamp_ok[i / 64] &= ~(1ull << (i % 64));
+		t = stamps_of(c);
+		i = stamp_slot(&t, psn);
+		if (t.psn[i] == psn)
+			t.ok[i / 64] &= ~(1ull << (i % 64));
 		return;
 	}
 	sv__cc_stamp(c, psn, now_ns);
@@ -210,23 +295,27 @@ void sv__cc_sent(struct sv__cc *c, uint32_t psn, bool resent, uint64_t now_ns)
 
 void sv__cc_stamp(struct sv__cc *c, uint32_t psn, uint64_t now_ns)
 {
-	unsigned i = stamp_slot(psn);
+	struct stamps t;
+	unsigned i;
 
-	c->stamp_psn[i] = psn;
-	c->stamp_ns[i] = now_ns;
-	c->stamp_ok[i / 64] |= 1ull << (i % 64);
+	stamps_fit(c);
+	t = stamps_of(c);
+	i = stamp_slot(&t, psn);
+	t.psn[i] = psn;
+	t.ns[i] = now_ns;
+	t.ok[i / 64] |= 1ull << (i % 64);
 }
 
 uint64_t sv__cc_sample(struct sv__cc *c, uint32_t psn, bool exact, uint64_t now_ns)
 {
 	uint32_t g = exact ? psn : psn - psn % SV__CC_STAMP_EVERY;
-	unsigned i = stamp_slot(g);
+	struct stamps t = stamps_of(c);
+	unsigned i = stamp_slot(&t, g);
 
-	if (!(c->stamp_ok[i / 64] >> (i % 64) & 1) || c->stamp_psn[i] != g ||
-	    now_ns <= c->stamp_ns[i])
+	if (!(t.ok[i / 64] >> (i % 64) & 1) || t.psn[i] != g || now_ns <= t.ns[i])
 		return 0;
-	c->stamp_ok[i / 64] &= ~(1ull << (i % 64));
-	return now_ns - c->stamp_ns[i];
+	t.ok[i / 64] &= ~(1ull << (i % 64));
+	return now_ns - t.ns[i];
 }
 
 static void take_rtt(struct sv__cc *c, uint64_t rtt, uint64_t now_ns)

@@ -14,10 +14,14 @@
 
 #define SV__CC_MIN 4			/* packets: the smallest window */
 #define SV__CC_INIT 32			/* packets: the first window */
-/* Send stamps: every SV__CC_STAMP_EVERY-th PSN keeps its send time, in a ring of
- * SV__CC_STAMPS slots (indexed by psn / SV__CC_STAMP_EVERY), so that the memory stays
- * fixed whatever the window: 2048 slots cover 32768 PSNs in flight. */
+/* Send stamps: every SV__CC_STAMP_EVERY-th PSN keeps its send time, in a ring of slots
+ * indexed by psn / SV__CC_STAMP_EVERY. The ring grows with the largest span of PSNs in
+ * flight (sv__cc_span()), a power of two of slots covering it: SV__CC_STAMPS_MIN slots
+ * (256 PSNs) held in the controller itself, which is all a QP that never has more in
+ * flight pays for, up to SV__CC_STAMPS (32768 PSNs, beyond selective repeat's span of
+ * 32000) allocated as the span widens. */
 #define SV__CC_STAMP_EVERY 16
+#define SV__CC_STAMPS_MIN 16
 #define SV__CC_STAMPS 2048
 #define SV__CC_BURST_MIN 16		/* packets of pacing credit, at least */
 #define SV__CC_BLIND_MAX 256		/* packets: STARTUP's end while no RTT was sampled */
@@ -65,19 +69,31 @@ struct sv__cc {
 	/* Pacing: a token bucket of credit packets at the time credit_ns. */
 	double credit;
 	uint64_t credit_ns;
-	/* Send stamps (see SV__CC_STAMPS): PSN and time, valid when stamp_ok. */
-	uint32_t stamp_psn[SV__CC_STAMPS];
-	uint64_t stamp_ns[SV__CC_STAMPS];
-	uint64_t stamp_ok[SV__CC_STAMPS / 64];
-	/* Counters: RTT samples taken, decreases on delay, on congestion loss, timeouts. */
-	uint64_t samples, delay_cuts, loss_cuts, timeouts;
+	/* Send stamps (see SV__CC_STAMPS): PSN and time, valid when its ok bit is set, in
+	 * nstamps slots: the first SV__CC_STAMPS_MIN here, a larger ring in stamp_mem
+	 * (NULL until the window outgrows these; sv__cc_fini() frees it). A ring that could
+	 * not be allocated leaves the smaller one in use (a stamp overwritten before its
+	 * ACK came gives no sample, nothing worse), counted in alloc_fails, and is not
+	 * asked for again until the window outgrows it too (stamps_failed: its slots). */
+	uint32_t nstamps, stamps_failed;
+	uint32_t span_peak;		/* the largest span in flight (sv__cc_span()) */
+	uint32_t stamp_psn0[SV__CC_STAMPS_MIN];
+	uint64_t stamp_ns0[SV__CC_STAMPS_MIN];
+	uint64_t stamp_ok0;
+	void *stamp_mem;
+	/* Counters: RTT samples taken, decreases on delay, on congestion loss, timeouts;
+	 * stamp rings that could not be allocated. */
+	uint64_t samples, delay_cuts, loss_cuts, timeouts, alloc_fails;
 	uint32_t cwnd_peak;
 };
 
 extern const char *const sv__cc_phase_name[SV__CC_N_PHASES];
 
-/* cwnd_max: packets, at least SV__CC_MIN. */
+/* cwnd_max: packets, at least SV__CC_MIN. Whatever c held before is forgotten: a
+ * controller that ran is given back to sv__cc_fini() first. */
 void sv__cc_init(struct sv__cc *c, uint32_t cwnd_max);
+/* Frees the stamp ring the window made grow (c may be initialized again). */
+void sv__cc_fini(struct sv__cc *c);
 /* The window in whole packets (at least SV__CC_MIN; the minimum during PROBE). */
 uint32_t sv__cc_cwnd(const struct sv__cc *c);
 /* The target RTT: the base plus the queueing the controller allows. */
@@ -86,6 +102,9 @@ uint64_t sv__cc_target_ns(const struct sv__cc *c);
 double sv__cc_rate_pps(const struct sv__cc *c);
 /* Whether pacing admits one more packet now; when not, *next_ns (if not NULL) is when. */
 bool sv__cc_pace_ok(const struct sv__cc *c, uint64_t now_ns, uint64_t *next_ns);
+/* PSNs una..nxt in flight are span, nxt counting the packets about to be stamped: the
+ * stamp ring grows to cover the largest span (before the next stamp). */
+void sv__cc_span(struct sv__cc *c, uint32_t span);
 /* A packet went out at now_ns (new or resent): it takes one packet of credit. A new
  * request packet of PSN psn is stamped when it falls on the stamp grid; a resent one is
  * unstamped (Karn's rule: its ACK cannot tell which send it answers). */

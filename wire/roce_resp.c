@@ -26,7 +26,6 @@
 
 #include "wire/roce.h"
 
-#define MAX_RES (SV__ROCE_RSPQ / 2)
 #define SYN_ACK 0x1f			/* ACK without credit information (rxe) */
 #define SYN_RNR 0x20
 #define SYN_NAK_SEQ 0x60
@@ -76,12 +75,6 @@ bool sv__roce_resp_move(struct sv__rqp *q, enum sv__resp_state to)
 	return true;
 }
 
-int sv__roce_resp_init(struct sv__rqp *q)
-{
-	q->res = calloc(MAX_RES, sizeof(*q->res));
-	return q->res ? 0 : -ENOMEM;
-}
-
 static struct ooo_ent *ooo_tab(struct sv__rqp *q)
 {
 	return (struct ooo_ent *)(void *)q->ooo;
@@ -119,28 +112,51 @@ bool sv__roce_qp_holds(struct sv_qp *qp, const struct sv__mr *mr)
 	return q->wmr == mr;
 }
 
-void sv__roce_resp_reset(struct sv__rqp *q)
+/* The reply queue holds at most 2 * nres streams ("Duplicates" below): its slots, a
+ * power of two. */
+static uint32_t rspq_slots(uint32_t nres)
 {
+	uint32_t n = 1;
+
+	while (n < 2 * nres)
+		n <<= 1;
+	return n;
+}
+
+int sv__roce_resp_reset(struct sv__rqp *q)
+{
+	struct sv__rres *res = NULL;
+	struct sv__rrsp *rspq = NULL;
+
 	sv__roce_resp_abort(q);
+	if (q->nres && (!(res = calloc(q->nres, sizeof(*res))) ||
+			!(rspq = calloc(rspq_slots(q->nres), sizeof(*rspq))))) {
+		free(res);
+		return -ENOMEM;
+	}
+	free(q->res);
+	free(q->rspq);
+	q->res = res;
+	q->rspq = rspq;
+	q->rsp_mask = rspq_slots(q->nres) - 1;
 	q->msn = 0;
 	q->nak_sent = q->ack_pending = q->nak_pending = false;
 	q->srnak_n = 0;
 	q->rsp_get = q->rsp_put = 0;
 	q->rd_new = 0;
 	q->res_next = 0;
-	memset(q->res, 0, MAX_RES * sizeof(*q->res));
-	if (q->sr && !q->ooo)
-		q->ooo = calloc(SV__ROCE_OOO, sizeof(struct ooo_ent));
+	return 0;
 }
 
 void sv__roce_resp_fini(struct sv__rqp *q)
 {
-	if (q->res)
-		sv__roce_resp_abort(q);
+	sv__roce_resp_abort(q);
 	free(q->ooo);
 	free(q->res);
+	free(q->rspq);
 	q->ooo = NULL;
 	q->res = NULL;
+	q->rspq = NULL;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -228,8 +244,8 @@ static unsigned rsp_run(struct sv__rqp *q, unsigned budget, bool *full, struct s
 	bool fresh = true;
 	int taken;
 
-	if (budget > SV__ROCE_TX_BATCH)
-		budget = SV__ROCE_TX_BATCH;
+	if (budget > q->txb->cap)
+		budget = q->txb->cap;
 	/* Whatever the batch holds goes first, by itself: the run counts only its own. */
 	if (q->txb->n)
 		sv__roce_flush(q);
@@ -243,7 +259,7 @@ static unsigned rsp_run(struct sv__rqp *q, unsigned budget, bool *full, struct s
 	if (budget > room)
 		budget = room;
 	while (n < budget && i != q->rsp_put) {
-		struct sv__rrsp *e = &q->rspq[i % SV__ROCE_RSPQ];
+		struct sv__rrsp *e = &q->rspq[i & q->rsp_mask];
 
 		if (fresh) {
 			j = e->sent;
@@ -271,10 +287,12 @@ static unsigned rsp_run(struct sv__rqp *q, unsigned budget, bool *full, struct s
 		slot[n++] = i;
 	}
 	taken = n ? sv__roce_flush(q) : 0;
+	if (n == q->txb->cap)
+		sv__roce_txb_grow(q);	/* a stream that fills the batch has it grow */
 	while (nheld)
 		sv__mr_release(held[--nheld]);
 	for (int k = 0; k < taken; k++)
-		q->rspq[slot[k] % SV__ROCE_RSPQ].sent++;
+		q->rspq[slot[k] & q->rsp_mask].sent++;
 	q->st.rsp_built += n;
 	q->st.rsp_sent += (unsigned)taken;
 	*full = (unsigned)taken < n;
@@ -287,7 +305,7 @@ static unsigned rsp_run(struct sv__rqp *q, unsigned budget, bool *full, struct s
 static void rsp_retire(struct sv__rqp *q)
 {
 	while (q->rsp_get != q->rsp_put) {
-		struct sv__rrsp *e = &q->rspq[q->rsp_get % SV__ROCE_RSPQ];
+		struct sv__rrsp *e = &q->rspq[q->rsp_get & q->rsp_mask];
 
 		if (e->sent < e->npkts)
 			return;
@@ -397,9 +415,9 @@ static struct sv__rrsp *rsp_new(struct sv__rqp *q)
 {
 	struct sv__rrsp *e;
 
-	if (q->rsp_put - q->rsp_get >= SV__ROCE_RSPQ)
+	if (q->rsp_put - q->rsp_get > q->rsp_mask)
 		return NULL;
-	e = &q->rspq[q->rsp_put % SV__ROCE_RSPQ];
+	e = &q->rspq[q->rsp_put & q->rsp_mask];
 	memset(e, 0, sizeof(*e));
 	return e;
 }
@@ -736,7 +754,7 @@ static int execute(struct sv__rqp *q, const struct sv_ib_pkt *k)
  * in place when it is the last one queued, the common case of a burst of retries), and
  * at most nres (max_dest_rd_atomic) retries' streams are queued, the oldest giving way
  * to a new one. With the nres new READs and atomics IRD allows, the queue never holds
- * more than 2 * nres <= SV__ROCE_RSPQ streams, and a flood of retries costs only the
+ * more than 2 * nres streams (rspq_slots()), and a flood of retries costs only the
  * packets sent between them, never a response each. An atomic's retry replays its saved
  * result the same way.
  */
@@ -744,10 +762,10 @@ static int execute(struct sv__rqp *q, const struct sv_ib_pkt *k)
 /* Takes the stream at queue index i out; the ones after it move up. */
 static void rsp_remove(struct sv__rqp *q, uint32_t i)
 {
-	if (!q->rspq[i % SV__ROCE_RSPQ].dup)
+	if (!q->rspq[i & q->rsp_mask].dup)
 		q->rd_new--;
 	for (; i + 1 != q->rsp_put; i++)
-		q->rspq[i % SV__ROCE_RSPQ] = q->rspq[(i + 1) % SV__ROCE_RSPQ];
+		q->rspq[i & q->rsp_mask] = q->rspq[(i + 1) & q->rsp_mask];
 	q->rsp_put--;
 }
 
@@ -758,12 +776,12 @@ static struct sv__rrsp *dup_stream(struct sv__rqp *q, const struct sv__rres *r)
 	uint32_t dups = 0, oldest = q->rsp_put;
 
 	if (q->rsp_put != q->rsp_get) {
-		e = &q->rspq[(q->rsp_put - 1) % SV__ROCE_RSPQ];
+		e = &q->rspq[(q->rsp_put - 1) & q->rsp_mask];
 		if (e->atomic == r->atomic && e->res_psn == r->first_psn)
 			return e;
 	}
 	for (uint32_t i = q->rsp_get; i != q->rsp_put;) {
-		e = &q->rspq[i % SV__ROCE_RSPQ];
+		e = &q->rspq[i & q->rsp_mask];
 		if (e->atomic == r->atomic && e->res_psn == r->first_psn) {
 			rsp_remove(q, i);	/* superseded by this retry */
 			continue;
@@ -956,7 +974,14 @@ void sv__roce_resp_rx(struct sv__rqp *q, const struct sv_ib_pkt *k, uint8_t *buf
 		return;
 	}
 	q->st.ooo_rx++;
-	if (q->sr && q->ooo) {
+	/* The store comes with the first packet out of order: a QP on a path that never
+	 * reorders or loses never pays for it. Without it the packet is dropped, not
+	 * SACKed, and the sender's timer repairs it. */
+	if (q->sr && !q->ooo && !(q->ooo = calloc(SV__ROCE_OOO, sizeof(struct ooo_ent)))) {
+		q->st.alloc_fails++;
+		return;
+	}
+	if (q->sr) {
 		struct ooo_ent *e = &ooo_tab(q)[k->bth.psn & (SV__ROCE_OOO - 1)];
 
 		if (sv__psn_diff(k->bth.psn, q->epsn) >= SV__ROCE_OOO)

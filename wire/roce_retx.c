@@ -43,6 +43,7 @@
  * the queue overflowed: random loss on a long lossy link is not congestion.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "wire/ib_hdr.h"
@@ -64,6 +65,8 @@ static void sack_clear(struct sv__retx *r, uint32_t psn)
 {
 	uint32_t i = psn & (SV__RETX_WIN - 1);
 
+	if (!r->sacked)
+		return;
 	if (r->sacked[i / 64] >> (i % 64) & 1)
 		r->nsacked--;
 	r->sacked[i / 64] &= ~(1ull << (i % 64));
@@ -73,6 +76,8 @@ static void sack_set(struct sv__retx *r, uint32_t psn)
 {
 	uint32_t i = psn & (SV__RETX_WIN - 1);
 
+	if (!r->sacked)
+		return;
 	if (!(r->sacked[i / 64] >> (i % 64) & 1))
 		r->nsacked++;
 	r->sacked[i / 64] |= 1ull << (i % 64);
@@ -82,7 +87,34 @@ bool sv__retx_is_sacked(const struct sv__retx *r, uint32_t psn)
 {
 	uint32_t i = psn & (SV__RETX_WIN - 1);
 
-	return r->sr && (r->sacked[i / 64] >> (i % 64) & 1);
+	return r->sr && r->sacked && (r->sacked[i / 64] >> (i % 64) & 1);
+}
+
+/* A SACK: the bitmap and the queue, unless there already or refused in this loss
+ * episode (a failing allocator is asked once per episode, at its first SACK). */
+static void sack_alloc(struct sv__retx *r)
+{
+	uint64_t *m;
+
+	if (r->sacked || (r->sack_denied && r->recovery))
+		return;
+	if (!(m = calloc(SV__RETX_WIN / 64 + SV__RETX_RTXQ / 2, sizeof(*m)))) {
+		r->sack_denied = true;
+		r->alloc_fails++;
+		return;
+	}
+	r->sacked = m;
+	r->rtxq = (uint32_t *)(void *)(m + SV__RETX_WIN / 64);
+	r->rtxq_get = r->rtxq_put = 0;
+}
+
+void sv__retx_fini(struct sv__retx *r)
+{
+	free(r->sacked);
+	r->sacked = NULL;
+	r->rtxq = NULL;
+	r->nsacked = 0;
+	sv__cc_fini(&r->cc);
 }
 
 void sv__retx_init(struct sv__retx *r, bool sr, uint32_t psn, uint8_t timeout,
@@ -186,6 +218,7 @@ void sv__retx_sent_new(struct sv__retx *r, uint32_t n, uint64_t now_ns)
 	 * credit and is stamped whatever its PSN, its first response giving the sample
 	 * (which then holds the responses queued before it at the responder: the READ
 	 * direction's queue). */
+	sv__cc_span(&r->cc, inflight(r) + n);
 	sv__cc_sent(&r->cc, r->nxt, n != 1, now_ns);
 	if (n != 1)
 		sv__cc_stamp(&r->cc, r->nxt, now_ns);
@@ -259,7 +292,7 @@ int sv__retx_nak_seq(struct sv__retx *r, uint32_t psn, uint64_t now_ns)
 
 static void rtxq_push(struct sv__retx *r, uint32_t psn)
 {
-	if (r->rtxq_put - r->rtxq_get >= SV__RETX_RTXQ)
+	if (!r->rtxq || r->rtxq_put - r->rtxq_get >= SV__RETX_RTXQ)
 		return;			/* the timer covers what does not fit */
 	r->rtxq[r->rtxq_put++ % SV__RETX_RTXQ] = psn;
 }
@@ -275,6 +308,7 @@ void sv__retx_sack(struct sv__retx *r, uint32_t cum, uint32_t trig, uint64_t now
 		sv__retx_ack(r, sv__psn_add(cum, SV_PSN_MASK), now_ns);
 	if (sv__psn_cmp(trig, r->una) <= 0 || sv__psn_cmp(trig, r->nxt) >= 0)
 		return;
+	sack_alloc(r);
 	/* trig just arrived: a clean RTT sample when it was stamped (never resent). */
 	sv__cc_on_sack(&r->cc, sv__cc_sample(&r->cc, trig, true, now_ns), now_ns);
 	sack_set(r, trig);
@@ -306,7 +340,7 @@ void sv__retx_sack(struct sv__retx *r, uint32_t cum, uint32_t trig, uint64_t now
 
 bool sv__retx_pop(struct sv__retx *r, uint32_t *psn)
 {
-	while (r->rtxq_get != r->rtxq_put) {
+	while (r->rtxq && r->rtxq_get != r->rtxq_put) {
 		uint32_t p = r->rtxq[r->rtxq_get++ % SV__RETX_RTXQ];
 
 		/* Acknowledged or SACKed since it was queued: nothing to resend. */

@@ -44,18 +44,29 @@ struct sv__retx {
 	uint32_t recover_psn;		/* the episode ends when una passes it */
 	uint32_t rtx_cursor;		/* SR: PSNs before it were already resent this round */
 	uint64_t round_ns;		/* SR: when this round of resends began */
-	uint32_t rtxq[SV__RETX_RTXQ];
+	/* Selective repeat's SACK bitmap (SV__RETX_WIN bits) and resend queue
+	 * (SV__RETX_RTXQ PSNs), one allocation made at the first loss (sv__retx_sack()), so
+	 * that a QP that never loses a packet never pays for them; sv__retx_fini() frees it.
+	 * Until then, or when it could not be allocated (counted in alloc_fails; sack_denied
+	 * until the next loss episode asks again), no PSN is SACKed and the timer resends
+	 * what the queue would have (from una, as go-back-N does). */
+	uint64_t *sacked;
+	uint32_t *rtxq;
+	bool sack_denied;
 	unsigned rtxq_get, rtxq_put;
-	uint64_t sacked[SV__RETX_WIN / 64];
 	uint32_t nsacked;
 	/* Counters. */
-	uint64_t timeouts, naks, rnr_naks;
+	uint64_t timeouts, naks, rnr_naks, alloc_fails;
 };
 
 /* timeout: the verbs 5-bit value (4.096 us << timeout; 0 = no timer). cwnd_max 0 = the
- * cap (SV__CWND_CAP). rnr_retry 7 = retry forever. */
+ * cap (SV__CWND_CAP). rnr_retry 7 = retry forever. Whatever r held before is forgotten:
+ * a state that ran is given back to sv__retx_fini() first. */
 void sv__retx_init(struct sv__retx *r, bool sr, uint32_t psn, uint8_t timeout,
 		   uint8_t retry_cnt, uint8_t rnr_retry, uint32_t cwnd_max);
+/* Frees what the state allocated as it ran (the SACK bitmap, the controller's stamp
+ * ring); r may be initialized again. */
+void sv__retx_fini(struct sv__retx *r);
 
 /* How many PSNs beyond nxt the window admits now (0 while an RNR wait runs). */
 uint32_t sv__retx_room(const struct sv__retx *r, uint64_t now_ns);

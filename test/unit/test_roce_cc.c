@@ -9,11 +9,15 @@
  * rate behind a drop-tail queue, then a fixed one-way delay; ACKs come back after the
  * same delay. Random loss takes packets before the queue. The sender learns of a loss
  * a round trip after it, as a selective-repeat SACK would tell it.
+ *
+ * Also the ring of send stamps, which grows with the span in flight (and stays as it is
+ * when the memory for a larger one cannot be had: test/alloc_fail.h).
  */
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "test/alloc_fail.h"
 #include "wire/roce_cc.h"
 
 #define MS 1000000ull
@@ -79,6 +83,13 @@ static struct sim *sim_new(double mbit, uint32_t queue, uint64_t owd_ns, double 
 	return s;
 }
 
+static void sim_free(struct sim *s)
+{
+	for (int f = 0; f < s->nflows; f++)
+		sv__cc_fini(&s->cc[f]);
+	free(s);
+}
+
 static void back_push(struct sim *s, struct ev e)
 {
 	cr_assert_lt(s->b_n, RING);
@@ -97,6 +108,7 @@ static void sim_step(struct sim *s, uint64_t now)
 		while (s->inflight[f] < sv__cc_cwnd(c) && sv__cc_pace_ok(c, now, NULL)) {
 			struct ev e = { .psn = s->nxt[f]++, .flow = (uint8_t)f };
 
+			sv__cc_span(c, s->inflight[f] + 1);
 			sv__cc_sent(c, e.psn, false, now);
 			s->inflight[f]++;
 			if (uniform(&s->rng) < s->loss) {
@@ -191,6 +203,7 @@ Test(roce_cc, pacing_rate_and_credit)
 	sv__cc_sent(&c, 32, false, now);
 	sv__cc_sent(&c, 32, true, now + MS);
 	cr_assert_eq(sv__cc_sample(&c, 32, true, now + 30 * MS), 0);
+	sv__cc_fini(&c);
 }
 
 Test(roce_cc, grows_to_the_bdp_of_a_bottleneck)
@@ -212,7 +225,9 @@ Test(roce_cc, grows_to_the_bdp_of_a_bottleneck)
 	cr_assert_leq(s->cc[0].srtt_ns, 20 * MS + 10 * MS + 3 * MS, "srtt %llu",
 		      (unsigned long long)s->cc[0].srtt_ns);
 	cr_assert_eq(s->cc[0].phase, SV__CC_AVOID);
-	free(s);
+	cr_assert_geq(s->cc[0].nstamps * SV__CC_STAMP_EVERY, s->cc[0].cwnd_peak,
+		      "the stamps cover the window (%u slots)", s->cc[0].nstamps);
+	sim_free(s);
 }
 
 Test(roce_cc, grows_to_tens_of_thousands_of_packets_on_a_long_fat_path)
@@ -223,8 +238,10 @@ Test(roce_cc, grows_to_tens_of_thousands_of_packets_on_a_long_fat_path)
 	s->count_ns = 4000 * MS;
 	sim_run(s, 0, 8000 * MS);
 	cr_assert_geq(s->cc[0].cwnd_peak, 30000, "peak %u", s->cc[0].cwnd_peak);
+	cr_assert_eq(s->cc[0].nstamps, SV__CC_STAMPS, "the whole ring");
+	cr_assert_eq(s->cc[0].alloc_fails, 0);
 	cr_assert_geq(share(s, 0, 8000 * MS), 0.9, "share %.3f", share(s, 0, 8000 * MS));
-	free(s);
+	sim_free(s);
 }
 
 Test(roce_cc, two_flows_that_start_together_share_a_bottleneck)
@@ -240,7 +257,7 @@ Test(roce_cc, two_flows_that_start_together_share_a_bottleneck)
 	b = share(s, 1, 5000 * MS);
 	cr_assert_geq(a + b, 0.95, "together %.3f of the link", a + b);
 	cr_assert_leq(a > b ? a / b : b / a, 1.2, "shares %.3f and %.3f", a, b);
-	free(s);
+	sim_free(s);
 }
 
 Test(roce_cc, two_flows_share_a_bottleneck)
@@ -256,7 +273,7 @@ Test(roce_cc, two_flows_share_a_bottleneck)
 	b = share(s, 1, 10000 * MS);
 	cr_assert_geq(a + b, 0.95, "together %.3f of the link", a + b);
 	cr_assert_leq(a > b ? a / b : b / a, 1.2, "shares %.3f and %.3f", a, b);
-	free(s);
+	sim_free(s);
 }
 
 Test(roce_cc, random_loss_does_not_collapse_the_window)
@@ -272,7 +289,7 @@ Test(roce_cc, random_loss_does_not_collapse_the_window)
 	/* Goodput: what passed the link, which the losses never reached, at 0.8 or more of
 	 * its rate. */
 	cr_assert_geq(share(s, 0, 6000 * MS), 0.9, "share %.3f", share(s, 0, 6000 * MS));
-	free(s);
+	sim_free(s);
 }
 
 Test(roce_cc, a_congestion_episode_cuts_the_window)
@@ -322,6 +339,7 @@ Test(roce_cc, a_congestion_episode_cuts_the_window)
 	sv__cc_on_timeout(&c, now + 200 * MS);
 	cr_assert_eq(sv__cc_cwnd(&c), SV__CC_MIN);
 	cr_assert_eq(c.timeouts, 1);
+	sv__cc_fini(&c);
 }
 
 Test(roce_cc, a_full_drop_tail_queue_is_congestion)
@@ -340,5 +358,69 @@ Test(roce_cc, a_full_drop_tail_queue_is_congestion)
 	cr_assert_lt(s->queue_drops, s->delivered[0] / 10, "drops %llu",
 		     (unsigned long long)s->queue_drops);
 	cr_assert_geq(share(s, 0, 6000 * MS), 0.7, "share %.3f", share(s, 0, 6000 * MS));
-	free(s);
+	sim_free(s);
+}
+
+Test(roce_cc, the_stamp_ring_grows_with_the_span_in_flight)
+{
+	uint64_t now = 100 * MS;
+	struct sv__cc c;
+
+	sv__cc_init(&c, 32000);
+	/* 256 PSNs in flight: the ring held in the controller, nothing allocated. */
+	for (uint32_t p = 16; p < 256; p += 16)
+		sv__cc_sent(&c, p, false, now);
+	sv__cc_span(&c, 256);
+	sv__cc_sent(&c, 0, false, now);
+	cr_assert_eq(c.nstamps, SV__CC_STAMPS_MIN);
+	cr_assert_null(c.stamp_mem);
+	/* The span widens past the ring's 256 PSNs (selective repeat sending beyond
+	 * SACKed packets): the next stamp moves the ring to one that covers it (2033
+	 * PSNs: 128 slots), the stamps already there with it. */
+	sv__cc_span(&c, 2033);
+	sv__cc_sent(&c, 272, false, now + 2 * MS);	/* slot 1 of 16, slot 17 of 128 */
+	cr_assert_eq(c.nstamps, 128);
+	cr_assert_not_null(c.stamp_mem);
+	cr_assert_eq(sv__cc_sample(&c, 16, true, now + 3 * MS), 3 * MS, "moved with the ring");
+	cr_assert_eq(sv__cc_sample(&c, 240, true, now + 3 * MS), 3 * MS);
+	cr_assert_eq(sv__cc_sample(&c, 272, true, now + 3 * MS), MS);
+	cr_assert_eq(sv__cc_sample(&c, 272, true, now + 3 * MS), 0, "a sample is taken once");
+	/* Up to the cap: selective repeat's 32000 PSNs in 2048 slots, and no further. */
+	sv__cc_span(&c, 40000);
+	sv__cc_sent(&c, 4096, false, now + 4 * MS);
+	cr_assert_eq(c.nstamps, SV__CC_STAMPS);
+	sv__cc_sent(&c, 4096 + 32768, false, now + 5 * MS);	/* the same slot */
+	cr_assert_eq(sv__cc_sample(&c, 4096, true, now + 6 * MS), 0, "overwritten");
+	cr_assert_eq(sv__cc_sample(&c, 4096 + 32768, true, now + 6 * MS), MS);
+	cr_assert_eq(c.alloc_fails, 0);
+	sv__cc_fini(&c);
+	cr_assert_null(c.stamp_mem);
+}
+
+Test(roce_cc, a_stamp_ring_that_cannot_be_allocated_leaves_the_small_one)
+{
+	uint64_t now = 100 * MS;
+	struct sv__cc c;
+
+	sv__cc_init(&c, 32000);
+	sv__cc_sent(&c, 16, false, now);
+	sv__cc_span(&c, 2033);
+	alloc_fail_calls = -1;
+	sv__cc_sent(&c, 272, false, now + 2 * MS);
+	cr_assert_eq(c.alloc_fails, 1, "counted");
+	cr_assert_eq(alloc_fail_count, 1);
+	cr_assert_eq(c.nstamps, SV__CC_STAMPS_MIN, "the small ring still in use");
+	cr_assert_eq(sv__cc_sample(&c, 16, true, now + 3 * MS), 0, "272 took its slot");
+	cr_assert_eq(sv__cc_sample(&c, 272, true, now + 3 * MS), MS, "samples go on");
+	/* Not asked for again at every stamp: only once the span outgrows that size. */
+	for (uint32_t p = 288; p < 1024; p += 16)
+		sv__cc_sent(&c, p, false, now + 3 * MS);
+	cr_assert_eq(alloc_fail_count, 1);
+	alloc_fail_calls = 0;
+	sv__cc_span(&c, 6034);
+	sv__cc_sent(&c, 1024, false, now + 5 * MS);
+	cr_assert_eq(c.nstamps, 512, "a span of 6034 gets its ring");
+	cr_assert_eq(c.alloc_fails, 1);
+	cr_assert_eq(sv__cc_sample(&c, 1008, true, now + 6 * MS), 3 * MS, "moved with it");
+	sv__cc_fini(&c);
 }

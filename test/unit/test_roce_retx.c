@@ -3,12 +3,15 @@
  * reliability state (roce_retx.c: window, ACKs, go-back-N NAKs, selective-repeat SACKs,
  * timer, RNR, counters, PSN wrap), the RNR timer table, and the shared packet codec and
  * ICRC as the transport uses them (the published RoCEv2 vector, doc/wire-roce.md 9).
+ * Selective repeat's SACK bitmap comes with the first loss, and a first loss that cannot
+ * have it (test/alloc_fail.h) is repaired all the same.
  */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <string.h>
 
+#include "test/alloc_fail.h"
 #include "wire/roce.h"
 #include "wire/roce_retx.h"
 
@@ -96,6 +99,7 @@ Test(roce_retx, go_back_n_nak)
 	cr_assert_eq(sv__retx_nak_seq(&r, 1008, now), 0);
 	cr_assert_eq(r.retries_left, 0);
 	cr_assert_eq(sv__retx_nak_seq(&r, 1008, now), -ETIMEDOUT, "no progress, no retries");
+	cr_assert_null(r.sacked, "go-back-N never takes the SACK bitmap");
 }
 
 Test(roce_retx, selective_repeat_sack)
@@ -106,8 +110,11 @@ Test(roce_retx, selective_repeat_sack)
 
 	init(&r, true, 50);
 	sv__retx_sent_new(&r, 20, now);
+	cr_assert_eq(sv__retx_ack(&r, 51, now), 2);
+	cr_assert_null(r.sacked, "no loss yet: no bitmap");
 	/* 53 and 56 lost: the responder keeps 54, 55, 57 and NAKs each with ePSN 53. */
 	sv__retx_sack(&r, 53, 54, now);
+	cr_assert_not_null(r.sacked, "the first loss brings the bitmap");
 	sv__retx_sack(&r, 53, 55, now);
 	sv__retx_sack(&r, 53, 57, now);
 	cr_assert_eq(r.una, 53);
@@ -130,6 +137,48 @@ Test(roce_retx, selective_repeat_sack)
 	cr_assert_eq(r.snd, 56);
 	cr_assert(sv__retx_is_sacked(&r, 57));
 	cr_assert_eq(r.cwnd, SV__CWND_MIN, "a timeout cuts to the minimum");
+	cr_assert_eq(r.alloc_fails, 0);
+	sv__retx_fini(&r);
+	cr_assert_null(r.sacked);
+}
+
+Test(roce_retx, a_first_loss_without_memory_for_the_bitmap_is_resent_by_the_timer)
+{
+	struct sv__retx r;
+	uint64_t now = MS;
+	uint32_t p;
+
+	init(&r, true, 50);
+	sv__retx_sent_new(&r, 20, now);
+	alloc_fail_calls = -1;
+	/* 53 lost, 54 and 55 kept by the responder: no bitmap to mark them in. */
+	sv__retx_sack(&r, 53, 54, now);
+	cr_assert_null(r.sacked);
+	cr_assert_eq(r.alloc_fails, 1, "counted");
+	sv__retx_sack(&r, 53, 55, now);
+	cr_assert_eq(alloc_fail_count, 1, "asked once per loss episode");
+	cr_assert_eq(r.una, 53, "the cumulative part is taken");
+	cr_assert_not(sv__retx_is_sacked(&r, 54));
+	cr_assert_not(sv__retx_pop(&r, &p), "no resend queue");
+	cr_assert_eq(sv__retx_room(&r, now), r.cwnd - 17, "54 and 55 still count as in flight");
+	/* The timer resends from una, 54 and 55 with it (duplicates the responder drops). */
+	cr_assert_eq(sv__retx_on_timer(&r, sv__retx_next_ns(&r)), 1);
+	cr_assert_eq(r.snd, 53);
+	r.snd = r.nxt;
+	now = sv__retx_next_ns(&r) - 1;
+	cr_assert_eq(sv__retx_ack(&r, 69, now), 17, "all of it acknowledged");
+	/* The next episode asks again, and gets it. */
+	alloc_fail_calls = 0;
+	sv__retx_sent_new(&r, 10, now);
+	sv__retx_sack(&r, 70, 72, now);
+	cr_assert_not_null(r.sacked);
+	cr_assert(sv__retx_is_sacked(&r, 72));
+	cr_assert(sv__retx_pop(&r, &p));
+	cr_assert_eq(p, 70);
+	cr_assert(sv__retx_pop(&r, &p));
+	cr_assert_eq(p, 71);
+	cr_assert_eq(r.alloc_fails, 1);
+	sv__retx_fini(&r);
 }
 
 Test(roce_retx, selective_repeat_resends_a_lost_resend_by_round)
@@ -164,6 +213,7 @@ Test(roce_retx, selective_repeat_resends_a_lost_resend_by_round)
 	/* Each SACK re-arms the timer: it is for a silent peer. With a 20 ms RTT the
 	 * timeout in force is twice that, not the configured 1 ms. */
 	cr_assert_eq(sv__retx_next_ns(&r), now + 30 * MS + 40 * MS);
+	sv__retx_fini(&r);
 }
 
 Test(roce_retx, pacing_waits_arm_the_timer)
