@@ -692,8 +692,11 @@ static int serve(const struct args *a, int port_fd)
 		}
 		if (s.live == 0 && idle_asked) {
 			idle_asked = 0;
-			printf("idle rss_kB=%ld fds=%ld done=%llu\n", status_kb("VmRSS"), count_fds(),
-			       (unsigned long long)s.done);
+			/* RSS of what is live: the allocator gives its free pages back first,
+			 * or the reading is the high-water mark of the busiest moment. */
+			malloc_trim(0);
+			printf("idle rss_kB=%ld heap_B=%ld fds=%ld done=%llu\n", status_kb("VmRSS"),
+			       heap_bytes(), count_fds(), (unsigned long long)s.done);
 			fflush(stdout);
 		}
 	}
