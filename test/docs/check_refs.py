@@ -35,14 +35,17 @@ FOLLOW_NUM = re.compile(NUM)
 
 
 def tracked_files():
+    """The files git tracks under ROOT, or a sentence saying why there are none."""
     try:
         # Root running make check in a developer's clone is the README's quick start:
         # git's ownership check must not turn that into a skip.
         out = subprocess.run(['git', '-c', 'safe.directory=' + os.path.realpath(ROOT), '-C',
                               ROOT, 'ls-files', '-z'], check=True,
                              capture_output=True).stdout
-    except (OSError, subprocess.CalledProcessError):
-        return None
+    except OSError:
+        return 'git is not installed'
+    except subprocess.CalledProcessError:
+        return '%s is not a git work tree' % ROOT
     return [p for p in out.decode().split('\0') if p and not p.startswith(SKIP_PREFIXES)]
 
 
@@ -106,8 +109,8 @@ def resolve(ref, citing, files):
 
 def main():
     files = tracked_files()
-    if files is None:
-        print('docs/check_refs: SKIPPED: %s is not a git work tree; nothing to check' % ROOT)
+    if isinstance(files, str):
+        print('docs/check_refs: SKIPPED: %s; nothing to check' % files)
         return 77
     fileset = set(files)
     bad = 0
