@@ -58,7 +58,8 @@
 /*
  * The endpoint's states. Every change goes through ep_move(), which checks it against
  * ep_moves[] and logs it at debug level; a move the table does not allow is a bug here,
- * logged as an error and refused, as the UDP CM's ep_move() refuses it (wire/roce_cm.c).
+ * logged as an error and refused, as the UDP CM's sv__roce_cm_ep_move() refuses it
+ * (wire/roce_cm.c).
  * The QP's view of the connection is the phase of wire/iwarp.h (enum sv__iw_phase).
  */
 enum ep_state {
