@@ -22,6 +22,13 @@ struct apps_proc {
 /* Skips the current test (with the reason) unless every named program is installed. */
 void apps_require(const char *const progs[]);
 
+/* Skips the current test (with svrun's reason) where svrun cannot give programs their
+ * /dev/infiniband nodes and sysfs entries: it makes them in a private user and mount
+ * namespace (compat/svrun_dev.c), which the kernel refuses inside a chroot, or with
+ * unprivileged user namespaces turned off, as some containers have them. UCX opens the
+ * nodes; pyverbs' rdma_cm tests read the sysfs entries. */
+void apps_require_dev_view(void);
+
 /* A TCP port free on every address now, outside the kernel's ephemeral range and claimed
  * by this process until it exits, so neither another process's connection nor another
  * test's pick can take it before the program under test binds it. */

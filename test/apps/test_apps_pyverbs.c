@@ -136,6 +136,7 @@ static void run_suite(const char *transport, const char *dev, long min_passed)
 	int rc;
 
 	require_pyverbs();
+	apps_require_dev_view();
 	unpack_suite(dir, sizeof(dir));
 	snprintf(script, sizeof(script), "%s/tests/run_tests.py", dir);
 	{
@@ -189,6 +190,7 @@ Test(apps_pyverbs, svrun_gives_the_devices_netdev_in_sysfs, .timeout = 60)
 	if (access("/sys/class/infiniband/sv_tcp0", F_OK) == 0 ||
 	    access("/sys/class/infiniband/sv_udp0", F_OK) == 0)
 		cr_skip_test("this host has sysfs entries for sv_* devices of its own");
+	apps_require_dev_view();
 	for (int k = 0; k < 2; k++) {
 		if (k == 0)
 			apps_start(&p, argv);

@@ -43,6 +43,7 @@ Test(apps_ucx, svrun_gives_dev_nodes, .timeout = 60)
 	    access("/dev/infiniband/sv_udp0", F_OK) == 0)
 		cr_skip_test("this host has /dev/infiniband/sv_* nodes of its own");
 	apps_require(progs);
+	apps_require_dev_view();
 	apps_start(&p, argv);
 	rc = apps_wait(&p, 30000);
 	out = apps_output(&p);
@@ -70,6 +71,7 @@ Test(apps_ucx, info_lists_sv_udp0, .timeout = 60)
 	int rc;
 
 	apps_require(progs);
+	apps_require_dev_view();
 	apps_start(&p, argv);
 	rc = apps_wait(&p, 30000);
 	out = apps_output(&p);
@@ -105,6 +107,7 @@ static void perftest(const char *test, const char *size)
 	int rs, rc;
 
 	apps_require(progs);
+	apps_require_dev_view();
 	snprintf(port, sizeof(port), "%d", apps_free_port());
 	apps_start_env(&s, tls_env, srv);
 	cr_assert(apps_wait_listen(&s, atoi(port), 30000), "ucx_perftest server not listening");
