@@ -25,6 +25,18 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <malloc.h>
+#if defined(__SANITIZE_ADDRESS__)
+#define SV_SCALE_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SV_SCALE_ASAN 1
+#endif
+#endif
+#ifdef SV_SCALE_ASAN
+/* The sanitizers' allocator interface; declared here because gcc ships no header for it
+ * (clang's is sanitizer/allocator_interface.h). */
+size_t __sanitizer_get_current_allocated_bytes(void);
+#endif
 #include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -136,13 +148,26 @@ static long status_kb(const char *key)
 	return v;
 }
 
-/* Bytes the allocator has handed out (in use, small chunks and mmapped ones). */
+/* Bytes the allocator has handed out (in use, small chunks and mmapped ones); under
+ * AddressSanitizer, whose allocator glibc's mallinfo2() does not see, its own count. */
 static long heap_bytes(void)
 {
+#ifdef SV_SCALE_ASAN
+	return (long)__sanitizer_get_current_allocated_bytes();
+#else
 	struct mallinfo2 m = mallinfo2();
 
 	return (long)(m.uordblks + m.hblkhd);
+#endif
 }
+
+/* Whether the RSS holds freed memory by design: AddressSanitizer keeps freed blocks
+ * resident in its quarantine (up to 256 MiB by default) to catch uses after free. */
+#ifdef SV_SCALE_ASAN
+#define RSS_HOLDS_FREED 1
+#else
+#define RSS_HOLDS_FREED 0
+#endif
 
 static long count_fds(void)
 {
@@ -695,8 +720,9 @@ static int serve(const struct args *a, int port_fd)
 			/* RSS of what is live: the allocator gives its free pages back first,
 			 * or the reading is the high-water mark of the busiest moment. */
 			malloc_trim(0);
-			printf("idle rss_kB=%ld heap_B=%ld fds=%ld done=%llu\n", status_kb("VmRSS"),
-			       heap_bytes(), count_fds(), (unsigned long long)s.done);
+			printf("idle rss_kB=%ld heap_B=%ld fds=%ld done=%llu rss_holds_freed=%d\n",
+			       status_kb("VmRSS"), heap_bytes(), count_fds(),
+			       (unsigned long long)s.done, RSS_HOLDS_FREED);
 			fflush(stdout);
 		}
 	}
