@@ -2,6 +2,7 @@
  * apps_util.c — process handling for the application tests (apps_util.h).
  */
 #include "apps_util.h"
+#include "../port_pick.h"
 
 #include <arpa/inet.h>
 #include <dlfcn.h>
@@ -111,34 +112,21 @@ static bool claim_port(int port)
 	return false;
 }
 
-/* Outside the kernel's ephemeral range (net.ipv4.ip_local_port_range, 32768 and up by
- * default), so no connect() or bind() to port 0 of any process takes the port between
- * the pick and the program's own bind; and claimed, so no concurrent test picks it too. */
-#define FREE_PORT_LO 20000
-#define FREE_PORT_HI 32767
-
+/* Below the ephemeral range (test/port_pick.h), and claimed, so no concurrent test
+ * picks it too. */
 int apps_free_port(void)
 {
 	static unsigned seq;
-	const int span = FREE_PORT_HI - FREE_PORT_LO + 1;
-	int start = (int)(((unsigned)getpid() * 7919u + seq++ * 97u) % (unsigned)span);
-	int eph_lo = 32768, eph_hi = 60999;
-	FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+	int eph_lo, eph_hi;
+	unsigned start = port_pick_start(seq++, &eph_lo, &eph_hi);
 
-	if (f) {
-		if (fscanf(f, "%d %d", &eph_lo, &eph_hi) != 2)
-			eph_lo = eph_hi = 0;
-		fclose(f);
-	}
-	for (int i = 0; i < span; i++) {
-		int port = FREE_PORT_LO + (start + i) % span;
+	for (unsigned i = 0; i < PORT_PICK_SPAN; i++) {
+		int port = port_pick_candidate(start, i, eph_lo, eph_hi);
 
-		if (port >= eph_lo && port <= eph_hi)
-			continue;
-		if (tcp_port_free(port) && claim_port(port))
+		if (port && tcp_port_free(port) && claim_port(port))
 			return port;
 	}
-	cr_assert_fail("no TCP port free in %d..%d", FREE_PORT_LO, FREE_PORT_HI);
+	cr_assert_fail("no TCP port free in %d..%d", PORT_PICK_LO, PORT_PICK_HI);
 	return -1;
 }
 

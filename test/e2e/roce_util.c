@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "../port_pick.h"
 #include "roce_util.h"
 
 long ru_now_ms(void)
@@ -52,36 +53,23 @@ static bool loopback_port_free(int family, int type, uint16_t port)
 	return ok;
 }
 
-/* Below the kernel's ephemeral range (net.ipv4.ip_local_port_range, 32768 and up by
- * default): a device's UDP port is also its key exchange's TCP port (wire/roce_kx.c),
- * and an ephemeral pick could be taken between the pick and the device's bind by any
- * connect() from port 0, such as a concurrent test's key exchange client. */
-#define FREE_PORT_LO 20000
-#define FREE_PORT_HI 32767
-
+/* A device's UDP port is also its key exchange's TCP port (wire/roce_kx.c), so both must
+ * be free, and below the ephemeral range (test/port_pick.h): a concurrent test's key
+ * exchange client could take an ephemeral pick from port 0. */
 uint16_t ru_free_port(int family)
 {
 	static unsigned seq;
-	const unsigned span = FREE_PORT_HI - FREE_PORT_LO + 1;
-	unsigned start = ((unsigned)getpid() * 7919u + seq++ * 97u) % span;
-	int eph_lo = 32768, eph_hi = 60999;
-	FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+	int eph_lo, eph_hi;
+	unsigned start = port_pick_start(seq++, &eph_lo, &eph_hi);
 
-	if (f) {
-		if (fscanf(f, "%d %d", &eph_lo, &eph_hi) != 2)
-			eph_lo = eph_hi = 0;
-		fclose(f);
-	}
-	for (unsigned i = 0; i < span; i++) {
-		uint16_t port = (uint16_t)(FREE_PORT_LO + (start + i) % span);
+	for (unsigned i = 0; i < PORT_PICK_SPAN; i++) {
+		int port = port_pick_candidate(start, i, eph_lo, eph_hi);
 
-		if (port >= eph_lo && port <= eph_hi)
-			continue;
-		if (loopback_port_free(family, SOCK_DGRAM, port) &&
-		    loopback_port_free(family, SOCK_STREAM, port))
-			return port;
+		if (port && loopback_port_free(family, SOCK_DGRAM, (uint16_t)port) &&
+		    loopback_port_free(family, SOCK_STREAM, (uint16_t)port))
+			return (uint16_t)port;
 	}
-	cr_assert_fail("no port free for UDP and TCP in %d..%d", FREE_PORT_LO, FREE_PORT_HI);
+	cr_assert_fail("no port free for UDP and TCP in %d..%d", PORT_PICK_LO, PORT_PICK_HI);
 	return 0;
 }
 
