@@ -334,14 +334,10 @@ void apps_pair(const char *const server[], const char *const client[], int port,
 	char *so;
 
 	apps_start(&s, server);
-	if (port) {
-		if (!apps_wait_listen(&s, port, 10000)) {
-			apps_kill(&s);
-			so = apps_output(&s);
-			cr_assert_fail("%s never listened on port %d:\n%s", server[0], port, so);
-		}
-	} else {
-		nap_ms(500);
+	if (!apps_wait_listen(&s, port, 10000)) {
+		apps_kill(&s);
+		so = apps_output(&s);
+		cr_assert_fail("%s never listened on port %d:\n%s", server[0], port, so);
 	}
 	pair_finish(&s, server, client, start, timeout_ms, server_out, client_out, NULL);
 }

@@ -60,8 +60,7 @@ char *apps_output(const struct apps_proc *p);
 
 /* Runs a server and then a client, both through svrun, and waits for both; asserts that
  * both exit 0 within timeout_ms, printing their output if not. port is where the server
- * must be listening before the client starts (0: just wait a moment). The outputs are
- * returned (caller frees). */
+ * must be listening before the client starts. The outputs are returned (caller frees). */
 void apps_pair(const char *const server[], const char *const client[], int port,
 	       int timeout_ms, char **server_out, char **client_out);
 

@@ -30,10 +30,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "core/internal.h"
 #include "crypto/icrc.h"
 #include "e2e_util.h"
 #include "fakepeer_util.h"
 #include "roce_util.h"
+#include "test/thread_block.h"
 #include "wire/byteorder.h"
 #include "wire/ib_hdr.h"
 #include "wire/roce.h"
@@ -854,6 +856,7 @@ static void stall_write(struct fp_conn *c, uint32_t key, uint8_t *buf, uint8_t f
 struct late_inv {
 	struct sv_qp *qp;
 	uint32_t key;
+	_Atomic pid_t dealloc_tid;	/* the thread that deallocates the first window */
 };
 
 static void *post_inv_later(void *arg)
@@ -861,7 +864,10 @@ static void *post_inv_later(void *arg)
 	struct late_inv *l = arg;
 	struct sv_send_wr wr = { 0 }, *bad;
 
-	usleep(50 * 1000);	/* the dealloc's wait began first, so its bound passes first */
+	/* Once the dealloc sleeps on the context's dereg_cond (core/mr.c, wait_inflight)
+	 * its wait has begun, so its bound passes first. */
+	cr_assert(tb_wait_blocked(&l->dealloc_tid, tb_in_cond_wait, &l->qp->context->dereg_cond,
+				  WAIT_MS), "the dealloc never waited");
 	wr.wr_id = 0x1ee;
 	wr.opcode = SV_WR_LOCAL_INV;
 	wr.send_flags = SV_SEND_SIGNALED;
@@ -894,6 +900,7 @@ Test(attack_mem, iwarp_two_invalidations_at_once_both_return)
 
 	l.qp = iw.srv.qp;
 	l.key = w2->rkey;
+	l.dealloc_tid = tb_self();
 	cr_assert_eq(pthread_create(&t, NULL, post_inv_later, &l), 0);
 	dealloc_bounded(&w1);
 	pthread_join(t, NULL);

@@ -380,6 +380,9 @@ Test(roce_cm, slow_accept_is_covered_by_mra)
 	ev = ru_cm_event(b.ch, SV_CM_EVENT_CONNECT_REQUEST, WAIT_MS);
 	b.conn = ev->id;
 	cr_assert_eq(sv_cm_ack_event(ev), 0);
+	/* A negative check: for 2 s, past the REQ's whole retransmission budget, the active
+	 * side must not give up. A machine slower than that only delays the active side's
+	 * timers too, which can make the check miss a failure but never fail a correct CM. */
 	usleep(2000 * 1000);
 	{
 		struct pollfd p = { .fd = sv_cm_channel_fd(a.ch), .events = POLLIN };

@@ -299,6 +299,24 @@ static struct sv_cm_event *dev_event(struct dev *d, enum sv_cm_event_type t)
 	return ev;
 }
 
+static uint64_t qp_rx_packets(struct sv_qp *qp)
+{
+	struct sv_qp_stats st;
+
+	cr_assert_eq(sv_query_qp_stats(qp, &st), 0);
+	return st.rx_packets;
+}
+
+/* Waits until qp has taken n packets in all. The count rises under the QP's lock as a
+ * packet is handed to the responder (wire/roce_rx.c, deliver) and is read under it, so
+ * each one counted has been placed or dropped by then. */
+static void wait_rx_packets(struct sv_qp *qp, uint64_t n, const char *what)
+{
+	for (int i = 0; i < WAIT_MS && qp_rx_packets(qp) < n; i++)
+		usleep(1000);
+	cr_assert_eq(qp_rx_packets(qp), n, "%s never reached the QP", what);
+}
+
 /* Returns whether the early (out-of-order) WRITE was placed. */
 static bool ooo_write_placed(bool req_sr)
 {
@@ -317,6 +335,7 @@ static bool ooo_write_placed(bool req_sr)
 	struct dev d;
 	bool placed;
 	uint32_t psn;
+	uint64_t rx0;
 	int fd = socket(AF_INET, SOCK_DGRAM, 0);
 
 	cr_assert(m && buf && fd >= 0);
@@ -377,13 +396,12 @@ static bool ooo_write_placed(bool req_sr)
 	ev = dev_event(&d, SV_CM_EVENT_ESTABLISHED);
 	cr_assert_eq(sv_cm_ack_event(ev), 0);
 
+	rx0 = qp_rx_packets(d.qp);
 	fake_write(fd, &fake, &dev_addr, d.qp->qp_num, (psn + 1) & 0xffffff, (uintptr_t)buf + 4096,
 		   mr->rkey, 'B');
-	usleep(100 * 1000);
+	wait_rx_packets(d.qp, rx0 + 1, "the early WRITE");
 	fake_write(fd, &fake, &dev_addr, d.qp->qp_num, psn, (uintptr_t)buf, mr->rkey, 'A');
-	for (int i = 0; i < 200 && buf[0] != 'A'; i++)
-		usleep(10 * 1000);
-	usleep(100 * 1000);
+	wait_rx_packets(d.qp, rx0 + 2, "the in-order WRITE");
 	cr_assert_eq(memcmp(buf, "AAAAAAAA", 8), 0, "the in-order WRITE is placed");
 	placed = memcmp(buf + 4096, "BBBBBBBB", 8) == 0;
 

@@ -152,23 +152,34 @@ Test(core_cq, nonblocking_fd_gives_eagain)
 	cr_assert_eq(sv_get_cq_event(env.ch, &cq, NULL), -EAGAIN);
 }
 
+struct waiter_arg {
+	struct sv_comp_channel *ch;
+	_Atomic pid_t tid;		/* the waiter's thread id, once it runs */
+};
+
 static void *waiter(void *p)
 {
+	struct waiter_arg *w = p;
 	struct sv_cq *cq = NULL;
-	intptr_t rc = sv_get_cq_event(p, &cq, NULL);
+	intptr_t rc;
+
+	w->tid = tb_self();
+	rc = sv_get_cq_event(w->ch, &cq, NULL);
 
 	return (void *)(rc == 0 ? (intptr_t)cq : rc);
 }
 
 Test(core_cq, blocking_get_waits_for_the_event)
 {
+	struct waiter_arg w = { .ch = env.ch };
 	pthread_t t;
 	void *res;
 	struct sv_wc wc[2];
 
 	cr_assert_eq(sv_req_notify_cq(env.cq, 0), 0);
-	cr_assert_eq(pthread_create(&t, NULL, waiter, env.ch), 0);
-	usleep(50000);				/* the waiter is blocked in poll() */
+	cr_assert_eq(pthread_create(&t, NULL, waiter, &w), 0);
+	cr_assert(tb_wait_blocked(&w.tid, tb_in_poll, NULL, 5000),
+		  "the waiter never blocked in poll()");
 	recv_complete(1, false, SV_WC_SUCCESS);
 	pthread_join(t, &res);
 	cr_assert_eq(res, (void *)env.cq);

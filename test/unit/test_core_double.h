@@ -14,11 +14,13 @@
 #include <unistd.h>
 
 #include "core/internal.h"
+#include "test/thread_block.h"
 
 static atomic_int dbl_qp_error_calls;
 static atomic_int dbl_sq_kicks;
 static atomic_int dbl_rq_kicks;
 static atomic_int dbl_loop_kicks;
+static _Atomic pid_t dbl_loop_tid;	/* the loop thread, once a loop_kick ran */
 static atomic_int dbl_qp_destroys;
 static atomic_int dbl_modify_veto;	/* qp_modify returns this when non-zero */
 
@@ -76,6 +78,7 @@ static int dbl_poll(struct sv_qp *qp)
 static void dbl_loop_kick(struct sv_qp *qp)
 {
 	(void)qp;
+	dbl_loop_tid = tb_self();
 	dbl_loop_kicks++;
 }
 

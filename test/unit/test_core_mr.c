@@ -241,12 +241,14 @@ Test(core_mr, table_full_is_enomem)
 struct dereg_arg {
 	struct sv_mr *mr;
 	atomic_int done;
+	_Atomic pid_t tid;		/* the dereg thread's id, once it runs */
 };
 
 static void *dereg_thread(void *p)
 {
 	struct dereg_arg *a = p;
 
+	a->tid = tb_self();
 	cr_assert_eq(sv_dereg_mr(a->mr), 0);
 	a->done = 1;
 	return NULL;
@@ -276,7 +278,10 @@ Test(core_mr, dereg_waits_for_inflight_access)
 		sv__mr_release(r2);
 		usleep(1000);
 	}
-	usleep(50000);
+	/* Asleep on the context's dereg_cond (core/mr.c, wait_inflight) is where the wait
+	 * for the reference in flight is; a dereg that did not wait would have returned. */
+	cr_assert(tb_wait_blocked(&a.tid, tb_in_cond_wait, &env.ctx->dereg_cond, 5000),
+		  "dereg never waited for the reference in flight");
 	cr_assert_eq(a.done, 0, "dereg returned while a remote access was in flight");
 	memset(p, 0x5a, 8);			/* the access may still complete */
 	sv__mr_release(ref);

@@ -177,8 +177,10 @@ Test(core_threads, a_self_kicking_qp_does_not_starve_the_loop)
 	sv__qp_lock(qp);
 	sv__qp_kick(qp);
 	sv__qp_unlock(qp);
-	while (rekicks < 10)
+	for (int i = 0; rekicks < 10; i++) {
+		cr_assert_lt(i, 50000, "the loop_kick chain stalled at %d", (int)rekicks);
 		usleep(100);
+	}
 	/* Work handed to the loop runs between two kicks, long before the chain ends. */
 	cr_assert_eq(sv__ctx_run_sync(ctx, read_rekicks, &seen), 0);
 	cr_assert_lt(seen, 1000000);
