@@ -16,7 +16,7 @@
 #     which waits the way ib_write_lat does (spinning on the target's last byte without
 #     calling the library, so the progress thread must place each WRITE), and, for
 #     reference, svperf --wait cq (the application polls its CQ and reads its socket
-#     itself, the transport's fastest path; see wire/iwarp_cm.c, "parking").
+#     itself, the transport's fastest path; see wire/iwarp_ep_io.c, "parking").
 # Each measurement is taken --reps times (default 3), perftest and svperf alternating so a
 # change in the machine's load hits both alike; the table shows medians. Bandwidth is MB/s
 # as perftest prints it (2^20 bytes/s); latency is perftest's t_typical (its median) and

@@ -174,7 +174,8 @@ static int ctx_fini_on_loop(void *arg)
  * need more than the usual soft limit of 1024. So the first context raises the soft
  * RLIMIT_NOFILE to the hard limit, which any process may do (getrlimit(2)). Running out
  * later fails the call that needed the descriptor with -EMFILE and says so in the log
- * (wire/iwarp_cm.c sock_new(); the listener backs off, listener_back_off()). */
+ * (wire/iwarp_cm.c sv__iw_sock_new(); the listener backs off, wire/iwarp_listen.c
+ * listener_back_off()). */
 static void raise_nofile(void)
 {
 	struct rlimit r;

@@ -3,12 +3,13 @@
  *
  * MPA (RFC 5044, RFC 6581) over TCP carrying DDP (RFC 5041) and RDMAP (RFC 5040, with the
  * RFC 7306 atomics and immediate data). Connections and the MPA exchange live in
- * iwarp_cm.c, the data path in iwarp_tx.c and iwarp_rx.c, errors in iwarp_term.c.
+ * iwarp_cm.c and iwarp_listen.c, the data path in iwarp_tx.c and iwarp_rx.c with the loop's
+ * side of it in iwarp_ep_io.c, errors in iwarp_term.c.
  *
  * The fast path has no thread hop: sq_kick writes FPDUs from the posting thread and poll
  * (sv_poll_cq on an empty CQ) parses inbound FPDUs in the polling thread; the loop covers
  * both when nobody else does (socket readable/writable callbacks), and stops watching a
- * socket while an application spins on its QP (iwarp_cm.c data_io()).
+ * socket while an application spins on its QP (iwarp_ep_io.c sv__iw_ep_data_io()).
  *
  * Wire choices where the RFCs leave room (see also doc/wire-iwarp.md):
  *  - RDMA Write with Immediate = RDMA Write + Immediate Data message (RFC 7306); the

@@ -3,8 +3,11 @@
  *
  * The transport is split by concern, as siw is:
  *   iwarp.c       the ops table, per-context and per-QP state, poll/kick glue
- *   iwarp_cm.c    endpoints: listen/connect/accept, the MPA Request/Reply exchange
- *                 (RFC 5044, RFC 6581), the loop's socket callbacks, closing
+ *   iwarp_cm.c    endpoints: connect/accept, the MPA Request/Reply exchange
+ *                 (RFC 5044, RFC 6581), the loop's callbacks by endpoint state, closing
+ *   iwarp_listen.c  bind/listen, accepting, the caps on handshakes in progress
+ *   iwarp_ep_io.c the loop's socket I/O for a connected QP, parking, the close
+ *                 (what the three CM files share: iwarp_cm.h)
  *   iwarp_tx.c    the transmit engine: WQEs and queued responses to FPDUs, writev batches
  *   iwarp_rx.c    the receive engine: a resumable FPDU parser with direct placement
  *   iwarp_term.c  Terminate messages (RFC 5040) and error mapping
@@ -37,7 +40,7 @@
  * initiator gets a Reply with R (ours still waits for it: SV__IW_HS_TIMEOUT_MS from its
  * connect), the connection closes, and the request's id gets CONNECT_ERROR. */
 #define SV__IW_CLOSE_TIMEOUT_MS 2000	/* after our FIN, wait this long for the peer's */
-/* Parking the loop's RX (iwarp_cm.c data_io()): an application whose poll() calls come
+/* Parking the loop's RX (iwarp_ep_io.c sv__iw_ep_data_io()): an application whose poll() calls come
  * less than SPIN_GAP apart, SPIN_STREAK times in a row, and whose polls found FPDUs within
  * IDLE, is spinning and reads the socket itself; the loop re-checks every PARK_MS and
  * resumes once polls stopped for IDLE. */
@@ -52,7 +55,7 @@
 /* While the socket is full, an application poll tries to write every TX_RETRY-th time. */
 #define SV__IW_TX_RETRY 4
 /* Handshakes whose MPA Request has not arrived, per listener and per source (an IPv4
- * address or an IPv6 /64; iwarp_cm.c listener_cb()). */
+ * address or an IPv6 /64; iwarp_listen.c sv__iw_listener_cb()). */
 #define SV__IW_MAX_PENDING 64
 #define SV__IW_MAX_PENDING_SRC 16
 /* Out of descriptors (EMFILE, ENFILE) or socket memory on accept(): the listener stops
@@ -91,7 +94,7 @@ struct sv__iw_counters {
 	uint64_t crc_errors;
 	uint64_t term_sent, term_rcvd;
 	uint64_t polled_fpdus;		/* read by poll() in an application thread */
-	uint64_t parks, park_stalls;	/* iwarp_cm.c data_io() / timer_cb() */
+	uint64_t parks, park_stalls;	/* iwarp_ep_io.c */
 };
 
 /* A message being cut into FPDUs: the header template and the payload's source. */
@@ -276,7 +279,7 @@ struct sv__iwqp {
 	uint32_t mulpdu;		/* payload per FPDU we send on this connection */
 	uint64_t mss_next;		/* tx_fpdus at which to pick mulpdu again */
 	uint16_t ird, ord;		/* negotiated */
-	/* Events for the loop (iwarp_cm.c acts on them outside the QP lock); the
+	/* Events for the loop (iwarp_ep_io.c acts on them outside the QP lock); the
 	 * responder's first FPDU is the phase SV__IW_RTR_RCVD. */
 	bool ev_eof;			/* peer FIN at an FPDU boundary */
 	bool ev_lost;			/* reset or FIN mid-FPDU */
@@ -418,7 +421,7 @@ size_t sv__iw_tls_unsent(const struct sv__iw_tls *t);
 /* Sends close_notify before our FIN. 1 done (or nothing to do), 0 socket full. */
 int sv__iw_tls_close(struct sv__iw_tls *t);
 
-/* iwarp_cm.c — [loop]: the CM ops of the table */
+/* iwarp_listen.c and iwarp_cm.c — [loop]: the CM ops of the table */
 int sv__iw_bind(struct sv_context *ctx, void *cm, const struct sockaddr *addr, uint16_t ps,
 		struct sv__tep **ep);
 int sv__iw_listen(struct sv_context *ctx, void *cm, const struct sockaddr *addr, int backlog,

@@ -12,7 +12,7 @@
  *
  * Responder: accept4 on the listener; the Request must arrive within
  * SV__IW_HS_TIMEOUT_MS with at most SV_MPA_MAX_PD_LEN bytes of private data; handshakes
- * waiting for it are capped (listener_cb()). CONNECT_REQUEST carries the private
+ * waiting for it are capped (iwarp_listen.c). CONNECT_REQUEST carries the private
  * data and the peer's IRD/ORD, swapped into our view (its ORD as the responder resources
  * we need). accept sends the Reply (P2P echoed with exactly one RTR type: Write
  * preferred, then Read, then Send; IRD = min(our IRD, initiator ORD), ORD = min(our ORD,
@@ -30,15 +30,10 @@
  * that fails as flushed). A reset, or a FIN inside an FPDU or with READ responses still
  * owed, is an LLP error (iwarp_term.c).
  *
- * Data phase: the loop watches the socket and runs the RX/TX engines under the QP lock,
- * except while the application spins on the QP (sv_poll_cq calling poll() back to back,
- * and those polls finding FPDUs): then the loop stops watching readability, since the
- * spinning thread reads the socket itself and a loop wake-up per FPDU would cost a
- * cross-core switch (doc/architecture.md, "Thread hops"). A timer takes RX back at most
- * SV__IW_PARK_MS after the spinning stops; bytes that arrived in between are counted as
- * a park stall (sv_qp_stats.rx_park_stalls). An application that waits on memory rather
- * than on its CQ (an RDMA WRITE's last byte) polls without finding FPDUs, so it never
- * parks the loop.
+ * Data phase: the loop runs the QP's RX/TX engines on socket events, and parks RX while
+ * the application spins on its CQ (iwarp_ep_io.c). The listener, bind and the caps on
+ * handshakes waiting for their Request are iwarp_listen.c's; what the three files share
+ * is wire/iwarp_cm.h.
  *
  * Everything here runs on the loop; QP state is touched under the QP lock. CM events are
  * reported outside the QP lock.
@@ -47,40 +42,12 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "wire/iwarp.h"
-
-/*
- * The endpoint's states. Every change goes through ep_move(), which checks it against
- * ep_moves[] and logs it at debug level; a move the table does not allow is a bug here,
- * logged as an error and refused, as the UDP CM's sv__roce_cm_ep_move() refuses it
- * (wire/roce_cm.c).
- * The QP's view of the connection is the phase of wire/iwarp.h (enum sv__iw_phase).
- */
-enum ep_state {
-	EP_NEW,				/* created, no role yet */
-	EP_BOUND,			/* sv_cm_bind: holds its port, not listening yet */
-	EP_LISTEN,			/* listener: accepting */
-	EP_LISTEN_FULL,			/* listener: out of descriptors, not polled until
-					 * its back-off timer fires */
-	EP_CONNECTING,			/* initiator: TCP connect (then, under TLS, the
-					 * TLS handshake) in progress */
-	EP_REP_WAIT,			/* initiator: Request sent (or going), Reply awaited */
-	EP_REQ_WAIT,			/* responder: (the TLS handshake, then) reading
-					 * the Request */
-	EP_REQ_RCVD,			/* responder: waiting for accept or reject */
-	EP_REJECTING,			/* responder: sending a Reply with R, then close */
-	EP_RTR_WAIT,			/* responder: Reply sent, first FPDU awaited */
-	EP_UP,				/* data phase */
-	EP_CLOSING,			/* teardown: waiting for both directions */
-	EP_CLOSED,			/* socket closed */
-	EP_N_STATES
-};
+#include "wire/iwarp_cm.h"
 
 static const char *const ep_state_name[EP_N_STATES] = {
 	[EP_NEW] = "NEW",
@@ -117,49 +84,9 @@ static const unsigned ep_moves[EP_N_STATES] = {
 	[EP_CLOSED] = 0,
 };
 
-struct sv__tep {
-	struct sv_context *ctx;
-	void *cm;			/* core's cookie; NULL: report nothing */
-	enum ep_state state;
-	int conn_err;			/* connect() failed at once with this */
-	int fd;
-	int events;			/* current poll mask */
-	uv_poll_t poll;
-	uv_timer_t timer;		/* handshake and close deadlines */
-	uv_timer_t defer;		/* runs ep_update() outside the QP lock */
-	bool poll_open, timer_open, defer_open;
-	bool destroyed;			/* ep_destroy ran (or nobody will call it) */
-	bool parked;			/* the loop leaves RX to a polling application */
-	bool was_up, reported_end;	/* ESTABLISHED was reported / so was the end */
-	bool expired;			/* responder: the application did not answer the
-					 * request in time (SV_CM_REQ_TIMEOUT_MS) */
-	struct sv_qp *qp;
-	struct sv__iwqp *iq;
-	/* listener: incoming handshakes whose Request has not arrived yet */
-	struct sv__tep *listener;
-	struct sv__tep *child_next, *child_prev, *children;
-	int pending;
-	uint64_t accepted;		/* listener: connections accepted so far */
-	bool evicted_said, refused_said;	/* listener: logged once at info */
-	bool full_said;			/* listener: out of descriptors, said so */
-	uint64_t seq;			/* responder: accept order (oldest evicted first) */
-	uint8_t src[9];			/* responder: its source, as the caps count it */
-	/* handshake */
-	uint8_t hs_rx[SV_MPA_RR_HDR_LEN + SV_MPA_MAX_PD_LEN];
-	size_t hs_rx_len;
-	uint8_t hs_tx[SV_MPA_RR_HDR_LEN + SV_MPA_MAX_PD_LEN];
-	size_t hs_tx_len, hs_tx_off;
-	struct sv_mpa_rr req;		/* responder: the decoded Request */
-	bool req_crc;			/* initiator: C we sent */
-	uint16_t my_ird, my_ord;
-	struct sockaddr_storage local, peer;
-	struct sv__iw_tls *tls;		/* under SV_TLS: the session, from TCP up */
-};
-
 static void poll_cb(uv_poll_t *h, int status, int events);
-static void ep_update(struct sv__tep *ep);
 
-static void ep_move(struct sv__tep *ep, enum ep_state to)
+void sv__iw_ep_move(struct sv__tep *ep, enum ep_state to)
 {
 	enum ep_state from = ep->state;
 
@@ -191,7 +118,7 @@ static void handle_closed(uv_handle_t *h)
 		free(ep);
 }
 
-static struct sv__tep *ep_new(struct sv_context *ctx, int fd)
+struct sv__tep *sv__iw_ep_new(struct sv_context *ctx, int fd)
 {
 	struct sv__tep *ep = calloc(1, sizeof(*ep));
 	uv_loop_t *loop = sv__ctx_loop(ctx);
@@ -211,7 +138,7 @@ static struct sv__tep *ep_new(struct sv_context *ctx, int fd)
 	return ep;
 }
 
-static void ep_poll(struct sv__tep *ep, int events)
+void sv__iw_ep_poll(struct sv__tep *ep, int events)
 {
 	if (!ep->poll_open || uv_is_closing((uv_handle_t *)&ep->poll))
 		return;
@@ -226,7 +153,7 @@ static void ep_poll(struct sv__tep *ep, int events)
 
 static void timer_cb(uv_timer_t *t);
 
-static void ep_timer(struct sv__tep *ep, uint64_t ms)
+void sv__iw_ep_timer(struct sv__tep *ep, uint64_t ms)
 {
 	if (ep->timer_open && !uv_is_closing((uv_handle_t *)&ep->timer))
 		uv_timer_start(&ep->timer, timer_cb, ms, 0);
@@ -254,7 +181,7 @@ static void ep_close_fd(struct sv__tep *ep)
 {
 	if (ep->state == EP_CLOSED)
 		return;
-	ep_move(ep, EP_CLOSED);
+	sv__iw_ep_move(ep, EP_CLOSED);
 	if (ep->qp) {
 		sv__qp_lock(ep->qp);
 		ep->iq->fd = -1;
@@ -280,7 +207,7 @@ static void ep_close_fd(struct sv__tep *ep)
 	ep->fd = -1;
 }
 
-static void report(struct sv__tep *ep, enum sv_cm_event_type type, int status,
+void sv__iw_ep_report(struct sv__tep *ep, enum sv_cm_event_type type, int status,
 		   const struct sv__conn_param *param)
 {
 	if (ep->cm)
@@ -288,17 +215,17 @@ static void report(struct sv__tep *ep, enum sv_cm_event_type type, int status,
 }
 
 /* The connection is over: close it and tell the application once. */
-static void ep_end(struct sv__tep *ep)
+void sv__iw_ep_end(struct sv__tep *ep)
 {
 	ep_close_fd(ep);
 	if (ep->was_up && !ep->reported_end) {
 		ep->reported_end = true;
-		report(ep, SV_CM_EVENT_DISCONNECTED, 0, NULL);
+		sv__iw_ep_report(ep, SV_CM_EVENT_DISCONNECTED, 0, NULL);
 	}
 }
 
 /* Closes everything; the endpoint is freed when its last handle is closed. */
-static void ep_free(struct sv__tep *ep)
+void sv__iw_ep_free(struct sv__tep *ep)
 {
 	ep->destroyed = true;
 	ep->cm = NULL;
@@ -316,7 +243,7 @@ static void ep_free(struct sv__tep *ep)
  * Sockets.
  */
 
-static int sock_new(int family)
+int sv__iw_sock_new(int family)
 {
 	int one = 1;
 	int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -372,7 +299,7 @@ static ssize_t ep_recv(struct sv__tep *ep, void *p, size_t len)
 
 /* Our FIN, after our close_notify under TLS (RFC 8446 section 6.1; best effort here: a
  * full socket drops it, and the peer sees a truncated session). */
-static void ep_shut_wr(struct sv__tep *ep)
+void sv__iw_ep_shut_wr(struct sv__tep *ep)
 {
 	if (ep->tls)
 		sv__iw_tls_close(ep->tls);
@@ -512,9 +439,9 @@ static void build_rtr(struct sv__iwqp *iq, unsigned rtr)
 	iq->rtr_pending = true;
 }
 
-static void connect_fail(struct sv__tep *ep, enum sv_cm_event_type type, int status)
+void sv__iw_ep_connect_fail(struct sv__tep *ep, enum sv_cm_event_type type, int status)
 {
-	report(ep, type, status, NULL);
+	sv__iw_ep_report(ep, type, status, NULL);
 	ep->cm = NULL;			/* one outcome per connect */
 	ep_close_fd(ep);
 }
@@ -532,7 +459,7 @@ static void initiator_terminate(struct sv__tep *ep, uint8_t ecode)
 	sv__iw_term_queue(ep->iq, &e, NULL, NULL, 0, 0);
 	sv__iw_tx_progress(ep->iq);
 	sv__qp_unlock(ep->qp);
-	connect_fail(ep, SV_CM_EVENT_CONNECT_ERROR, -EPROTO);
+	sv__iw_ep_connect_fail(ep, SV_CM_EVENT_CONNECT_ERROR, -EPROTO);
 }
 
 static void initiator_reply(struct sv__tep *ep)
@@ -544,7 +471,7 @@ static void initiator_reply(struct sv__tep *ep)
 	uint16_t ird = ep->my_ird, ord = ep->my_ord;
 
 	if (r->reject) {
-		report(ep, SV_CM_EVENT_REJECTED, -ECONNREFUSED, &p);
+		sv__iw_ep_report(ep, SV_CM_EVENT_REJECTED, -ECONNREFUSED, &p);
 		ep->cm = NULL;
 		ep_close_fd(ep);
 		return;
@@ -575,12 +502,12 @@ static void initiator_reply(struct sv__tep *ep)
 	sv__qp_established(ep->qp, ird, ord);
 	sv__iw_tx_progress(ep->iq);
 	sv__qp_unlock(ep->qp);
-	ep_move(ep, EP_UP);
+	sv__iw_ep_move(ep, EP_UP);
 	ep->was_up = true;
 	uv_timer_stop(&ep->timer);
 	save_addrs(ep);
-	report(ep, SV_CM_EVENT_ESTABLISHED, 0, &p);
-	ep_update(ep);
+	sv__iw_ep_report(ep, SV_CM_EVENT_ESTABLISHED, 0, &p);
+	sv__iw_ep_update(ep);
 }
 
 /* Under SV_TLS: one step of the client's TLS handshake. Returns 1 when it is done, 0 while
@@ -591,16 +518,16 @@ static int connecting_tls(struct sv__tep *ep)
 	int rc;
 
 	if (!ep->tls && (rc = sv__iw_tls_new(ep->ctx, ep->fd, false, &ep->tls)) < 0) {
-		connect_fail(ep, SV_CM_EVENT_CONNECT_ERROR, rc);
+		sv__iw_ep_connect_fail(ep, SV_CM_EVENT_CONNECT_ERROR, rc);
 		return -1;
 	}
 	rc = sv__iw_tls_handshake(ep->tls, &want_write);
 	if (rc < 0) {
-		connect_fail(ep, SV_CM_EVENT_CONNECT_ERROR, rc);
+		sv__iw_ep_connect_fail(ep, SV_CM_EVENT_CONNECT_ERROR, rc);
 		return -1;
 	}
 	if (rc == 0)
-		ep_poll(ep, UV_READABLE | (want_write ? UV_WRITABLE : 0));
+		sv__iw_ep_poll(ep, UV_READABLE | (want_write ? UV_WRITABLE : 0));
 	return rc;
 }
 
@@ -612,22 +539,22 @@ static void connecting(struct sv__tep *ep)
 	if (!ep->tls) {
 		getsockopt(ep->fd, SOL_SOCKET, SO_ERROR, &err, &l);
 		if (err) {
-			connect_fail(ep, SV_CM_EVENT_UNREACHABLE, -err);
+			sv__iw_ep_connect_fail(ep, SV_CM_EVENT_UNREACHABLE, -err);
 			return;
 		}
 	}
 	if (sv__ctx_opts(ep->ctx)->tls && connecting_tls(ep) <= 0)
 		return;
 	save_addrs(ep);
-	ep_move(ep, EP_REP_WAIT);
+	sv__iw_ep_move(ep, EP_REP_WAIT);
 	rc = hs_flush(ep);
 	if (rc < 0) {
 		/* Under TLS the peer was reached: it closed after the handshake. */
-		connect_fail(ep, ep->tls ? SV_CM_EVENT_CONNECT_ERROR : SV_CM_EVENT_UNREACHABLE,
+		sv__iw_ep_connect_fail(ep, ep->tls ? SV_CM_EVENT_CONNECT_ERROR : SV_CM_EVENT_UNREACHABLE,
 			     rc);
 		return;
 	}
-	ep_poll(ep, UV_READABLE | (rc == 0 ? UV_WRITABLE : 0));
+	sv__iw_ep_poll(ep, UV_READABLE | (rc == 0 ? UV_WRITABLE : 0));
 }
 
 int sv__iw_connect(struct sv_qp *qp, void *cm, const struct sockaddr *dst,
@@ -647,7 +574,7 @@ int sv__iw_connect(struct sv_qp *qp, void *cm, const struct sockaddr *dst,
 		return -EINVAL;
 	if (o->tls && (rc = sv__iw_tls_dev_ready(ctx, false)) < 0)
 		return rc;
-	fd = sock_new(dst->sa_family);
+	fd = sv__iw_sock_new(dst->sa_family);
 	if (fd < 0)
 		return fd;
 	if (o->bind_addr[0] && strcmp(o->bind_addr, "0.0.0.0") != 0 &&
@@ -661,10 +588,10 @@ int sv__iw_connect(struct sv_qp *qp, void *cm, const struct sockaddr *dst,
 			return rc;
 		}
 	}
-	ep = ep_new(ctx, fd);
+	ep = sv__iw_ep_new(ctx, fd);
 	if (!ep || !ep->poll_open) {
 		if (ep)
-			ep_free(ep);
+			sv__iw_ep_free(ep);
 		else
 			close(fd);
 		return -ENOMEM;
@@ -694,22 +621,22 @@ int sv__iw_connect(struct sv_qp *qp, void *cm, const struct sockaddr *dst,
 		goto err_ep;
 	ep->hs_tx_len = (size_t)rc;
 
-	ep_move(ep, EP_CONNECTING);
+	sv__iw_ep_move(ep, EP_CONNECTING);
 	if (connect(fd, dst, alen) < 0 && errno != EINPROGRESS) {
 		/* Refused at once: the outcome still arrives as an event, from the loop's
 		 * next turn (the connect op itself must return first). */
 		ep->conn_err = -errno;
-		ep_timer(ep, 0);
+		sv__iw_ep_timer(ep, 0);
 	} else {
-		ep_poll(ep, UV_WRITABLE);
-		ep_timer(ep, SV__IW_HS_TIMEOUT_MS);
+		sv__iw_ep_poll(ep, UV_WRITABLE);
+		sv__iw_ep_timer(ep, SV__IW_HS_TIMEOUT_MS);
 	}
 	*out = ep;
 	return 0;
 err_ep:
 	ep->iq->ep = NULL;
 	ep->qp = NULL;
-	ep_free(ep);
+	sv__iw_ep_free(ep);
 	return rc;
 }
 
@@ -730,7 +657,7 @@ static void reject_send(struct sv__tep *ep);
 static void request_refuse(struct sv__tep *ep)
 {
 	if (reply_encode(ep, true, 0, 0, 0, ep->req.crc, NULL, 0) < 0) {
-		ep_free(ep);
+		sv__iw_ep_free(ep);
 		return;
 	}
 	reject_send(ep);
@@ -756,11 +683,11 @@ static void responder_request(struct sv__tep *ep)
 		p.ord = clamp_rd(o->max_qp_init_rd_atom, o->max_qp_init_rd_atom);
 	}
 	uv_timer_stop(&ep->timer);
-	ep_poll(ep, 0);
+	sv__iw_ep_poll(ep, 0);
 	child_unlink(ep);
 	save_addrs(ep);
 	if (!l || !l->cm) {
-		ep_free(ep);
+		sv__iw_ep_free(ep);
 		return;
 	}
 	cm = sv__cm_incoming(l->cm, ep, &p);
@@ -768,10 +695,10 @@ static void responder_request(struct sv__tep *ep)
 		request_refuse(ep);
 		return;
 	}
-	ep_move(ep, EP_REQ_RCVD);
+	sv__iw_ep_move(ep, EP_REQ_RCVD);
 	ep->cm = cm;
 	ep->destroyed = false;		/* core owns it now: freed by ep_destroy */
-	ep_timer(ep, SV_CM_REQ_TIMEOUT_MS);
+	sv__iw_ep_timer(ep, SV_CM_REQ_TIMEOUT_MS);
 }
 
 static int reply_encode(struct sv__tep *ep, bool reject, unsigned rtr, uint16_t ird,
@@ -857,17 +784,17 @@ int sv__iw_accept(struct sv__tep *ep, struct sv_qp *qp, const struct sv__conn_pa
 	/* RFC 5044: nothing goes out before the initiator's first FPDU. */
 	sv__iw_set_phase(ep->iq, SV__IW_RTR_WAIT);
 	sv__qp_unlock(qp);
-	ep_move(ep, EP_RTR_WAIT);
+	sv__iw_ep_move(ep, EP_RTR_WAIT);
 	rc = hs_flush(ep);
 	if (rc < 0) {
 		sv__qp_lock(qp);
 		sv__iw_conn_lost(ep->iq);
 		sv__qp_unlock(qp);
-		connect_fail(ep, SV_CM_EVENT_CONNECT_ERROR, rc);
+		sv__iw_ep_connect_fail(ep, SV_CM_EVENT_CONNECT_ERROR, rc);
 		return 0;
 	}
-	ep_poll(ep, UV_READABLE | (rc == 0 ? UV_WRITABLE : 0));
-	ep_timer(ep, SV__IW_HS_TIMEOUT_MS);
+	sv__iw_ep_poll(ep, UV_READABLE | (rc == 0 ? UV_WRITABLE : 0));
+	sv__iw_ep_timer(ep, SV__IW_HS_TIMEOUT_MS);
 	return 0;
 }
 
@@ -876,10 +803,10 @@ int sv__iw_accept(struct sv__tep *ep, struct sv_qp *qp, const struct sv__conn_pa
 static void reject_done(struct sv__tep *ep)
 {
 	if (ep->fd >= 0)
-		ep_shut_wr(ep);
+		sv__iw_ep_shut_wr(ep);
 	ep_close_fd(ep);
 	if (ep->destroyed)
-		ep_free(ep);
+		sv__iw_ep_free(ep);
 }
 
 /* Sends the encoded Reply with R, then closes; a rejected request reports nothing more. */
@@ -888,14 +815,14 @@ static void reject_send(struct sv__tep *ep)
 	int rc;
 
 	ep->cm = NULL;
-	ep_move(ep, EP_REJECTING);
+	sv__iw_ep_move(ep, EP_REJECTING);
 	rc = hs_flush(ep);
 	if (rc != 0) {
 		reject_done(ep);
 		return;
 	}
-	ep_poll(ep, UV_WRITABLE);
-	ep_timer(ep, SV__IW_CLOSE_TIMEOUT_MS);
+	sv__iw_ep_poll(ep, UV_WRITABLE);
+	sv__iw_ep_timer(ep, SV__IW_CLOSE_TIMEOUT_MS);
 }
 
 int sv__iw_reject(struct sv__tep *ep, const uint8_t *priv, uint16_t priv_len)
@@ -928,7 +855,7 @@ static void request_expired(struct sv__tep *ep)
 		"within %d ms: rejected", SV_CM_REQ_TIMEOUT_MS);
 	ep->expired = true;
 	sv__cm_core_stats(ep->ctx)->req_timeouts++;
-	report(ep, SV_CM_EVENT_CONNECT_ERROR, -ETIMEDOUT, NULL);
+	sv__iw_ep_report(ep, SV_CM_EVENT_CONNECT_ERROR, -ETIMEDOUT, NULL);
 	if (reply_encode(ep, true, 0, 0, 0, ep->req.crc, NULL, 0) < 0) {
 		ep->cm = NULL;
 		ep_close_fd(ep);
@@ -969,76 +896,29 @@ static int responder_tls(struct sv__tep *ep)
 			sv__log(SV_LOG_ERROR, "iwarp: refusing a connection from %s that does "
 				"not start TLS%s: this device requires TLS (SV_TLS)", from,
 				!memcmp(head, key, (size_t)n) ? " (a plaintext MPA Request)" : "");
-			ep_free(ep);
+			sv__iw_ep_free(ep);
 			return -1;
 		}
 		if (n <= 0 || sv__iw_tls_new(ep->ctx, ep->fd, true, &ep->tls) < 0) {
-			ep_free(ep);
+			sv__iw_ep_free(ep);
 			return -1;
 		}
 	}
 	rc = sv__iw_tls_handshake(ep->tls, &want_write);
 	if (rc < 0) {
-		ep_free(ep);
+		sv__iw_ep_free(ep);
 		return -1;
 	}
 	if (rc == 0)
-		ep_poll(ep, UV_READABLE | (want_write ? UV_WRITABLE : 0));
+		sv__iw_ep_poll(ep, UV_READABLE | (want_write ? UV_WRITABLE : 0));
 	else
-		ep_poll(ep, UV_READABLE);
+		sv__iw_ep_poll(ep, UV_READABLE);
 	return rc;
-}
-
-/* ---------------------------------------------------------------------------------------
- * The listener. A handshake that has not delivered its Request holds a descriptor and a
- * slot, and its peer decides how long: it is bounded in time (SV__IW_HS_TIMEOUT_MS), per
- * source (SV__IW_MAX_PENDING_SRC) and in total (SV__IW_MAX_PENDING). A source at its
- * cap is refused further connections, which only locks out that source; a full listener
- * makes room by closing the oldest handshake of the source holding the most, so that idle
- * sockets from anywhere cannot keep a new client out (doc/security.md, "Listener").
- */
-
-/* A peer's source: its IPv4 address, or the /64 of its IPv6 address, since one host
- * commonly holds a whole /64 (RFC 4291 section 2.5.4, RFC 8981); an IPv4-mapped IPv6
- * address is its IPv4 address. */
-static void src_key(const struct sockaddr_storage *a, uint8_t key[9])
-{
-	const struct sockaddr_in6 *a6 = (const struct sockaddr_in6 *)a;
-
-	memset(key, 0, 9);
-	if (a->ss_family == AF_INET) {
-		key[0] = 4;
-		memcpy(key + 1, &((const struct sockaddr_in *)a)->sin_addr, 4);
-	} else if (a->ss_family == AF_INET6 && IN6_IS_ADDR_V4MAPPED(&a6->sin6_addr)) {
-		key[0] = 4;
-		memcpy(key + 1, a6->sin6_addr.s6_addr + 12, 4);
-	} else if (a->ss_family == AF_INET6) {
-		key[0] = 6;
-		memcpy(key + 1, a6->sin6_addr.s6_addr, 8);
-	}
-}
-
-static int src_pending(const struct sv__tep *l, const uint8_t key[9],
-		       struct sv__tep **oldest)
-{
-	struct sv__tep *c;
-	int n = 0;
-
-	if (oldest)
-		*oldest = NULL;
-	for (c = l->children; c; c = c->child_next) {
-		if (memcmp(c->src, key, sizeof(c->src)) != 0)
-			continue;
-		n++;
-		if (oldest && (!*oldest || c->seq < (*oldest)->seq))
-			*oldest = c;
-	}
-	return n;
 }
 
 /* Reads what the handshake's peer has sent; delivers the Request once it is whole, or
  * ends the handshake on a malformed one or a closed connection. [responder, REQ_WAIT] */
-static void responder_progress(struct sv__tep *ep)
+void sv__iw_ep_req_progress(struct sv__tep *ep)
 {
 	int rc;
 
@@ -1050,379 +930,15 @@ static void responder_progress(struct sv__tep *ep)
 			sv__log(SV_LOG_WARN, "iwarp: malformed MPA Request%s",
 				ep->hs_rx[0] == 22 ? " (a TLS handshake record: the client runs "
 				"TLS, this device does not)" : "");
-		ep_free(ep);
+		sv__iw_ep_free(ep);
 	} else if (rc > 0) {
 		responder_request(ep);
 	}
 }
 
-/* The source at key has SV__IW_MAX_PENDING_SRC handshakes: may it have one more? Those
- * whose Requests are already waiting in their sockets are finished first (a client
- * that opened many connections at once, all accepted in one pass before any was read). */
-static bool src_admit(struct sv__tep *l, const uint8_t key[9])
-{
-	struct sv__tep *c, *next;
-
-	for (c = l->children; c; c = next) {
-		next = c->child_next;
-		if (memcmp(c->src, key, sizeof(c->src)) == 0)
-			responder_progress(c);
-	}
-	return src_pending(l, key, NULL) < SV__IW_MAX_PENDING_SRC;
-}
-
-/* The listener is full: closes the oldest handshake of the source that holds the most. */
-static void evict_one(struct sv__tep *l)
-{
-	struct sv__tep *c, *victim = NULL;
-	int most = 0;
-
-	for (c = l->children; c; c = c->child_next) {
-		struct sv__tep *oldest;
-		int n = src_pending(l, c->src, &oldest);
-
-		if (n > most || (n == most && oldest->seq < victim->seq)) {
-			most = n;
-			victim = oldest;
-		}
-	}
-	if (!victim)
-		return;
-	if (!l->evicted_said) {
-		l->evicted_said = true;
-		sv__log(SV_LOG_INFO, "iwarp: listener full (%d handshakes waiting for their "
-			"MPA Request): closing the oldest of the busiest source", l->pending);
-	}
-	ep_free(victim);
-}
-
-/*
- * accept() failed for want of descriptors or memory. The connection stays in the kernel's
- * queue and the listening socket stays readable, so polling it would call us back at once,
- * forever: stop polling, and look again after SV__IW_ACCEPT_BACKOFF_MS (timer_cb()). Said
- * once until an accept succeeds again.
- */
-static void listener_back_off(struct sv__tep *l, int err)
-{
-	if (!l->full_said) {
-		l->full_said = true;
-		sv__log(SV_LOG_WARN, "iwarp: accept: %s; retrying every %d ms", strerror(err),
-			SV__IW_ACCEPT_BACKOFF_MS);
-	}
-	ep_move(l, EP_LISTEN_FULL);
-	ep_poll(l, 0);
-	ep_timer(l, SV__IW_ACCEPT_BACKOFF_MS);
-}
-
-static void listener_cb(struct sv__tep *l)
-{
-	for (;;) {
-		struct sockaddr_storage peer;
-		socklen_t plen = sizeof(peer);
-		struct sv__tep *ep;
-		uint8_t key[9];
-		int one = 1;
-		int fd = accept4(l->fd, (struct sockaddr *)&peer, &plen,
-				 SOCK_NONBLOCK | SOCK_CLOEXEC);
-
-		if (fd < 0) {
-			if (errno == EINTR || errno == ECONNABORTED)
-				continue;
-			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
-			    errno == ENOMEM) {
-				listener_back_off(l, errno);
-				return;
-			}
-			if (errno != EAGAIN && errno != EWOULDBLOCK)
-				sv__log(SV_LOG_WARN, "iwarp: accept: %s", strerror(errno));
-			return;
-		}
-		if (l->full_said) {
-			l->full_said = false;
-			sv__log(SV_LOG_INFO, "iwarp: listener accepting again");
-		}
-		src_key(&peer, key);
-		if (src_pending(l, key, NULL) >= SV__IW_MAX_PENDING_SRC && !src_admit(l, key)) {
-			if (!l->refused_said) {
-				l->refused_said = true;
-				sv__log(SV_LOG_INFO, "iwarp: a source has %d handshakes waiting "
-					"for their MPA Request: refusing it more",
-					SV__IW_MAX_PENDING_SRC);
-			}
-			close(fd);
-			continue;
-		}
-		if (l->pending >= SV__IW_MAX_PENDING)
-			evict_one(l);
-		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		ep = ep_new(l->ctx, fd);
-		if (!ep || !ep->poll_open) {
-			if (ep)
-				ep_free(ep);
-			else
-				close(fd);
-			continue;
-		}
-		ep->destroyed = true;	/* ours until core takes it in sv__cm_incoming */
-		ep_move(ep, EP_REQ_WAIT);
-		memcpy(ep->src, key, sizeof(key));
-		ep->seq = l->accepted++;
-		ep->listener = l;
-		ep->child_next = l->children;
-		if (l->children)
-			l->children->child_prev = ep;
-		l->children = ep;
-		l->pending++;
-		ep_poll(ep, UV_READABLE);
-		/* The bound of the whole phase before the Request: the peer's TLS handshake,
-		 * when the listener runs TLS, counts against it too. */
-		ep_timer(ep, SV__IW_HS_TIMEOUT_MS);
-	}
-}
-
-/* A new endpoint of CM id cm around socket fd, or NULL (fd closed). */
-static struct sv__tep *ep_wrap(struct sv_context *ctx, void *cm, int fd)
-{
-	struct sv__tep *ep = ep_new(ctx, fd);
-
-	if (!ep || !ep->poll_open) {
-		if (ep)
-			ep_free(ep);
-		else
-			close(fd);
-		return NULL;
-	}
-	ep->cm = cm;
-	return ep;
-}
-
-/*
- * sv_cm_bind: a TCP socket bound to addr (port 0: the kernel picks a free one), which
- * sv__iw_listen later listens on. It binds without SO_REUSEADDR, so that no other
- * socket can take the port while it is not listening yet (Linux lets two SO_REUSEADDR
- * sockets share a port until one listens); only where that fails for a port named
- * explicitly does it try again with SO_REUSEADDR, the way a listener binds, which is
- * what lets a server take its port again over its old connections' TIME_WAITs.
- */
-int sv__iw_bind(struct sv_context *ctx, void *cm, const struct sockaddr *addr, uint16_t ps,
-		struct sv__tep **out)
-{
-	struct sockaddr_storage a = { 0 };
-	socklen_t alen;
-	struct sv__tep *ep;
-	int fd, one = 1, rc;
-	uint16_t port;
-
-	if (ps != SV_CM_PS_TCP)
-		return -EOPNOTSUPP;
-	if (addr->sa_family == AF_INET) {
-		alen = sizeof(struct sockaddr_in);
-		port = ((const struct sockaddr_in *)addr)->sin_port;
-	} else if (addr->sa_family == AF_INET6) {
-		alen = sizeof(struct sockaddr_in6);
-		port = ((const struct sockaddr_in6 *)addr)->sin6_port;
-	} else {
-		return -EAFNOSUPPORT;
-	}
-	memcpy(&a, addr, alen);
-	if ((fd = sock_new(addr->sa_family)) < 0)
-		return fd;
-	if (bind(fd, (struct sockaddr *)&a, alen) < 0) {
-		rc = -errno;
-		if (rc == -EADDRINUSE && port) {
-			setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-			rc = bind(fd, (struct sockaddr *)&a, alen) < 0 ? -errno : 0;
-		}
-		if (rc < 0) {
-			close(fd);
-			return rc;
-		}
-	}
-	if (!(ep = ep_wrap(ctx, cm, fd)))
-		return -ENOMEM;
-	ep_move(ep, EP_BOUND);
-	alen = sizeof(ep->local);
-	getsockname(fd, (struct sockaddr *)&ep->local, &alen);
-	*out = ep;
-	return 0;
-}
-
-int sv__iw_listen(struct sv_context *ctx, void *cm, const struct sockaddr *addr, int backlog,
-		  struct sv__tep **out)
-{
-	const struct sv_device_opts *o = sv__ctx_opts(ctx);
-	struct sockaddr_storage a;
-	socklen_t alen;
-	struct sv__tep *ep;
-	int fd, one = 1, rc;
-
-	if (addr->sa_family == AF_INET)
-		alen = sizeof(struct sockaddr_in);
-	else if (addr->sa_family == AF_INET6)
-		alen = sizeof(struct sockaddr_in6);
-	else
-		return -EAFNOSUPPORT;
-	if (o->tls && (rc = sv__iw_tls_dev_ready(ctx, true)) < 0)
-		return rc;
-	memcpy(&a, addr, alen);
-	/* sv_cm_listen(): port 0 means the device's port, or any if that is 0 too. */
-	if (a.ss_family == AF_INET && ((struct sockaddr_in *)&a)->sin_port == 0)
-		((struct sockaddr_in *)&a)->sin_port = htons(o->port);
-	else if (a.ss_family == AF_INET6 && ((struct sockaddr_in6 *)&a)->sin6_port == 0)
-		((struct sockaddr_in6 *)&a)->sin6_port = htons(o->port);
-	if ((ep = *out)) {
-		/* Bound by sv__iw_bind: its socket may share its port from now on, as every
-		 * listener's does (so that its connections' TIME_WAITs do not keep the
-		 * next listener off it); a listening socket's port is taken all the same. */
-		setsockopt(ep->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-		if (listen(ep->fd, backlog > 0 ? backlog : 128) < 0)
-			return -errno;
-		ep_move(ep, EP_LISTEN);
-		ep_poll(ep, UV_READABLE);
-		return 0;
-	}
-	fd = sock_new(addr->sa_family);
-	if (fd < 0)
-		return fd;
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, (struct sockaddr *)&a, alen) < 0 ||
-	    listen(fd, backlog > 0 ? backlog : 128) < 0) {
-		rc = -errno;
-		close(fd);
-		return rc;
-	}
-	if (!(ep = ep_wrap(ctx, cm, fd)))
-		return -ENOMEM;
-	ep_move(ep, EP_LISTEN);
-	alen = sizeof(ep->local);
-	getsockname(fd, (struct sockaddr *)&ep->local, &alen);
-	ep_poll(ep, UV_READABLE);
-	*out = ep;
-	return 0;
-}
-
 /* ---------------------------------------------------------------------------------------
- * The data phase seen from the loop, and teardown.
+ * The loop's callbacks: socket events and timers, by endpoint state.
  */
-
-/*
- * [qp-locked] Does the application read this socket itself? Its sv_poll_cq() calls on an
- * empty CQ (which run poll(), iwarp.c) come back to back, the last one just now, and they
- * have been finding FPDUs. An application that polls but never finds anything is waiting
- * on something else, typically the bytes of an incoming WRITE in its memory (perftest's
- * ib_write_lat): polls that only collect its own send completions must not make the loop
- * leave that WRITE lying in the socket.
- */
-static bool spinning(const struct sv__iwqp *iq)
-{
-	uint64_t now = sv__now_ns();
-
-	return iq->poll_streak >= SV__IW_SPIN_STREAK && now - iq->poll_ns < SV__IW_SPIN_GAP_NS &&
-	       now - iq->poll_rx_ns < SV__IW_IDLE_NS;
-}
-
-/* Socket events of a connection that has a QP in its data phase. */
-static void data_io(struct sv__tep *ep, int events)
-{
-	struct sv_qp *qp = ep->qp;
-	struct sv__iwqp *iq = ep->iq;
-	bool est = false, failed_early = false;
-
-	sv__qp_lock(qp);
-	if (events & UV_WRITABLE)
-		sv__iw_tx_progress(iq);
-	if ((events & UV_READABLE) && ep->state == EP_UP && !iq->err && spinning(iq)) {
-		/* doc/architecture.md "Thread hops": the application is spinning on this QP
-		 * and will find these bytes itself; waking the loop for each FPDU costs a
-		 * cross-core switch. Stop watching readability; timer_cb() checks back
-		 * every PARK_MS. */
-		iq->cnt.parks++;
-		sv__qp_unlock(qp);
-		ep->parked = true;
-		ep_timer(ep, SV__IW_PARK_MS);
-		ep_update(ep);
-		return;
-	}
-	if (events & UV_READABLE) {
-		if (iq->err) {
-			if (iq->fd >= 0 && sv__iw_rx_drain(iq) == -ENODATA)
-				iq->ev_eof = true;
-		} else {
-			sv__iw_rx_progress(iq, 64);
-		}
-		while (iq->phase == SV__IW_RTR_RCVD && !iq->err) {
-			/* The responder's first FPDU arrived (RFC 6581). */
-			est = true;
-			sv__qp_established(qp, iq->ird, iq->ord);
-			sv__iw_set_phase(iq, SV__IW_UP);
-			sv__iw_tx_progress(iq);
-			sv__iw_rx_progress(iq, 64);
-		}
-	}
-	if (ep->state == EP_RTR_WAIT && !est && (iq->err || iq->ev_eof || iq->ev_lost))
-		failed_early = true;
-	sv__qp_unlock(qp);
-	if (est) {
-		ep_move(ep, EP_UP);
-		ep->was_up = true;
-		uv_timer_stop(&ep->timer);
-		report(ep, SV_CM_EVENT_ESTABLISHED, 0, NULL);
-	} else if (failed_early) {
-		connect_fail(ep, SV_CM_EVENT_CONNECT_ERROR, -ECONNRESET);
-		return;
-	}
-	ep_update(ep);
-}
-
-/* Brings socket mask and teardown in line with the QP's flags. [loop, QP lock not held] */
-static void ep_update(struct sv__tep *ep)
-{
-	bool err, peer_done, lost, shut_done, want_write;
-
-	if (ep->state != EP_UP && ep->state != EP_RTR_WAIT && ep->state != EP_CLOSING)
-		return;
-	if (!ep->qp) {
-		/* The QP is gone: just finish closing the socket. */
-		if (ep->state != EP_CLOSING) {
-			ep_shut_wr(ep);
-			ep_move(ep, EP_CLOSING);
-			ep_timer(ep, SV__IW_CLOSE_TIMEOUT_MS);
-		}
-		ep_poll(ep, UV_READABLE);
-		return;
-	}
-	sv__qp_lock(ep->qp);
-	{
-		struct sv__iwqp *iq = ep->iq;
-
-		if (iq->ev_eof && !iq->err && iq->shut == SV__IW_SHUT_NONE) {
-			/* The peer's graceful close: answer with ours once TX drains. */
-			sv__iw_set_shut(iq, SV__IW_SHUT_ASKED);
-			sv__iw_tx_progress(iq);
-		}
-		if ((iq->err || iq->ev_lost) && iq->shut != SV__IW_SHUT_SENT)
-			sv__iw_tx_progress(iq);
-		if (iq->ev_lost && !iq->err)
-			sv__iw_conn_lost(iq);
-		err = iq->err;
-		lost = iq->ev_lost;
-		peer_done = iq->ev_eof || iq->ev_lost;
-		shut_done = iq->shut == SV__IW_SHUT_SENT;
-		want_write = iq->want_write;
-	}
-	sv__qp_unlock(ep->qp);
-
-	if ((err || peer_done) && ep->state != EP_CLOSING) {
-		ep->parked = false;
-		ep_move(ep, EP_CLOSING);
-		ep_timer(ep, SV__IW_CLOSE_TIMEOUT_MS);
-	}
-	if (ep->state == EP_CLOSING && (lost || (peer_done && shut_done))) {
-		ep_end(ep);
-		return;
-	}
-	ep_poll(ep, (ep->parked ? 0 : UV_READABLE) | (want_write ? UV_WRITABLE : 0));
-}
 
 static void poll_cb(uv_poll_t *h, int status, int events)
 {
@@ -1431,14 +947,14 @@ static void poll_cb(uv_poll_t *h, int status, int events)
 
 	if (status < 0) {
 		/* POLLERR (a reset, say): libuv has stopped the handle before calling us. Forget
-		 * the mask so the next ep_poll() starts it again: bytes that arrived ahead of
+		 * the mask so the next sv__iw_ep_poll() starts it again: bytes that arrived ahead of
 		 * the error are read in passes, and the error only behind the last of them. */
 		ep->events = 0;
 		events = UV_READABLE | UV_WRITABLE;	/* let the syscalls report the error */
 	}
 	switch (ep->state) {
 	case EP_LISTEN:
-		listener_cb(ep);
+		sv__iw_listener_cb(ep);
 		break;
 	case EP_CONNECTING:
 		connecting(ep);
@@ -1447,10 +963,10 @@ static void poll_cb(uv_poll_t *h, int status, int events)
 		if (events & UV_WRITABLE) {
 			rc = hs_flush(ep);
 			if (rc < 0) {
-				connect_fail(ep, SV_CM_EVENT_CONNECT_ERROR, rc);
+				sv__iw_ep_connect_fail(ep, SV_CM_EVENT_CONNECT_ERROR, rc);
 				break;
 			}
-			ep_poll(ep, UV_READABLE | (rc == 0 ? UV_WRITABLE : 0));
+			sv__iw_ep_poll(ep, UV_READABLE | (rc == 0 ? UV_WRITABLE : 0));
 		}
 		if (events & UV_READABLE) {
 			rc = hs_read(ep, true);
@@ -1462,14 +978,14 @@ static void poll_cb(uv_poll_t *h, int status, int events)
 						"before the MPA Reply (a listener that requires "
 						"TLS closes on a plaintext Request: SV_TLS=1 on "
 						"both ends?)");
-				connect_fail(ep, SV_CM_EVENT_CONNECT_ERROR, rc);
+				sv__iw_ep_connect_fail(ep, SV_CM_EVENT_CONNECT_ERROR, rc);
 			} else if (rc > 0) {
 				initiator_reply(ep);
 			}
 		}
 		break;
 	case EP_REQ_WAIT:
-		responder_progress(ep);
+		sv__iw_ep_req_progress(ep);
 		break;
 	case EP_REJECTING:
 		if (hs_flush(ep) != 0)
@@ -1486,12 +1002,12 @@ static void poll_cb(uv_poll_t *h, int status, int events)
 			events &= ~UV_WRITABLE;
 		}
 		if (ep->qp)
-			data_io(ep, events);
+			sv__iw_ep_data_io(ep, events);
 		break;
 	case EP_UP:
 	case EP_CLOSING:
 		if (ep->qp)
-			data_io(ep, events);
+			sv__iw_ep_data_io(ep, events);
 		else if (events & UV_READABLE) {
 			char sink[4096];
 			ssize_t n = recv(ep->fd, sink, sizeof(sink), MSG_DONTWAIT);
@@ -1501,21 +1017,13 @@ static void poll_cb(uv_poll_t *h, int status, int events)
 				sv__pcap_tcp(sv__ctx_pcap(ep->ctx), ep->fd, false,
 					     &(struct iovec){ sink, (size_t)n }, 1, (size_t)n);
 			if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
-				ep_end(ep);
+				sv__iw_ep_end(ep);
 		}
 		break;
 	default:
-		ep_poll(ep, 0);
+		sv__iw_ep_poll(ep, 0);
 		break;
 	}
-}
-
-/* Bytes wait in the socket (the parked loop's check when it takes RX back). */
-static bool readable_now(int fd)
-{
-	struct pollfd p = { .fd = fd, .events = POLLIN };
-
-	return fd >= 0 && poll(&p, 1, 0) == 1;
 }
 
 static void timer_cb(uv_timer_t *t)
@@ -1526,23 +1034,23 @@ static void timer_cb(uv_timer_t *t)
 	case EP_CONNECTING:
 		if (ep->tls)
 			sv__log(SV_LOG_ERROR, "iwarp: TLS handshake timed out");
-		connect_fail(ep, ep->tls ? SV_CM_EVENT_CONNECT_ERROR : SV_CM_EVENT_UNREACHABLE,
+		sv__iw_ep_connect_fail(ep, ep->tls ? SV_CM_EVENT_CONNECT_ERROR : SV_CM_EVENT_UNREACHABLE,
 			     ep->conn_err ? ep->conn_err : -ETIMEDOUT);
 		break;
 	case EP_REP_WAIT:
-		connect_fail(ep, SV_CM_EVENT_CONNECT_ERROR, -ETIMEDOUT);
+		sv__iw_ep_connect_fail(ep, SV_CM_EVENT_CONNECT_ERROR, -ETIMEDOUT);
 		break;
 	case EP_REQ_WAIT:
 		sv__log(SV_LOG_INFO, "iwarp: MPA Request timed out");
-		ep_free(ep);
+		sv__iw_ep_free(ep);
 		break;
 	case EP_REQ_RCVD:
 		request_expired(ep);
 		break;
 	case EP_LISTEN_FULL:
-		ep_move(ep, EP_LISTEN);
-		ep_poll(ep, UV_READABLE);
-		listener_cb(ep);
+		sv__iw_ep_move(ep, EP_LISTEN);
+		sv__iw_ep_poll(ep, UV_READABLE);
+		sv__iw_listener_cb(ep);
 		break;
 	case EP_RTR_WAIT:
 		if (ep->qp) {
@@ -1550,70 +1058,25 @@ static void timer_cb(uv_timer_t *t)
 			sv__iw_conn_lost(ep->iq);
 			sv__qp_unlock(ep->qp);
 		}
-		connect_fail(ep, SV_CM_EVENT_CONNECT_ERROR, -ETIMEDOUT);
+		sv__iw_ep_connect_fail(ep, SV_CM_EVENT_CONNECT_ERROR, -ETIMEDOUT);
 		break;
 	case EP_REJECTING:
 		reject_done(ep);
 		break;
 	case EP_CLOSING:
-		ep_end(ep);
+		sv__iw_ep_end(ep);
 		break;
 	case EP_UP:
-		/* Parked: still spinning? Then look again later; else the loop takes RX back
-		 * (an application that just went to sleep waits at most PARK_MS more). */
-		if (ep->parked && ep->qp) {
-			bool idle;
-
-			sv__qp_lock(ep->qp);
-			idle = sv__now_ns() - ep->iq->poll_ns >= SV__IW_IDLE_NS;
-			if (idle && readable_now(ep->fd))
-				ep->iq->cnt.park_stalls++;
-			sv__qp_unlock(ep->qp);
-			if (!idle) {
-				ep_timer(ep, SV__IW_PARK_MS);
-				break;
-			}
-			ep->parked = false;
-			ep_update(ep);
-		}
+		sv__iw_ep_park_check(ep);
 		break;
 	default:
 		break;
 	}
 }
 
-static void defer_cb(uv_timer_t *t)
-{
-	struct sv__tep *ep = t->data;
-	bool again = false;
-
-	/* A pass that ran out of budget left FPDUs in the staging buffer (rx_again):
-	 * continue it here, since the socket will not report them readable again. */
-	if (ep->state == EP_UP && ep->qp) {
-		sv__qp_lock(ep->qp);
-		again = ep->iq->rx_again;
-		sv__qp_unlock(ep->qp);
-	}
-	if (again)
-		data_io(ep, UV_READABLE);
-	else
-		ep_update(ep);
-}
-
 /* ---------------------------------------------------------------------------------------
  * Ops called by core and iwarp.c.
  */
-
-void sv__iw_ep_kick(struct sv__tep *ep)
-{
-	struct sv__iwqp *iq = ep->iq;
-
-	/* [loop, qp-locked]: only adjust the mask here; the rest runs without the lock. */
-	if (iq && (ep->state == EP_UP || ep->state == EP_RTR_WAIT || ep->state == EP_CLOSING))
-		ep_poll(ep, (ep->parked ? 0 : UV_READABLE) | (iq->want_write ? UV_WRITABLE : 0));
-	if (ep->defer_open && !uv_is_closing((uv_handle_t *)&ep->defer))
-		uv_timer_start(&ep->defer, defer_cb, 0, 0);
-}
 
 void sv__iw_ep_detach_qp(struct sv__tep *ep)
 {
@@ -1628,7 +1091,7 @@ void sv__iw_ep_detach_qp(struct sv__tep *ep)
 	ep->qp = NULL;
 	ep->iq = NULL;
 	if (ep->state == EP_UP || ep->state == EP_RTR_WAIT || ep->state == EP_CLOSING)
-		ep_update(ep);
+		sv__iw_ep_update(ep);
 	else if (ep->state != EP_CLOSED && ep->state != EP_REQ_RCVD)
 		ep_close_fd(ep);
 }
@@ -1642,11 +1105,11 @@ int sv__iw_disconnect(struct sv__tep *ep)
 			sv__iw_tx_progress(ep->iq);
 			sv__qp_unlock(ep->qp);
 		}
-		ep_move(ep, EP_CLOSING);
-		ep_timer(ep, SV__IW_CLOSE_TIMEOUT_MS);
-		ep_update(ep);
+		sv__iw_ep_move(ep, EP_CLOSING);
+		sv__iw_ep_timer(ep, SV__IW_CLOSE_TIMEOUT_MS);
+		sv__iw_ep_update(ep);
 	} else if (ep->state == EP_CLOSED) {
-		ep_end(ep);
+		sv__iw_ep_end(ep);
 	}
 	return 0;
 }
@@ -1656,11 +1119,11 @@ void sv__iw_ep_destroy(struct sv__tep *ep)
 	ep->cm = NULL;
 	if (ep->state == EP_LISTEN || ep->state == EP_LISTEN_FULL) {
 		while (ep->children)
-			ep_free(ep->children);
+			sv__iw_ep_free(ep->children);
 	}
 	if (ep->qp)
 		sv__iw_ep_detach_qp(ep);
-	ep_free(ep);
+	sv__iw_ep_free(ep);
 }
 
 int sv__iw_ep_addr(struct sv__tep *ep, struct sockaddr_storage *local,

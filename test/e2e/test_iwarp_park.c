@@ -2,7 +2,7 @@
  * test_iwarp_park.c — who reads the socket: the progress thread or a polling application.
  *
  * The TCP transport lets an application that spins on sv_poll_cq() read its socket
- * itself, and then the progress thread stops watching it ("parks", iwarp_cm.c). An
+ * itself, and then the progress thread stops watching it ("parks", iwarp_ep_io.c). An
  * application that waits on memory instead (perftest's ib_write_lat: the last byte of the
  * buffer the peer WRITEs into) calls into the library only to post and to collect its own
  * send completions, so only the progress thread can place the peer's WRITE. These tests

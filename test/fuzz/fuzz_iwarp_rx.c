@@ -7,10 +7,10 @@
  * attaches a TCP socket once the MPA exchange is over (CRC, markers each way, IRD/ORD
  * and the role from the input), and the input is then played as the peer's side of the
  * stream, interleaved with the application's verbs. The engine runs through its own entry
- * points: sv__iw_rx_progress() as the loop's data_io() calls it, sv_poll_cq() (which runs
- * the poll op), sv_post_send()/sv_post_recv() (which run the TX engine). No endpoint is
- * attached, so the loop thread never touches the QP and one input runs to completion in
- * this thread, driven until nothing moves (no sleeps, no clock).
+ * points: sv__iw_rx_progress() as the loop's sv__iw_ep_data_io() calls it, sv_poll_cq()
+ * (which runs the poll op), sv_post_send()/sv_post_recv() (which run the TX engine). No
+ * endpoint is attached, so the loop thread never touches the QP and one input runs to
+ * completion in this thread, driven until nothing moves (no sleeps, no clock).
  *
  * Input: byte 0 flags (bit 0 CRC, 1 markers towards us, 2 markers from us, 3-4 role:
  * initiator or responder waiting for a Write, Send or Read RTR, 5-7 the QP's REMOTE_WRITE,
@@ -215,8 +215,9 @@ static bool rx_idle(struct sv__iwqp *iq)
 	return unread == 0 && iq->rx->sb_off == iq->rx->sb_len;
 }
 
-/* What the loop does on readability (iwarp_cm.c data_io(), ep_update()), then the
- * application's poll, until nothing moves and every byte was taken. */
+/* What the loop does on readability (wire/iwarp_ep_io.c sv__iw_ep_data_io() and
+ * sv__iw_ep_update()), then the application's poll, until nothing moves and every byte
+ * was taken. */
 static void drive(void)
 {
 	for (int round = 0;; round++) {
