@@ -233,6 +233,7 @@ struct sv__iw_dev {
 	struct sv__iw_tls_dev *tls;	/* iwarp_tls.c */
 	struct sv__iw_pool stage;	/* RX staging buffers, SV__IW_RX_STAGE bytes */
 	struct sv__iw_pool batch;	/* struct sv__iw_txbatch */
+	struct sv__iw_pool irq, orq;	/* the QPs' IRD and ORD rings (irq_size, orq_size) */
 };
 
 /*
@@ -330,7 +331,10 @@ struct sv__iwqp {
 	int cur_phase;			/* WRITE_WITH_IMM: 0 the Write, 1 the Immediate Data */
 	struct sv__iw_txmsg cur_msg;
 	struct sv__iw_txbatch *tb;	/* NULL while nothing is in flight */
-	/* Responder queue (IRD) and requester queue (ORD): rings, free-running counters. */
+	/* Responder queue (IRD) and requester queue (ORD): rings, free-running counters.
+	 * A ring is borrowed from the device's pool when an entry goes into it while
+	 * empty, and given back once it is empty again (NULL meanwhile): sv__iw_irq_hold(),
+	 * sv__iw_irq_drop() and their orq pair. */
 	struct sv__iw_irq *irq;
 	unsigned irq_size, irq_put, irq_seg, irq_get;
 	struct sv__iw_orq *orq;
@@ -349,6 +353,13 @@ void sv__iw_pool_put(struct sv__iw_pool *p, void *buf);
 /* The payload per FPDU to send (doc/wire-iwarp.md 2.6): opt when the options gave one,
  * else from emss, the connection's TCP_MAXSEG (0: unknown), markers in our FPDUs or not. */
 uint32_t sv__iw_pick_mulpdu(uint32_t opt, uint32_t emss, bool markers);
+/* [qp-locked] Before an entry is put: the ring, borrowed if the QP holds none. 0, or
+ * -ENOMEM (logged). */
+int sv__iw_irq_hold(struct sv__iwqp *iq);
+int sv__iw_orq_hold(struct sv__iwqp *iq);
+/* [qp-locked] After entries were taken: gives the ring back if it is empty. */
+void sv__iw_irq_drop(struct sv__iwqp *iq);
+void sv__iw_orq_drop(struct sv__iwqp *iq);
 /* [qp-locked] Back to a fresh stream (no endpoint attached): MSNs, queues, parser. */
 void sv__iw_qp_reset(struct sv__iwqp *iq);
 /* [qp-locked] The one writer of iq->phase (see enum sv__iw_phase). */

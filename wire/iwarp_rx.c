@@ -565,10 +565,15 @@ static void commit_read_req(struct sv__iwqp *iq)
 	rx->msn[SV_DDP_QN_READ_REQ]++;
 	if (irq_full(iq, rx))
 		return;
+	if (sv__iw_irq_hold(iq) < 0) {
+		err_rdmap_op(&rx->err, SV_TERM_RDMAP_CATASTROPHIC_STREAM);
+		return;
+	}
 	if (r->size > 0) {
 		int rc = sv__mr_acquire(iq->qp, r->src_stag, r->src_to, r->size,
 					SV_ACCESS_REMOTE_READ, &mr, &ptr);
 		if (rc < 0) {
+			sv__iw_irq_drop(iq);
 			sv__iw_err_from_mr(&rx->err, rc, true);
 			return;
 		}
@@ -620,6 +625,11 @@ static void commit_atomic_req(struct sv__iwqp *iq)
 		err_rdmap_op(&rx->err, SV_TERM_RDMAP_UNSPECIFIED);
 		return;
 	}
+	if (sv__iw_irq_hold(iq) < 0) {
+		sv__mr_release(mr);
+		err_rdmap_op(&rx->err, SV_TERM_RDMAP_CATASTROPHIC_STREAM);
+		return;
+	}
 	orig = run_atomic(ptr, a);
 	sv__mr_release(mr);
 	e = &iq->irq[iq->irq_put % iq->irq_size];
@@ -637,6 +647,7 @@ static void complete_orq(struct sv__iwqp *iq, struct sv__iw_orq *o, uint32_t byt
 	struct sv__send_wqe *wqe = o->wqe;
 
 	iq->orq_get++;
+	sv__iw_orq_drop(iq);
 	if (wqe)
 		sv__sq_done(iq->qp, wqe, SV_WC_SUCCESS, byte_len, 0);
 }

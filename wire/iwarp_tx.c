@@ -270,8 +270,9 @@ static int start_wqe(struct sv__iwqp *iq)
 	/* IBA 10.8.3.3 / verbs: a fenced WR waits for every earlier READ and atomic. */
 	if ((wqe->flags & SV_SEND_FENCE) && orq_count(iq) > 0)
 		return 0;
-	/* ORD: the SQ stalls (no error) while max_rd_atomic requests are outstanding. */
-	if (rd && orq_count(iq) >= ord_limit(iq))
+	/* ORD: the SQ stalls (no error) while max_rd_atomic requests are outstanding,
+	 * and, out of memory for the ring, until the next call. */
+	if (rd && (orq_count(iq) >= ord_limit(iq) || sv__iw_orq_hold(iq) < 0))
 		return 0;
 	sv__sq_take(qp);
 	iq->seq++;
@@ -281,6 +282,7 @@ static int start_wqe(struct sv__iwqp *iq)
 	 * or an atomic's sink until the response is placed (core/transport.h). */
 	n = sv__sq_map(qp, wqe, write_local, iov);
 	if (n < 0) {
+		sv__iw_orq_drop(iq);	/* a READ's ring, borrowed above, holds nothing */
 		sv__sq_done(qp, wqe, SV_WC_LOC_PROT_ERR, 0, 0);
 		return -1;
 	}
@@ -503,6 +505,7 @@ static void run_actions(struct sv__iwqp *iq)
 				sv__mr_release(e->mr);
 			e->mr = NULL;
 			iq->irq_get++;
+			sv__iw_irq_drop(iq);
 			break;
 		}
 		case SV__IW_FP_TERM_DONE:
@@ -639,6 +642,8 @@ void sv__iw_tx_abort(struct sv__iwqp *iq)
 	}
 	iq->irq_seg = iq->irq_get;
 	iq->orq_get = iq->orq_put;
+	sv__iw_irq_drop(iq);
+	sv__iw_orq_drop(iq);
 	iq->cur = NULL;
 	iq->rtr_pending = false;
 	sv__iw_shut_ask(iq);
