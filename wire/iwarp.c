@@ -39,6 +39,88 @@ struct sv__iwqp *sv__iw_qp(struct sv_qp *qp)
 	return sv__qp_tqp(qp);
 }
 
+struct sv__iw_dev *sv__iw_dev(struct sv_context *ctx)
+{
+	return sv__ctx_tctx(ctx);
+}
+
+void *sv__iw_pool_get(struct sv__iw_pool *p)
+{
+	void *buf = NULL;
+
+	pthread_mutex_lock(&p->lock);
+	if (p->n > 0)
+		buf = p->free[--p->n];
+	pthread_mutex_unlock(&p->lock);
+	return buf ? buf : malloc(p->size);
+}
+
+void sv__iw_pool_put(struct sv__iw_pool *p, void *buf)
+{
+	if (!buf)
+		return;
+	pthread_mutex_lock(&p->lock);
+	if (p->n < SV__IW_POOL_KEEP) {
+		p->free[p->n++] = buf;
+		buf = NULL;
+	}
+	pthread_mutex_unlock(&p->lock);
+	free(buf);
+}
+
+static int ring_hold(struct sv__iwqp *iq, struct sv__iw_pool *p, void **ring,
+		     const char *what)
+{
+	if (*ring)
+		return 0;
+	if (!(*ring = sv__iw_pool_get(p))) {
+		sv__log(SV_LOG_ERROR, "iwarp: qp %u: no memory for its %s ring", iq->qp->qp_num,
+			what);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+int sv__iw_irq_hold(struct sv__iwqp *iq)
+{
+	return ring_hold(iq, &iq->dev->irq, (void **)&iq->irq, "IRD");
+}
+
+int sv__iw_orq_hold(struct sv__iwqp *iq)
+{
+	return ring_hold(iq, &iq->dev->orq, (void **)&iq->orq, "ORD");
+}
+
+void sv__iw_irq_drop(struct sv__iwqp *iq)
+{
+	if (iq->irq && iq->irq_get == iq->irq_put) {
+		sv__iw_pool_put(&iq->dev->irq, iq->irq);
+		iq->irq = NULL;
+	}
+}
+
+void sv__iw_orq_drop(struct sv__iwqp *iq)
+{
+	if (iq->orq && iq->orq_get == iq->orq_put) {
+		sv__iw_pool_put(&iq->dev->orq, iq->orq);
+		iq->orq = NULL;
+	}
+}
+
+static void pool_init(struct sv__iw_pool *p, size_t size)
+{
+	pthread_mutex_init(&p->lock, NULL);
+	p->size = size;
+	p->n = 0;
+}
+
+static void pool_fini(struct sv__iw_pool *p)
+{
+	while (p->n > 0)
+		free(p->free[--p->n]);
+	pthread_mutex_destroy(&p->lock);
+}
+
 uint32_t sv__iw_pick_mulpdu(uint32_t opt, uint32_t emss, bool markers)
 {
 	uint32_t ulpdu = sv__mpa_mulpdu(emss, markers), pay;
@@ -61,26 +143,25 @@ uint32_t sv__iw_pick_mulpdu(uint32_t opt, uint32_t emss, bool markers)
 void sv__iw_qp_reset(struct sv__iwqp *iq)
 {
 	struct sv__iw_rx *rx = iq->rx;
-	struct sv__iw_txbatch *tb = iq->tb;
-	struct sv__iw_irq *irq = iq->irq;
-	struct sv__iw_orq *orq = iq->orq;
-	struct sv__iwqp keep = *iq;
+	struct sv__iwqp keep;
 
 	/* A QP modified to RESET may connect again: start from a fresh stream. */
 	sv__iw_rx_abort(iq);
 	sv__iw_tx_abort(iq);
+	sv__iw_pool_put(&iq->dev->batch, iq->tb);
+	sv__iw_pool_put(&iq->dev->stage, rx->sb);
+	sv__iw_pool_put(&iq->dev->irq, iq->irq);
+	sv__iw_pool_put(&iq->dev->orq, iq->orq);
+	keep = *iq;
 	memset(iq, 0, sizeof(*iq));
 	iq->qp = keep.qp;
+	iq->dev = keep.dev;
 	iq->fd = -1;
 	iq->mulpdu_opt = keep.mulpdu_opt;
 	iq->mulpdu = keep.mulpdu;
-	iq->irq = irq;
 	iq->irq_size = keep.irq_size;
-	iq->orq = orq;
 	iq->orq_size = keep.orq_size;
 	iq->cnt = keep.cnt;
-	memset(tb, 0, sizeof(*tb));
-	iq->tb = tb;
 	for (int q = 0; q < 4; q++)
 		iq->tx_msn[q] = 1;
 	memset(rx, 0, sizeof(*rx));
@@ -171,19 +252,6 @@ void sv__iw_set_term(struct sv__iwqp *iq, enum sv__iw_term to)
 		iq->term = to;
 }
 
-/* Per context only the TLS contexts (iwarp_tls.c); endpoints carry their handles. */
-static int ctx_init(struct sv_context *ctx, void **tctx)
-{
-	(void)ctx;
-	return sv__iw_tls_dev_new((struct sv__iw_tls_dev **)tctx);
-}
-
-static void ctx_fini(struct sv_context *ctx, void *tctx)
-{
-	(void)ctx;
-	sv__iw_tls_dev_free(tctx);
-}
-
 static unsigned rd_slots(uint32_t v)
 {
 	if (v == 0)
@@ -191,14 +259,48 @@ static unsigned rd_slots(uint32_t v)
 	return v > SV__IW_MAX_RD ? SV__IW_MAX_RD : v;
 }
 
+/* Per context the TLS contexts (iwarp_tls.c) and the pools the QPs borrow their RX
+ * staging buffers, TX batches and IRD/ORD rings from; endpoints carry their handles. */
+static int ctx_init(struct sv_context *ctx, void **tctx)
+{
+	const struct sv_device_opts *o = sv__ctx_opts(ctx);
+	struct sv__iw_dev *d = calloc(1, sizeof(*d));
+	int rc;
+
+	if (!d)
+		return -ENOMEM;
+	if ((rc = sv__iw_tls_dev_new(&d->tls)) < 0) {
+		free(d);
+		return rc;
+	}
+	pool_init(&d->stage, SV__IW_RX_STAGE);
+	pool_init(&d->batch, sizeof(struct sv__iw_txbatch));
+	pool_init(&d->irq, rd_slots(o->max_qp_rd_atom) * sizeof(struct sv__iw_irq));
+	pool_init(&d->orq, rd_slots(o->max_qp_init_rd_atom) * sizeof(struct sv__iw_orq));
+	*tctx = d;
+	return 0;
+}
+
+static void ctx_fini(struct sv_context *ctx, void *tctx)
+{
+	struct sv__iw_dev *d = tctx;
+
+	(void)ctx;
+	sv__iw_tls_dev_free(d->tls);
+	pool_fini(&d->stage);
+	pool_fini(&d->batch);
+	pool_fini(&d->irq);
+	pool_fini(&d->orq);
+	free(d);
+}
+
 static void iq_free(struct sv__iwqp *iq)
 {
 	if (iq->rx)
 		sv__iw_rx_fini(iq);
-	if (iq->tb)
-		sv__iw_tx_fini(iq);
-	free(iq->irq);
-	free(iq->orq);
+	sv__iw_tx_fini(iq);
+	sv__iw_pool_put(&iq->dev->irq, iq->irq);
+	sv__iw_pool_put(&iq->dev->orq, iq->orq);
 	free(iq);
 }
 
@@ -206,11 +308,12 @@ static int qp_create(struct sv_qp *qp, void **tqp)
 {
 	const struct sv_device_opts *o = sv__ctx_opts(qp->context);
 	struct sv__iwqp *iq = calloc(1, sizeof(*iq));
-	int rc = -ENOMEM;
+	int rc;
 
 	if (!iq)
 		return -ENOMEM;
 	iq->qp = qp;
+	iq->dev = sv__iw_dev(qp->context);
 	iq->fd = -1;
 	/* MULPDU: fixed by the options, or picked from the connection's MSS as it sends
 	 * (iwarp_tx.c pick_mulpdu()). */
@@ -218,10 +321,6 @@ static int qp_create(struct sv_qp *qp, void **tqp)
 	iq->mulpdu = sv__iw_pick_mulpdu(o->mulpdu, 0, false);
 	iq->irq_size = rd_slots(o->max_qp_rd_atom);
 	iq->orq_size = rd_slots(o->max_qp_init_rd_atom);
-	iq->irq = calloc(iq->irq_size, sizeof(*iq->irq));
-	iq->orq = calloc(iq->orq_size, sizeof(*iq->orq));
-	if (!iq->irq || !iq->orq)
-		goto err_free;
 	if ((rc = sv__iw_tx_init(iq)) < 0)
 		goto err_free;
 	if ((rc = sv__iw_rx_init(iq)) < 0)

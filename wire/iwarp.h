@@ -22,6 +22,7 @@
 #ifndef SV_WIRE_IWARP_H
 #define SV_WIRE_IWARP_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/uio.h>
@@ -81,6 +82,9 @@
 #define SV__IW_TX_BYTES (256 * 1024)
 
 #define SV__IW_RX_STAGE 16384		/* read-ahead staging buffer */
+/* Staging buffers and TX batches a device keeps for its QPs once they gave them back
+ * (struct sv__iw_pool): enough for the QPs busy at one time on a few threads. */
+#define SV__IW_POOL_KEEP 16
 #define SV__IW_RX_DIRECT 1024		/* payload at least this big is read in place */
 /* Staged behind a direct read: PAD (3) + CRC (4) + the next FPDU's length field and
  * headers (at most 48, a Read Request), rounded up; the few payload bytes that come
@@ -137,6 +141,9 @@ enum sv__iw_fp_action {
 	SV__IW_FP_TERM_DONE,		/* the Terminate is out: shut the stream down */
 };
 
+/* A TX batch is lent to a QP from its device's pool while it has FPDUs in it, and given
+ * back when the batch is fully written (iwarp_tx.c sv__iw_tx_progress()): an idle QP
+ * holds none (doc/architecture.md "Memory per QP"). */
 struct sv__iw_txbatch {
 	struct iovec iov[SV__IW_TX_IOV];
 	int niov;
@@ -175,7 +182,10 @@ struct sv__iw_err {
 
 struct sv__iw_rx {
 	enum sv__iw_rx_stage stage;
-	uint8_t stage_buf[SV__IW_RX_STAGE];	/* raw stream bytes read ahead */
+	/* Raw stream bytes read ahead: SV__IW_RX_STAGE bytes lent from the device's pool
+	 * for a pass and kept only while bytes in it are left for the next one (NULL
+	 * otherwise; iwarp_rx.c stage_get(), stage_put()). */
+	uint8_t *sb;
 	size_t sb_off, sb_len;
 	uint8_t mk[SV_MPA_MARKER_LEN];	/* a marker being read */
 	unsigned mk_got;
@@ -210,6 +220,24 @@ struct sv__iw_rx {
 };
 
 struct sv__iw_tls;
+struct sv__iw_tls_dev;
+
+/* Buffers of one size that QPs borrow while busy: at most SV__IW_POOL_KEEP wait here,
+ * the rest go back to the allocator. Any thread may take or give (its own lock). */
+struct sv__iw_pool {
+	pthread_mutex_t lock;
+	size_t size;
+	unsigned n;
+	void *free[SV__IW_POOL_KEEP];
+};
+
+/* Per device (the transport's tctx). */
+struct sv__iw_dev {
+	struct sv__iw_tls_dev *tls;	/* iwarp_tls.c */
+	struct sv__iw_pool stage;	/* RX staging buffers, SV__IW_RX_STAGE bytes */
+	struct sv__iw_pool batch;	/* struct sv__iw_txbatch */
+	struct sv__iw_pool irq, orq;	/* the QPs' IRD and ORD rings (irq_size, orq_size) */
+};
 
 /*
  * The connection's phase as the QP's data path sees it; the endpoint's own states (the
@@ -263,6 +291,7 @@ enum sv__iw_term {
 /* Per-QP transport state (the qp's tqp). */
 struct sv__iwqp {
 	struct sv_qp *qp;
+	struct sv__iw_dev *dev;		/* the context's (its pools) */
 	struct sv__tep *ep;		/* the connection, NULL when none */
 	int fd;				/* -1 unless connected */
 	struct sv__iw_tls *tls;		/* the connection's TLS session (the endpoint owns
@@ -304,8 +333,11 @@ struct sv__iwqp {
 	uint64_t cur_seq;
 	int cur_phase;			/* WRITE_WITH_IMM: 0 the Write, 1 the Immediate Data */
 	struct sv__iw_txmsg cur_msg;
-	struct sv__iw_txbatch *tb;
-	/* Responder queue (IRD) and requester queue (ORD): rings, free-running counters. */
+	struct sv__iw_txbatch *tb;	/* NULL while nothing is in flight */
+	/* Responder queue (IRD) and requester queue (ORD): rings, free-running counters.
+	 * A ring is borrowed from the device's pool when an entry goes into it while
+	 * empty, and given back once it is empty again (NULL meanwhile): sv__iw_irq_hold(),
+	 * sv__iw_irq_drop() and their orq pair. */
 	struct sv__iw_irq *irq;
 	unsigned irq_size, irq_put, irq_seg, irq_get;
 	struct sv__iw_orq *orq;
@@ -317,9 +349,20 @@ struct sv__iwqp {
 
 /* iwarp.c */
 struct sv__iwqp *sv__iw_qp(struct sv_qp *qp);
+struct sv__iw_dev *sv__iw_dev(struct sv_context *ctx);
+/* A buffer of the pool's size (not cleared), or NULL when out of memory. */
+void *sv__iw_pool_get(struct sv__iw_pool *p);
+void sv__iw_pool_put(struct sv__iw_pool *p, void *buf);
 /* The payload per FPDU to send (doc/wire-iwarp.md 2.6): opt when the options gave one,
  * else from emss, the connection's TCP_MAXSEG (0: unknown), markers in our FPDUs or not. */
 uint32_t sv__iw_pick_mulpdu(uint32_t opt, uint32_t emss, bool markers);
+/* [qp-locked] Before an entry is put: the ring, borrowed if the QP holds none. 0, or
+ * -ENOMEM (logged). */
+int sv__iw_irq_hold(struct sv__iwqp *iq);
+int sv__iw_orq_hold(struct sv__iwqp *iq);
+/* [qp-locked] After entries were taken: gives the ring back if it is empty. */
+void sv__iw_irq_drop(struct sv__iwqp *iq);
+void sv__iw_orq_drop(struct sv__iwqp *iq);
 /* [qp-locked] Back to a fresh stream (no endpoint attached): MSNs, queues, parser. */
 void sv__iw_qp_reset(struct sv__iwqp *iq);
 /* [qp-locked] The one writer of iq->phase (see enum sv__iw_phase). */
@@ -392,7 +435,7 @@ enum sv__iw_tls_state {
 	SV__IW_TLS_N
 };
 
-/* Per device (the transport's tctx): its client and server contexts, made on first use
+/* Per device (struct sv__iw_dev): its client and server contexts, made on first use
  * from the device options, and whether the kernel offers kTLS. */
 struct sv__iw_tls_dev;
 int sv__iw_tls_dev_new(struct sv__iw_tls_dev **d);

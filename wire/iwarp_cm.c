@@ -423,18 +423,22 @@ static void build_rtr(struct sv__iwqp *iq, unsigned rtr)
 		sv__iw_txmsg_init(msg, SV_RDMAP_WRITE, true);
 		msg->m.ddp.stag = 1;
 	} else {
-		struct sv__iw_orq *o = &iq->orq[iq->orq_put % iq->orq_size];
-
 		/* A zero-length RDMA Read Request: the response completes no WQE. */
 		sv__iw_txmsg_init(msg, SV_RDMAP_READ_REQ, false);
 		msg->m.ddp.qn = SV_DDP_QN_READ_REQ;
 		msg->m.ddp.msn = iq->tx_msn[SV_DDP_QN_READ_REQ]++;
 		msg->m.u.read_req.sink_stag = 1;
 		msg->m.u.read_req.src_stag = 1;
-		memset(o, 0, sizeof(*o));
-		o->sink_stag = 1;
-		o->msn = msg->m.ddp.msn;
-		iq->orq_put++;
+		/* Out of memory for the ring the request goes unrecorded: its response
+		 * then matches nothing and the QP terminates (iwarp_rx.c on_header()). */
+		if (sv__iw_orq_hold(iq) == 0) {
+			struct sv__iw_orq *o = &iq->orq[iq->orq_put % iq->orq_size];
+
+			memset(o, 0, sizeof(*o));
+			o->sink_stag = 1;
+			o->msn = msg->m.ddp.msn;
+			iq->orq_put++;
+		}
 	}
 	iq->rtr_pending = true;
 }

@@ -11,7 +11,9 @@
  *   TRAILER  PAD and CRC. Only when the CRC proves the bytes genuine does the message
  *            take effect (complete a receive, queue a Read Response, run an atomic) or
  *            does a header error turn into a Terminate.
- * Bytes come through a read-ahead staging buffer; payloads of SV__IW_RX_DIRECT bytes or
+ * Bytes come through a read-ahead staging buffer (lent by the device's pool for a pass,
+ * kept by the QP only while bytes in it wait for the next pass; doc/architecture.md
+ * "Memory per QP"); payloads of SV__IW_RX_DIRECT bytes or
  * more are read in place with one readv whose last iovec is the first SV__IW_RX_TAIL
  * bytes of the staging buffer, so the trailer and the next headers arrive in the same
  * system call while the next payload, too, is left for its own direct read. Markers (RFC 5044), when we
@@ -63,6 +65,7 @@ int sv__iw_rx_init(struct sv__iwqp *iq)
 void sv__iw_rx_fini(struct sv__iwqp *iq)
 {
 	sv__iw_rx_abort(iq);
+	sv__iw_pool_put(&iq->dev->stage, iq->rx->sb);
 	free(iq->rx);
 	iq->rx = NULL;
 }
@@ -107,23 +110,56 @@ static int iov_slice(const struct iovec *src, int n, size_t off, size_t len,
  * Pulling bytes off the stream.
  */
 
+/* The staging buffer for a read into it: the QP's own while it holds staged bytes,
+ * else one from the device's pool. -ENOMEM when there is none. */
+static int stage_get(struct sv__iwqp *iq)
+{
+	struct sv__iw_rx *rx = iq->rx;
+
+	if (rx->sb)
+		return 0;
+	if (!(rx->sb = sv__iw_pool_get(&iq->dev->stage))) {
+		sv__log(SV_LOG_ERROR, "iwarp: qp %u: no memory for an RX staging buffer",
+			iq->qp->qp_num);
+		return -ENOMEM;
+	}
+	rx->sb_off = rx->sb_len = 0;
+	return 0;
+}
+
+/* At the end of a pass: a staging buffer whose bytes were all consumed goes back to the
+ * pool, so an idle QP holds none. */
+static void stage_put(struct sv__iwqp *iq)
+{
+	struct sv__iw_rx *rx = iq->rx;
+
+	if (!rx->sb || rx->sb_off < rx->sb_len)
+		return;
+	sv__iw_pool_put(&iq->dev->stage, rx->sb);
+	rx->sb = NULL;
+	rx->sb_off = rx->sb_len = 0;
+}
+
 static int refill(struct sv__iwqp *iq)
 {
 	struct sv__iw_rx *rx = iq->rx;
 	ssize_t n;
+	int rc;
 
 	if (rx->dry)
 		return -EAGAIN;
+	if ((rc = stage_get(iq)) < 0)
+		return rc;
 	do
-		n = iq->tls ? sv__iw_tls_readv(iq->tls, &(struct iovec){ rx->stage_buf,
-								  sizeof(rx->stage_buf) }, 1)
-			    : recv(iq->fd, rx->stage_buf, sizeof(rx->stage_buf), MSG_DONTWAIT);
+		n = iq->tls ? sv__iw_tls_readv(iq->tls, &(struct iovec){ rx->sb,
+								  SV__IW_RX_STAGE }, 1)
+			    : recv(iq->fd, rx->sb, SV__IW_RX_STAGE, MSG_DONTWAIT);
 	while (n < 0 && errno == EINTR);
 	if (n > 0 && iq->pcap)
 		sv__pcap_tcp(iq->pcap, iq->fd, false,
-			     &(struct iovec){ rx->stage_buf, (size_t)n }, 1, (size_t)n);
+			     &(struct iovec){ rx->sb, (size_t)n }, 1, (size_t)n);
 	if (n > 0) {
-		rx->dry = (size_t)n < sizeof(rx->stage_buf);
+		rx->dry = (size_t)n < SV__IW_RX_STAGE;
 		rx->sb_off = 0;
 		rx->sb_len = (size_t)n;
 		iq->cnt.rx_bytes += (uint64_t)n;
@@ -151,7 +187,7 @@ static void from_stage(struct sv__iwqp *iq, const struct iovec *dst, int ndst, s
 		       size_t len, bool crc)
 {
 	struct sv__iw_rx *rx = iq->rx;
-	const uint8_t *p = rx->stage_buf + rx->sb_off;
+	const uint8_t *p = rx->sb + rx->sb_off;
 
 	if (crc && iq->crc)
 		rx->crc = sv__crc32c_update(rx->crc, p, len);
@@ -192,9 +228,9 @@ static ssize_t rx_pull(struct sv__iwqp *iq, const struct iovec *dst, int ndst, s
 				break;
 			avail = rx->sb_len - rx->sb_off;
 			take = min_sz(avail, SV_MPA_MARKER_LEN - rx->mk_got);
-			memcpy(rx->mk + rx->mk_got, rx->stage_buf + rx->sb_off, take);
+			memcpy(rx->mk + rx->mk_got, rx->sb + rx->sb_off, take);
 			if (iq->crc)
-				rx->crc = sv__crc32c_update(rx->crc, rx->stage_buf + rx->sb_off, take);
+				rx->crc = sv__crc32c_update(rx->crc, rx->sb + rx->sb_off, take);
 			rx->sb_off += take;
 			rx->off += take;
 			rx->mk_got += (unsigned)take;
@@ -225,7 +261,9 @@ static ssize_t rx_pull(struct sv__iwqp *iq, const struct iovec *dst, int ndst, s
 				rc = -EAGAIN;
 				break;
 			}
-			v[k].iov_base = rx->stage_buf;
+			if ((rc = stage_get(iq)) < 0)
+				break;
+			v[k].iov_base = rx->sb;
 			v[k].iov_len = SV__IW_RX_TAIL;
 			do
 				n = iq->tls ? sv__iw_tls_readv(iq->tls, v, k + 1)
@@ -527,10 +565,15 @@ static void commit_read_req(struct sv__iwqp *iq)
 	rx->msn[SV_DDP_QN_READ_REQ]++;
 	if (irq_full(iq, rx))
 		return;
+	if (sv__iw_irq_hold(iq) < 0) {
+		err_rdmap_op(&rx->err, SV_TERM_RDMAP_CATASTROPHIC_STREAM);
+		return;
+	}
 	if (r->size > 0) {
 		int rc = sv__mr_acquire(iq->qp, r->src_stag, r->src_to, r->size,
 					SV_ACCESS_REMOTE_READ, &mr, &ptr);
 		if (rc < 0) {
+			sv__iw_irq_drop(iq);
 			sv__iw_err_from_mr(&rx->err, rc, true);
 			return;
 		}
@@ -582,6 +625,11 @@ static void commit_atomic_req(struct sv__iwqp *iq)
 		err_rdmap_op(&rx->err, SV_TERM_RDMAP_UNSPECIFIED);
 		return;
 	}
+	if (sv__iw_irq_hold(iq) < 0) {
+		sv__mr_release(mr);
+		err_rdmap_op(&rx->err, SV_TERM_RDMAP_CATASTROPHIC_STREAM);
+		return;
+	}
 	orig = run_atomic(ptr, a);
 	sv__mr_release(mr);
 	e = &iq->irq[iq->irq_put % iq->irq_size];
@@ -599,6 +647,7 @@ static void complete_orq(struct sv__iwqp *iq, struct sv__iw_orq *o, uint32_t byt
 	struct sv__send_wqe *wqe = o->wqe;
 
 	iq->orq_get++;
+	sv__iw_orq_drop(iq);
 	if (wqe)
 		sv__sq_done(iq->qp, wqe, SV_WC_SUCCESS, byte_len, 0);
 }
@@ -902,8 +951,10 @@ int sv__iw_rx_progress(struct sv__iwqp *iq, int budget)
 
 	iq->rx_again = false;
 	iq->rx->dry = false;
-	if (!sv__iw_live(iq) || iq->err || iq->fd < 0 || iq->ev_eof || iq->ev_lost)
+	if (!sv__iw_live(iq) || iq->err || iq->fd < 0 || iq->ev_eof || iq->ev_lost) {
+		stage_put(iq);
 		return 0;
+	}
 	while (frames < budget) {
 		int rc = rx_step(iq);
 
@@ -921,6 +972,7 @@ int sv__iw_rx_progress(struct sv__iwqp *iq, int budget)
 		if (iq->phase == SV__IW_RTR_RCVD)
 			break;
 	}
+	stage_put(iq);
 	/* FPDUs already read ahead into the staging buffer raise no socket event, so a pass
 	 * that stops on its budget must ask the loop for the next one; otherwise a Read
 	 * Request staged behind a large Write waits until the peer sends something else. */
@@ -942,8 +994,12 @@ int sv__iw_rx_drain(struct sv__iwqp *iq)
 		int rc;
 
 		rx->dry = false;		/* read until EAGAIN: a FIN must be seen */
-		if ((rc = refill(iq)) < 0)
+		rc = refill(iq);
+		if (rx->sb)
+			rx->sb_off = rx->sb_len;
+		if (rc < 0) {
+			stage_put(iq);
 			return rc == -EAGAIN ? 0 : -ENODATA;
-		rx->sb_off = rx->sb_len;
+		}
 	}
 }

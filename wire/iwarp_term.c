@@ -155,7 +155,7 @@ static struct sv__send_wqe *oldest_started(struct sv__iwqp *iq)
 			best_seq = o->seq;
 		}
 	}
-	for (int i = b->fp_pos; i < b->nfp; i++) {
+	for (int i = b ? b->fp_pos : 0; b && i < b->nfp; i++) {
 		if (b->fp[i].action == SV__IW_FP_WQE_DONE && b->fp[i].seq < best_seq) {
 			best = b->fp[i].wqe;
 			best_seq = b->fp[i].seq;

@@ -204,7 +204,7 @@ void sv__iw_tls_dev_free(struct sv__iw_tls_dev *d)
 
 static struct sv__iw_tls_dev *dev_of(struct sv_context *ctx)
 {
-	return sv__ctx_tctx(ctx);
+	return sv__iw_dev(ctx)->tls;
 }
 
 int sv__iw_tls_dev_ready(struct sv_context *ctx, bool server)

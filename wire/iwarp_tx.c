@@ -5,10 +5,12 @@
  * cut into DDP segments of at most mulpdu payload bytes (RFC 5041), each segment framed
  * as one MPA FPDU (RFC 5044): 2-byte ULPDU_Length, headers, payload, PAD to a 4-byte
  * multiple, CRC32c (or zero when CRC was not negotiated) and, if the peer asked for
- * them, a marker every 512 stream bytes. Headers and trailers are built in a per-QP
- * batch buffer; payload goes to writev straight from registered memory, so there is no
- * staging copy. One sendmsg carries up to SV__IW_TX_FPDU FPDUs; a partial write leaves a cursor that the
- * next call (the poster's thread or the loop when the socket turns writable) resumes.
+ * them, a marker every 512 stream bytes. Headers and trailers are built in a batch
+ * buffer the QP borrows from its device's pool while it has FPDUs in flight and gives
+ * back once the batch is written; payload goes to writev straight from registered
+ * memory, so there is no staging copy. One sendmsg carries up to SV__IW_TX_FPDU FPDUs; a
+ * partial write leaves a cursor, in the batch the QP keeps, that the next call (the
+ * poster's thread or the loop when the socket turns writable) resumes.
  * Under TLS the batch goes through the session instead (iwarp_tls.c), which gathers it
  * into records: there the record's plaintext is the one copy.
  *
@@ -47,9 +49,7 @@ void sv__iw_txmsg_init(struct sv__iw_txmsg *msg, uint8_t opcode, bool tagged)
 
 int sv__iw_tx_init(struct sv__iwqp *iq)
 {
-	iq->tb = calloc(1, sizeof(*iq->tb));
-	if (!iq->tb)
-		return -ENOMEM;
+	iq->tb = NULL;
 	for (int q = 0; q < 4; q++)
 		iq->tx_msn[q] = 1;	/* RFC 5041: MSN starts at 1 per queue */
 	return 0;
@@ -57,13 +57,13 @@ int sv__iw_tx_init(struct sv__iwqp *iq)
 
 void sv__iw_tx_fini(struct sv__iwqp *iq)
 {
-	free(iq->tb);
+	sv__iw_pool_put(&iq->dev->batch, iq->tb);
 	iq->tb = NULL;
 }
 
 bool sv__iw_tx_idle(const struct sv__iwqp *iq)
 {
-	return iq->tb->done == iq->tb->total;
+	return !iq->tb || iq->tb->done == iq->tb->total;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -270,8 +270,9 @@ static int start_wqe(struct sv__iwqp *iq)
 	/* IBA 10.8.3.3 / verbs: a fenced WR waits for every earlier READ and atomic. */
 	if ((wqe->flags & SV_SEND_FENCE) && orq_count(iq) > 0)
 		return 0;
-	/* ORD: the SQ stalls (no error) while max_rd_atomic requests are outstanding. */
-	if (rd && orq_count(iq) >= ord_limit(iq))
+	/* ORD: the SQ stalls (no error) while max_rd_atomic requests are outstanding,
+	 * and, out of memory for the ring, until the next call. */
+	if (rd && (orq_count(iq) >= ord_limit(iq) || sv__iw_orq_hold(iq) < 0))
 		return 0;
 	sv__sq_take(qp);
 	iq->seq++;
@@ -281,6 +282,7 @@ static int start_wqe(struct sv__iwqp *iq)
 	 * or an atomic's sink until the response is placed (core/transport.h). */
 	n = sv__sq_map(qp, wqe, write_local, iov);
 	if (n < 0) {
+		sv__iw_orq_drop(iq);	/* a READ's ring, borrowed above, holds nothing */
 		sv__sq_done(qp, wqe, SV_WC_LOC_PROT_ERR, 0, 0);
 		return -1;
 	}
@@ -503,6 +505,7 @@ static void run_actions(struct sv__iwqp *iq)
 				sv__mr_release(e->mr);
 			e->mr = NULL;
 			iq->irq_get++;
+			sv__iw_irq_drop(iq);
 			break;
 		}
 		case SV__IW_FP_TERM_DONE:
@@ -539,6 +542,17 @@ int sv__iw_tx_progress(struct sv__iwqp *iq)
 
 	if (iq->fd < 0 || !sv__iw_live(iq) || iq->shut == SV__IW_SHUT_SENT)
 		return 0;
+	if (!b) {
+		/* Nothing in flight: borrow an empty batch for this call. */
+		if (!(b = sv__iw_pool_get(&iq->dev->batch))) {
+			sv__log(SV_LOG_ERROR, "iwarp: qp %u: no memory for a TX batch",
+				iq->qp->qp_num);
+			return 0;
+		}
+		b->niov = b->iov_pos = b->nfp = b->fp_pos = b->nmark = 0;
+		b->total = b->done = 0;
+		iq->tb = b;
+	}
 	iq->want_write = false;
 	for (;;) {
 		struct msghdr mh = { 0 };
@@ -588,25 +602,34 @@ int sv__iw_tx_progress(struct sv__iwqp *iq)
 		sv__iw_set_shut(iq, SV__IW_SHUT_SENT);
 		sv__qp_kick(iq->qp);
 	}
+	/* Fully written, every action run: the batch holds nothing the QP still needs. */
+	if (b->done == b->total) {
+		iq->tb = NULL;
+		sv__iw_pool_put(&iq->dev->batch, b);
+	}
 	return moved;
 }
 
 void sv__iw_tx_abort(struct sv__iwqp *iq)
 {
 	struct sv__iw_txbatch *b = iq->tb;
-	bool boundary = b->done == 0 || b->done == b->total;
+	bool boundary = !b || b->done == 0 || b->done == b->total;
 
-	for (int i = 0; i < b->nfp && !boundary; i++)
+	for (int i = 0; b && i < b->nfp && !boundary; i++)
 		boundary = b->fp[i].end == b->done;
 	/* A TLS record cut short keeps bytes past done: it must go out as it was sealed,
 	 * so nothing can follow it at an FPDU boundary. */
 	if (iq->tls && sv__iw_tls_unsent(iq->tls))
 		boundary = false;
 	/* The FPDUs not yet written are dropped: their WQEs are flushed by core, and a
-	 * Terminate can only follow a complete FPDU (RFC 5040: best effort). */
-	iq->tx_off -= b->total - b->done;
-	b->total = b->done;
-	b->nfp = b->fp_pos;
+	 * Terminate can only follow a complete FPDU (RFC 5040: best effort). The batch,
+	 * now written in full, goes back to the pool at the end of the next
+	 * sv__iw_tx_progress() (this may run inside one, which still uses it). */
+	if (b) {
+		iq->tx_off -= b->total - b->done;
+		b->total = b->done;
+		b->nfp = b->fp_pos;
+	}
 	if (!boundary)
 		sv__iw_set_term(iq, SV__IW_TERM_NONE);
 	while (iq->irq_get != iq->irq_put) {
@@ -619,6 +642,8 @@ void sv__iw_tx_abort(struct sv__iwqp *iq)
 	}
 	iq->irq_seg = iq->irq_get;
 	iq->orq_get = iq->orq_put;
+	sv__iw_irq_drop(iq);
+	sv__iw_orq_drop(iq);
 	iq->cur = NULL;
 	iq->rtr_pending = false;
 	sv__iw_shut_ask(iq);
