@@ -46,8 +46,35 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/transport.h"
 #include "wire/ib_hdr.h"
 #include "wire/roce_retx.h"
+
+static const char *const retx_state_name[SV__RETX_NSTATES] = {
+	[SV__RETX_STEADY] = "STEADY",
+	[SV__RETX_RECOVERY] = "RECOVERY",
+};
+
+#define TO(s) (1u << (s))
+
+static const unsigned retx_moves[SV__RETX_NSTATES] = {
+	[SV__RETX_STEADY] = TO(SV__RETX_RECOVERY),
+	[SV__RETX_RECOVERY] = TO(SV__RETX_STEADY) | TO(SV__RETX_RECOVERY),
+};
+
+bool sv__retx_move(struct sv__retx *r, enum sv__retx_state to)
+{
+	if ((unsigned)to >= SV__RETX_NSTATES || !(retx_moves[r->state] & TO(to))) {
+		sv__log(SV_LOG_ERROR, "softverbs udp: requester %p: no move from %s to %s",
+			(void *)r, retx_state_name[r->state],
+			(unsigned)to < SV__RETX_NSTATES ? retx_state_name[to] : "?");
+		return false;
+	}
+	sv__log(SV_LOG_DEBUG, "softverbs udp: requester %p: %s -> %s (una %06x nxt %06x)",
+		(void *)r, retx_state_name[r->state], retx_state_name[to], r->una, r->nxt);
+	r->state = to;
+	return true;
+}
 
 static const uint32_t rnr_us_x100[32] = {
 	/* IBA table 45 (doc/wire-roce.md 5), in units of 10 us: code 0 is the longest. */
@@ -96,7 +123,7 @@ static void sack_alloc(struct sv__retx *r)
 {
 	uint64_t *m;
 
-	if (r->sacked || (r->sack_denied && r->recovery))
+	if (r->sacked || (r->sack_denied && r->state == SV__RETX_RECOVERY))
 		return;
 	if (!(m = calloc(SV__RETX_WIN / 64 + SV__RETX_RTXQ / 2, sizeof(*m)))) {
 		r->sack_denied = true;
@@ -228,11 +255,10 @@ void sv__retx_sent_new(struct sv__retx *r, uint32_t n, uint64_t now_ns)
 	sv__retx_sent(r, now_ns);
 }
 
-static void begin_episode(struct sv__retx *r, bool cut_window, uint64_t now_ns)
+/* A new loss episode, from the steady state or (the timer) in place of the open one. */
+static void start_episode(struct sv__retx *r, bool cut_window, uint64_t now_ns)
 {
-	if (r->recovery)
-		return;
-	r->recovery = true;
+	sv__retx_move(r, SV__RETX_RECOVERY);
 	r->recover_psn = r->nxt;
 	r->rtx_cursor = r->una;
 	r->round_ns = now_ns;
@@ -240,6 +266,13 @@ static void begin_episode(struct sv__retx *r, bool cut_window, uint64_t now_ns)
 		sv__cc_on_loss(&r->cc, true, 1, now_ns);
 		r->cwnd = sv__cc_cwnd(&r->cc);
 	}
+}
+
+/* Opens a loss episode; within one already open, nothing changes (one cut per episode). */
+static void begin_episode(struct sv__retx *r, bool cut_window, uint64_t now_ns)
+{
+	if (r->state != SV__RETX_RECOVERY)
+		start_episode(r, cut_window, now_ns);
 }
 
 uint32_t sv__retx_ack(struct sv__retx *r, uint32_t psn, uint64_t now_ns)
@@ -264,8 +297,8 @@ uint32_t sv__retx_ack(struct sv__retx *r, uint32_t psn, uint64_t now_ns)
 	/* IBA: the counters reload whenever an ACK makes progress (doc/wire-roce.md 8). */
 	r->retries_left = r->retry_cnt;
 	r->rnr_left = r->rnr_retry;
-	if (r->recovery && sv__psn_cmp(r->una, r->recover_psn) >= 0) {
-		r->recovery = false;
+	if (r->state == SV__RETX_RECOVERY && sv__psn_cmp(r->una, r->recover_psn) >= 0) {
+		sv__retx_move(r, SV__RETX_STEADY);
 		r->rtxq_get = r->rtxq_put = 0;
 	}
 	sv__cc_on_ack(&r->cc, n, rtt, now_ns);
@@ -401,8 +434,7 @@ int sv__retx_on_timer(struct sv__retx *r, uint64_t now_ns)
 	r->timeouts++;
 	sv__cc_on_timeout(&r->cc, now_ns);
 	r->cwnd = sv__cc_cwnd(&r->cc);
-	r->recovery = false;
-	begin_episode(r, false, now_ns);
+	start_episode(r, false, now_ns);
 	r->rtxq_get = r->rtxq_put = 0;
 	r->snd = r->una;
 	/* Back off while the peer stays silent: doubling per consecutive timeout, at most

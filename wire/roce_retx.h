@@ -23,6 +23,23 @@
 #define SV__CWND_CAP 32000		/* hard cap: < SV__RETX_WIN / 2 */
 #define SV__RETX_SPAN 32000		/* SR: una..nxt at most (the responder keeps 32768) */
 
+/*
+ * The requester's loss state. One writer, sv__retx_move() (roce_retx.c), which checks each
+ * move against its table, logs it at debug level and refuses one the table lacks (a bug,
+ * logged as an error):
+ *   STEADY -> RECOVERY      a loss: a NAK, a SACK or the ACK timer opens an episode,
+ *                           which cuts the window at most once (doc/congestion.md)
+ *   RECOVERY -> STEADY      una passed the highest PSN sent when the episode began
+ *   RECOVERY -> RECOVERY    the timer fired inside an episode: a new one starts from una
+ * An RNR wait (rnr_until_ns) is a deadline beside this state, not part of it: an RNR NAK
+ * may come in either state and leaves the episode as it is (IBA 9.7.5.2.8).
+ */
+enum sv__retx_state {
+	SV__RETX_STEADY,
+	SV__RETX_RECOVERY,
+	SV__RETX_NSTATES
+};
+
 struct sv__retx {
 	bool sr;			/* selective repeat (else go-back-N) */
 	uint32_t una;			/* oldest unacknowledged PSN */
@@ -40,7 +57,7 @@ struct sv__retx {
 	struct sv__cc cc;
 	uint64_t pace_ns;
 	/* Loss recovery episode: one window cut per episode; selective repeat state. */
-	bool recovery;
+	enum sv__retx_state state;
 	uint32_t recover_psn;		/* the episode ends when una passes it */
 	uint32_t rtx_cursor;		/* SR: PSNs before it were already resent this round */
 	uint64_t round_ns;		/* SR: when this round of resends began */
@@ -58,6 +75,10 @@ struct sv__retx {
 	/* Counters. */
 	uint64_t timeouts, naks, rnr_naks, alloc_fails;
 };
+
+/* Moves r to state to (see enum sv__retx_state); false, and r unchanged, for a move the
+ * table does not have. */
+bool sv__retx_move(struct sv__retx *r, enum sv__retx_state to);
 
 /* timeout: the verbs 5-bit value (4.096 us << timeout; 0 = no timer). cwnd_max 0 = the
  * cap (SV__CWND_CAP). rnr_retry 7 = retry forever. Whatever r held before is forgotten:
