@@ -241,7 +241,7 @@ struct sv__iw_dev {
 
 /*
  * The connection's phase as the QP's data path sees it; the endpoint's own states (the
- * MPA exchange, teardown) are iwarp_cm.c's enum ep_state. One writer,
+ * MPA exchange, teardown) are enum ep_state (iwarp_cm.h). One writer,
  * sv__iw_set_phase() (iwarp.c), which checks the move against its table, logs it at
  * debug level and refuses a move the table does not have (a bug, logged as an error).
  * Written with the QP lock held; IDLE is 0, so a QP reset to a fresh stream is IDLE.
