@@ -212,6 +212,10 @@ struct sv__rctx {
 	uv_timer_t cm_timer;		/* MAD retransmissions */
 	bool cm_arm_soon;		/* cm_timer runs on the next loop turn (sv__roce_cm_arm) */
 	struct sv__tep *cm_eps;		/* listeners and connections */
+	/* Endpoints in DREQ_SENT (roce_cm.c, sv__roce_cm_ep_move), read by the exit
+	 * destructor from another thread; cm_exiting: that destructor has run. */
+	atomic_uint cm_dreqs_open;
+	bool cm_exiting;
 	uint32_t gsi_psn;		/* BTH PSN of the MADs we send */
 	struct sv_cm_stats cm_st;	/* counters (sv_query_cm_stats) */
 	struct sv__rctx *cm_live_next;	/* roce_cm.c's contexts to close at exit */

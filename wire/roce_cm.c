@@ -56,7 +56,11 @@
  * connection are sent again every CM_RETRY_MS, up to Max CM Retries times (ours in the
  * REQ: 15; the passive side's DREQ uses the REQ's); an unanswered REQ ends in
  * UNREACHABLE, an unanswered DREQ in DISCONNECTED, and the RTU stops once our QP hears
- * from the peer's. The passive side sends nothing more to a REQ's source than it was
+ * from the peer's. A DREQ outlives its id: an id destroyed while its DREQ waits for the
+ * DREP leaves the endpoint behind, without id or QP, still repeating the DREQ until the
+ * DREP or the last retry (an application that disconnects and destroys at once, as
+ * rping does, would otherwise leave its peer connected for ever when that one DREQ is
+ * lost; nothing else tells an RC responder its requester is gone). The passive side sends nothing more to a REQ's source than it was
  * sent (doc/security.md, "Control plane"): its REP goes once and again for each
  * repeated REQ, a REQ repeated while the application decides gets one MRA, and its REJ
  * goes again for a repeated REQ; it waits for the RTU as long as the REQ says the
@@ -147,6 +151,10 @@ bool sv__roce_cm_ep_move(struct sv__tep *ep, enum ep_state to)
 	}
 	sv__log(SV_LOG_DEBUG, "softverbs udp: CM %08x: %s -> %s", ep->local_id,
 		ep_state_name[ep->state], ep_state_name[to]);
+	if (ep->state == EP_DREQ_SENT)
+		atomic_fetch_sub(&ep->rc->cm_dreqs_open, 1);
+	else if (to == EP_DREQ_SENT)
+		atomic_fetch_add(&ep->rc->cm_dreqs_open, 1);
 	ep->state = to;
 	return true;
 }
@@ -388,6 +396,18 @@ void sv__roce_cm_report(struct sv__tep *ep, enum sv_cm_event_type type, int stat
 		sv__cm_report(ep->cm, type, status, p);
 }
 
+/* ep's connection is over (its state is CLOSED): its id hears of it, or, when the id is
+ * gone already, the endpoint goes. */
+void sv__roce_cm_ep_disconnected(struct sv__tep *ep)
+{
+	if (ep->orphan) {
+		sv__roce_cm_ep_unlink(ep);
+		free(ep);
+		return;
+	}
+	sv__roce_cm_report(ep, SV_CM_EVENT_DISCONNECTED, 0, NULL);
+}
+
 /* ---------------------------------------------------------------------------------------
  * Moving the QP (through sv_modify_qp, as out-of-band setup does).
  */
@@ -458,7 +478,7 @@ static void give_up(struct sv__tep *ep)
 	if (st == EP_REQ_SENT || st == EP_SIDR_SENT)
 		sv__roce_cm_report(ep, SV_CM_EVENT_UNREACHABLE, -ETIMEDOUT, NULL);
 	else if (st == EP_DREQ_SENT)
-		sv__roce_cm_report(ep, SV_CM_EVENT_DISCONNECTED, 0, NULL);
+		sv__roce_cm_ep_disconnected(ep);
 }
 
 /* The application left a request unanswered for SV_CM_REQ_TIMEOUT_MS: the peer is
@@ -508,10 +528,13 @@ static void timer_cb(uv_timer_t *t)
 {
 	struct sv__rctx *rc = t->data;
 	uint64_t now = sv__now_ns();
+	struct sv__tep *next;
 
 	rc->cm_arm_soon = false;
 
-	for (struct sv__tep *e = rc->cm_eps; e; e = e->next) {
+	/* give_up() may free e (an orphan's last DREQ). */
+	for (struct sv__tep *e = rc->cm_eps; e; e = next) {
+		next = e->next;
 		if (!e->deadline_ns || e->deadline_ns > now)
 			continue;
 		if (e->state == EP_REQ_RCVD) {
@@ -531,7 +554,8 @@ static void timer_cb(uv_timer_t *t)
 		}
 		(void)sv__roce_cm_mad_send(rc, &e->gsi, e->msg);
 		e->tries++;
-		e->deadline_ns = now + sv__roce_cm_ms_ns(CM_RETRY_MS);
+		e->deadline_ns = now + sv__roce_cm_ms_ns(rc->cm_exiting ? CM_EXIT_RETRY_MS :
+							  CM_RETRY_MS);
 	}
 	arm_scan(rc);
 }
@@ -541,12 +565,14 @@ static void timer_cb(uv_timer_t *t)
  * has when its rdma_cm file closes, which exit does for it; a peer relies on that DREQ to
  * see the connection end (nothing else tells an RC responder that its peer is gone). A
  * process on softverbs holds its connections in its own memory, so the library does the
- * same from a destructor: each live context's loop sends one DREQ (no retransmission:
- * the process is going) for every established connection. The wait for the loops is
- * bounded, so a loop that cannot run does not hold the exit. A process killed by a signal
- * runs no destructor: its peers find out from their own timeouts.
+ * same from a destructor: each live context's loop disconnects every established
+ * connection and repeats at once every DREQ still unanswered (those of destroyed ids
+ * too), then every CM_EXIT_RETRY_MS, and the destructor waits until every DREQ has its
+ * DREP or CM_EXIT_WAIT_MS has passed. So one lost DREQ does not leave the peer connected,
+ * and a peer that is gone holds the exit no longer than the bound. A process killed by a
+ * signal runs no destructor: its peers find out from their own timeouts.
  */
-#define CM_EXIT_WAIT_MS 200
+#define CM_EXIT_WAIT_MS 400
 
 static pthread_mutex_t cm_live_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct sv__rctx *cm_live;
@@ -555,28 +581,55 @@ static atomic_uint cm_exit_pending;
 static int exit_dreqs(void *arg)
 {
 	struct sv__rctx *rc = arg;
+	uint64_t now = sv__now_ns();
 
-	for (struct sv__tep *e = rc->cm_eps; e; e = e->next)
-		if (e->state == EP_ESTABLISHED || e->state == EP_REP_SENT)
-			(void)sv__roce_cm_send_dreq(e, false);
+	rc->cm_exiting = true;
+	for (struct sv__tep *e = rc->cm_eps; e; e = e->next) {
+		if (e->state == EP_ESTABLISHED || e->state == EP_REP_SENT) {
+			(void)sv__roce_cm_disconnect(e);
+		} else if (e->state == EP_DREQ_SENT && e->deadline_ns && e->tries <= e->retries) {
+			(void)sv__roce_cm_mad_send(rc, &e->gsi, e->msg);
+			e->tries++;
+		}
+		if (e->state == EP_DREQ_SENT && e->deadline_ns && e->tries <= e->retries)
+			e->deadline_ns = now + sv__roce_cm_ms_ns(CM_EXIT_RETRY_MS);
+	}
+	sv__roce_cm_arm(rc);
 	atomic_fetch_sub(&cm_exit_pending, 1);
 	return 0;
+}
+
+/* DREQs of the live contexts still waiting for their DREP. */
+static unsigned dreqs_open(void)
+{
+	unsigned n = 0;
+
+	pthread_mutex_lock(&cm_live_lock);
+	for (struct sv__rctx *rc = cm_live; rc; rc = rc->cm_live_next)
+		n += atomic_load(&rc->cm_dreqs_open);
+	pthread_mutex_unlock(&cm_live_lock);
+	return n;
 }
 
 __attribute__((destructor)) static void cm_at_exit(void)
 {
 	const struct timespec tick = { .tv_nsec = 1000000 };
+	bool on_loop = false;
 
 	pthread_mutex_lock(&cm_live_lock);
 	for (struct sv__rctx *rc = cm_live; rc; rc = rc->cm_live_next) {
 		atomic_fetch_add(&cm_exit_pending, 1);
-		if (sv__ctx_on_loop(rc->ctx))
+		if (sv__ctx_on_loop(rc->ctx)) {
+			on_loop = true;
 			exit_dreqs(rc);
-		else if (sv__ctx_post(rc->ctx, exit_dreqs, rc) < 0)
+		} else if (sv__ctx_post(rc->ctx, exit_dreqs, rc) < 0) {
 			atomic_fetch_sub(&cm_exit_pending, 1);
+		}
 	}
 	pthread_mutex_unlock(&cm_live_lock);
-	for (int i = 0; i < CM_EXIT_WAIT_MS && atomic_load(&cm_exit_pending); i++)
+	/* Called on a loop (exit from a callback), the DREPs cannot arrive while we wait. */
+	for (int i = 0; i < CM_EXIT_WAIT_MS && (atomic_load(&cm_exit_pending) ||
+						 (!on_loop && dreqs_open())); i++)
 		nanosleep(&tick, NULL);
 }
 
@@ -598,6 +651,8 @@ void sv__roce_cm_init(struct sv__rctx *rc)
 
 void sv__roce_cm_fini(struct sv__rctx *rc)
 {
+	struct sv__tep *next;
+
 	pthread_mutex_lock(&cm_live_lock);
 	for (struct sv__rctx **pp = &cm_live; *pp; pp = &(*pp)->cm_live_next)
 		if (*pp == rc) {
@@ -605,6 +660,14 @@ void sv__roce_cm_fini(struct sv__rctx *rc)
 			break;
 		}
 	pthread_mutex_unlock(&cm_live_lock);
+	/* DREQs of destroyed ids still unanswered go with the device. */
+	for (struct sv__tep *e = rc->cm_eps; e; e = next) {
+		next = e->next;
+		if (e->orphan) {
+			sv__roce_cm_ep_unlink(e);
+			free(e);
+		}
+	}
 }
 
 void sv__roce_cm_qp_gone(struct sv__rqp *q)

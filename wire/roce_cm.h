@@ -23,6 +23,7 @@
 #include "wire/roce.h"
 
 #define CM_RETRY_MS 250
+#define CM_EXIT_RETRY_MS 50	/* the DREQs' interval once the process exits (roce_cm.c) */
 #define SV__CM_HDR_SR 0x01		/* in the IP header's reserved low nibble of byte 1 */
 
 /* The endpoint's place in the IB CM exchange (IBA Vol 1 chapter 12's CM states): one
@@ -80,6 +81,9 @@ struct sv__tep {
 	bool dropping;			/* listener: its backlog is full (said once) */
 	int dir_fd;			/* listener: its host-local directory entry, or -1 */
 	union sv__roce_addr bound;	/* EP_BOUND: the address as sv_cm_bind named it */
+	/* Its id was destroyed while its DREQ waited for a DREP: kept, without id or QP,
+	 * until the DREP or the last retry (roce_cm_ops.c, sv__roce_cm_ep_destroy). */
+	bool orphan;
 };
 
 /* roce_cm.c: states, sending, endpoints, the QP's moves */
@@ -102,6 +106,7 @@ uint16_t sv__roce_cm_ephemeral(struct sv__rctx *rc, uint16_t ps);
 struct sv__tep *sv__roce_cm_find_listener(struct sv__rctx *rc, uint16_t ps, uint64_t sid);
 void sv__roce_cm_report(struct sv__tep *ep, enum sv_cm_event_type type, int status,
 			const struct sv__conn_param *p);
+void sv__roce_cm_ep_disconnected(struct sv__tep *ep);
 int sv__roce_cm_qp_to_rtr(struct sv__tep *ep, uint32_t dqpn);
 int sv__roce_cm_qp_to_rts(struct sv__tep *ep);
 

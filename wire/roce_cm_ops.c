@@ -529,15 +529,26 @@ void sv__roce_cm_ep_destroy(struct sv__tep *ep)
 	if (ep->sidr && ep->state == EP_REQ_RCVD)
 		(void)sv__roce_cm_sidr_answer(ep, SV_CM_SIDR_REJECT, 0, 0, NULL, 0);
 	else if (ep->state == EP_ESTABLISHED || ep->state == EP_REP_SENT)
-		(void)sv__roce_cm_send_dreq(ep, false);
+		(void)sv__roce_cm_disconnect(ep);
 	else if (ep->state == EP_REQ_RCVD)
 		sv__roce_cm_send_rej(rc, &ep->gsi, ep->req_tid, ep->local_id, ep->remote_id,
 				     SV_CM_MSG_REQ, SV_CM_REJ_CONSUMER_DEFINED, NULL, 0);
 	sv__roce_cm_dir_withdraw(ep->dir_fd);
+	ep->dir_fd = -1;
 	for (struct sv__tep *e = rc->cm_eps; e; e = e->next)
 		if (e->lis == ep)
 			e->lis = NULL;
 	detach_qp(ep);
+	ep->cm = NULL;
+	ep->lis = NULL;
+	/* A DREQ that is still repeated outlives its id (roce_cm.c, at the top): the
+	 * endpoint stays until the DREP or the last retry. */
+	if (ep->state == EP_DREQ_SENT && ep->deadline_ns && ep->tries <= ep->retries) {
+		ep->orphan = true;
+		return;
+	}
+	if (ep->state == EP_DREQ_SENT)
+		sv__roce_cm_ep_move(ep, EP_CLOSED);
 	sv__roce_cm_ep_unlink(ep);
 	free(ep);
 	sv__roce_cm_arm(rc);

@@ -386,7 +386,7 @@ static void rx_dreq(struct sv__rctx *rc, const union sv__roce_addr *src,
 	    ep->state == EP_DREQ_SENT) {
 		sv__roce_cm_ep_move(ep, EP_CLOSED);
 		ep->deadline_ns = 0;
-		sv__roce_cm_report(ep, SV_CM_EVENT_DISCONNECTED, 0, NULL);
+		sv__roce_cm_ep_disconnected(ep);
 	}
 }
 
@@ -403,7 +403,7 @@ static void rx_drep(struct sv__rctx *rc, const union sv__roce_addr *src,
 	}
 	sv__roce_cm_ep_move(ep, EP_CLOSED);
 	ep->deadline_ns = 0;
-	sv__roce_cm_report(ep, SV_CM_EVENT_DISCONNECTED, 0, NULL);
+	sv__roce_cm_ep_disconnected(ep);
 }
 
 /*

@@ -20,13 +20,13 @@
 #include <unistd.h>
 
 #include "crypto/icrc.h"
+#include "roce_fake_util.h"
 #include "roce_util.h"
 #include "softverbs.h"
 #include "wire/byteorder.h"
 #include "wire/ib_cm.h"
 
-#define WAIT_MS 5000
-#define FAKE_IP 0x7f0000c9		/* 127.0.0.201: outside the transport's fallback range */
+#define WAIT_MS RF_WAIT_MS
 #define SERVICE 7777
 
 struct dev {
@@ -38,22 +38,6 @@ struct dev {
 	struct sv_cm_id *id;
 	uint8_t gid[16];
 };
-
-static uint16_t free_udp_port(void)
-{
-	struct sockaddr_in s = { .sin_family = AF_INET };
-	socklen_t l = sizeof(s);
-	int fd = socket(AF_INET, SOCK_DGRAM, 0);
-	uint16_t port;
-
-	cr_assert(fd >= 0);
-	s.sin_addr.s_addr = htonl(FAKE_IP);
-	cr_assert_eq(bind(fd, (struct sockaddr *)&s, sizeof(s)), 0);
-	cr_assert_eq(getsockname(fd, (struct sockaddr *)&s, &l), 0);
-	port = ntohs(s.sin_port);
-	close(fd);
-	return port;
-}
 
 static void dev_open(struct dev *d, uint16_t port, int retx)
 {
@@ -155,9 +139,7 @@ static void get_req(struct dev *d, int fd, const struct sockaddr_in *fake, bool 
 static void send_rej(int fd, const struct sockaddr_in *fake, const struct sockaddr_in *to,
 		     const struct sv_cm_msg *req)
 {
-	uint8_t pkt[12 + 8 + SV_MAD_LEN + 4] = { 0 };
 	struct sv_cm_msg m;
-	uint32_t icrc;
 
 	sv__cm_mad_init(&m, SV_CM_ATTR_REJ, req->mad.tid);
 	m.rej.local_comm_id = 0x1234;
@@ -165,17 +147,7 @@ static void send_rej(int fd, const struct sockaddr_in *fake, const struct sockad
 	m.rej.msg_rejected = SV_CM_MSG_REQ;
 	m.rej.reason = SV_CM_REJ_CONSUMER_DEFINED;
 	memcpy(m.rej.private_data, "go away", 7);
-	pkt[0] = 0x64;
-	sv__put_be16(pkt + 2, 0xffff);
-	sv__put_be24(pkt + 5, 1);
-	sv__put_be32(pkt + 12, 0x80010000u);
-	sv__put_be24(pkt + 17, 1);
-	cr_assert_eq(sv__cm_encode(pkt + 20, SV_MAD_LEN, &m), SV_MAD_LEN);
-	cr_assert_eq(sv__icrc_packet(&icrc, (const struct sockaddr *)fake,
-				     (const struct sockaddr *)to, NULL, pkt, sizeof(pkt)), 0);
-	sv__put_le32(pkt + sizeof(pkt) - 4, icrc);
-	cr_assert_eq(sendto(fd, pkt, sizeof(pkt), 0, (const struct sockaddr *)to, sizeof(*to)),
-		     (ssize_t)sizeof(pkt));
+	rf_mad(fd, fake, to, &m);
 }
 
 TestSuite(roce_cm_wire, .timeout = 60);
@@ -189,14 +161,14 @@ Test(roce_cm_wire, req_fields_and_a_foreign_rej)
 	struct sv_cm_event *ev;
 	struct sv_cm_msg *m = malloc(sizeof(*m));
 	struct dev sr, gbn;
-	uint16_t port = free_udp_port();
+	uint16_t port = rf_free_port();
 	int fd = socket(AF_INET, SOCK_DGRAM, 0);
 
 	cr_assert(m && fd >= 0);
 	/* Like the transport's own socket: DF, so the IPv4 ID is 0 and the ICRC known. */
 	cr_assert_eq(setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu)), 0);
 	cr_assert_eq(setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)), 0);
-	fake.sin_addr.s_addr = htonl(FAKE_IP);
+	fake.sin_addr.s_addr = htonl(RF_IP);
 	fake.sin_port = htons(port);
 	cr_assert_eq(bind(fd, (struct sockaddr *)&fake, sizeof(fake)), 0);
 
@@ -244,32 +216,6 @@ Test(roce_cm_wire, req_fields_and_a_foreign_rej)
  * go-back-N in both runs; only the REQ's bit differs.
  */
 
-static void fake_send(int fd, const struct sockaddr_in *fake, const struct sockaddr_in *to,
-		      uint8_t *pkt, size_t len)
-{
-	uint32_t icrc;
-
-	cr_assert_eq(sv__icrc_packet(&icrc, (const struct sockaddr *)fake,
-				     (const struct sockaddr *)to, NULL, pkt, len), 0);
-	sv__put_le32(pkt + len - 4, icrc);
-	cr_assert_eq(sendto(fd, pkt, len, 0, (const struct sockaddr *)to, sizeof(*to)),
-		     (ssize_t)len);
-}
-
-static void fake_mad(int fd, const struct sockaddr_in *fake, const struct sockaddr_in *to,
-		     const struct sv_cm_msg *m)
-{
-	uint8_t pkt[12 + 8 + SV_MAD_LEN + 4] = { 0 };
-
-	pkt[0] = 0x64;
-	sv__put_be16(pkt + 2, 0xffff);
-	sv__put_be24(pkt + 5, 1);
-	sv__put_be32(pkt + 12, 0x80010000u);
-	sv__put_be24(pkt + 17, 1);
-	cr_assert_eq(sv__cm_encode(pkt + 20, SV_MAD_LEN, m), SV_MAD_LEN);
-	fake_send(fd, fake, to, pkt, sizeof(pkt));
-}
-
 static void fake_write(int fd, const struct sockaddr_in *fake, const struct sockaddr_in *to,
 		       uint32_t dqp, uint32_t psn, uint64_t va, uint32_t rkey, char c)
 {
@@ -284,7 +230,7 @@ static void fake_write(int fd, const struct sockaddr_in *fake, const struct sock
 	sv__put_be32(pkt + 20, rkey);
 	sv__put_be32(pkt + 24, 8);
 	memset(pkt + 28, c, 8);
-	fake_send(fd, fake, to, pkt, sizeof(pkt));
+	rf_send(fd, fake, to, pkt, sizeof(pkt));
 }
 
 static struct sv_cm_event *dev_event(struct dev *d, enum sv_cm_event_type t)
@@ -321,7 +267,7 @@ static void wait_rx_packets(struct sv_qp *qp, uint64_t n, const char *what)
 static bool ooo_write_placed(bool req_sr)
 {
 	static const int pmtu = IP_PMTUDISC_DO;
-	uint16_t port = free_udp_port();
+	uint16_t port = rf_free_port();
 	struct sockaddr_in fake = { .sin_family = AF_INET }, dev_addr = { .sin_family = AF_INET };
 	struct sockaddr_in lis = { .sin_family = AF_INET, .sin_port = htons(SERVICE) };
 	struct sv_cm_ip_hdr ip = { .ip_version = 4, .src_port = 5555 };
@@ -341,7 +287,7 @@ static bool ooo_write_placed(bool req_sr)
 	cr_assert(m && buf && fd >= 0);
 	memset(buf, 0, 8192);
 	cr_assert_eq(setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu)), 0);
-	fake.sin_addr.s_addr = htonl(FAKE_IP);
+	fake.sin_addr.s_addr = htonl(RF_IP);
 	fake.sin_port = htons(port);
 	cr_assert_eq(bind(fd, (struct sockaddr *)&fake, sizeof(fake)), 0);
 	dev_open(&d, port, SV_RETX_GBN);
@@ -370,7 +316,7 @@ static bool ooo_write_placed(bool req_sr)
 		     SV_CM_IP_HDR_LEN);
 	if (req_sr)
 		m->req.private_data[1] |= 0x01;
-	fake_mad(fd, &fake, &dev_addr, m);
+	rf_mad(fd, &fake, &dev_addr, m);
 
 	ev = dev_event(&d, SV_CM_EVENT_CONNECT_REQUEST);
 	conn = ev->id;
@@ -391,7 +337,7 @@ static bool ooo_write_placed(bool req_sr)
 		sv__cm_mad_init(m, SV_CM_ATTR_RTU, 0xabcdef);
 		m->rtu.local_comm_id = 0x55;
 		m->rtu.remote_comm_id = dev_id;
-		fake_mad(fd, &fake, &dev_addr, m);
+		rf_mad(fd, &fake, &dev_addr, m);
 	}
 	ev = dev_event(&d, SV_CM_EVENT_ESTABLISHED);
 	cr_assert_eq(sv_cm_ack_event(ev), 0);
@@ -429,49 +375,6 @@ Test(roce_cm_wire, passive_follows_the_reqs_loss_recovery)
  * receives).
  */
 
-static int fake_socket(uint16_t port, struct sockaddr_in *a)
-{
-	static const int pmtu = IP_PMTUDISC_DO;
-	socklen_t l = sizeof(*a);
-	int fd = socket(AF_INET, SOCK_DGRAM, 0);
-
-	cr_assert(fd >= 0);
-	cr_assert_eq(setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu)), 0);
-	memset(a, 0, sizeof(*a));
-	a->sin_family = AF_INET;
-	a->sin_addr.s_addr = htonl(FAKE_IP);
-	a->sin_port = htons(port);
-	cr_assert_eq(bind(fd, (struct sockaddr *)a, sizeof(*a)), 0);
-	cr_assert_eq(getsockname(fd, (struct sockaddr *)a, &l), 0);
-	return fd;
-}
-
-/* The next datagram on fd within WAIT_MS; none may have come to the entropy socket. */
-static ssize_t fake_recv(int fd, int ent, uint8_t *pkt, size_t cap)
-{
-	struct pollfd pf = { .fd = fd, .events = POLLIN };
-	uint8_t junk[64];
-
-	cr_assert_eq(poll(&pf, 1, WAIT_MS), 1, "nothing at the RoCE port");
-	cr_assert_lt(recv(ent, junk, sizeof(junk), MSG_DONTWAIT), 0,
-		     "a datagram went to the MAD's source port");
-	return recv(fd, pkt, cap, 0);
-}
-
-/* The next MAD at the RoCE port, of attribute attr (retransmissions of others skipped). */
-static void fake_expect_mad(int fd, int ent, uint16_t attr, struct sv_cm_msg *m)
-{
-	uint8_t pkt[512];
-
-	for (int i = 0; i < 8; i++) {
-		cr_assert_eq(fake_recv(fd, ent, pkt, sizeof(pkt)), 12 + 8 + SV_MAD_LEN + 4);
-		cr_assert_eq(sv__cm_decode(m, pkt + 20, SV_MAD_LEN), SV_MAD_LEN);
-		if (m->mad.attr_id == attr)
-			return;
-	}
-	cr_assert_fail("no %s at the RoCE port", sv__cm_attr_name(attr));
-}
-
 /* d's QP sends one SEND; it must reach the RoCE port for dqpn with PSN psn. */
 static void fake_expect_send(struct dev *d, struct sv_mr *mr, uint8_t *buf, int fd, int ent,
 			     uint32_t dqpn, uint32_t psn)
@@ -483,7 +386,7 @@ static void fake_expect_send(struct dev *d, struct sv_mr *mr, uint8_t *buf, int 
 
 	memcpy(buf, "entropy!", 8);
 	cr_assert_eq(sv_post_send(d->qp, &wr, &bad), 0);
-	cr_assert_eq(fake_recv(fd, ent, pkt, sizeof(pkt)), 12 + 8 + 4);
+	cr_assert_eq(rf_recv(fd, ent, pkt, sizeof(pkt)), 12 + 8 + 4);
 	cr_assert_eq(pkt[0], 0x04, "RC SEND Only");
 	cr_assert_eq(sv__get_be24(pkt + 5), dqpn);
 	cr_assert_eq(sv__get_be24(pkt + 9), psn, "first PSN %#x, the peer asked for %#x",
@@ -493,7 +396,7 @@ static void fake_expect_send(struct dev *d, struct sv_mr *mr, uint8_t *buf, int 
 
 Test(roce_cm_wire, answers_and_data_go_to_the_roce_port)
 {
-	uint16_t port = free_udp_port();
+	uint16_t port = rf_free_port();
 	struct sockaddr_in roce_a, ent_a, dev_addr = { .sin_family = AF_INET };
 	struct sockaddr_in lis = { .sin_family = AF_INET, .sin_port = htons(SERVICE) };
 	struct sv_cm_ip_hdr ip = { .ip_version = 4, .src_port = 5555 };
@@ -503,7 +406,7 @@ Test(roce_cm_wire, answers_and_data_go_to_the_roce_port)
 	struct sv_cm_id *conn;
 	struct sv_mr *mr;
 	struct dev d;
-	int roce = fake_socket(port, &roce_a), ent = fake_socket(0, &ent_a);
+	int roce = rf_socket(port, &roce_a), ent = rf_socket(0, &ent_a);
 
 	cr_assert(m && buf);
 	cr_assert((unsigned)(ntohs(ent_a.sin_port) - port) >= 32u, "the entropy port is a fallback port");
@@ -531,12 +434,12 @@ Test(roce_cm_wire, answers_and_data_go_to_the_roce_port)
 	memcpy(ip.dst_addr + 12, &lis.sin_addr, 4);
 	cr_assert_eq(sv__cm_ip_hdr_encode(m->req.private_data, SV_CM_REQ_PRIVATE_LEN, &ip),
 		     SV_CM_IP_HDR_LEN);
-	fake_mad(ent, &ent_a, &dev_addr, m);
+	rf_mad(ent, &ent_a, &dev_addr, m);
 	ev = dev_event(&d, SV_CM_EVENT_CONNECT_REQUEST);
 	conn = ev->id;
 	cr_assert_eq(sv_cm_ack_event(ev), 0);
 	cr_assert_eq(sv_cm_accept(conn, d.qp, NULL), 0);
-	fake_expect_mad(roce, ent, SV_CM_ATTR_REP, m);
+	rf_expect_mad(roce, ent, SV_CM_ATTR_REP, m);
 	cr_assert_eq(m->rep.remote_comm_id, 0x66);
 	cr_assert_eq(m->rep.target_ack_delay, 12, "the device's local CA ACK delay");
 	{
@@ -553,7 +456,7 @@ Test(roce_cm_wire, answers_and_data_go_to_the_roce_port)
 		sv__cm_mad_init(m, SV_CM_ATTR_RTU, 0x5151);
 		m->rtu.local_comm_id = 0x66;
 		m->rtu.remote_comm_id = dev_id;
-		fake_mad(ent, &ent_a, &dev_addr, m);
+		rf_mad(ent, &ent_a, &dev_addr, m);
 		ev = dev_event(&d, SV_CM_EVENT_ESTABLISHED);
 		cr_assert_eq(sv_cm_ack_event(ev), 0);
 		fake_expect_send(&d, mr, buf, roce, ent, 0x88, 0x123456);
@@ -561,8 +464,8 @@ Test(roce_cm_wire, answers_and_data_go_to_the_roce_port)
 		m->dreq.local_comm_id = 0x66;
 		m->dreq.remote_comm_id = dev_id;
 		m->dreq.remote_qpn = d.qp->qp_num;
-		fake_mad(ent, &ent_a, &dev_addr, m);
-		fake_expect_mad(roce, ent, SV_CM_ATTR_DREP, m);
+		rf_mad(ent, &ent_a, &dev_addr, m);
+		rf_expect_mad(roce, ent, SV_CM_ATTR_DREP, m);
 		cr_assert_eq(m->drep.remote_comm_id, 0x66);
 		ev = dev_event(&d, SV_CM_EVENT_DISCONNECTED);
 		cr_assert_eq(sv_cm_ack_event(ev), 0);
@@ -580,7 +483,7 @@ Test(roce_cm_wire, answers_and_data_go_to_the_roce_port)
 		cr_assert_eq(sv_cm_create_id(d.ch, d.ctx, NULL, &d.id), 0);
 		dst.sin_port = htons(SERVICE);
 		cr_assert_eq(sv_cm_connect(d.id, d.qp, (struct sockaddr *)&dst, NULL), 0);
-		fake_expect_mad(roce, ent, SV_CM_ATTR_REQ, m);
+		rf_expect_mad(roce, ent, SV_CM_ATTR_REQ, m);
 		dev_id = m->req.local_comm_id;
 		sv__cm_mad_init(m, SV_CM_ATTR_REP, m->mad.tid);
 		m->rep.local_comm_id = 0x77;
@@ -591,8 +494,8 @@ Test(roce_cm_wire, answers_and_data_go_to_the_roce_port)
 		m->rep.initiator_depth = 1;
 		m->rep.target_ack_delay = 15;
 		m->rep.rnr_retry_count = 7;
-		fake_mad(ent, &ent_a, &dev_addr, m);
-		fake_expect_mad(roce, ent, SV_CM_ATTR_RTU, m);
+		rf_mad(ent, &ent_a, &dev_addr, m);
+		rf_expect_mad(roce, ent, SV_CM_ATTR_RTU, m);
 		cr_assert_eq(m->rtu.remote_comm_id, 0x77);
 		ev = dev_event(&d, SV_CM_EVENT_ESTABLISHED);
 		cr_assert_eq(sv_cm_ack_event(ev), 0);
@@ -619,13 +522,13 @@ Test(roce_cm_wire, answers_and_data_go_to_the_roce_port)
  * from the entropy port is answered at the RoCE port. */
 Test(roce_cm_wire, sidr_answers_go_to_the_roce_port)
 {
-	uint16_t port = free_udp_port();
+	uint16_t port = rf_free_port();
 	struct sockaddr_in roce_a, ent_a, dev_addr = { .sin_family = AF_INET };
 	struct sockaddr_in dst = { .sin_family = AF_INET, .sin_port = htons(SERVICE) };
 	struct sv_cm_msg *m = calloc(1, sizeof(*m));
 	struct sv_cm_event *ev;
 	struct cmside s;
-	int roce = fake_socket(port, &roce_a), ent = fake_socket(0, &ent_a);
+	int roce = rf_socket(port, &roce_a), ent = rf_socket(0, &ent_a);
 	uint32_t rid;
 
 	cr_assert(m);
@@ -636,7 +539,7 @@ Test(roce_cm_wire, sidr_answers_go_to_the_roce_port)
 	/* Requester. */
 	dst.sin_addr = roce_a.sin_addr;
 	cr_assert_eq(sv_cm_connect(s.id, NULL, (struct sockaddr *)&dst, NULL), 0);
-	fake_expect_mad(roce, ent, SV_CM_ATTR_SIDR_REQ, m);
+	rf_expect_mad(roce, ent, SV_CM_ATTR_SIDR_REQ, m);
 	rid = m->sidr_req.request_id;
 	cr_assert_eq(m->sidr_req.service_id, 0x0000000001110000ull | SERVICE);
 	{
@@ -649,7 +552,7 @@ Test(roce_cm_wire, sidr_answers_go_to_the_roce_port)
 		m->sidr_rep.qkey = 0x01234567;
 		m->sidr_rep.service_id = sid;
 	}
-	fake_mad(ent, &ent_a, &dev_addr, m);
+	rf_mad(ent, &ent_a, &dev_addr, m);
 	ev = ru_cm_event(s.ch, SV_CM_EVENT_ESTABLISHED, WAIT_MS);
 	cr_assert_eq(ev->ud.qp_num, 0xabc);
 	cr_assert_eq(ev->ud.qkey, 0x01234567);
@@ -667,12 +570,12 @@ Test(roce_cm_wire, sidr_answers_go_to_the_roce_port)
 	m->sidr_req.request_id = 0x4242;
 	m->sidr_req.pkey = 0xffff;
 	m->sidr_req.service_id = 0x0000000001110000ull | SERVICE;
-	fake_mad(ent, &ent_a, &dev_addr, m);
+	rf_mad(ent, &ent_a, &dev_addr, m);
 	ev = ru_cm_event(s.ch, SV_CM_EVENT_CONNECT_REQUEST, WAIT_MS);
 	s.conn = ev->id;
 	cr_assert_eq(sv_cm_ack_event(ev), 0);
 	cr_assert_eq(sv_cm_accept(s.conn, s.qp, NULL), 0);
-	fake_expect_mad(roce, ent, SV_CM_ATTR_SIDR_REP, m);
+	rf_expect_mad(roce, ent, SV_CM_ATTR_SIDR_REP, m);
 	cr_assert_eq(m->sidr_rep.request_id, 0x4242);
 	cr_assert_eq(m->sidr_rep.status, SV_CM_SIDR_SUCCESS);
 	cr_assert_eq(m->sidr_rep.qpn, s.qp->qp_num);
@@ -690,7 +593,7 @@ Test(roce_cm_wire, sidr_answers_go_to_the_roce_port)
  */
 Test(roce_cm_wire, first_packet_stands_in_for_a_lost_rtu)
 {
-	uint16_t port = free_udp_port();
+	uint16_t port = rf_free_port();
 	struct sockaddr_in fake, dev_addr = { .sin_family = AF_INET };
 	struct sockaddr_in lis = { .sin_family = AF_INET, .sin_port = htons(SERVICE) };
 	struct sv_cm_ip_hdr ip = { .ip_version = 4, .src_port = 5555 };
@@ -703,7 +606,7 @@ Test(roce_cm_wire, first_packet_stands_in_for_a_lost_rtu)
 	uint8_t rx[512];
 	struct sv_mr *mr;
 	struct dev d;
-	int fd = fake_socket(port, &fake);
+	int fd = rf_socket(port, &fake);
 
 	cr_assert(m && buf);
 	memset(buf, 0, 4096);
@@ -731,7 +634,7 @@ Test(roce_cm_wire, first_packet_stands_in_for_a_lost_rtu)
 	memcpy(ip.dst_addr + 12, &lis.sin_addr, 4);
 	cr_assert_eq(sv__cm_ip_hdr_encode(m->req.private_data, SV_CM_REQ_PRIVATE_LEN, &ip),
 		     SV_CM_IP_HDR_LEN);
-	fake_mad(fd, &fake, &dev_addr, m);
+	rf_mad(fd, &fake, &dev_addr, m);
 	ev = dev_event(&d, SV_CM_EVENT_CONNECT_REQUEST);
 	conn = ev->id;
 	cr_assert_eq(sv_cm_ack_event(ev), 0);

@@ -334,11 +334,14 @@ run_case() {
 	} >"$log"
 	vm run "$VM" --timeout 20 -- 'dmesg -c >/dev/null; rm -f /tmp/srv.*' >/dev/null
 	if [ "$loss" = 1 ]; then
-		# The loss and reordering fall on the data path, not on the CM's MADs (QP1, BTH
-		# destination QP 1 at UDP payload offset 4, behind a 20-byte IPv4 or 40-byte
-		# IPv6 header): a DREQ lost after the process that sent it exited is never sent
-		# again (IB CM has no keepalive), and the passive side then waits for ever, as
-		# against any peer (once in CI: m1500_loss_rping_hs_v4, no DREQ on the wire).
+		# The guest's loss and reordering fall on the data path, not on the CM's MADs
+		# (QP1, BTH destination QP 1 at UDP payload offset 4, behind a 20-byte IPv4 or
+		# 40-byte IPv6 header): the kernel's CM stops repeating a DREQ when its id is
+		# destroyed, so one lost just before rxe's program exits is never sent again (IB
+		# CM has no keepalive), and the passive side then waits for ever, as against any
+		# peer (once in CI: m1500_loss_rping_hs_v4, no DREQ on the wire). SV_IMPAIR
+		# drops softverbs' MADs too: softverbs repeats its DREQ until the DREP, after
+		# the id is gone and at exit (wire/roce_cm.c).
 		vm run "$VM" --timeout 20 -- 'tc qdisc add dev eth0 root handle 1: prio bands 2 priomap 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 &&
 			tc qdisc add dev eth0 parent 1:1 handle 10: netem delay 1ms &&
 			tc qdisc add dev eth0 parent 1:2 handle 20: netem loss 1% delay 1ms reorder 1% &&
