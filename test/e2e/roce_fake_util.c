@@ -13,6 +13,32 @@
 #include "crypto/icrc.h"
 #include "wire/byteorder.h"
 
+int rf_dev_open(struct rf_dev *d, uint16_t port, int retx)
+{
+	struct sv_qp_init_attr ia = { 0 };
+	struct sv_device_opts o;
+
+	memset(d, 0, sizeof(*d));
+	sv_device_opts_init(&o);
+	o.transport = SV_TRANSPORT_UDP;
+	o.port = port;
+	if (retx >= 0)
+		o.retx = retx;
+	if (sv_open_device(&o, &d->ctx) < 0)
+		return 1;
+	if (sv_query_gid(d->ctx, 1, 0, d->gid) < 0 || sv_alloc_pd(d->ctx, &d->pd) < 0 ||
+	    sv_create_cq(d->ctx, 16, NULL, NULL, 0, &d->cq) < 0)
+		return 2;
+	ia.send_cq = ia.recv_cq = d->cq;
+	ia.qp_type = SV_QPT_RC;
+	ia.cap.max_send_wr = ia.cap.max_recv_wr = 4;
+	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+	if (sv_create_qp(d->pd, &ia, &d->qp) < 0 || sv_cm_create_channel(&d->ch) < 0 ||
+	    sv_cm_create_id(d->ch, d->ctx, NULL, &d->id) < 0)
+		return 3;
+	return 0;
+}
+
 uint16_t rf_free_port(void)
 {
 	struct sockaddr_in a;

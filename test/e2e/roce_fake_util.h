@@ -13,10 +13,28 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "softverbs.h"
 #include "wire/ib_cm.h"
 
 #define RF_IP 0x7f0000c9		/* 127.0.0.201 */
 #define RF_WAIT_MS 5000
+
+/* A device with an RC QP of 4 WRs and an id on its own channel: the one that talks to the
+ * fake peer, or the one a test's child process connects with. */
+struct rf_dev {
+	struct sv_context *ctx;
+	struct sv_pd *pd;
+	struct sv_cq *cq;
+	struct sv_qp *qp;
+	struct sv_cm_channel *ch;
+	struct sv_cm_id *id;
+	uint8_t gid[16];
+};
+
+/* Opens d on UDP port port with loss recovery retx (enum sv_retx_mode, -1: the default).
+ * 0, or the step that failed: it asserts nothing, so a process without Criterion (a
+ * test's child) can use it. */
+int rf_dev_open(struct rf_dev *d, uint16_t port, int retx);
 
 /* A UDP port free at RF_IP (a device of the test opens the same number at its address). */
 uint16_t rf_free_port(void);

@@ -33,54 +33,32 @@
 
 extern char **environ;
 
-struct dev {
-	struct sv_context *ctx;
-	struct sv_pd *pd;
-	struct sv_cq *cq;
-	struct sv_qp *qp;
-	struct sv_cm_channel *ch;
-	struct sv_cm_id *id;
-};
-
 /* Opens d on UDP port port (the fake peer's too) and connects it to the fake peer. 0, or
  * the step that failed (the exiting process has no Criterion). */
-static int dev_connect(struct dev *d, uint16_t port)
+static int dev_connect(struct rf_dev *d, uint16_t port)
 {
 	struct sockaddr_in dst = { .sin_family = AF_INET, .sin_port = htons(SERVICE),
 				   .sin_addr.s_addr = htonl(RF_IP) };
-	struct sv_qp_init_attr ia = { 0 };
-	struct sv_device_opts o;
+	int r = rf_dev_open(d, port, -1);
 
-	sv_device_opts_init(&o);
-	o.transport = SV_TRANSPORT_UDP;
-	o.port = port;
-	if (sv_open_device(&o, &d->ctx) < 0 || sv_alloc_pd(d->ctx, &d->pd) < 0 ||
-	    sv_create_cq(d->ctx, 16, NULL, NULL, 0, &d->cq) < 0)
-		return 1;
-	ia.send_cq = ia.recv_cq = d->cq;
-	ia.qp_type = SV_QPT_RC;
-	ia.cap.max_send_wr = ia.cap.max_recv_wr = 4;
-	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
-	if (sv_create_qp(d->pd, &ia, &d->qp) < 0 || sv_cm_create_channel(&d->ch) < 0 ||
-	    sv_cm_create_id(d->ch, d->ctx, NULL, &d->id) < 0 ||
-	    sv_cm_connect(d->id, d->qp, (struct sockaddr *)&dst, NULL) < 0)
-		return 2;
-	return 0;
+	if (r)
+		return r;
+	return sv_cm_connect(d->id, d->qp, (struct sockaddr *)&dst, NULL) < 0 ? 4 : 0;
 }
 
 /* Waits for ESTABLISHED, then disconnects and destroys the id and the QP at once. */
-static int dev_established_then_gone(struct dev *d)
+static int dev_established_then_gone(struct rf_dev *d)
 {
 	struct sv_cm_event *ev;
 
 	if (sv_cm_get_event(d->ch, &ev) < 0)
-		return 3;
+		return 5;
 	if (ev->event != SV_CM_EVENT_ESTABLISHED)
-		return 4;
+		return 6;
 	sv_cm_ack_event(ev);
 	if (sv_cm_disconnect(d->id) < 0 || sv_cm_destroy_id(d->id) < 0 ||
 	    sv_destroy_qp(d->qp) < 0)
-		return 5;
+		return 7;
 	return 0;
 }
 
@@ -88,7 +66,7 @@ static int dev_established_then_gone(struct dev *d)
 __attribute__((constructor)) static void maybe_be_the_peer(void)
 {
 	const char *spec = getenv("SV_TEST_DREQ_PEER");
-	struct dev d = { 0 };
+	struct rf_dev d = { 0 };
 	unsigned port;
 	int r;
 
@@ -160,7 +138,7 @@ Test(roce_cm_dreq, repeated_after_the_id_and_its_qp_are_gone)
 	struct sockaddr_in fake, dev;
 	struct sv_cm_msg *m = calloc(1, sizeof(*m));
 	struct pollfd pf;
-	struct dev d = { 0 };
+	struct rf_dev d = { 0 };
 	uint32_t dev_id;
 	uint64_t tid;
 	int fd = rf_socket(port, &fake);

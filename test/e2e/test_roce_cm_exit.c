@@ -20,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "roce_fake_util.h"
 #include "roce_util.h"
 
 #define WAIT_MS 8000
@@ -31,16 +32,9 @@ extern char **environ;
 static int exiting_peer(const char *spec)
 {
 	struct sockaddr_in dst = { .sin_family = AF_INET };
-	struct sv_device_opts o;
-	struct sv_qp_init_attr ia = { 0 };
 	struct sv_conn_param p = { .responder_resources = 1, .initiator_depth = 1 };
-	struct sv_context *ctx;
-	struct sv_pd *pd;
-	struct sv_cq *cq;
-	struct sv_qp *qp;
-	struct sv_cm_channel *ch;
-	struct sv_cm_id *id;
 	struct sv_cm_event *ev;
+	struct rf_dev d;
 	char ip[64];
 	unsigned svc, udp;
 
@@ -48,21 +42,11 @@ static int exiting_peer(const char *spec)
 	    inet_pton(AF_INET, ip, &dst.sin_addr) != 1)
 		return 2;
 	dst.sin_port = htons((uint16_t)svc);
-	sv_device_opts_init(&o);
-	o.transport = SV_TRANSPORT_UDP;
-	o.port = (uint16_t)udp;
-	if (sv_open_device(&o, &ctx) < 0 || sv_alloc_pd(ctx, &pd) < 0 ||
-	    sv_create_cq(ctx, 16, NULL, NULL, 0, &cq) < 0)
+	if (rf_dev_open(&d, (uint16_t)udp, -1))
 		return 3;
-	ia.send_cq = ia.recv_cq = cq;
-	ia.qp_type = SV_QPT_RC;
-	ia.cap.max_send_wr = ia.cap.max_recv_wr = 4;
-	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
-	if (sv_create_qp(pd, &ia, &qp) < 0 || sv_cm_create_channel(&ch) < 0 ||
-	    sv_cm_create_id(ch, ctx, NULL, &id) < 0 ||
-	    sv_cm_connect(id, qp, (struct sockaddr *)&dst, &p) < 0)
+	if (sv_cm_connect(d.id, d.qp, (struct sockaddr *)&dst, &p) < 0)
 		return 4;
-	if (sv_cm_get_event(ch, &ev) < 0 || ev->event != SV_CM_EVENT_ESTABLISHED)
+	if (sv_cm_get_event(d.ch, &ev) < 0 || ev->event != SV_CM_EVENT_ESTABLISHED)
 		return 5;
 	sv_cm_ack_event(ev);
 	return 0;

@@ -29,35 +29,12 @@
 #define WAIT_MS RF_WAIT_MS
 #define SERVICE 7777
 
-struct dev {
-	struct sv_context *ctx;
-	struct sv_pd *pd;
-	struct sv_cq *cq;
-	struct sv_qp *qp;
-	struct sv_cm_channel *ch;
-	struct sv_cm_id *id;
-	uint8_t gid[16];
-};
-
-static void dev_open(struct dev *d, uint16_t port, int retx)
+static void dev_open(struct rf_dev *d, uint16_t port, int retx)
 {
-	struct sv_qp_init_attr ia = { 0 };
-
-	memset(d, 0, sizeof(*d));
-	ru_open_device(&d->ctx, "", port, retx, NULL);
-	cr_assert_eq(sv_query_gid(d->ctx, 1, 0, d->gid), 0);
-	cr_assert_eq(sv_alloc_pd(d->ctx, &d->pd), 0);
-	cr_assert_eq(sv_create_cq(d->ctx, 16, NULL, NULL, 0, &d->cq), 0);
-	ia.send_cq = ia.recv_cq = d->cq;
-	ia.qp_type = SV_QPT_RC;
-	ia.cap.max_send_wr = ia.cap.max_recv_wr = 4;
-	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
-	cr_assert_eq(sv_create_qp(d->pd, &ia, &d->qp), 0);
-	cr_assert_eq(sv_cm_create_channel(&d->ch), 0);
-	cr_assert_eq(sv_cm_create_id(d->ch, d->ctx, NULL, &d->id), 0);
+	cr_assert_eq(rf_dev_open(d, port, retx), 0, "device on port %u", port);
 }
 
-static void dev_close(struct dev *d)
+static void dev_close(struct rf_dev *d)
 {
 	cr_assert_eq(sv_cm_destroy_id(d->id), 0);
 	cr_assert_eq(sv_cm_destroy_channel(d->ch), 0);
@@ -68,7 +45,7 @@ static void dev_close(struct dev *d)
 }
 
 /* Connects d to the fake peer and returns the REQ it sends, checked at the IB level. */
-static void get_req(struct dev *d, int fd, const struct sockaddr_in *fake, bool sr,
+static void get_req(struct rf_dev *d, int fd, const struct sockaddr_in *fake, bool sr,
 		    struct sv_cm_msg *m, struct sockaddr_in *from)
 {
 	struct sockaddr_in dst = *fake;
@@ -160,7 +137,7 @@ Test(roce_cm_wire, req_fields_and_a_foreign_rej)
 	struct pollfd pf = { .events = POLLIN };
 	struct sv_cm_event *ev;
 	struct sv_cm_msg *m = malloc(sizeof(*m));
-	struct dev sr, gbn;
+	struct rf_dev sr, gbn;
 	uint16_t port = rf_free_port();
 	int fd = socket(AF_INET, SOCK_DGRAM, 0);
 
@@ -233,7 +210,7 @@ static void fake_write(int fd, const struct sockaddr_in *fake, const struct sock
 	rf_send(fd, fake, to, pkt, sizeof(pkt));
 }
 
-static struct sv_cm_event *dev_event(struct dev *d, enum sv_cm_event_type t)
+static struct sv_cm_event *dev_event(struct rf_dev *d, enum sv_cm_event_type t)
 {
 	struct pollfd pf = { .fd = sv_cm_channel_fd(d->ch), .events = POLLIN };
 	struct sv_cm_event *ev;
@@ -278,7 +255,7 @@ static bool ooo_write_placed(bool req_sr)
 	uint8_t *buf = aligned_alloc(4096, 8192);
 	uint8_t rx[512];
 	struct sv_mr *mr;
-	struct dev d;
+	struct rf_dev d;
 	bool placed;
 	uint32_t psn;
 	uint64_t rx0;
@@ -376,7 +353,7 @@ Test(roce_cm_wire, passive_follows_the_reqs_loss_recovery)
  */
 
 /* d's QP sends one SEND; it must reach the RoCE port for dqpn with PSN psn. */
-static void fake_expect_send(struct dev *d, struct sv_mr *mr, uint8_t *buf, int fd, int ent,
+static void fake_expect_send(struct rf_dev *d, struct sv_mr *mr, uint8_t *buf, int fd, int ent,
 			     uint32_t dqpn, uint32_t psn)
 {
 	struct sv_sge sge = { (uintptr_t)buf, 8, mr->lkey };
@@ -405,7 +382,7 @@ Test(roce_cm_wire, answers_and_data_go_to_the_roce_port)
 	struct sv_cm_event *ev;
 	struct sv_cm_id *conn;
 	struct sv_mr *mr;
-	struct dev d;
+	struct rf_dev d;
 	int roce = rf_socket(port, &roce_a), ent = rf_socket(0, &ent_a);
 
 	cr_assert(m && buf);
@@ -605,7 +582,7 @@ Test(roce_cm_wire, first_packet_stands_in_for_a_lost_rtu)
 	struct sv_cm_id *conn;
 	uint8_t rx[512];
 	struct sv_mr *mr;
-	struct dev d;
+	struct rf_dev d;
 	int fd = rf_socket(port, &fake);
 
 	cr_assert(m && buf);
