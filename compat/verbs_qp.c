@@ -306,8 +306,10 @@ SVC_EXPORT int ibv_destroy_qp(struct ibv_qp *qp)
 		return EINVAL;
 	q = to_qp(qp);
 	/* libibverbs blocks until the QP's async events are acknowledged; softverbs says
-	 * EBUSY meanwhile (another thread is expected to ack). */
-	while ((rc = sv_destroy_qp(q->sv)) == -EBUSY) {
+	 * EBUSY meanwhile (another thread is expected to ack). What the QP completed or
+	 * flushed and nobody polled leaves its CQs with it, as in the mlx4 and mlx5
+	 * providers (doc/drop-in-abi.md 4). */
+	while ((rc = sv_destroy_qp_discard(q->sv)) == -EBUSY) {
 		struct timespec ts = { 0, 1000000 };
 
 		nanosleep(&ts, NULL);

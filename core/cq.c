@@ -443,8 +443,9 @@ static int drain(struct sv_cq *cq, int n, struct sv_wc *wc)
 /*
  * Removes the completions of QP qpn not yet polled (its entering RESET: a QP reset and
  * brought up again must not hand its new life the old one's flushes, as the mlx4 and
- * mlx5 providers clean their CQs on reset). The entries kept stay in order and end at
- * put: a backwards walk moves each kept one up over the removed, then get moves up.
+ * mlx5 providers clean their CQs on reset; and sv_destroy_qp_discard(), as they do on
+ * destroy). The entries kept stay in order and end at put: a backwards walk moves each
+ * kept one up over the removed, then get moves up.
  */
 void sv__cq_clean(struct sv_cq *cq, uint32_t qpn)
 {

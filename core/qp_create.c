@@ -260,7 +260,8 @@ err_rings:
 	return rc;
 }
 
-int sv_destroy_qp(struct sv_qp *pub)
+/* discard: sv_destroy_qp_discard() (include/softverbs.h). */
+static int destroy_qp(struct sv_qp *pub, bool discard)
 {
 	struct sv__qp *qp;
 	struct sv_context *ctx;
@@ -290,6 +291,13 @@ int sv_destroy_qp(struct sv_qp *pub)
 		sv__cq_detach(pub->recv_cq, qp);
 	/* On the loop, so no transport callback for this QP runs after it returns. */
 	sv__ctx_run_sync(ctx, qp_destroy_on_loop, qp);
+	/* Nothing completes for it any more, and its number is still taken, so no other
+	 * QP's completion can be mistaken for its own. */
+	if (discard) {
+		sv__cq_clean(pub->send_cq, pub->qp_num);
+		if (pub->recv_cq != pub->send_cq)
+			sv__cq_clean(pub->recv_cq, pub->qp_num);
+	}
 	if (qp->srq)
 		sv__srq_detach(qp->srq);
 
@@ -302,4 +310,14 @@ int sv_destroy_qp(struct sv_qp *pub)
 	free_rings(qp);
 	free(qp);
 	return 0;
+}
+
+int sv_destroy_qp(struct sv_qp *pub)
+{
+	return destroy_qp(pub, false);
+}
+
+int sv_destroy_qp_discard(struct sv_qp *pub)
+{
+	return destroy_qp(pub, true);
 }

@@ -557,6 +557,11 @@ int sv_create_qp(struct sv_pd *pd, struct sv_qp_init_attr *init_attr, struct sv_
  * with -EBUSY while async events taken for it are not acknowledged (libibverbs blocks
  * instead); events still queued for it are dropped. */
 int sv_destroy_qp(struct sv_qp *qp);
+/* As sv_destroy_qp(), and then the QP's completions not yet polled, its flushes
+ * included, are gone from its CQs, the other QPs' left in order: the libibverbs
+ * drop-in's ibv_destroy_qp, as the mlx4 and mlx5 providers clean their CQs on destroy
+ * (doc/drop-in-abi.md 4). */
+int sv_destroy_qp_discard(struct sv_qp *qp);
 
 /* Address of the remote end, used by the UDP transport (out-of-band connection setup). */
 struct sv_ah_attr {

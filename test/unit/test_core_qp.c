@@ -529,6 +529,40 @@ Test(core_qp, destroy_flushes_and_calls_transport)
 	cr_assert_eq(wc[0].status, SV_WC_WR_FLUSH_ERR);
 }
 
+/* sv_destroy_qp_discard (the drop-in's ibv_destroy_qp): the QP's success left unpolled
+ * and its flush are gone from the CQ it shares, another QP's completions stay in order. */
+Test(core_qp, destroy_discard_leaves_only_other_qps_completions)
+{
+	struct sv_send_wr wr = send_wr(0, NULL, SV_SEND_SIGNALED), *bad;
+	struct sv_qp *other = dbl_qp(&env, 8);
+	struct sv_wc wc[4];
+
+	dbl_to_rts(env.qp);
+	dbl_to_rts(other);
+	for (uint64_t id = 1; id <= 4; id++) {
+		wr.wr_id = id;
+		cr_assert_eq(sv_post_send(id % 2 ? other : env.qp, &wr, &bad), 0);
+	}
+	sv__qp_lock(other);
+	sv__sq_done(other, take(other), SV_WC_SUCCESS, 0, 0);
+	sv__qp_unlock(other);
+	sv__qp_lock(env.qp);
+	sv__sq_done(env.qp, take(env.qp), SV_WC_SUCCESS, 0, 0);
+	sv__qp_unlock(env.qp);
+	sv__qp_lock(other);
+	sv__sq_done(other, take(other), SV_WC_SUCCESS, 0, 0);
+	sv__qp_unlock(other);
+	/* In the CQ now: 1 (other), 2 (env.qp), 3 (other); 4 is still on env.qp's SQ. */
+	cr_assert_eq(sv_destroy_qp_discard(env.qp), 0);
+	env.qp = NULL;
+	cr_assert_eq(dbl_qp_destroys, 1);
+	cr_assert_eq(poll_all(env.cq, wc, 4), 2, "only the other QP's completions stay");
+	cr_assert_eq(wc[0].wr_id, 1);
+	cr_assert_eq(wc[1].wr_id, 3);
+	cr_assert_eq(wc[0].qp_num, other->qp_num);
+	cr_assert_eq(sv_destroy_qp(other), 0);
+}
+
 Test(core_qp, kick_reaches_loop)
 {
 	dbl_to_rts(env.qp);
