@@ -8,6 +8,8 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -64,17 +66,52 @@ const char *cap_unavailable(void)
 			    "dpkg-reconfigure wireshark-common)";
 }
 
+/* Whether port of type is free on 127.0.0.1 (bound and let go at once). */
+static bool port_free(int type, uint16_t port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
+	int fd = socket(AF_INET, type, 0);
+	bool ok;
+
+	cr_assert(fd >= 0);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ok = bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+	close(fd);
+	return ok;
+}
+
+/*
+ * The capture's filter names the port before anything listens on it, so the port must
+ * stay free until the test binds it. One from the kernel's ephemeral range does not: the
+ * other tests running beside this one take ports from it for their connections and
+ * listeners, and once took the very port between this check and the listen (ip(7),
+ * ip_local_port_range). So the port is drawn below that range, where the kernel hands out
+ * none by itself; the suite's other port pickers all take ephemeral ones.
+ */
 uint16_t cap_free_port(int type)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET };
-	socklen_t len = sizeof(a);
-	int fd = socket(AF_INET, type, 0);
+	static bool seeded;
+	unsigned lo = 32768, hi;
+	FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
 
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	cr_assert(fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-		  getsockname(fd, (struct sockaddr *)&a, &len) == 0);
-	close(fd);
-	return ntohs(a.sin_port);
+	if (f) {
+		if (fscanf(f, "%u %u", &lo, &hi) != 2)
+			lo = 32768;
+		fclose(f);
+	}
+	cr_assert_gt(lo, 11024u, "ip_local_port_range starts at %u: no room below it", lo);
+	if (!seeded) {
+		srand((unsigned)getpid() ^ (unsigned)time(NULL));
+		seeded = true;
+	}
+	for (int i = 0; i < 1000; i++) {
+		uint16_t port = (uint16_t)(10000 + (unsigned)rand() % (lo - 10000));
+
+		if (port_free(type, port))
+			return port;
+	}
+	cr_assert_fail("no free port below %u", lo);
+	return 0;
 }
 
 static void read_text(const char *path, char *text, size_t cap)

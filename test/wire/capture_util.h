@@ -30,7 +30,8 @@ uint64_t cap_now_ms(void);
  * right to capture), or NULL when it can; tests skip themselves with the reason. */
 const char *cap_unavailable(void);
 
-/* A port of type SOCK_STREAM or SOCK_DGRAM free on 127.0.0.1 right now. */
+/* A port of type SOCK_STREAM or SOCK_DGRAM free on 127.0.0.1 right now, below the
+ * kernel's ephemeral range (capture_util.c says why). */
 uint16_t cap_free_port(int type);
 
 /*
