@@ -216,7 +216,7 @@ struct sv__rctx {
 	size_t cm_neps;
 	uint64_t cm_seq;		/* endpoints made so far: the next one's seq */
 	struct sv__cm_index cm_by_local;	/* every endpoint by local_id */
-	struct sv__cm_index cm_by_remote;	/* every endpoint by remote_id */
+	struct sv__cm_index cm_by_remote;	/* those with a remote_id, by it */
 	struct sv__cm_heap cm_timed;	/* the endpoints with a deadline_ns, by it */
 	/* Endpoints in DREQ_SENT (roce_cm.c, sv__roce_cm_ep_move), read by the exit
 	 * destructor from another thread; cm_exiting: that destructor has run. */

@@ -301,6 +301,9 @@ void sv__roce_cm_send_rej(struct sv__rctx *rc, const union sv__roce_addr *dst, u
  * The endpoints are on rc->cm_eps and in two indexes, by local_id and by remote_id
  * (roce_cm_index.h); listeners and bound endpoints are also on rc->cm_lis, and those
  * with a deadline in rc->cm_timed, so that no MAD and no tick walks all connections.
+ * A remote_id of 0 (none yet: an active endpoint before the REP, a listener) is not in
+ * its index, where thousands of one key would make one long probe run: a request that
+ * names 0, which no CM sends, is looked up on rc->cm_eps as before.
  */
 
 static bool is_lis(enum ep_state st)
@@ -324,6 +327,13 @@ struct sv__tep *sv__roce_cm_find_remote(const struct sv__rctx *rc, uint32_t remo
 	struct sv__tep *e, *best = NULL;
 	size_t it = 0;
 
+	if (!remote_id) {
+		for (e = rc->cm_eps; e; e = e->next)
+			if (!is_lis(e->state) && e->sidr == sidr && !e->remote_id &&
+			    sv__roce_addr_eq(&e->gsi, gsi))
+				return e;
+		return NULL;
+	}
 	while ((e = sv__cm_index_next(&rc->cm_by_remote, remote_id, &it)))
 		if (!is_lis(e->state) && e->sidr == sidr && sv__roce_addr_eq(&e->gsi, gsi) &&
 		    (!best || e->seq > best->seq))
@@ -335,10 +345,12 @@ void sv__roce_cm_set_remote(struct sv__tep *ep, uint32_t remote_id)
 {
 	struct sv__cm_index *x = &ep->rc->cm_by_remote;
 
-	/* The same number of entries: no growth, no failure. */
-	sv__cm_index_del(x, ep->remote_id, ep);
+	/* No more entries than endpoints, for which there is room: no failure. */
+	if (ep->remote_id)
+		sv__cm_index_del(x, ep->remote_id, ep);
 	ep->remote_id = remote_id;
-	(void)sv__cm_index_add(x, remote_id, ep);
+	if (remote_id)
+		(void)sv__cm_index_add(x, remote_id, ep);
 }
 
 /* A passive endpoint's listener (or none), whose count of children waiting for the
@@ -400,7 +412,6 @@ struct sv__tep *sv__roce_cm_ep_new(struct sv__rctx *rc, enum ep_state st)
 		rc->cm_lis = ep;
 	}
 	(void)sv__cm_index_add(&rc->cm_by_local, ep->local_id, ep);
-	(void)sv__cm_index_add(&rc->cm_by_remote, ep->remote_id, ep);
 	rc->cm_neps++;
 	return ep;
 }
@@ -424,7 +435,8 @@ void sv__roce_cm_ep_unlink(struct sv__tep *ep)
 			}
 	}
 	sv__cm_index_del(&rc->cm_by_local, ep->local_id, ep);
-	sv__cm_index_del(&rc->cm_by_remote, ep->remote_id, ep);
+	if (ep->remote_id)
+		sv__cm_index_del(&rc->cm_by_remote, ep->remote_id, ep);
 	rc->cm_neps--;
 }
 
