@@ -52,6 +52,7 @@
 #include "wire/ib_hdr.h"
 #include "wire/impair.h"
 #include "wire/pcap.h"
+#include "wire/roce_cm_index.h"
 #include "wire/roce_retx.h"
 
 #define SV__ROCE_RX_BATCH 64		/* datagrams per recvmmsg */
@@ -210,8 +211,13 @@ struct sv__rctx {
 	struct sv__roce_kx *kx;
 	/* Connection manager (roce_cm.c, loop only). */
 	uv_timer_t cm_timer;		/* MAD retransmissions */
-	bool cm_arm_soon;		/* cm_timer runs on the next loop turn (sv__roce_cm_arm) */
-	struct sv__tep *cm_eps;		/* listeners and connections */
+	struct sv__tep *cm_eps;		/* listeners and connections, the newest first */
+	struct sv__tep *cm_lis;		/* the BOUND and LISTEN ones, the newest first */
+	size_t cm_neps;
+	uint64_t cm_seq;		/* endpoints made so far: the next one's seq */
+	struct sv__cm_index cm_by_local;	/* every endpoint by local_id */
+	struct sv__cm_index cm_by_remote;	/* those with a remote_id, by it */
+	struct sv__cm_heap cm_timed;	/* the endpoints with a deadline_ns, by it */
 	/* Endpoints in DREQ_SENT (roce_cm.c, sv__roce_cm_ep_move), read by the exit
 	 * destructor from another thread; cm_exiting: that destructor has run. */
 	atomic_uint cm_dreqs_open;

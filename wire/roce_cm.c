@@ -155,6 +155,8 @@ bool sv__roce_cm_ep_move(struct sv__tep *ep, enum ep_state to)
 		atomic_fetch_sub(&ep->rc->cm_dreqs_open, 1);
 	else if (to == EP_DREQ_SENT)
 		atomic_fetch_add(&ep->rc->cm_dreqs_open, 1);
+	if (ep->lis && ep->state == EP_REQ_RCVD)
+		ep->lis->waiting--;	/* the backlog's count (sv__roce_cm_set_lis) */
 	ep->state = to;
 	return true;
 }
@@ -229,17 +231,14 @@ int sv__roce_cm_mad_send(struct sv__rctx *rc, const union sv__roce_addr *dst, co
 
 static void timer_cb(uv_timer_t *t);
 
-/* Starts the timer for the earliest deadline of all endpoints, a walk over every one of
- * them (timer_cb's own end). */
-static void arm_scan(struct sv__rctx *rc)
+/* Starts the timer for the earliest deadline of all endpoints, the top of their heap
+ * (with 10000 connections a walk over all of them for every MAD made connection setup
+ * quadratic, issue 15); firing early is harmless: timer_cb acts on due deadlines only. */
+void sv__roce_cm_arm(struct sv__rctx *rc)
 {
-	uint64_t next = 0, now = sv__now_ns();
+	uint64_t next, now = sv__now_ns();
 
-	rc->cm_arm_soon = false;
-	for (struct sv__tep *e = rc->cm_eps; e; e = e->next)
-		if (e->deadline_ns && (!next || e->deadline_ns < next))
-			next = e->deadline_ns;
-	if (!next) {
+	if (!sv__cm_heap_top(&rc->cm_timed, &next)) {
 		uv_timer_stop(&rc->cm_timer);
 		return;
 	}
@@ -247,16 +246,15 @@ static void arm_scan(struct sv__rctx *rc)
 		       0, 0);
 }
 
-/* A deadline changed. With 10000 connections a walk over the endpoints after every MAD
- * made connection setup quadratic (bench/scale.sh, issue 15), so the walk waits for the
- * timer on the loop's next turn, which does it once for all the changes of this one;
- * firing early is harmless: timer_cb acts on due deadlines only. */
-void sv__roce_cm_arm(struct sv__rctx *rc)
+/* ep's deadline (0: none) and its place in the heap of those due on the timer; the
+ * heap has room for every endpoint (sv__roce_cm_ep_new), so this does not fail. */
+void sv__roce_cm_set_deadline(struct sv__tep *ep, uint64_t ns)
 {
-	if (rc->cm_arm_soon)
-		return;
-	rc->cm_arm_soon = true;
-	uv_timer_start(&rc->cm_timer, timer_cb, 0, 0);
+	ep->deadline_ns = ns;
+	if (ns)
+		(void)sv__cm_heap_set(&ep->rc->cm_timed, &ep->timer_pos, ep, ns);
+	else
+		sv__cm_heap_del(&ep->rc->cm_timed, &ep->timer_pos);
 }
 
 /* Encodes m into ep->msg and sends it; with retransmit, keeps sending it on the timer. */
@@ -271,7 +269,8 @@ int sv__roce_cm_ep_send(struct sv__tep *ep, const struct sv_cm_msg *m, bool retr
 	if (r == -EAGAIN || r == -ENOBUFS)
 		r = 0;
 	ep->tries = 1;
-	ep->deadline_ns = retransmit ? sv__now_ns() + sv__roce_cm_ms_ns(CM_RETRY_MS) : 0;
+	sv__roce_cm_set_deadline(ep, retransmit ? sv__now_ns() + sv__roce_cm_ms_ns(CM_RETRY_MS)
+					       : 0);
 	sv__roce_cm_arm(ep->rc);
 	return r;
 }
@@ -298,19 +297,90 @@ void sv__roce_cm_send_rej(struct sv__rctx *rc, const union sv__roce_addr *dst, u
  * Endpoints.
  */
 
-static bool id_taken(const struct sv__rctx *rc, uint32_t id)
+/*
+ * The endpoints are on rc->cm_eps and in two indexes, by local_id and by remote_id
+ * (roce_cm_index.h); listeners and bound endpoints are also on rc->cm_lis, and those
+ * with a deadline in rc->cm_timed, so that no MAD and no tick walks all connections.
+ * A remote_id of 0 (none yet: an active endpoint before the REP, a listener) is not in
+ * its index, where thousands of one key would make one long probe run: a request that
+ * names 0, which no CM sends, is looked up on rc->cm_eps as before.
+ */
+
+static bool is_lis(enum ep_state st)
 {
-	for (const struct sv__tep *e = rc->cm_eps; e; e = e->next)
-		if (e->local_id == id)
-			return true;
-	return false;
+	return st == EP_LISTEN || st == EP_BOUND;
+}
+
+/* The endpoint whose local_id is id: there is at most one (sv__roce_cm_ep_new). */
+struct sv__tep *sv__roce_cm_find_local(const struct sv__rctx *rc, uint32_t id)
+{
+	size_t it = 0;
+
+	return sv__cm_index_next(&rc->cm_by_local, id, &it);
+}
+
+/* The newest endpoint of an exchange whose peer is gsi and calls itself remote_id, a
+ * connection's (sidr false) or a SIDR responder's (sidr true). */
+struct sv__tep *sv__roce_cm_find_remote(const struct sv__rctx *rc, uint32_t remote_id,
+					const union sv__roce_addr *gsi, bool sidr)
+{
+	struct sv__tep *e, *best = NULL;
+	size_t it = 0;
+
+	if (!remote_id) {
+		for (e = rc->cm_eps; e; e = e->next)
+			if (!is_lis(e->state) && e->sidr == sidr && !e->remote_id &&
+			    sv__roce_addr_eq(&e->gsi, gsi))
+				return e;
+		return NULL;
+	}
+	while ((e = sv__cm_index_next(&rc->cm_by_remote, remote_id, &it)))
+		if (!is_lis(e->state) && e->sidr == sidr && sv__roce_addr_eq(&e->gsi, gsi) &&
+		    (!best || e->seq > best->seq))
+			best = e;
+	return best;
+}
+
+void sv__roce_cm_set_remote(struct sv__tep *ep, uint32_t remote_id)
+{
+	struct sv__cm_index *x = &ep->rc->cm_by_remote;
+
+	/* No more entries than endpoints, for which there is room: no failure. */
+	if (ep->remote_id)
+		sv__cm_index_del(x, ep->remote_id, ep);
+	ep->remote_id = remote_id;
+	if (remote_id)
+		(void)sv__cm_index_add(x, remote_id, ep);
+}
+
+/* A passive endpoint's listener (or none), whose count of children waiting for the
+ * application's answer (sv__roce_cm_backlog_room) it joins or leaves. */
+void sv__roce_cm_set_lis(struct sv__tep *ep, struct sv__tep *l)
+{
+	if (ep->lis && ep->state == EP_REQ_RCVD)
+		ep->lis->waiting--;
+	ep->lis = l;
+	if (l && ep->state == EP_REQ_RCVD)
+		l->waiting++;
+}
+
+/* Room in every index for one endpoint more, so that adding it cannot fail. */
+static int reserve(struct sv__rctx *rc)
+{
+	size_t n = rc->cm_neps + 1;
+
+	if (sv__cm_index_reserve(&rc->cm_by_local, n) < 0 ||
+	    sv__cm_index_reserve(&rc->cm_by_remote, n) < 0 ||
+	    sv__cm_heap_reserve(&rc->cm_timed, n) < 0)
+		return -ENOMEM;
+	return 0;
 }
 
 struct sv__tep *sv__roce_cm_ep_new(struct sv__rctx *rc, enum ep_state st)
 {
-	struct sv__tep *ep = calloc(1, sizeof(*ep));
+	struct sv__tep *ep;
 
-	if (!ep)
+	if (reserve(rc) < 0 || !(ep = calloc(1, sizeof(*ep))))
 		return NULL;
 	ep->rc = rc;
 	ep->state = st;
@@ -330,20 +400,44 @@ struct sv__tep *sv__roce_cm_ep_new(struct sv__rctx *rc, enum ep_state st)
 		ep->local_id = r[0];
 		ep->rq_psn = r[1] & SV_PSN_MASK;
 		ep->tid_low = r[2];
-	} while (ep->local_id == 0 || id_taken(rc, ep->local_id));
+	} while (ep->local_id == 0 || sv__roce_cm_find_local(rc, ep->local_id));
+	ep->seq = rc->cm_seq++;
 	ep->next = rc->cm_eps;
+	if (ep->next)
+		ep->next->pprev = &ep->next;
+	ep->pprev = &rc->cm_eps;
 	rc->cm_eps = ep;
+	if (is_lis(st)) {
+		ep->lis_next = rc->cm_lis;
+		rc->cm_lis = ep;
+	}
+	(void)sv__cm_index_add(&rc->cm_by_local, ep->local_id, ep);
+	rc->cm_neps++;
 	return ep;
 }
 
+/* ep leaves every list and index (it is freed next, or by the caller). A BOUND endpoint
+ * only becomes a LISTEN one, and a LISTEN one stays so: what is on rc->cm_lis. */
 void sv__roce_cm_ep_unlink(struct sv__tep *ep)
 {
-	for (struct sv__tep **pp = &ep->rc->cm_eps; *pp; pp = &(*pp)->next) {
-		if (*pp == ep) {
-			*pp = ep->next;
-			break;
-		}
+	struct sv__rctx *rc = ep->rc;
+
+	sv__roce_cm_set_lis(ep, NULL);
+	sv__roce_cm_set_deadline(ep, 0);
+	*ep->pprev = ep->next;
+	if (ep->next)
+		ep->next->pprev = ep->pprev;
+	if (is_lis(ep->state)) {
+		for (struct sv__tep **pp = &rc->cm_lis; *pp; pp = &(*pp)->lis_next)
+			if (*pp == ep) {
+				*pp = ep->lis_next;
+				break;
+			}
 	}
+	sv__cm_index_del(&rc->cm_by_local, ep->local_id, ep);
+	if (ep->remote_id)
+		sv__cm_index_del(&rc->cm_by_remote, ep->remote_id, ep);
+	rc->cm_neps--;
 }
 
 /* Only a listener (or a bound endpoint that will be one) owns its service port:
@@ -352,9 +446,8 @@ void sv__roce_cm_ep_unlink(struct sv__tep *ep)
  * port again while they live (perftest -R does). */
 bool sv__roce_cm_port_used(const struct sv__rctx *rc, uint16_t ps, uint16_t port)
 {
-	for (const struct sv__tep *e = rc->cm_eps; e; e = e->next)
-		if ((e->state == EP_LISTEN || e->state == EP_BOUND) && e->ps == ps &&
-		    sv__roce_addr_port(&e->local) == port)
+	for (const struct sv__tep *e = rc->cm_lis; e; e = e->lis_next)
+		if (e->ps == ps && sv__roce_addr_port(&e->local) == port)
 			return true;
 	return false;
 }
@@ -382,7 +475,7 @@ uint16_t sv__roce_cm_ephemeral(struct sv__rctx *rc, uint16_t ps)
 /* The listener of port space ps whose service ID is sid. */
 struct sv__tep *sv__roce_cm_find_listener(struct sv__rctx *rc, uint16_t ps, uint64_t sid)
 {
-	for (struct sv__tep *e = rc->cm_eps; e; e = e->next)
+	for (struct sv__tep *e = rc->cm_lis; e; e = e->lis_next)
 		if (e->state == EP_LISTEN && e->ps == ps &&
 		    sv__cm_service_id_ps(ps, sv__roce_addr_port(&e->local)) == sid)
 			return e;
@@ -471,7 +564,7 @@ static void give_up(struct sv__tep *ep)
 {
 	enum ep_state st = ep->state;
 
-	ep->deadline_ns = 0;
+	sv__roce_cm_set_deadline(ep, 0);
 	if (st == EP_ESTABLISHED)
 		return;			/* the RTU's repeats are done */
 	sv__roce_cm_ep_move(ep, EP_CLOSED);
@@ -488,7 +581,7 @@ static void req_timeout(struct sv__tep *ep)
 {
 	struct sv__rctx *rc = ep->rc;
 
-	ep->deadline_ns = 0;
+	sv__roce_cm_set_deadline(ep, 0);
 	rc->cm_st.req_timeouts++;
 	sv__log(SV_LOG_INFO, "softverbs udp: CM %08x: the application did not answer the "
 		"request in %d ms: refused", ep->local_id, SV_CM_REQ_TIMEOUT_MS);
@@ -514,29 +607,25 @@ static void rep_tick(struct sv__tep *ep, uint64_t now)
 		return;
 	}
 	if (now >= ep->expire_ns) {
-		ep->deadline_ns = 0;
+		sv__roce_cm_set_deadline(ep, 0);
 		sv__roce_cm_ep_move(ep, EP_CLOSED);
 		sv__roce_cm_report(ep, SV_CM_EVENT_UNREACHABLE, -ETIMEDOUT, NULL);
 		return;
 	}
-	ep->deadline_ns = now + sv__roce_cm_ms_ns(CM_RETRY_MS);
-	if (ep->deadline_ns > ep->expire_ns)
-		ep->deadline_ns = ep->expire_ns;
+	sv__roce_cm_set_deadline(ep, now + sv__roce_cm_ms_ns(CM_RETRY_MS) < ep->expire_ns ?
+				 now + sv__roce_cm_ms_ns(CM_RETRY_MS) : ep->expire_ns);
 }
 
+/* The endpoints whose deadline is due, earliest first. Each one's handling sets it a
+ * later deadline (from now: never one already due), clears it, or frees the endpoint,
+ * so each is handled once per tick. */
 static void timer_cb(uv_timer_t *t)
 {
 	struct sv__rctx *rc = t->data;
-	uint64_t now = sv__now_ns();
-	struct sv__tep *next;
+	uint64_t now = sv__now_ns(), due;
+	struct sv__tep *e;
 
-	rc->cm_arm_soon = false;
-
-	/* give_up() may free e (an orphan's last DREQ). */
-	for (struct sv__tep *e = rc->cm_eps; e; e = next) {
-		next = e->next;
-		if (!e->deadline_ns || e->deadline_ns > now)
-			continue;
+	while ((e = sv__cm_heap_top(&rc->cm_timed, &due)) && due <= now) {
 		if (e->state == EP_REQ_RCVD) {
 			req_timeout(e);
 			continue;
@@ -546,7 +635,8 @@ static void timer_cb(uv_timer_t *t)
 			continue;
 		}
 		/* Our RTU needs no more repeats once our QP hears from the peer's: its first
-		 * packet reached the peer's QP too, which establishes the peer. */
+		 * packet reached the peer's QP too, which establishes the peer. give_up() may
+		 * free e (an orphan's last DREQ). */
 		if (e->tries > e->retries ||
 		    (e->state == EP_ESTABLISHED && e->qp && sv__roce_cm_qp_rx(e) != e->rx_mark)) {
 			give_up(e);
@@ -554,10 +644,11 @@ static void timer_cb(uv_timer_t *t)
 		}
 		(void)sv__roce_cm_mad_send(rc, &e->gsi, e->msg);
 		e->tries++;
-		e->deadline_ns = now + sv__roce_cm_ms_ns(rc->cm_exiting ? CM_EXIT_RETRY_MS :
-							  CM_RETRY_MS);
+		sv__roce_cm_set_deadline(e, now + sv__roce_cm_ms_ns(rc->cm_exiting ?
+								 CM_EXIT_RETRY_MS :
+								 CM_RETRY_MS));
 	}
-	arm_scan(rc);
+	sv__roce_cm_arm(rc);
 }
 
 /*
@@ -592,7 +683,7 @@ static int exit_dreqs(void *arg)
 			e->tries++;
 		}
 		if (e->state == EP_DREQ_SENT && e->deadline_ns && e->tries <= e->retries)
-			e->deadline_ns = now + sv__roce_cm_ms_ns(CM_EXIT_RETRY_MS);
+			sv__roce_cm_set_deadline(e, now + sv__roce_cm_ms_ns(CM_EXIT_RETRY_MS));
 	}
 	sv__roce_cm_arm(rc);
 	atomic_fetch_sub(&cm_exit_pending, 1);
@@ -635,6 +726,8 @@ __attribute__((destructor)) static void cm_at_exit(void)
 
 void sv__roce_cm_init(struct sv__rctx *rc)
 {
+	uint32_t seed;
+
 	uv_timer_init(sv__ctx_loop(rc->ctx), &rc->cm_timer);
 	rc->cm_timer.data = rc;
 	/* The PSN of our MADs on QP1: UD receivers do not check it (IBA 9.7.7.1.1),
@@ -643,6 +736,12 @@ void sv__roce_cm_init(struct sv__rctx *rc)
 	if (sv__random(&rc->gsi_psn, sizeof(rc->gsi_psn)) < 0)
 		rc->gsi_psn = 0;
 	rc->gsi_psn &= SV_PSN_MASK;
+	/* Peers choose the remote IDs: a seed they do not know keeps them from filling one
+	 * slot of the index (roce_cm_index.h); without one it works all the same. */
+	if (sv__random(&seed, sizeof(seed)) < 0)
+		seed = 0;
+	sv__cm_index_init(&rc->cm_by_local, seed);
+	sv__cm_index_init(&rc->cm_by_remote, seed);
 	pthread_mutex_lock(&cm_live_lock);
 	rc->cm_live_next = cm_live;
 	cm_live = rc;
@@ -668,6 +767,9 @@ void sv__roce_cm_fini(struct sv__rctx *rc)
 			free(e);
 		}
 	}
+	sv__cm_index_fini(&rc->cm_by_local);
+	sv__cm_index_fini(&rc->cm_by_remote);
+	sv__cm_heap_fini(&rc->cm_timed);
 }
 
 void sv__roce_cm_qp_gone(struct sv__rqp *q)

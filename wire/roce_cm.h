@@ -10,6 +10,7 @@
  *   roce_cm_sidr.c  SIDR for UD port spaces: SIDR_REQ, SIDR_REP, both sides
  *   roce_cm_ops.c   the operations of core/transport.h: bind, listen, connect, accept,
  *                   reject, disconnect, destroy, addresses, counters
+ *   roce_cm_index.c the endpoints' indexes by communication ID and their deadline heap
  *
  * The operations core calls are declared in roce.h. Everything here runs on the loop.
  */
@@ -45,7 +46,10 @@ enum ep_state {
 
 struct sv__tep {
 	struct sv__rctx *rc;
-	struct sv__tep *next;
+	struct sv__tep *next, **pprev;	/* rc->cm_eps */
+	struct sv__tep *lis_next;	/* BOUND, LISTEN: rc->cm_lis */
+	uint64_t seq;			/* its place in rc->cm_eps: larger is newer */
+	size_t timer_pos;		/* in rc->cm_timed (roce_cm_index.h) */
 	void *cm;			/* core's cookie */
 	enum ep_state state;
 	struct sv_qp *qp;
@@ -72,12 +76,14 @@ struct sv__tep {
 	uint64_t req_tid;		/* passive: the REQ's transaction */
 	uint8_t msg[SV_MAD_LEN];	/* the last MAD sent, for retransmission */
 	unsigned tries;
-	uint64_t deadline_ns;		/* 0: nothing to do on the timer */
+	uint64_t deadline_ns;		/* 0: nothing to do on the timer; set by
+					 * sv__roce_cm_set_deadline only */
 	uint64_t expire_ns;		/* passive, REP_SENT: the end of the wait for the RTU */
 	uint64_t rx_mark;		/* the QP's received packets when the REP or RTU went */
 	uint64_t rtu_wait_ns;		/* passive: how long the active side repeats its REQ */
 	struct sv__tep *lis;		/* passive: its listener while both live */
 	int backlog;			/* listener: requests that may wait for a decision */
+	int waiting;			/* listener: its children in REQ_RCVD */
 	bool dropping;			/* listener: its backlog is full (said once) */
 	int dir_fd;			/* listener: its host-local directory entry, or -1 */
 	union sv__roce_addr bound;	/* EP_BOUND: the address as sv_cm_bind named it */
@@ -101,6 +107,12 @@ void sv__roce_cm_send_rej(struct sv__rctx *rc, const union sv__roce_addr *dst, u
 			  const uint8_t *priv, size_t priv_len);
 struct sv__tep *sv__roce_cm_ep_new(struct sv__rctx *rc, enum ep_state st);
 void sv__roce_cm_ep_unlink(struct sv__tep *ep);
+void sv__roce_cm_set_deadline(struct sv__tep *ep, uint64_t ns);
+void sv__roce_cm_set_remote(struct sv__tep *ep, uint32_t remote_id);
+void sv__roce_cm_set_lis(struct sv__tep *ep, struct sv__tep *l);
+struct sv__tep *sv__roce_cm_find_local(const struct sv__rctx *rc, uint32_t id);
+struct sv__tep *sv__roce_cm_find_remote(const struct sv__rctx *rc, uint32_t remote_id,
+					const union sv__roce_addr *gsi, bool sidr);
 bool sv__roce_cm_port_used(const struct sv__rctx *rc, uint16_t ps, uint16_t port);
 uint16_t sv__roce_cm_ephemeral(struct sv__rctx *rc, uint16_t ps);
 struct sv__tep *sv__roce_cm_find_listener(struct sv__rctx *rc, uint16_t ps, uint64_t sid);

@@ -365,6 +365,7 @@ int sv__roce_cm_accept(struct sv__tep *ep, struct sv_qp *qp, const struct sv__co
 {
 	uint16_t peer_rr = ep->ird, peer_id = ep->ord;
 	struct sv_cm_msg *m;
+	uint64_t tick;
 	int r;
 
 	if (ep->timed_out)
@@ -426,9 +427,8 @@ int sv__roce_cm_accept(struct sv__tep *ep, struct sv_qp *qp, const struct sv__co
 	ep->rx_mark = sv__roce_cm_qp_rx(ep);
 	r = sv__roce_cm_ep_send(ep, m, false);
 	ep->expire_ns = sv__now_ns() + ep->rtu_wait_ns;
-	ep->deadline_ns = sv__now_ns() + sv__roce_cm_ms_ns(CM_RETRY_MS);
-	if (ep->deadline_ns > ep->expire_ns)
-		ep->deadline_ns = ep->expire_ns;
+	tick = sv__now_ns() + sv__roce_cm_ms_ns(CM_RETRY_MS);
+	sv__roce_cm_set_deadline(ep, tick < ep->expire_ns ? tick : ep->expire_ns);
 	sv__roce_cm_arm(ep->rc);
 out:
 	free(m);
@@ -513,7 +513,7 @@ int sv__roce_cm_disconnect(struct sv__tep *ep)
 	if ((r = sv__roce_cm_send_dreq(ep, ep->state == EP_ESTABLISHED)) == 0) {
 		if (ep->state == EP_REP_SENT) {
 			ep->tries = ep->retries + 1u;
-			ep->deadline_ns = sv__now_ns() + sv__roce_cm_ms_ns(CM_RETRY_MS);
+			sv__roce_cm_set_deadline(ep, sv__now_ns() + sv__roce_cm_ms_ns(CM_RETRY_MS));
 			sv__roce_cm_arm(ep->rc);
 		}
 		sv__roce_cm_ep_move(ep, EP_DREQ_SENT);
@@ -535,12 +535,14 @@ void sv__roce_cm_ep_destroy(struct sv__tep *ep)
 				     SV_CM_MSG_REQ, SV_CM_REJ_CONSUMER_DEFINED, NULL, 0);
 	sv__roce_cm_dir_withdraw(ep->dir_fd);
 	ep->dir_fd = -1;
-	for (struct sv__tep *e = rc->cm_eps; e; e = e->next)
-		if (e->lis == ep)
-			e->lis = NULL;
+	/* A listener's children outlive it, no longer counted against any backlog. */
+	if (ep->state == EP_LISTEN)
+		for (struct sv__tep *e = rc->cm_eps; e; e = e->next)
+			if (e->lis == ep)
+				e->lis = NULL;
 	detach_qp(ep);
 	ep->cm = NULL;
-	ep->lis = NULL;
+	sv__roce_cm_set_lis(ep, NULL);
 	/* A DREQ that is still repeated outlives its id (roce_cm.c, at the top): the
 	 * endpoint stays until the DREP or the last retry. */
 	if (ep->state == EP_DREQ_SENT && ep->deadline_ns && ep->tries <= ep->retries) {

@@ -34,9 +34,10 @@
 
 static struct sv__tep *find_by_local(struct sv__rctx *rc, uint32_t id)
 {
-	for (struct sv__tep *e = rc->cm_eps; e; e = e->next)
-		if (e->state != EP_LISTEN && e->state != EP_BOUND && !e->sidr && e->local_id == id)
-			return e;
+	struct sv__tep *e = sv__roce_cm_find_local(rc, id);
+
+	if (e && e->state != EP_LISTEN && e->state != EP_BOUND && !e->sidr)
+		return e;
 	return NULL;
 }
 
@@ -91,11 +92,8 @@ bool sv__roce_cm_from_peer(struct sv__rctx *rc, const struct sv__tep *ep, const 
  */
 bool sv__roce_cm_backlog_room(struct sv__rctx *rc, struct sv__tep *l)
 {
-	int n = 0;
+	int n = l->waiting;
 
-	for (const struct sv__tep *e = rc->cm_eps; e; e = e->next)
-		if (e->lis == l && e->state == EP_REQ_RCVD)
-			n++;
 	if (n < l->backlog) {
 		l->dropping = false;
 		return true;
@@ -119,11 +117,11 @@ struct sv__tep *sv__roce_cm_passive_ep(struct sv__rctx *rc, struct sv__tep *l,
 
 	if (!ep)
 		return NULL;
-	ep->lis = l;
-	ep->remote_id = remote_id;
+	sv__roce_cm_set_lis(ep, l);
+	sv__roce_cm_set_remote(ep, remote_id);
 	ep->req_tid = tid;
 	ep->gsi = *src;
-	ep->deadline_ns = sv__now_ns() + sv__roce_cm_ms_ns(SV_CM_REQ_TIMEOUT_MS);
+	sv__roce_cm_set_deadline(ep, sv__now_ns() + sv__roce_cm_ms_ns(SV_CM_REQ_TIMEOUT_MS));
 	return ep;
 }
 
@@ -133,32 +131,28 @@ static void rx_req(struct sv__rctx *rc, const union sv__roce_addr *src,
 	const struct sv_cm_req *req = &m->req;
 	struct sv__conn_param p = { 0 };
 	struct sv_cm_ip_hdr ip;
-	struct sv__tep *l = NULL, *ep;
+	struct sv__tep *l = NULL, *ep, *e;
 	uint16_t sport = 0;
 	bool has_ip = false;
 
-	for (struct sv__tep *e = rc->cm_eps; e; e = e->next) {
-		if (e->state == EP_LISTEN || e->state == EP_BOUND || e->sidr)
-			continue;
-		if (e->remote_id == req->local_comm_id && sv__roce_addr_eq(&e->gsi, src)) {
-			/* A repeated REQ (IBA 12.9.5), answered once each: still deciding ->
-			 * MRA; REP or REJ lost -> it again; otherwise it is stale. */
-			if (e->state == EP_REQ_RCVD) {
-				struct sv_cm_msg a;
-				uint8_t buf[SV_MAD_LEN];
+	if ((e = sv__roce_cm_find_remote(rc, req->local_comm_id, src, false))) {
+		/* A repeated REQ (IBA 12.9.5), answered once each: still deciding -> MRA;
+		 * REP or REJ lost -> it again; otherwise it is stale. */
+		if (e->state == EP_REQ_RCVD) {
+			struct sv_cm_msg a;
+			uint8_t buf[SV_MAD_LEN];
 
-				sv__cm_mad_init(&a, SV_CM_ATTR_MRA, m->mad.tid);
-				a.mra.local_comm_id = e->local_id;
-				a.mra.remote_comm_id = e->remote_id;
-				a.mra.msg_mraed = SV_CM_MSG_REQ;
-				a.mra.service_timeout = CM_MRA_SERVICE_TIMEOUT;
-				if (sv__cm_encode(buf, sizeof(buf), &a) == SV_MAD_LEN)
-					(void)sv__roce_cm_mad_send(rc, src, buf);
-			} else if (e->state == EP_REP_SENT || e->rejected) {
-				(void)sv__roce_cm_mad_send(rc, src, e->msg); /* ours was lost */
-			}
-			return;
+			sv__cm_mad_init(&a, SV_CM_ATTR_MRA, m->mad.tid);
+			a.mra.local_comm_id = e->local_id;
+			a.mra.remote_comm_id = e->remote_id;
+			a.mra.msg_mraed = SV_CM_MSG_REQ;
+			a.mra.service_timeout = CM_MRA_SERVICE_TIMEOUT;
+			if (sv__cm_encode(buf, sizeof(buf), &a) == SV_MAD_LEN)
+				(void)sv__roce_cm_mad_send(rc, src, buf);
+		} else if (e->state == EP_REP_SENT || e->rejected) {
+			(void)sv__roce_cm_mad_send(rc, src, e->msg); /* ours was lost */
 		}
+		return;
 	}
 	if (!(l = sv__roce_cm_find_listener(rc, SV_CMA_PS_TCP, req->service_id))) {
 		sv__roce_cm_send_rej(rc, src, m->mad.tid, 0, req->local_comm_id, SV_CM_MSG_REQ,
@@ -249,7 +243,7 @@ static void rx_rep(struct sv__rctx *rc, const union sv__roce_addr *src,
 	}
 	if (ep->state != EP_REQ_SENT || !ep->qp)
 		return;
-	ep->remote_id = rep->local_comm_id;
+	sv__roce_cm_set_remote(ep, rep->local_comm_id);
 	ep->remote_qpn = rep->local_qpn;
 	ep->gsi = *src;
 	if (rep->responder_resources < ep->ord)
@@ -265,7 +259,7 @@ static void rx_rep(struct sv__rctx *rc, const union sv__roce_addr *src,
 		sv__roce_cm_send_rej(rc, src, m->mad.tid, ep->local_id, ep->remote_id,
 				     SV_CM_MSG_REP, SV_CM_REJ_NO_RESOURCES, NULL, 0);
 		sv__roce_cm_ep_move(ep, EP_CLOSED);
-		ep->deadline_ns = 0;
+		sv__roce_cm_set_deadline(ep, 0);
 		sv__roce_cm_report(ep, SV_CM_EVENT_CONNECT_ERROR, -EINVAL, NULL);
 		return;
 	}
@@ -290,7 +284,7 @@ void sv__roce_cm_passive_established(struct sv__tep *ep)
 {
 	struct sv__conn_param p = { 0 };
 
-	ep->deadline_ns = 0;
+	sv__roce_cm_set_deadline(ep, 0);
 	if (!ep->qp) {
 		sv__roce_cm_ep_move(ep, EP_CLOSED);
 		sv__roce_cm_report(ep, SV_CM_EVENT_CONNECT_ERROR, -EINVAL, NULL);
@@ -335,7 +329,7 @@ static void rx_rej(struct sv__rctx *rc, const union sv__roce_addr *src,
 		return;
 	}
 	sv__roce_cm_ep_move(ep, EP_CLOSED);
-	ep->deadline_ns = 0;
+	sv__roce_cm_set_deadline(ep, 0);
 	/* An application's reject carries its private data; ours (no listener, ...) none
 	 * worth passing, but the full field is what IB delivers either way. */
 	p.priv = m->rej.private_data;
@@ -358,7 +352,7 @@ static void rx_mra(struct sv__rctx *rc, const union sv__roce_addr *src,
 	 * on top of our usual wait, capped at 2^24 (69 s). The REQ's tries go on counting,
 	 * as the kernel's ib_cm counts them, so MRAs cannot park us for ever. */
 	wait_ns = cm_time_ns(m->mra.service_timeout);
-	ep->deadline_ns = sv__now_ns() + wait_ns + sv__roce_cm_ms_ns(CM_RETRY_MS);
+	sv__roce_cm_set_deadline(ep, sv__now_ns() + wait_ns + sv__roce_cm_ms_ns(CM_RETRY_MS));
 }
 
 static void rx_dreq(struct sv__rctx *rc, const union sv__roce_addr *src,
@@ -385,7 +379,7 @@ static void rx_dreq(struct sv__rctx *rc, const union sv__roce_addr *src,
 	if (ep->state == EP_ESTABLISHED || ep->state == EP_REP_SENT ||
 	    ep->state == EP_DREQ_SENT) {
 		sv__roce_cm_ep_move(ep, EP_CLOSED);
-		ep->deadline_ns = 0;
+		sv__roce_cm_set_deadline(ep, 0);
 		sv__roce_cm_ep_disconnected(ep);
 	}
 }
@@ -402,7 +396,7 @@ static void rx_drep(struct sv__rctx *rc, const union sv__roce_addr *src,
 		return;
 	}
 	sv__roce_cm_ep_move(ep, EP_CLOSED);
-	ep->deadline_ns = 0;
+	sv__roce_cm_set_deadline(ep, 0);
 	sv__roce_cm_ep_disconnected(ep);
 }
 

@@ -31,13 +31,10 @@ void sv__roce_cm_rx_sidr_req(struct sv__rctx *rc, const union sv__roce_addr *src
 	const struct sv_cm_sidr_req *req = &m->sidr_req;
 	struct sv__conn_param p = { 0 };
 	struct sv_cm_ip_hdr ip;
-	struct sv__tep *l = NULL, *ep;
+	struct sv__tep *l = NULL, *ep, *e;
 	uint16_t ps = (uint16_t)(req->service_id >> 16);
 
-	for (struct sv__tep *e = rc->cm_eps; e; e = e->next) {
-		if (!e->sidr || e->state == EP_LISTEN || e->state == EP_BOUND || e->remote_id != req->request_id ||
-		    !sv__roce_addr_eq(&e->gsi, src))
-			continue;
+	if ((e = sv__roce_cm_find_remote(rc, req->request_id, src, true))) {
 		/* A repeated SIDR_REQ (IBA 12.11.2): our SIDR_REP again once there is one;
 		 * while the application decides, the requester keeps waiting. */
 		if (e->state == EP_SIDR_DONE)
@@ -85,15 +82,14 @@ void sv__roce_cm_rx_sidr_rep(struct sv__rctx *rc, const union sv__roce_addr *src
 	const struct sv_cm_sidr_rep *rep = &m->sidr_rep;
 	struct sv__conn_param p = { 0 };
 	struct sv_cm_ud_param ud = { 0 };
-	struct sv__tep *ep = NULL;
+	struct sv__tep *ep = sv__roce_cm_find_local(rc, rep->request_id);
 
-	for (struct sv__tep *e = rc->cm_eps; e; e = e->next)
-		if (e->sidr && e->state == EP_SIDR_SENT && e->local_id == rep->request_id)
-			ep = e;
+	if (ep && (!ep->sidr || ep->state != EP_SIDR_SENT))
+		ep = NULL;
 	if (!ep || !sv__roce_cm_from_peer(rc, ep, "SIDR_REP", src))
 		return;		/* a repeated answer, for an endpoint gone, or forged */
 	sv__roce_cm_ep_move(ep, EP_SIDR_DONE);
-	ep->deadline_ns = 0;
+	sv__roce_cm_set_deadline(ep, 0);
 	p.priv = rep->private_data;
 	p.priv_len = SV_CM_SIDR_REP_PRIVATE_LEN;
 	if (rep->status != SV_CM_SIDR_SUCCESS) {
