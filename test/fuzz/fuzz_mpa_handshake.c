@@ -295,12 +295,53 @@ static void conn_write(const uint8_t *d, size_t size)
 
 /* ---------------------------------------------------------------------------------------
  * One input.
+ *
+ * libFuzzer's timers interrupt system calls with signals (once a second): a poll that
+ * returns -1 with EINTR is polled again for the time left, and a connect it interrupted
+ * goes on in the kernel (connect(2), EINTR), so the harness waits for its outcome. Once,
+ * in CI, "connect to our listener: Interrupted system call" ended a run as if an
+ * invariant had broken.
  */
+
+/* poll(2) for up to ms in all, through signals. */
+static int poll_through_signals(struct pollfd *p, nfds_t n, int ms)
+{
+	uint64_t end = now_ms() + (uint64_t)ms;
+	int r;
+
+	do {
+		uint64_t now = now_ms();
+
+		r = poll(p, n, now < end ? (int)(end - now) : 0);
+	} while (r < 0 && errno == EINTR && now_ms() < end);
+	return r;
+}
+
+/* connect(2) to a, finished even when a signal interrupted it; 0 or -1 with errno. */
+static int connect_through_signals(int s, const struct sockaddr_in *a)
+{
+	struct pollfd pf = { .fd = s, .events = POLLOUT };
+	socklen_t l = sizeof(int);
+	int err = 0;
+
+	if (connect(s, (const struct sockaddr *)a, sizeof(*a)) == 0)
+		return 0;
+	if (errno != EINTR)
+		return -1;
+	if (poll_through_signals(&pf, 1, HANG_MS) != 1) {
+		errno = ETIMEDOUT;
+		return -1;
+	}
+	if (getsockopt(s, SOL_SOCKET, SO_ERROR, &err, &l) != 0)
+		return -1;
+	errno = err;
+	return err ? -1 : 0;
+}
 
 static void run_responder(const uint8_t *d, size_t size)
 {
 	C.s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (C.s < 0 || connect(C.s, (struct sockaddr *)&dev_addr, sizeof(dev_addr)) != 0)
+	if (C.s < 0 || connect_through_signals(C.s, &dev_addr) != 0)
 		lv_fail("connect to our listener: %s", strerror(errno));
 	conn_write(d, size);
 	shutdown(C.s, SHUT_WR);
@@ -317,8 +358,8 @@ static void run_initiator(const uint8_t *d, size_t size)
 	if (sv_cm_create_id(ch, ctx, NULL, &C.id) ||
 	    sv_cm_connect(C.id, C.qp, (struct sockaddr *)&fz_addr, &p))
 		lv_fail("connect");
-	if (poll(&pf, 1, HANG_MS) != 1 || (C.s = accept4(fz_listen, NULL, NULL,
-							 SOCK_CLOEXEC)) < 0)
+	if (poll_through_signals(&pf, 1, HANG_MS) != 1 ||
+	    (C.s = accept4(fz_listen, NULL, NULL, SOCK_CLOEXEC)) < 0)
 		lv_fail("our connect never arrived");
 	/* Our Request first: the Reply answers it. */
 	for (uint64_t end = now_ms() + HANG_MS; !C.rr_checked && !C.eof;) {
