@@ -10,13 +10,13 @@
 
 #define SVC_EXPORT __attribute__((visibility("default")))
 
+/* Every entry point answers the same whatever it is given. */
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+
 SVC_EXPORT struct ibv_qp *efadv_create_driver_qp(struct ibv_pd *ibvpd,
 						 struct ibv_qp_init_attr *attr,
 						 uint32_t driver_qp_type)
 {
-	(void)ibvpd;
-	(void)attr;
-	(void)driver_qp_type;
 	errno = EOPNOTSUPP;
 	return NULL;
 }
@@ -24,9 +24,6 @@ SVC_EXPORT struct ibv_qp *efadv_create_driver_qp(struct ibv_pd *ibvpd,
 SVC_EXPORT int efadv_query_device(struct ibv_context *ibvctx, struct efadv_device_attr *attr,
 				  uint32_t inlen)
 {
-	(void)ibvctx;
-	(void)attr;
-	(void)inlen;
 	return EOPNOTSUPP;
 }
 
@@ -34,10 +31,6 @@ SVC_EXPORT struct ibv_qp *efadv_create_qp_ex(struct ibv_context *ibvctx,
 					     struct ibv_qp_init_attr_ex *attr_ex,
 					     struct efadv_qp_init_attr *efa_attr, uint32_t inlen)
 {
-	(void)ibvctx;
-	(void)attr_ex;
-	(void)efa_attr;
-	(void)inlen;
 	errno = EOPNOTSUPP;
 	return NULL;
 }
@@ -45,9 +38,6 @@ SVC_EXPORT struct ibv_qp *efadv_create_qp_ex(struct ibv_context *ibvctx,
 SVC_EXPORT int efadv_query_ah(struct ibv_ah *ibvah, struct efadv_ah_attr *attr,
 			      uint32_t inlen)
 {
-	(void)ibvah;
-	(void)attr;
-	(void)inlen;
 	return EOPNOTSUPP;
 }
 
@@ -55,17 +45,12 @@ SVC_EXPORT struct ibv_cq_ex *efadv_create_cq(struct ibv_context *ibvctx,
 					     struct ibv_cq_init_attr_ex *attr_ex,
 					     struct efadv_cq_init_attr *efa_attr, uint32_t inlen)
 {
-	(void)ibvctx;
-	(void)attr_ex;
-	(void)efa_attr;
-	(void)inlen;
 	errno = EOPNOTSUPP;
 	return NULL;
 }
 
 SVC_EXPORT struct efadv_cq *efadv_cq_from_ibv_cq_ex(struct ibv_cq_ex *ibvcqx)
 {
-	(void)ibvcqx;
 	errno = EOPNOTSUPP;
 	return NULL;
 }

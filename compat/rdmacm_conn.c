@@ -1,7 +1,7 @@
 /*
  * rdmacm_conn.c — librdmacm drop-in: connecting, accepting, rejecting and disconnecting an
- * id, its QP attributes and options, migrating it between channels, and the calls the sv_
- * API does not have (multicast, ECE).
+ * id, its QP attributes and options, and migrating it between channels. The calls the sv_
+ * API does not have are in rdmacm_unsupported.c.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -354,45 +354,6 @@ SVC_EXPORT int rdma_migrate_id(struct rdma_cm_id *cm_id, struct rdma_event_chann
 		rdma_destroy_event_channel(old);
 	id->sync = own_new;
 	return 0;
-}
-
-SVC_EXPORT int rdma_join_multicast(struct rdma_cm_id *cm_id, struct sockaddr *addr,
-				   void *context)
-{
-	(void)cm_id;
-	(void)addr;
-	(void)context;
-	return fail(ENOSYS);
-}
-
-SVC_EXPORT int rdma_join_multicast_ex(struct rdma_cm_id *cm_id,
-				      struct rdma_cm_join_mc_attr_ex *mc_join_attr, void *context)
-{
-	(void)cm_id;
-	(void)mc_join_attr;
-	(void)context;
-	return fail(ENOSYS);
-}
-
-SVC_EXPORT int rdma_leave_multicast(struct rdma_cm_id *cm_id, struct sockaddr *addr)
-{
-	(void)cm_id;
-	(void)addr;
-	return fail(ENOSYS);
-}
-
-SVC_EXPORT int rdma_set_local_ece(struct rdma_cm_id *cm_id, struct ibv_ece *ece)
-{
-	(void)cm_id;
-	(void)ece;
-	return fail(EOPNOTSUPP);
-}
-
-SVC_EXPORT int rdma_get_remote_ece(struct rdma_cm_id *cm_id, struct ibv_ece *ece)
-{
-	(void)cm_id;
-	(void)ece;
-	return fail(EOPNOTSUPP);
 }
 
 SVC_EXPORT __be16 rdma_get_src_port(struct rdma_cm_id *cm_id)

@@ -9,59 +9,61 @@
 #include "core/internal.h"
 #include "nic/nic.h"
 
+/* The transport ops of an RC QP of a software device, the ones that may do AEAD; NULL
+ * otherwise: a device has its own link security. */
+static const struct sv__transport_ops *aead_ops(struct sv_qp *pub)
+{
+	if (pub->context->nic || pub->qp_type != SV_QPT_RC)
+		return NULL;
+	return to_qp(pub)->ops;
+}
+
+/* Keys go in before RTR: from then on the QP receives, and every packet it takes must be
+ * authenticated. */
+static bool aead_keys_in_time(struct sv__qp *qp)
+{
+	enum sv_qp_state st;
+
+	sv__qp_lock(&qp->pub);
+	st = qp->attr.qp_state;
+	sv__qp_unlock(&qp->pub);
+	return st == SV_QPS_RESET || st == SV_QPS_INIT;
+}
+
 int sv_qp_aead_spi(struct sv_qp *pub, uint32_t *spi)
 {
-	struct sv__qp *qp;
+	const struct sv__transport_ops *ops;
 
 	if (!pub || !spi)
 		return -EINVAL;
-	if (pub->context->nic)
-		return -EOPNOTSUPP;	/* the device has its own link security */
-	qp = to_qp(pub);
-	if (!qp->ops->qp_aead_spi || pub->qp_type != SV_QPT_RC)
+	if (!(ops = aead_ops(pub)) || !ops->qp_aead_spi)
 		return -EOPNOTSUPP;
-	return qp->ops->qp_aead_spi(pub, spi);
+	return ops->qp_aead_spi(pub, spi);
 }
 
 int sv_qp_set_aead(struct sv_qp *pub, const struct sv_aead_keys *keys)
 {
-	enum sv_qp_state st;
-	struct sv__qp *qp;
+	const struct sv__transport_ops *ops;
 
 	if (!pub || !keys || !keys->tx_spi ||
 	    (keys->alg != SV_AEAD_AES_128_GCM && keys->alg != SV_AEAD_AES_256_GCM))
 		return -EINVAL;
-	if (pub->context->nic)
-		return -EOPNOTSUPP;	/* the device has its own link security */
-	qp = to_qp(pub);
-	if (!qp->ops->qp_set_aead || pub->qp_type != SV_QPT_RC)
+	if (!(ops = aead_ops(pub)) || !ops->qp_set_aead)
 		return -EOPNOTSUPP;
-	/* Before RTR: from then on the QP receives, and every packet it takes must be
-	 * authenticated. */
-	sv__qp_lock(pub);
-	st = qp->attr.qp_state;
-	sv__qp_unlock(pub);
-	if (st != SV_QPS_RESET && st != SV_QPS_INIT)
+	if (!aead_keys_in_time(to_qp(pub)))
 		return -EINVAL;
-	return qp->ops->qp_set_aead(pub, keys);
+	return ops->qp_set_aead(pub, keys);
 }
 
 int sv_qp_aead_exchange(struct sv_qp *pub, int fd, int server, uint32_t *peer_qpn)
 {
-	enum sv_qp_state st;
-	struct sv__qp *qp;
+	const struct sv__transport_ops *ops;
 
 	if (!pub || fd < 0)
 		return -EINVAL;
-	if (pub->context->nic)
-		return -EOPNOTSUPP;	/* the device has its own link security */
-	qp = to_qp(pub);
-	if (!qp->ops->qp_aead_exchange || pub->qp_type != SV_QPT_RC)
+	if (!(ops = aead_ops(pub)) || !ops->qp_aead_exchange)
 		return -EOPNOTSUPP;
-	sv__qp_lock(pub);
-	st = qp->attr.qp_state;
-	sv__qp_unlock(pub);
-	if (st != SV_QPS_RESET && st != SV_QPS_INIT)
+	if (!aead_keys_in_time(to_qp(pub)))
 		return -EINVAL;
-	return qp->ops->qp_aead_exchange(pub, fd, server != 0, peer_qpn);
+	return ops->qp_aead_exchange(pub, fd, server != 0, peer_qpn);
 }

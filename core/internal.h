@@ -418,6 +418,29 @@ static inline struct sv__srq *to_srq(struct sv_srq *srq)
 	return container_of(srq, struct sv__srq, pub);
 }
 
+/* A receive WR a receive queue (a QP's or an SRQ's) cannot hold: an SGE count over its
+ * max_sge or a missing list, which ibv_post_recv(3) and ibv_post_srq_recv(3) refuse. */
+static inline bool sv__recv_wr_bad(const struct sv_recv_wr *wr, uint32_t max_sge)
+{
+	return wr->num_sge < 0 || (uint32_t)wr->num_sge > max_sge ||
+	       (wr->num_sge && !wr->sg_list);
+}
+
+/* Copies a checked receive WR into its queue slot, with its total length saturated. */
+static inline void sv__recv_wqe_fill(struct sv__recv_wqe *w, const struct sv_recv_wr *wr)
+{
+	uint64_t total = 0;
+	int i;
+
+	w->wr_id = wr->wr_id;
+	w->num_sge = (uint32_t)wr->num_sge;
+	for (i = 0; i < wr->num_sge; i++) {
+		w->sge[i] = wr->sg_list[i];
+		total += wr->sg_list[i].length;
+	}
+	w->length = total > UINT32_MAX ? UINT32_MAX : (uint32_t)total;
+}
+
 /* Attach/detach a QP at create/destroy; attach fails (-EINVAL) for another PD. */
 int sv__srq_attach(struct sv__srq *srq, struct sv_pd *pd);
 void sv__srq_detach(struct sv__srq *srq);

@@ -31,9 +31,11 @@
 
 /* ---------------------------------------------------------------------------------------
  * The RC state table: legal transitions with their required and optional attribute
- * masks (torvalds/linux drivers/infiniband/core/verbs.c qp_state_table, RC column;
+ * masks (IBTA Vol 1 11.2.5.2, Table "QP State Transition Properties", RC column;
  * doc/verbs.md 1). SV_QP_STATE itself is always allowed; anything outside req|opt is
  * -EINVAL. SQE does not exist on RC ("any send-side error on RC moves the QP to ERR").
+ * RESET and ERR are not in the tables: every state of every QP type may move to either
+ * with no other attribute (IBTA Vol 1 10.3.1), which any_to_reset_or_err says once.
  */
 struct transition {
 	bool legal;
@@ -43,13 +45,9 @@ struct transition {
 
 static const struct transition rc_table[SV_QPS_ERR + 1][SV_QPS_ERR + 1] = {
 	[SV_QPS_RESET] = {
-		[SV_QPS_RESET] = { true, 0, 0 },
 		[SV_QPS_INIT] = { true, SV_QP_PKEY_INDEX | SV_QP_PORT | SV_QP_ACCESS_FLAGS, 0 },
-		[SV_QPS_ERR] = { true, 0, 0 },
 	},
 	[SV_QPS_INIT] = {
-		[SV_QPS_RESET] = { true, 0, 0 },
-		[SV_QPS_ERR] = { true, 0, 0 },
 		[SV_QPS_INIT] = { true, 0, SV_QP_PKEY_INDEX | SV_QP_PORT | SV_QP_ACCESS_FLAGS },
 		[SV_QPS_RTR] = { true,
 				 SV_QP_AV | SV_QP_PATH_MTU | SV_QP_DEST_QPN | SV_QP_RQ_PSN |
@@ -57,8 +55,6 @@ static const struct transition rc_table[SV_QPS_ERR + 1][SV_QPS_ERR + 1] = {
 				 SV_QP_ALT_PATH | SV_QP_ACCESS_FLAGS | SV_QP_PKEY_INDEX },
 	},
 	[SV_QPS_RTR] = {
-		[SV_QPS_RESET] = { true, 0, 0 },
-		[SV_QPS_ERR] = { true, 0, 0 },
 		[SV_QPS_RTS] = { true,
 				 SV_QP_SQ_PSN | SV_QP_TIMEOUT | SV_QP_RETRY_CNT |
 				 SV_QP_RNR_RETRY | SV_QP_MAX_QP_RD_ATOMIC,
@@ -66,16 +62,12 @@ static const struct transition rc_table[SV_QPS_ERR + 1][SV_QPS_ERR + 1] = {
 				 SV_QP_MIN_RNR_TIMER | SV_QP_PATH_MIG_STATE },
 	},
 	[SV_QPS_RTS] = {
-		[SV_QPS_RESET] = { true, 0, 0 },
-		[SV_QPS_ERR] = { true, 0, 0 },
 		[SV_QPS_RTS] = { true, 0,
 				 SV_QP_CUR_STATE | SV_QP_ACCESS_FLAGS | SV_QP_ALT_PATH |
 				 SV_QP_PATH_MIG_STATE | SV_QP_MIN_RNR_TIMER },
 		[SV_QPS_SQD] = { true, 0, SV_QP_EN_SQD_ASYNC_NOTIFY },
 	},
 	[SV_QPS_SQD] = {
-		[SV_QPS_RESET] = { true, 0, 0 },
-		[SV_QPS_ERR] = { true, 0, 0 },
 		[SV_QPS_RTS] = { true, 0,
 				 SV_QP_CUR_STATE | SV_QP_ACCESS_FLAGS | SV_QP_ALT_PATH |
 				 SV_QP_PATH_MIG_STATE | SV_QP_MIN_RNR_TIMER },
@@ -85,93 +77,57 @@ static const struct transition rc_table[SV_QPS_ERR + 1][SV_QPS_ERR + 1] = {
 				 SV_QP_TIMEOUT | SV_QP_RETRY_CNT | SV_QP_RNR_RETRY |
 				 SV_QP_MAX_QP_RD_ATOMIC | SV_QP_MAX_DEST_RD_ATOMIC },
 	},
-	[SV_QPS_SQE] = {
-		[SV_QPS_RESET] = { true, 0, 0 },
-		[SV_QPS_ERR] = { true, 0, 0 },
-	},
-	[SV_QPS_ERR] = {
-		[SV_QPS_RESET] = { true, 0, 0 },
-		[SV_QPS_ERR] = { true, 0, 0 },
-	},
 };
 
 /* The UD column of the same table: a Q_Key instead of access flags, no path or PSN
  * exchange (a UD QP talks to anyone through its address handles). */
 static const struct transition ud_table[SV_QPS_ERR + 1][SV_QPS_ERR + 1] = {
 	[SV_QPS_RESET] = {
-		[SV_QPS_RESET] = { true, 0, 0 },
 		[SV_QPS_INIT] = { true, SV_QP_PKEY_INDEX | SV_QP_PORT | SV_QP_QKEY, 0 },
-		[SV_QPS_ERR] = { true, 0, 0 },
 	},
 	[SV_QPS_INIT] = {
-		[SV_QPS_RESET] = { true, 0, 0 },
-		[SV_QPS_ERR] = { true, 0, 0 },
 		[SV_QPS_INIT] = { true, 0, SV_QP_PKEY_INDEX | SV_QP_PORT | SV_QP_QKEY },
 		[SV_QPS_RTR] = { true, 0, SV_QP_PKEY_INDEX | SV_QP_QKEY },
 	},
 	[SV_QPS_RTR] = {
-		[SV_QPS_RESET] = { true, 0, 0 },
-		[SV_QPS_ERR] = { true, 0, 0 },
 		[SV_QPS_RTS] = { true, SV_QP_SQ_PSN, SV_QP_CUR_STATE | SV_QP_QKEY },
 	},
 	[SV_QPS_RTS] = {
-		[SV_QPS_RESET] = { true, 0, 0 },
-		[SV_QPS_ERR] = { true, 0, 0 },
 		[SV_QPS_RTS] = { true, 0, SV_QP_CUR_STATE | SV_QP_QKEY },
 		[SV_QPS_SQD] = { true, 0, SV_QP_EN_SQD_ASYNC_NOTIFY },
 	},
 	[SV_QPS_SQD] = {
-		[SV_QPS_RESET] = { true, 0, 0 },
-		[SV_QPS_ERR] = { true, 0, 0 },
 		[SV_QPS_RTS] = { true, 0, SV_QP_CUR_STATE | SV_QP_QKEY },
 		[SV_QPS_SQD] = { true, 0, SV_QP_PKEY_INDEX | SV_QP_QKEY },
 	},
-	[SV_QPS_SQE] = {
-		[SV_QPS_RESET] = { true, 0, 0 },
-		[SV_QPS_ERR] = { true, 0, 0 },
-	},
-	[SV_QPS_ERR] = {
-		[SV_QPS_RESET] = { true, 0, 0 },
-		[SV_QPS_ERR] = { true, 0, 0 },
-	},
 };
 
-/* The UC column (IBTA Vol 1 11.2.5.2, the kernel's qp_state_table): RC's access flags
+/* The UC column (IBTA Vol 1 11.2.5.2): RC's access flags
  * and path, none of its acknowledgement attributes (timeout, retries, RNR timer, RDMA
  * Read depths), since a UC QP sends no ACKs and never retries. A local send error moves
  * it to ERR as on RC: SQE, which IBA 10.3.1 gives UC for that, is not modelled. */
 static const struct transition uc_table[SV_QPS_ERR + 1][SV_QPS_ERR + 1] = {
 	[SV_QPS_RESET] = {
-		[SV_QPS_RESET] = { true, 0, 0 },
 		[SV_QPS_INIT] = { true, SV_QP_PKEY_INDEX | SV_QP_PORT | SV_QP_ACCESS_FLAGS, 0 },
-		[SV_QPS_ERR] = { true, 0, 0 },
 	},
 	[SV_QPS_INIT] = {
-		[SV_QPS_RESET] = { true, 0, 0 },
-		[SV_QPS_ERR] = { true, 0, 0 },
 		[SV_QPS_INIT] = { true, 0, SV_QP_PKEY_INDEX | SV_QP_PORT | SV_QP_ACCESS_FLAGS },
 		[SV_QPS_RTR] = { true,
 				 SV_QP_AV | SV_QP_PATH_MTU | SV_QP_DEST_QPN | SV_QP_RQ_PSN,
 				 SV_QP_ALT_PATH | SV_QP_ACCESS_FLAGS | SV_QP_PKEY_INDEX },
 	},
 	[SV_QPS_RTR] = {
-		[SV_QPS_RESET] = { true, 0, 0 },
-		[SV_QPS_ERR] = { true, 0, 0 },
 		[SV_QPS_RTS] = { true, SV_QP_SQ_PSN,
 				 SV_QP_CUR_STATE | SV_QP_ALT_PATH | SV_QP_ACCESS_FLAGS |
 				 SV_QP_PATH_MIG_STATE },
 	},
 	[SV_QPS_RTS] = {
-		[SV_QPS_RESET] = { true, 0, 0 },
-		[SV_QPS_ERR] = { true, 0, 0 },
 		[SV_QPS_RTS] = { true, 0,
 				 SV_QP_CUR_STATE | SV_QP_ACCESS_FLAGS | SV_QP_ALT_PATH |
 				 SV_QP_PATH_MIG_STATE },
 		[SV_QPS_SQD] = { true, 0, SV_QP_EN_SQD_ASYNC_NOTIFY },
 	},
 	[SV_QPS_SQD] = {
-		[SV_QPS_RESET] = { true, 0, 0 },
-		[SV_QPS_ERR] = { true, 0, 0 },
 		[SV_QPS_RTS] = { true, 0,
 				 SV_QP_CUR_STATE | SV_QP_ACCESS_FLAGS | SV_QP_ALT_PATH |
 				 SV_QP_PATH_MIG_STATE },
@@ -179,15 +135,9 @@ static const struct transition uc_table[SV_QPS_ERR + 1][SV_QPS_ERR + 1] = {
 				 SV_QP_AV | SV_QP_ALT_PATH | SV_QP_ACCESS_FLAGS |
 				 SV_QP_PKEY_INDEX | SV_QP_PATH_MIG_STATE },
 	},
-	[SV_QPS_SQE] = {
-		[SV_QPS_RESET] = { true, 0, 0 },
-		[SV_QPS_ERR] = { true, 0, 0 },
-	},
-	[SV_QPS_ERR] = {
-		[SV_QPS_RESET] = { true, 0, 0 },
-		[SV_QPS_ERR] = { true, 0, 0 },
-	},
 };
+
+static const struct transition any_to_reset_or_err = { true, 0, 0 };
 
 #define MASK_KNOWN ((SV_QP_DEST_QPN << 1) - 1)
 #define QP_ACCESS_KNOWN (SV_ACCESS_LOCAL_WRITE | SV_ACCESS_REMOTE_WRITE | \
@@ -467,7 +417,8 @@ static int modify_locked(struct sv__qp *qp, const struct sv_qp_attr *attr, int m
 	next = (mask & SV_QP_STATE) ? attr->qp_state : cur;
 	if ((unsigned)next > SV_QPS_ERR || (unsigned)cur > SV_QPS_ERR)
 		return -EINVAL;
-	t = qp->pub.qp_type == SV_QPT_UD ? &ud_table[cur][next] :
+	t = next == SV_QPS_RESET || next == SV_QPS_ERR ? &any_to_reset_or_err :
+	    qp->pub.qp_type == SV_QPT_UD ? &ud_table[cur][next] :
 	    qp->pub.qp_type == SV_QPT_UC ? &uc_table[cur][next] : &rc_table[cur][next];
 	rest = mask & ~SV_QP_STATE;
 	if (!t->legal || (rest & t->req) != t->req || (rest & ~(t->req | t->opt)))

@@ -211,12 +211,7 @@ __attribute__((noinline)) static int post_recv(struct sv_qp *pub, struct sv_recv
 		goto out;
 	}
 	for (; wr; wr = wr->next) {
-		struct sv__recv_wqe *w;
-		uint64_t total = 0;
-		int i;
-
-		if (wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->init.cap.max_recv_sge ||
-		    (wr->num_sge && !wr->sg_list)) {
+		if (sv__recv_wr_bad(wr, qp->init.cap.max_recv_sge)) {
 			rc = -EINVAL;
 			break;
 		}
@@ -231,14 +226,7 @@ __attribute__((noinline)) static int post_recv(struct sv_qp *pub, struct sv_recv
 			rc = -ENOMEM;
 			break;
 		}
-		w = &qp->rq[qp->rq_put & qp->rq_mask];
-		w->wr_id = wr->wr_id;
-		w->num_sge = (uint32_t)wr->num_sge;
-		for (i = 0; i < wr->num_sge; i++) {
-			w->sge[i] = wr->sg_list[i];
-			total += wr->sg_list[i].length;
-		}
-		w->length = total > UINT32_MAX ? UINT32_MAX : (uint32_t)total;
+		sv__recv_wqe_fill(&qp->rq[qp->rq_put & qp->rq_mask], wr);
 		qp->rq_put++;
 		posted++;
 	}

@@ -241,12 +241,7 @@ int sv_post_srq_recv(struct sv_srq *pub, struct sv_recv_wr *wr, struct sv_recv_w
 	srq = to_srq(pub);
 	pthread_mutex_lock(&srq->lock);
 	for (; wr; wr = wr->next) {
-		struct sv__recv_wqe *w;
-		uint64_t total = 0;
-		int i;
-
-		if (wr->num_sge < 0 || (uint32_t)wr->num_sge > srq->max_sge ||
-		    (wr->num_sge && !wr->sg_list)) {
+		if (sv__recv_wr_bad(wr, srq->max_sge)) {
 			rc = -EINVAL;
 			break;
 		}
@@ -254,14 +249,7 @@ int sv_post_srq_recv(struct sv_srq *pub, struct sv_recv_wr *wr, struct sv_recv_w
 			rc = -ENOMEM;
 			break;
 		}
-		w = &srq->ring[srq->put & srq->mask];
-		w->wr_id = wr->wr_id;
-		w->num_sge = (uint32_t)wr->num_sge;
-		for (i = 0; i < wr->num_sge; i++) {
-			w->sge[i] = wr->sg_list[i];
-			total += wr->sg_list[i].length;
-		}
-		w->length = total > UINT32_MAX ? UINT32_MAX : (uint32_t)total;
+		sv__recv_wqe_fill(&srq->ring[srq->put & srq->mask], wr);
 		srq->put++;
 	}
 	pthread_mutex_unlock(&srq->lock);

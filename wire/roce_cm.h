@@ -143,8 +143,10 @@ int sv__roce_cm_sidr_answer(struct sv__tep *ep, uint8_t status, uint32_t qpn, ui
 /* roce_cm_ops.c: helpers of the operations that SIDR and the timer use too */
 int sv__roce_cm_addr(const struct sv__rctx *rc, const struct sockaddr *sa,
 		     union sv__roce_addr *out);
-int sv__roce_cm_active_ep(struct sv__rctx *rc, void *cm, const union sv__roce_addr *d, uint16_t ps,
-			  enum ep_state st, struct sv__tep **out);
+int sv__roce_cm_active_ep(struct sv__rctx *rc, void *cm, const struct sockaddr *dst,
+			  uint16_t ps, enum ep_state st, const struct sv__conn_param *param,
+			  union sv__roce_addr *d, struct sv_cm_msg **m, struct sv__tep **out);
+void sv__roce_cm_active_abort(struct sv__tep *ep, struct sv_cm_msg *m);
 int sv__roce_cm_put_ip_private(const struct sv__tep *ep, const struct sv__conn_param *param,
 			       uint8_t *priv, size_t cap);
 int sv__roce_cm_ep_reject(struct sv__tep *ep, uint16_t reason, const uint8_t *priv,

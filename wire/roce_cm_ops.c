@@ -203,20 +203,38 @@ int sv__roce_cm_ud_listen(struct sv_context *ctx, void *cm, const struct sockadd
 }
 
 /*
- * The active side's endpoint towards d, in state st: a fresh local CM port of port space
- * ps, and the peer device's QP1, which is its socket at the address on our configured
- * port.
+ * The start of an active request, REQ (st EP_REQ_SENT) or SIDR_REQ (EP_SIDR_SENT): the
+ * destination dst as d, private data that fits the message behind the rdma_cm IP header
+ * (IBA Annex A11), the message m to fill, and the endpoint towards d in state st: a fresh
+ * local CM port of port space ps, and the peer device's QP1, which is its socket at the
+ * address on our configured port. On success the caller owns m and, until it is sent,
+ * the endpoint (sv__roce_cm_active_abort()).
  */
-int sv__roce_cm_active_ep(struct sv__rctx *rc, void *cm, const union sv__roce_addr *d, uint16_t ps,
-			  enum ep_state st, struct sv__tep **out)
+int sv__roce_cm_active_ep(struct sv__rctx *rc, void *cm, const struct sockaddr *dst,
+			  uint16_t ps, enum ep_state st, const struct sv__conn_param *param,
+			  union sv__roce_addr *d, struct sv_cm_msg **m, struct sv__tep **out)
 {
+	bool sidr = st == EP_SIDR_SENT;
+	int priv_max = sidr ? SV_CM_SIDR_IP_PRIVATE_MAX : SV_CM_IP_PRIVATE_MAX;
 	struct sv__tep *ep;
 	uint16_t port;
+	int r;
 
+	if ((r = sv__roce_cm_addr(rc, dst, d)) < 0)
+		return r;
+	if (param->priv_len > priv_max) {
+		sv__log(SV_LOG_ERROR, "softverbs udp: %s private data is at most %d bytes",
+			sidr ? "SIDR_REQ" : "REQ", priv_max);
+		return -EINVAL;
+	}
 	if (!(port = sv__roce_cm_ephemeral(rc, ps)))
 		return -EADDRINUSE;
-	if (!(ep = sv__roce_cm_ep_new(rc, st)))
+	if (!(*m = calloc(1, sizeof(**m))))
 		return -ENOMEM;
+	if (!(ep = sv__roce_cm_ep_new(rc, st))) {
+		free(*m);
+		return -ENOMEM;
+	}
 	ep->cm = cm;
 	ep->ps = ps;
 	ep->retries = SV_CM_MAX_RETRIES;
@@ -231,6 +249,14 @@ int sv__roce_cm_active_ep(struct sv__rctx *rc, void *cm, const union sv__roce_ad
 				     &rc->cm_st.dir_foreign);
 	*out = ep;
 	return 0;
+}
+
+/* An active request that did not go out: its endpoint, never reported, and its message. */
+void sv__roce_cm_active_abort(struct sv__tep *ep, struct sv_cm_msg *m)
+{
+	sv__roce_cm_ep_unlink(ep);
+	free(ep);
+	free(m);
 }
 
 /* The rdma_cm IP header's form of an address: 16 bytes, IPv4 in the last four. */
@@ -291,21 +317,11 @@ int sv__roce_cm_connect(struct sv_qp *qp, void *cm, const struct sockaddr *dst,
 	struct sv__tep *ep;
 	int r;
 
-	if ((r = sv__roce_cm_addr(rc, dst, &d)) < 0)
-		return r;
 	if (qp->qp_type != SV_QPT_RC)
 		return -EINVAL;
-	if (param->priv_len > SV_CM_IP_PRIVATE_MAX) {
-		sv__log(SV_LOG_ERROR, "softverbs udp: REQ private data is at most %d bytes",
-			SV_CM_IP_PRIVATE_MAX);
-		return -EINVAL;
-	}
-	if (!(m = calloc(1, sizeof(*m))))
-		return -ENOMEM;
-	if ((r = sv__roce_cm_active_ep(rc, cm, &d, SV_CMA_PS_TCP, EP_REQ_SENT, &ep)) < 0) {
-		free(m);
+	if ((r = sv__roce_cm_active_ep(rc, cm, dst, SV_CMA_PS_TCP, EP_REQ_SENT, param, &d, &m,
+					 &ep)) < 0)
 		return r;
-	}
 	ep->ird = param->ird;
 	ep->ord = param->ord;
 	ep->mtu = sv__qp_attr(qp)->path_mtu;
@@ -355,9 +371,7 @@ int sv__roce_cm_connect(struct sv_qp *qp, void *cm, const struct sockaddr *dst,
 	return 0;
 err:
 	detach_qp(ep);
-	sv__roce_cm_ep_unlink(ep);
-	free(ep);
-	free(m);
+	sv__roce_cm_active_abort(ep, m);
 	return r;
 }
 

@@ -118,19 +118,8 @@ int sv__roce_cm_ud_resolve(struct sv_context *ctx, void *cm, const struct sockad
 	struct sv__tep *ep;
 	int r;
 
-	if ((r = sv__roce_cm_addr(rc, dst, &d)) < 0)
+	if ((r = sv__roce_cm_active_ep(rc, cm, dst, ps, EP_SIDR_SENT, param, &d, &m, &ep)) < 0)
 		return r;
-	if (param->priv_len > SV_CM_SIDR_IP_PRIVATE_MAX) {
-		sv__log(SV_LOG_ERROR, "softverbs udp: SIDR_REQ private data is at most %d bytes",
-			SV_CM_SIDR_IP_PRIVATE_MAX);
-		return -EINVAL;
-	}
-	if (!(m = calloc(1, sizeof(*m))))
-		return -ENOMEM;
-	if ((r = sv__roce_cm_active_ep(rc, cm, &d, ps, EP_SIDR_SENT, &ep)) < 0) {
-		free(m);
-		return r;
-	}
 	ep->sidr = true;
 	sv__cm_mad_init(m, SV_CM_ATTR_SIDR_REQ, (uint64_t)ep->local_id << 32 | ep->tid_low);
 	m->sidr_req.request_id = ep->local_id;
@@ -144,9 +133,7 @@ int sv__roce_cm_ud_resolve(struct sv_context *ctx, void *cm, const struct sockad
 	*out = ep;
 	return 0;
 err:
-	sv__roce_cm_ep_unlink(ep);
-	free(ep);
-	free(m);
+	sv__roce_cm_active_abort(ep, m);
 	return r;
 }
 
