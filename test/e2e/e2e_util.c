@@ -7,6 +7,7 @@
  * naming what did not happen.
  */
 #include "e2e_util.h"
+#include "roce_util.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -75,6 +76,23 @@ void e2e_side_open(struct e2e_side *s, int crc, const struct e2e_pair_opts *o)
 	e2e_side_open_markers(s, crc, 0, o);
 }
 
+static bool tcp_only;
+
+void e2e_tcp_only(void)
+{
+	tcp_only = true;
+}
+
+/* The UDP port of this process's devices, free for UDP and TCP when first asked for. */
+static uint16_t udp_port(void)
+{
+	static uint16_t port;
+
+	if (!port)
+		port = ru_free_port(AF_INET);
+	return port;
+}
+
 static void side_open(struct e2e_side *s, int crc, int markers, uint32_t mulpdu,
 		      const struct e2e_pair_opts *o)
 {
@@ -82,12 +100,24 @@ static void side_open(struct e2e_side *s, int crc, int markers, uint32_t mulpdu,
 	int rc;
 
 	sv_device_opts_init(&d);
-	d.transport = SV_TRANSPORT_TCP;
+	/* The transport is the environment's (SV_TRANSPORT: the ctest entries named *_udp run
+	 * these suites over RoCEv2/UDP), TCP when it names none. */
+	if (d.transport == SV_TRANSPORT_NIC)
+		d.transport = SV_TRANSPORT_TCP;
 	d.crc = crc;
 	d.markers = markers;
 	if (mulpdu)
 		d.mulpdu = mulpdu;
 	snprintf(d.bind_addr, sizeof(d.bind_addr), "127.0.0.1");
+	if (tcp_only)
+		d.transport = SV_TRANSPORT_TCP;
+	if (d.transport == SV_TRANSPORT_UDP) {
+		/* A UDP device reaches a peer's CM at the peer's address on its own port
+		 * (doc/architecture.md, "Connection managers"): the process's devices share
+		 * one port and take 127.0.0.1, .2, ... in the order they open. */
+		d.bind_addr[0] = '\0';
+		d.port = udp_port();
+	}
 	/* A suite run with SV_TLS=1 and no certificate (the ctest entries named *_tls)
 	 * runs over TLS with the throwaway pair; crc stays what the test asked for. */
 	if (d.tls && !d.tls_cert[0]) {
@@ -247,6 +277,7 @@ void e2e_side_close(struct e2e_side *s)
 struct sv_cm_id *e2e_listen(struct e2e_side *s, struct sockaddr_in *addr)
 {
 	struct sockaddr_storage ss;
+	struct in_addr want;
 	struct sv_cm_id *id;
 	int rc;
 
@@ -255,15 +286,24 @@ struct sv_cm_id *e2e_listen(struct e2e_side *s, struct sockaddr_in *addr)
 	memset(addr, 0, sizeof(*addr));
 	addr->sin_family = AF_INET;
 	addr->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (s->attr.transport == SV_TRANSPORT_UDP) {
+		uint8_t gid[16];
+
+		/* The device's own address, the last four bytes of its IPv4-mapped GID. */
+		rc = sv_query_gid(s->ctx, 1, 0, gid);
+		cr_assert_eq(rc, 0, "sv_query_gid: %s", sv_strerror(rc));
+		memcpy(&addr->sin_addr, gid + 12, 4);
+	}
 	addr->sin_port = 0;
 	rc = sv_cm_listen(id, (struct sockaddr *)addr, 16);
 	cr_assert_eq(rc, 0, "sv_cm_listen: %s", sv_strerror(rc));
 	rc = sv_cm_local_addr(id, &ss);
 	cr_assert_eq(rc, 0, "sv_cm_local_addr: %s", sv_strerror(rc));
 	cr_assert_eq(ss.ss_family, AF_INET, "listener address family");
+	want = addr->sin_addr;
 	memcpy(addr, &ss, sizeof(*addr));
 	cr_assert_neq(addr->sin_port, 0, "listener port read back");
-	cr_assert_eq(addr->sin_addr.s_addr, htonl(INADDR_LOOPBACK), "listener address");
+	cr_assert_eq(addr->sin_addr.s_addr, want.s_addr, "listener address");
 	return id;
 }
 

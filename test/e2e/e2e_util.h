@@ -2,9 +2,11 @@
  * e2e_util.h — shared fixture and helpers for the end-to-end tests.
  *
  * A "pair" is two device contexts in this process (each with its own progress thread),
- * connected over 127.0.0.1 through the connection manager: a listener on a free port,
+ * connected over loopback through the connection manager: a listener on a free port,
  * sv_cm_connect() from the client, sv_cm_accept() on the server, ESTABLISHED awaited on
- * both sides. Every wait polls a file descriptor with a deadline and fails the running
+ * both sides. The devices are TCP (iWARP) ones unless SV_TRANSPORT=udp says RoCEv2/UDP:
+ * the ctest entries named *_udp run the same suites over UDP, each device on its own
+ * 127.0.0.x and all of the process's on one port. Every wait polls a file descriptor with a deadline and fails the running
  * Criterion test when it expires, so a broken stack makes a test fail, never hang.
  *
  * All helpers assert (cr_assert*) on unexpected outcomes; they are meant to be called
@@ -74,6 +76,11 @@ struct e2e_pair {
 	struct sv_cm_id *listen_id;
 	struct sockaddr_in addr;	/* where the server listens */
 };
+
+/* The running test checks what only the TCP transport has (MPA and its CRC, DDP/RDMAP
+ * Terminate codes, FPDU sizes, iw_cm's view of IRD/ORD and private data lengths): the
+ * devices it opens are TCP ones in a run over UDP too. Called before the first open. */
+void e2e_tcp_only(void);
 
 /* Fills opts with the defaults above (CRC on both sides). */
 void e2e_pair_opts_init(struct e2e_pair_opts *o);

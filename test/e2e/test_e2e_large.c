@@ -81,6 +81,7 @@ Test(e2e_large, peers_with_different_mulpdu, .timeout = 60)
 	struct sv_wc wc;
 	uint64_t cli0, srv0, n;
 
+	e2e_tcp_only();
 	e2e_pair_opts_init(&o);
 	o.cli_mulpdu = 1000;
 	e2e_pair_open(&p, &o, NULL, NULL);

@@ -339,6 +339,7 @@ Test(e2e_order, cm_private_data_both_ways, .timeout = 30)
 	struct e2e_pair_opts o;
 	struct e2e_pair p;
 
+	e2e_tcp_only();
 	e2e_fill(spriv, sizeof(spriv), 500, 0);
 	e2e_pair_opts_init(&o);
 	o.cli_priv = cpriv;
@@ -379,6 +380,7 @@ Test(e2e_order, cm_request_depths_are_the_receivers_view, .timeout = 30)
 	struct sv_cm_event *ev;
 	struct sv_qp_attr a;
 
+	e2e_tcp_only();
 	e2e_pair_opts_init(&o);
 	e2e_side_open(&cli, 1, &o);
 	e2e_side_open(&srv, 1, &o);
@@ -426,6 +428,7 @@ Test(e2e_order, cm_reject_with_private_data, .timeout = 30)
 	struct sv_cm_event *ev;
 	struct sockaddr_in addr;
 
+	e2e_tcp_only();
 	e2e_pair_opts_init(&o);
 	e2e_side_open(&cli, 1, &o);
 	e2e_side_open(&srv, 1, &o);
@@ -681,16 +684,19 @@ static void wire_crc_as_server(int srv_crc, bool fake_crc)
 
 Test(e2e_order, wire_crc_server_on_peer_off, .timeout = 30)
 {
+	e2e_tcp_only();
 	wire_crc_as_server(1, false);
 }
 
 Test(e2e_order, wire_crc_server_off_peer_on, .timeout = 30)
 {
+	e2e_tcp_only();
 	wire_crc_as_server(0, true);
 }
 
 Test(e2e_order, wire_crc_both_off, .timeout = 30)
 {
+	e2e_tcp_only();
 	wire_crc_as_server(0, false);
 }
 
@@ -712,6 +718,7 @@ Test(e2e_order, wire_crc_client_off_peer_on, .timeout = 30)
 	bool crc_ok;
 	int lfd, n;
 
+	e2e_tcp_only();
 	e2e_pair_opts_init(&o);
 	e2e_side_open(&cli, 0, &o);
 	e2e_side_create_qp(&cli, &o, E2E_ACCESS_ALL);

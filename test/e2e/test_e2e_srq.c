@@ -264,6 +264,7 @@ Test(e2e_srq, tcp_empty_srq_terminates, .timeout = 60)
 	bool got_err = false, got_last = false;
 	uint64_t end;
 
+	e2e_tcp_only();
 	env_open(&e, 8);
 	send_msg(e.cqp[0], e.cmr, e.cbuf, 0, 0);
 	e2e_wait_qp_state(e.sqp[0], SV_QPS_ERR, E2E_WAIT_MS);
