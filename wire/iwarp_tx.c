@@ -265,8 +265,7 @@ static int start_wqe(struct sv__iwqp *iq)
 
 	if (!wqe)
 		return 0;
-	rd = wqe->opcode == SV_WR_RDMA_READ || wqe->opcode == SV_WR_ATOMIC_CMP_AND_SWP ||
-	     wqe->opcode == SV_WR_ATOMIC_FETCH_AND_ADD;
+	rd = sv__wr_is_rd_atomic(wqe->opcode);
 	/* IBA 10.8.3.3 / verbs: a fenced WR waits for every earlier READ and atomic. */
 	if ((wqe->flags & SV_SEND_FENCE) && orq_count(iq) > 0)
 		return 0;
@@ -398,8 +397,7 @@ static int cur_fpdu(struct sv__iwqp *iq)
 	uint8_t action = SV__IW_FP_WQE_DONE;
 	int rc;
 
-	if (wqe->opcode == SV_WR_RDMA_READ || wqe->opcode == SV_WR_ATOMIC_CMP_AND_SWP ||
-	    wqe->opcode == SV_WR_ATOMIC_FETCH_AND_ADD)
+	if (sv__wr_is_rd_atomic(wqe->opcode))
 		action = SV__IW_FP_NONE;	/* completes when the response arrives */
 	else if (wqe->opcode == SV_WR_RDMA_WRITE_WITH_IMM && iq->cur_phase == 0)
 		action = SV__IW_FP_NONE;	/* the Immediate Data message follows */
