@@ -588,7 +588,7 @@ static void commit_read_req(struct sv__iwqp *iq, const struct sv_rdmap_op *o)
 	}
 	e = &iq->irq[iq->irq_put % iq->irq_size];
 	/* RFC 5040: the response is a tagged message to the Data Sink STag/TO. */
-	sv__iw_txmsg_init(&e->msg, SV_RDMAP_READ_RESP, true);
+	sv__iw_txmsg_init(iq, &e->msg, SV_RDMAP_READ_RESP);
 	e->msg.m.ddp.stag = r->sink_stag;
 	e->msg.to_base = r->sink_to;
 	e->msg.len = r->size;
@@ -641,9 +641,7 @@ static void commit_atomic_req(struct sv__iwqp *iq, const struct sv_rdmap_op *o)
 	orig = run_atomic(ptr, a);
 	sv__mr_release(mr);
 	e = &iq->irq[iq->irq_put % iq->irq_size];
-	sv__iw_txmsg_init(&e->msg, SV_RDMAP_ATOMIC_RESP, false);
-	e->msg.m.ddp.qn = SV_DDP_QN_ATOMIC_RESP;
-	e->msg.m.ddp.msn = iq->tx_msn[SV_DDP_QN_ATOMIC_RESP]++;
+	sv__iw_txmsg_init(iq, &e->msg, SV_RDMAP_ATOMIC_RESP);
 	e->msg.m.u.atomic_resp.req_id = a->req_id;
 	e->msg.m.u.atomic_resp.orig = orig;
 	e->mr = NULL;

@@ -92,9 +92,7 @@ void sv__iw_term_queue(struct sv__iwqp *iq, const struct sv__iw_err *e,
 	sv__log(SV_LOG_WARN, "iwarp qp %u: sending Terminate: %s%s%s%s", iq->qp->qp_num,
 		sv__rdmap_term_str(e->layer, e->etype, e->ecode), o ? " (" : "",
 		o ? o->name : "", o ? ")" : "");
-	sv__iw_txmsg_init(msg, SV_RDMAP_TERMINATE, false);
-	msg->m.ddp.qn = SV_DDP_QN_TERMINATE;
-	msg->m.ddp.msn = iq->tx_msn[SV_DDP_QN_TERMINATE]++;
+	sv__iw_txmsg_init(iq, msg, SV_RDMAP_TERMINATE);
 	t->layer = e->layer;
 	t->etype = e->etype;
 	t->ecode = e->ecode;
