@@ -19,11 +19,6 @@ static bool opcode_ok(enum sv_wr_opcode op)
 	return (unsigned)op <= SV_WR_SEND_WITH_INV;	/* all ten are RC opcodes */
 }
 
-static bool is_atomic(enum sv_wr_opcode op)
-{
-	return op == SV_WR_ATOMIC_CMP_AND_SWP || op == SV_WR_ATOMIC_FETCH_AND_ADD;
-}
-
 /* [qp-locked] Checks one WR against doc/verbs.md 2 and queues it. */
 static int post_one_send(struct sv__qp *qp, const struct sv_send_wr *wr)
 {
@@ -44,7 +39,7 @@ static int post_one_send(struct sv__qp *qp, const struct sv_send_wr *wr)
 		return -EINVAL;
 	/* doc/verbs.md 5: an atomic carries exactly one 8-byte SGE for the original
 	 * value. */
-	if (is_atomic(wr->opcode) && (wr->num_sge != 1 || wr->sg_list[0].length != 8))
+	if (sv__wr_is_atomic(wr->opcode) && (wr->num_sge != 1 || wr->sg_list[0].length != 8))
 		return -EINVAL;
 	/* An RDMA Read has one sink (max_sge_rd = 1, RFC 5040 4.4). */
 	if (wr->opcode == SV_WR_RDMA_READ && wr->num_sge > 1)
@@ -77,7 +72,7 @@ static int post_one_send(struct sv__qp *qp, const struct sv_send_wr *wr)
 	if (wr->send_flags & SV_SEND_INLINE) {
 		/* doc/verbs.md 2: only SEND and WRITE may be inline, within
 		 * max_inline_data. */
-		if (wr->opcode == SV_WR_RDMA_READ || is_atomic(wr->opcode))
+		if (sv__wr_is_rd_atomic(wr->opcode))
 			return -EINVAL;
 		if (total > qp->init.cap.max_inline_data)
 			return -EINVAL;
@@ -128,7 +123,7 @@ static int post_one_send(struct sv__qp *qp, const struct sv_send_wr *wr)
 		w->bind.addr = bi->addr;
 		w->bind.length = bi->length;
 		w->bind.access = bi->mw_access_flags;
-	} else if (is_atomic(wr->opcode)) {
+	} else if (sv__wr_is_atomic(wr->opcode)) {
 		w->remote_addr = wr->wr.atomic.remote_addr;
 		w->rkey = wr->wr.atomic.rkey;
 		w->compare_add = wr->wr.atomic.compare_add;

@@ -204,16 +204,7 @@ void sv__sq_done(struct sv_qp *pub, struct sv__send_wqe *wqe, enum sv_wc_status 
 	s->vendor_err = vendor_err;
 	/* The transport is finished with the WQE's memory (core/transport.h, sv__sq_map). */
 	sv__pins_release(&s->pins);
-	switch (wqe->opcode) {
-	case SV_WR_RDMA_READ:
-	case SV_WR_ATOMIC_CMP_AND_SWP:
-	case SV_WR_ATOMIC_FETCH_AND_ADD:
-		s->byte_len = byte_len;
-		break;
-	default:
-		s->byte_len = wqe->length;
-		break;
-	}
+	s->byte_len = sv__wr_is_rd_atomic(wqe->opcode) ? byte_len : wqe->length;
 	if (status != SV_WC_SUCCESS) {
 		sv__qp_enter_err(qp);	/* RC has no SQE: to ERR (doc/verbs.md 1) */
 		return;

@@ -82,6 +82,20 @@ struct sv__send_wqe {
 	} bind;
 };
 
+/* An atomic work request (doc/verbs.md 5: one 8-byte SGE receives the original value). */
+static inline bool sv__wr_is_atomic(enum sv_wr_opcode op)
+{
+	return op == SV_WR_ATOMIC_CMP_AND_SWP || op == SV_WR_ATOMIC_FETCH_AND_ADD;
+}
+
+/* An RDMA READ or an atomic: it holds one of max_rd_atomic (ORD) slots until its
+ * response is placed, and completes with the bytes that response brought (doc/verbs.md
+ * 5). */
+static inline bool sv__wr_is_rd_atomic(enum sv_wr_opcode op)
+{
+	return op == SV_WR_RDMA_READ || sv__wr_is_atomic(op);
+}
+
 struct sv__recv_wqe {
 	uint64_t wr_id;
 	uint32_t length;		/* sum of sge[].length */

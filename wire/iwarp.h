@@ -392,8 +392,10 @@ int sv__iw_tx_progress(struct sv__iwqp *iq);
 /* qp_error: drop what cannot be sent any more, keep a Terminate if it can still go. */
 void sv__iw_tx_abort(struct sv__iwqp *iq);
 bool sv__iw_tx_idle(const struct sv__iwqp *iq);
-/* Builds the header template of a message into msg (payload set by the caller). */
-void sv__iw_txmsg_init(struct sv__iw_txmsg *msg, uint8_t opcode, bool tagged);
+/* Builds the header template of a message into msg (payload set by the caller): its
+ * buffer model and, untagged, its queue and that queue's next MSN (RFC 5041), as the
+ * opcode's row in wire/rdmap_ops.c gives them. */
+void sv__iw_txmsg_init(struct sv__iwqp *iq, struct sv__iw_txmsg *msg, uint8_t opcode);
 
 /* iwarp_rx.c — [qp-locked] */
 int sv__iw_rx_init(struct sv__iwqp *iq);

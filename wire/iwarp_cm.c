@@ -420,13 +420,11 @@ static void build_rtr(struct sv__iwqp *iq, unsigned rtr)
 
 	if (rtr == SV_MPA_RTR_WRITE) {
 		/* A zero-length RDMA Write; its STag is never checked (RFC 6581). */
-		sv__iw_txmsg_init(msg, SV_RDMAP_WRITE, true);
+		sv__iw_txmsg_init(iq, msg, SV_RDMAP_WRITE);
 		msg->m.ddp.stag = 1;
 	} else {
 		/* A zero-length RDMA Read Request: the response completes no WQE. */
-		sv__iw_txmsg_init(msg, SV_RDMAP_READ_REQ, false);
-		msg->m.ddp.qn = SV_DDP_QN_READ_REQ;
-		msg->m.ddp.msn = iq->tx_msn[SV_DDP_QN_READ_REQ]++;
+		sv__iw_txmsg_init(iq, msg, SV_RDMAP_READ_REQ);
 		msg->m.u.read_req.sink_stag = 1;
 		msg->m.u.read_req.src_stag = 1;
 		/* Out of memory for the ring the request goes unrecorded: its response

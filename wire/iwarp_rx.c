@@ -31,6 +31,7 @@
 #include "crypto/crc32c.h"
 #include "wire/byteorder.h"
 #include "wire/iwarp.h"
+#include "wire/rdmap_ops.h"
 
 enum {
 	RX_MORE = 0,			/* need more bytes */
@@ -368,128 +369,135 @@ static struct sv__iw_orq *orq_head(struct sv__iwqp *iq)
 	return &iq->orq[iq->orq_get % iq->orq_size];
 }
 
-/* Decides where the payload of the FPDU whose headers are in rx->m goes. */
-static void on_header(struct sv__iwqp *iq)
+/* An RDMA Write: its target is the responder's memory, named by STag and TO. */
+static void hdr_write(struct sv__iwqp *iq, const struct sv_rdmap_op *o)
 {
 	struct sv__iw_rx *rx = iq->rx;
 	struct sv_rdmap_msg *m = &rx->m;
-	uint8_t op = m->opcode;
+	void *ptr;
+	int rc;
+
+	/* RFC 5040 / verbs 6: a zero-length Write (the RTR) is not checked. */
+	if (rx->pay_len == 0)
+		return;
+	rc = sv__mr_acquire(iq->qp, m->ddp.stag, m->ddp.to, rx->pay_len, o->access, &rx->mr,
+			    &ptr);
+	if (rc < 0) {
+		rx->mr = NULL;
+		sv__iw_err_from_mr(&rx->err, rc, false);
+		return;
+	}
+	rx->dst[0].iov_base = ptr;
+	rx->dst[0].iov_len = rx->pay_len;
+	rx->ndst = 1;
+}
+
+/* A Read Response: it lands in the sink of the oldest outstanding READ. */
+static void hdr_read_resp(struct sv__iwqp *iq)
+{
+	struct sv__iw_rx *rx = iq->rx;
+	struct sv_rdmap_msg *m = &rx->m;
+	struct sv__iw_orq *o = orq_head(iq);
+	uint64_t off;
+
+	if (!o || o->atomic) {
+		err_ddp(&rx->err, SV_TERM_DDP_TAGGED, SV_TERM_DDP_T_INV_STAG, SV_EVENT_QP_ACCESS_ERR);
+		return;
+	}
+	off = m->ddp.to - o->sink_to;
+	if (m->ddp.stag != o->sink_stag) {
+		err_ddp(&rx->err, SV_TERM_DDP_TAGGED, SV_TERM_DDP_T_INV_STAG, SV_EVENT_QP_ACCESS_ERR);
+		return;
+	}
+	if (m->ddp.to < o->sink_to || off != o->got || off + rx->pay_len > o->len) {
+		err_ddp(&rx->err, SV_TERM_DDP_TAGGED, SV_TERM_DDP_T_BASE_BOUNDS,
+			SV_EVENT_QP_ACCESS_ERR);
+		return;
+	}
+	rx->ndst = iov_slice(o->iov, o->niov, (size_t)off, rx->pay_len, rx->dst, SV__MAX_SGE);
+}
+
+/* A message of the Send family or Immediate Data: it fills a posted receive. */
+static void hdr_recv(struct sv__iwqp *iq, const struct sv_rdmap_op *o)
+{
+	struct sv__iw_rx *rx = iq->rx;
+	const struct sv_ddp_hdr *d = &rx->m.ddp;
+
+	if (!check_untagged(rx, o->qn, false))
+		return;
+	if (d->mo != (rx->rmsg_open ? rx->rgot : 0)) {
+		err_ddp(&rx->err, SV_TERM_DDP_UNTAGGED, SV_TERM_DDP_U_INV_MO, SV_EVENT_QP_REQ_ERR);
+		return;
+	}
+	/* A zero-length Send chosen as RTR consumes no receive (RFC 6581). */
+	if (iq->phase == SV__IW_RTR_WAIT && iq->rtr == SV_MPA_RTR_SEND &&
+	    rx->m.opcode == SV_RDMAP_SEND && rx->pay_len == 0 && d->last && !rx->rmsg_open)
+		return;
+	if (!rx->rmsg_open) {
+		struct sv__recv_wqe *w;
+		int n;
+
+		/* RFC 5040 / iWARP has no RNR: no receive is a DDP error. */
+		if (sv__rq_take(iq->qp, &w) < 0) {
+			err_ddp(&rx->err, SV_TERM_DDP_UNTAGGED, SV_TERM_DDP_U_NO_BUFFER,
+				SV_EVENT_QP_REQ_ERR);
+			return;
+		}
+		rx->rwqe = w;
+		rx->rmsg_open = true;
+		rx->rgot = 0;
+		rx->rcap = w->length;
+		/* Pinned until the receive completes or flushes. */
+		n = sv__rq_map(iq->qp, w, rx->riov);
+		if (n < 0) {
+			err_rdmap_op(&rx->err, SV_TERM_RDMAP_CATASTROPHIC_STREAM);
+			rx->err.rq_status = SV_WC_LOC_PROT_ERR;
+			return;
+		}
+		rx->nriov = n;
+	}
+	if ((uint64_t)rx->rgot + rx->pay_len > rx->rcap) {
+		err_ddp(&rx->err, SV_TERM_DDP_UNTAGGED, SV_TERM_DDP_U_TOO_LONG, SV_EVENT_QP_REQ_ERR);
+		rx->err.rq_status = SV_WC_LOC_LEN_ERR;
+		return;
+	}
+	rx->ndst = iov_slice(rx->riov, rx->nriov, rx->rgot, rx->pay_len, rx->dst, SV__MAX_SGE);
+}
+
+/* An Atomic Response: it answers the oldest outstanding request, which must be atomic. */
+static void hdr_atomic_resp(struct sv__iwqp *iq, const struct sv_rdmap_op *row)
+{
+	struct sv__iw_rx *rx = iq->rx;
+	struct sv__iw_orq *o = orq_head(iq);
+
+	if (!check_untagged(rx, row->qn, true))
+		return;
+	if (!o || !o->atomic || o->req_id != rx->m.u.atomic_resp.req_id)
+		err_rdmap_op(&rx->err, SV_TERM_RDMAP_UNEXP_OPCODE);
+}
+
+/*
+ * Decides where the payload of the FPDU whose headers are in rx->m goes. The decoder
+ * passes only opcodes that have a row in wire/rdmap_ops.c; a Terminate is acted on once
+ * its CRC is good (commit()).
+ */
+static void on_header(struct sv__iwqp *iq)
+{
+	struct sv__iw_rx *rx = iq->rx;
+	uint8_t op = rx->m.opcode;
+	const struct sv_rdmap_op *o = sv__rdmap_op(op);
 
 	rx->ndst = 0;
-	switch (op) {
-	case SV_RDMAP_WRITE: {
-		void *ptr;
-		int rc;
-
-		/* RFC 5040 / verbs 6: a zero-length Write (the RTR) is not checked. */
-		if (rx->pay_len == 0)
-			break;
-		rc = sv__mr_acquire(iq->qp, m->ddp.stag, m->ddp.to, rx->pay_len,
-				    SV_ACCESS_REMOTE_WRITE, &rx->mr, &ptr);
-		if (rc < 0) {
-			rx->mr = NULL;
-			sv__iw_err_from_mr(&rx->err, rc, false);
-			break;
-		}
-		rx->dst[0].iov_base = ptr;
-		rx->dst[0].iov_len = rx->pay_len;
-		rx->ndst = 1;
-		break;
-	}
-	case SV_RDMAP_READ_RESP: {
-		struct sv__iw_orq *o = orq_head(iq);
-		uint64_t off;
-
-		if (!o || o->atomic) {
-			err_ddp(&rx->err, SV_TERM_DDP_TAGGED, SV_TERM_DDP_T_INV_STAG,
-				SV_EVENT_QP_ACCESS_ERR);
-			break;
-		}
-		off = m->ddp.to - o->sink_to;
-		if (m->ddp.stag != o->sink_stag) {
-			err_ddp(&rx->err, SV_TERM_DDP_TAGGED, SV_TERM_DDP_T_INV_STAG,
-				SV_EVENT_QP_ACCESS_ERR);
-			break;
-		}
-		if (m->ddp.to < o->sink_to || off != o->got || off + rx->pay_len > o->len) {
-			err_ddp(&rx->err, SV_TERM_DDP_TAGGED, SV_TERM_DDP_T_BASE_BOUNDS,
-				SV_EVENT_QP_ACCESS_ERR);
-			break;
-		}
-		rx->ndst = iov_slice(o->iov, o->niov, (size_t)off, rx->pay_len, rx->dst, SV__MAX_SGE);
-		break;
-	}
-	case SV_RDMAP_SEND:
-	case SV_RDMAP_SEND_SE:
-	case SV_RDMAP_SEND_INV:
-	case SV_RDMAP_SEND_SE_INV:
-	case SV_RDMAP_IMM:
-	case SV_RDMAP_IMM_SE: {
-		const struct sv_ddp_hdr *d = &m->ddp;
-
-		if (!check_untagged(rx, SV_DDP_QN_SEND, false))
-			break;
-		if (d->mo != (rx->rmsg_open ? rx->rgot : 0)) {
-			err_ddp(&rx->err, SV_TERM_DDP_UNTAGGED, SV_TERM_DDP_U_INV_MO,
-				SV_EVENT_QP_REQ_ERR);
-			break;
-		}
-		/* A zero-length Send chosen as RTR consumes no receive (RFC 6581). */
-		if (iq->phase == SV__IW_RTR_WAIT && iq->rtr == SV_MPA_RTR_SEND &&
-		    op == SV_RDMAP_SEND && rx->pay_len == 0 && d->last && !rx->rmsg_open)
-			break;
-		if (!rx->rmsg_open) {
-			struct sv__recv_wqe *w;
-			int n;
-
-			/* RFC 5040 / iWARP has no RNR: no receive is a DDP error. */
-			if (sv__rq_take(iq->qp, &w) < 0) {
-				err_ddp(&rx->err, SV_TERM_DDP_UNTAGGED, SV_TERM_DDP_U_NO_BUFFER,
-					SV_EVENT_QP_REQ_ERR);
-				break;
-			}
-			rx->rwqe = w;
-			rx->rmsg_open = true;
-			rx->rgot = 0;
-			rx->rcap = w->length;
-			/* Pinned until the receive completes or flushes. */
-			n = sv__rq_map(iq->qp, w, rx->riov);
-			if (n < 0) {
-				err_rdmap_op(&rx->err, SV_TERM_RDMAP_CATASTROPHIC_STREAM);
-				rx->err.rq_status = SV_WC_LOC_PROT_ERR;
-				break;
-			}
-			rx->nriov = n;
-		}
-		if ((uint64_t)rx->rgot + rx->pay_len > rx->rcap) {
-			err_ddp(&rx->err, SV_TERM_DDP_UNTAGGED, SV_TERM_DDP_U_TOO_LONG,
-				SV_EVENT_QP_REQ_ERR);
-			rx->err.rq_status = SV_WC_LOC_LEN_ERR;
-			break;
-		}
-		rx->ndst = iov_slice(rx->riov, rx->nriov, rx->rgot, rx->pay_len, rx->dst,
-				     SV__MAX_SGE);
-		break;
-	}
-	case SV_RDMAP_READ_REQ:
-	case SV_RDMAP_ATOMIC_REQ:
-		check_untagged(rx, SV_DDP_QN_READ_REQ, true);
-		break;
-	case SV_RDMAP_ATOMIC_RESP: {
-		struct sv__iw_orq *o = orq_head(iq);
-
-		if (!check_untagged(rx, SV_DDP_QN_ATOMIC_RESP, true))
-			break;
-		if (!o || !o->atomic || o->req_id != m->u.atomic_resp.req_id)
-			err_rdmap_op(&rx->err, SV_TERM_RDMAP_UNEXP_OPCODE);
-		break;
-	}
-	case SV_RDMAP_TERMINATE:
-		break;
-	default:
-		err_rdmap_op(&rx->err, SV_TERM_RDMAP_UNEXP_OPCODE);
-		break;
-	}
+	if (o->recv)
+		hdr_recv(iq, o);
+	else if (o->rd_req)
+		check_untagged(rx, o->qn, true);	/* one segment each, no payload */
+	else if (op == SV_RDMAP_WRITE)
+		hdr_write(iq, o);
+	else if (op == SV_RDMAP_READ_RESP)
+		hdr_read_resp(iq);
+	else if (op == SV_RDMAP_ATOMIC_RESP)
+		hdr_atomic_resp(iq, o);
 	if (rx->err.set && rx->mr) {
 		sv__mr_release(rx->mr);
 		rx->mr = NULL;
@@ -554,7 +562,7 @@ static bool irq_full(struct sv__iwqp *iq, struct sv__iw_rx *rx)
 	return true;
 }
 
-static void commit_read_req(struct sv__iwqp *iq)
+static void commit_read_req(struct sv__iwqp *iq, const struct sv_rdmap_op *o)
 {
 	struct sv__iw_rx *rx = iq->rx;
 	const struct sv_rdmap_read_req *r = &rx->m.u.read_req;
@@ -562,7 +570,7 @@ static void commit_read_req(struct sv__iwqp *iq)
 	struct sv__mr *mr = NULL;
 	void *ptr = NULL;
 
-	rx->msn[SV_DDP_QN_READ_REQ]++;
+	rx->msn[o->qn]++;
 	if (irq_full(iq, rx))
 		return;
 	if (sv__iw_irq_hold(iq) < 0) {
@@ -570,8 +578,8 @@ static void commit_read_req(struct sv__iwqp *iq)
 		return;
 	}
 	if (r->size > 0) {
-		int rc = sv__mr_acquire(iq->qp, r->src_stag, r->src_to, r->size,
-					SV_ACCESS_REMOTE_READ, &mr, &ptr);
+		int rc = sv__mr_acquire(iq->qp, r->src_stag, r->src_to, r->size, o->access,
+					&mr, &ptr);
 		if (rc < 0) {
 			sv__iw_irq_drop(iq);
 			sv__iw_err_from_mr(&rx->err, rc, true);
@@ -580,7 +588,7 @@ static void commit_read_req(struct sv__iwqp *iq)
 	}
 	e = &iq->irq[iq->irq_put % iq->irq_size];
 	/* RFC 5040: the response is a tagged message to the Data Sink STag/TO. */
-	sv__iw_txmsg_init(&e->msg, SV_RDMAP_READ_RESP, true);
+	sv__iw_txmsg_init(iq, &e->msg, SV_RDMAP_READ_RESP);
 	e->msg.m.ddp.stag = r->sink_stag;
 	e->msg.to_base = r->sink_to;
 	e->msg.len = r->size;
@@ -593,7 +601,7 @@ static void commit_read_req(struct sv__iwqp *iq)
 	iq->irq_put++;
 }
 
-static void commit_atomic_req(struct sv__iwqp *iq)
+static void commit_atomic_req(struct sv__iwqp *iq, const struct sv_rdmap_op *o)
 {
 	struct sv__iw_rx *rx = iq->rx;
 	const struct sv_rdmap_atomic_req *a = &rx->m.u.atomic_req;
@@ -603,7 +611,7 @@ static void commit_atomic_req(struct sv__iwqp *iq)
 	uint64_t orig;
 	int rc;
 
-	rx->msn[SV_DDP_QN_READ_REQ]++;
+	rx->msn[o->qn]++;
 	if (irq_full(iq, rx))
 		return;
 	if (a->aop != SV_RDMAP_AOP_FETCH_ADD && a->aop != SV_RDMAP_AOP_CMP_SWAP) {
@@ -615,7 +623,7 @@ static void commit_atomic_req(struct sv__iwqp *iq)
 		err_rdmap_op(&rx->err, SV_TERM_RDMAP_UNSPECIFIED);
 		return;
 	}
-	rc = sv__mr_acquire(iq->qp, a->stag, a->to, 8, SV_ACCESS_REMOTE_ATOMIC, &mr, &ptr);
+	rc = sv__mr_acquire(iq->qp, a->stag, a->to, 8, o->access, &mr, &ptr);
 	if (rc < 0) {
 		sv__iw_err_from_mr(&rx->err, rc, true);
 		return;
@@ -633,9 +641,7 @@ static void commit_atomic_req(struct sv__iwqp *iq)
 	orig = run_atomic(ptr, a);
 	sv__mr_release(mr);
 	e = &iq->irq[iq->irq_put % iq->irq_size];
-	sv__iw_txmsg_init(&e->msg, SV_RDMAP_ATOMIC_RESP, false);
-	e->msg.m.ddp.qn = SV_DDP_QN_ATOMIC_RESP;
-	e->msg.m.ddp.msn = iq->tx_msn[SV_DDP_QN_ATOMIC_RESP]++;
+	sv__iw_txmsg_init(iq, &e->msg, SV_RDMAP_ATOMIC_RESP);
 	e->msg.m.u.atomic_resp.req_id = a->req_id;
 	e->msg.m.u.atomic_resp.orig = orig;
 	e->mr = NULL;
@@ -652,29 +658,54 @@ static void complete_orq(struct sv__iwqp *iq, struct sv__iw_orq *o, uint32_t byt
 		sv__sq_done(iq->qp, wqe, SV_WC_SUCCESS, byte_len, 0);
 }
 
-static void commit_recv(struct sv__iwqp *iq)
+static void commit_write(struct sv__iwqp *iq)
+{
+	struct sv__iw_rx *rx = iq->rx;
+
+	if (rx->mr)
+		sv__mr_release(rx->mr);
+	rx->mr = NULL;
+	if (!rx->wr_open)
+		rx->wr_len = 0;
+	rx->wr_len += (uint32_t)rx->pay_len;
+	rx->wr_open = !rx->m.ddp.last;
+	rx->wr_last = rx->m.ddp.last;
+}
+
+static void commit_read_resp(struct sv__iwqp *iq)
+{
+	struct sv__iw_rx *rx = iq->rx;
+	struct sv__iw_orq *o = orq_head(iq);
+
+	o->got += (uint32_t)rx->pay_len;
+	if (!rx->m.ddp.last)
+		return;
+	if (o->got != o->len)
+		err_ddp(&rx->err, SV_TERM_DDP_TAGGED, SV_TERM_DDP_T_BASE_BOUNDS,
+			SV_EVENT_QP_ACCESS_ERR);
+	else
+		complete_orq(iq, o, o->len);
+}
+
+static void commit_recv(struct sv__iwqp *iq, const struct sv_rdmap_op *o)
 {
 	struct sv__iw_rx *rx = iq->rx;
 	struct sv_rdmap_msg *m = &rx->m;
-	bool imm = m->opcode == SV_RDMAP_IMM || m->opcode == SV_RDMAP_IMM_SE;
-	bool inv = m->opcode == SV_RDMAP_SEND_INV || m->opcode == SV_RDMAP_SEND_SE_INV;
-	bool se = m->opcode == SV_RDMAP_SEND_SE || m->opcode == SV_RDMAP_IMM_SE ||
-		  m->opcode == SV_RDMAP_SEND_SE_INV;
 	enum sv_wc_opcode wop = SV_WC_RECV;
 	uint32_t imm_data = 0, len;
-	unsigned flags = imm ? SV_WC_WITH_IMM : 0;
+	unsigned flags = o->imm ? SV_WC_WITH_IMM : 0;
 	struct sv__recv_wqe *w = rx->rwqe;
 
 	if (!rx->rmsg_open) {
 		/* The zero-length Send RTR: counts in the MSN sequence only. */
-		rx->msn[SV_DDP_QN_SEND]++;
+		rx->msn[o->qn]++;
 		return;
 	}
 	rx->rgot += (uint32_t)rx->pay_len;
 	if (!m->ddp.last)
 		return;
 	len = rx->rgot;
-	if (imm) {
+	if (o->imm) {
 		memcpy(&imm_data, m->u.imm, 4);
 		/* Our WRITE_WITH_IMM marks its Immediate Data (iwarp_tx.c set_imm()): the
 		 * receive reports the Write's length, its buffer stays untouched. */
@@ -683,7 +714,7 @@ static void commit_recv(struct sv__iwqp *iq)
 			len = rx->wr_len;
 		}
 	}
-	if (inv) {
+	if (o->inv) {
 		/* RFC 5040 4.4 (doc/wire-iwarp.md 4.4): invalidate once the message is
 		 * placed; the receive reports the STag. Failing that, a Terminate
 		 * (iwarp_term.c) that fails the receive too. */
@@ -696,11 +727,11 @@ static void commit_recv(struct sv__iwqp *iq)
 		imm_data = m->ddp.ulp_word;
 		flags = SV_WC_WITH_INV;
 	}
-	rx->msn[SV_DDP_QN_SEND]++;
+	rx->msn[o->qn]++;
 	rx->rmsg_open = false;
 	rx->rwqe = NULL;
 	rx->wr_last = false;
-	sv__rq_done(iq->qp, w, SV_WC_SUCCESS, wop, len, imm_data, flags, se);
+	sv__rq_done(iq->qp, w, SV_WC_SUCCESS, wop, len, imm_data, flags, o->se);
 }
 
 static void commit_atomic_resp(struct sv__iwqp *iq)
@@ -732,54 +763,26 @@ static int commit(struct sv__iwqp *iq)
 
 	iq->cnt.rx_fpdus++;
 	if (!rx->err.set) {
-		switch (m->opcode) {
-		case SV_RDMAP_WRITE:
-			if (rx->mr)
-				sv__mr_release(rx->mr);
-			rx->mr = NULL;
-			if (!rx->wr_open)
-				rx->wr_len = 0;
-			rx->wr_len += (uint32_t)rx->pay_len;
-			rx->wr_open = !m->ddp.last;
-			rx->wr_last = m->ddp.last;
-			break;
-		case SV_RDMAP_READ_RESP: {
-			struct sv__iw_orq *o = orq_head(iq);
+		/* Decoded, so the opcode has a row (wire/rdmap_ops.c). */
+		const struct sv_rdmap_op *o = sv__rdmap_op(m->opcode);
 
-			o->got += (uint32_t)rx->pay_len;
-			if (m->ddp.last) {
-				if (o->got != o->len)
-					err_ddp(&rx->err, SV_TERM_DDP_TAGGED,
-						SV_TERM_DDP_T_BASE_BOUNDS, SV_EVENT_QP_ACCESS_ERR);
-				else
-					complete_orq(iq, o, o->len);
-			}
-			break;
-		}
-		case SV_RDMAP_SEND:
-		case SV_RDMAP_SEND_SE:
-		case SV_RDMAP_SEND_INV:
-		case SV_RDMAP_SEND_SE_INV:
-		case SV_RDMAP_IMM:
-		case SV_RDMAP_IMM_SE:
-			commit_recv(iq);
-			break;
-		case SV_RDMAP_READ_REQ:
-			commit_read_req(iq);
-			break;
-		case SV_RDMAP_ATOMIC_REQ:
-			commit_atomic_req(iq);
-			break;
-		case SV_RDMAP_ATOMIC_RESP:
-			commit_atomic_resp(iq);
-			break;
-		case SV_RDMAP_TERMINATE:
+		if (m->opcode == SV_RDMAP_TERMINATE) {
 			iq->cnt.term_rcvd++;
 			sv__iw_term_received(iq, &m->u.term);
 			return RX_STOP;
-		default:
-			break;
 		}
+		if (o->recv)
+			commit_recv(iq, o);
+		else if (m->opcode == SV_RDMAP_WRITE)
+			commit_write(iq);
+		else if (m->opcode == SV_RDMAP_READ_RESP)
+			commit_read_resp(iq);
+		else if (m->opcode == SV_RDMAP_READ_REQ)
+			commit_read_req(iq, o);
+		else if (m->opcode == SV_RDMAP_ATOMIC_REQ)
+			commit_atomic_req(iq, o);
+		else if (m->opcode == SV_RDMAP_ATOMIC_RESP)
+			commit_atomic_resp(iq);
 	}
 	if (rx->err.set) {
 		sv__iw_terminate(iq, &rx->err, rx->bad_hdr ? NULL : m, rx->hdr + SV_MPA_LEN_FIELD,

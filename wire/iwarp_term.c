@@ -31,6 +31,7 @@
 
 #include "wire/byteorder.h"
 #include "wire/iwarp.h"
+#include "wire/rdmap_ops.h"
 
 void sv__iw_err_set(struct sv__iw_err *e, uint8_t layer, uint8_t etype, uint8_t ecode)
 {
@@ -85,12 +86,13 @@ void sv__iw_term_queue(struct sv__iwqp *iq, const struct sv__iw_err *e,
 {
 	struct sv__iw_txmsg *msg = &iq->term_msg;
 	struct sv_rdmap_term *t = &msg->m.u.term;
+	/* m, when given, was decoded, so its opcode has a row. */
+	const struct sv_rdmap_op *o = m ? sv__rdmap_op(m->opcode) : NULL;
 
-	sv__log(SV_LOG_WARN, "iwarp qp %u: sending Terminate: %s", iq->qp->qp_num,
-		sv__rdmap_term_str(e->layer, e->etype, e->ecode));
-	sv__iw_txmsg_init(msg, SV_RDMAP_TERMINATE, false);
-	msg->m.ddp.qn = SV_DDP_QN_TERMINATE;
-	msg->m.ddp.msn = iq->tx_msn[SV_DDP_QN_TERMINATE]++;
+	sv__log(SV_LOG_WARN, "iwarp qp %u: sending Terminate: %s%s%s%s", iq->qp->qp_num,
+		sv__rdmap_term_str(e->layer, e->etype, e->ecode), o ? " (" : "",
+		o ? o->name : "", o ? ")" : "");
+	sv__iw_txmsg_init(iq, msg, SV_RDMAP_TERMINATE);
 	t->layer = e->layer;
 	t->etype = e->etype;
 	t->ecode = e->ecode;
@@ -208,11 +210,14 @@ void sv__iw_term_received(struct sv__iwqp *iq, const struct sv_rdmap_term *t)
 	};
 	struct sv__send_wqe *wqe = NULL;
 	uint32_t vendor = (uint32_t)t->layer << 16 | (uint32_t)t->etype << 8 | t->ecode;
+	/* The copied DDP header's byte 1 is the terminated message's RDMAP control byte. */
+	const struct sv_rdmap_op *o = t->has_ddp_hdr ? sv__rdmap_op(t->ddp_hdr[1]) : NULL;
 
 	if (iq->err)
 		return;
-	sv__log(SV_LOG_WARN, "iwarp qp %u: peer sent Terminate: %s", iq->qp->qp_num,
-		sv__rdmap_term_str(t->layer, t->etype, t->ecode));
+	sv__log(SV_LOG_WARN, "iwarp qp %u: peer sent Terminate: %s%s%s%s", iq->qp->qp_num,
+		sv__rdmap_term_str(t->layer, t->etype, t->ecode), o ? " (" : "",
+		o ? o->name : "", o ? ")" : "");
 	/* A copied untagged header on QN 1 names a Read or Atomic Request by its MSN. */
 	if (t->has_ddp_hdr && t->ddp_hdr_len == SV_DDP_UNTAGGED_HDR_LEN &&
 	    !(t->ddp_hdr[0] & SV_DDP_FLAG_T) && sv__get_be32(t->ddp_hdr + 6) == SV_DDP_QN_READ_REQ) {

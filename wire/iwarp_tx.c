@@ -32,19 +32,26 @@
 #include "crypto/crc32c.h"
 #include "wire/byteorder.h"
 #include "wire/iwarp.h"
+#include "wire/rdmap_ops.h"
 
 static size_t min_sz(size_t a, size_t b)
 {
 	return a < b ? a : b;
 }
 
-void sv__iw_txmsg_init(struct sv__iw_txmsg *msg, uint8_t opcode, bool tagged)
+void sv__iw_txmsg_init(struct sv__iwqp *iq, struct sv__iw_txmsg *msg, uint8_t opcode)
 {
+	const struct sv_rdmap_op *o = sv__rdmap_op(opcode);
+
 	memset(msg, 0, sizeof(*msg));
 	msg->m.opcode = opcode;
 	msg->m.rv = SV_RDMAP_VERSION;
-	msg->m.ddp.tagged = tagged;
+	msg->m.ddp.tagged = o->tagged;
 	msg->m.ddp.dv = SV_DDP_VERSION;
+	if (!o->tagged) {
+		msg->m.ddp.qn = o->qn;
+		msg->m.ddp.msn = iq->tx_msn[o->qn]++;
+	}
 }
 
 int sv__iw_tx_init(struct sv__iwqp *iq)
@@ -242,13 +249,6 @@ static void set_imm(struct sv__iw_txmsg *msg, uint32_t imm_be, bool after_write)
 	msg->m.u.imm[4] = after_write ? 1 : 0;
 }
 
-static void untagged(struct sv__iwqp *iq, struct sv__iw_txmsg *msg, uint32_t qn)
-{
-	msg->m.ddp.qn = qn;
-	msg->m.ddp.msn = iq->tx_msn[qn]++;
-	msg->m.ddp.mo = 0;
-}
-
 /*
  * Takes the next WQE if it may start now. Returns 1 when iq->cur is set, 0 when there is
  * nothing to start (empty SQ, fence, ORD limit), -1 when the WQE failed locally (the QP is
@@ -265,8 +265,7 @@ static int start_wqe(struct sv__iwqp *iq)
 
 	if (!wqe)
 		return 0;
-	rd = wqe->opcode == SV_WR_RDMA_READ || wqe->opcode == SV_WR_ATOMIC_CMP_AND_SWP ||
-	     wqe->opcode == SV_WR_ATOMIC_FETCH_AND_ADD;
+	rd = sv__wr_is_rd_atomic(wqe->opcode);
 	/* IBA 10.8.3.3 / verbs: a fenced WR waits for every earlier READ and atomic. */
 	if ((wqe->flags & SV_SEND_FENCE) && orq_count(iq) > 0)
 		return 0;
@@ -294,24 +293,22 @@ static int start_wqe(struct sv__iwqp *iq)
 	case SV_WR_RDMA_WRITE:
 	case SV_WR_RDMA_WRITE_WITH_IMM:
 		if (wqe->opcode == SV_WR_SEND)
-			sv__iw_txmsg_init(msg, (wqe->flags & SV_SEND_SOLICITED) ? SV_RDMAP_SEND_SE :
-					  SV_RDMAP_SEND, false);
+			sv__iw_txmsg_init(iq, msg, (wqe->flags & SV_SEND_SOLICITED) ?
+					  SV_RDMAP_SEND_SE : SV_RDMAP_SEND);
 		else if (wqe->opcode == SV_WR_SEND_WITH_INV)
-			sv__iw_txmsg_init(msg, (wqe->flags & SV_SEND_SOLICITED) ?
-					  SV_RDMAP_SEND_SE_INV : SV_RDMAP_SEND_INV, false);
+			sv__iw_txmsg_init(iq, msg, (wqe->flags & SV_SEND_SOLICITED) ?
+					  SV_RDMAP_SEND_SE_INV : SV_RDMAP_SEND_INV);
 		else if (wqe->opcode == SV_WR_SEND_WITH_IMM)
 			/* Send with Immediate: one Immediate Data message carrying the Send's
 			 * payload after its 8-byte field, so it consumes exactly one receive
 			 * (see iwarp_rx.c). */
-			sv__iw_txmsg_init(msg, (wqe->flags & SV_SEND_SOLICITED) ? SV_RDMAP_IMM_SE :
-					  SV_RDMAP_IMM, false);
+			sv__iw_txmsg_init(iq, msg, (wqe->flags & SV_SEND_SOLICITED) ?
+					  SV_RDMAP_IMM_SE : SV_RDMAP_IMM);
 		else
-			sv__iw_txmsg_init(msg, SV_RDMAP_WRITE, true);
+			sv__iw_txmsg_init(iq, msg, SV_RDMAP_WRITE);
 		if (msg->m.ddp.tagged) {
 			msg->m.ddp.stag = wqe->rkey;
 			msg->to_base = wqe->remote_addr;
-		} else {
-			untagged(iq, msg, SV_DDP_QN_SEND);
 		}
 		if (wqe->opcode == SV_WR_SEND_WITH_IMM)
 			set_imm(msg, wqe->imm_data, false);
@@ -336,8 +333,7 @@ static int start_wqe(struct sv__iwqp *iq)
 		if (wqe->opcode == SV_WR_RDMA_READ) {
 			struct sv_rdmap_read_req *r = &msg->m.u.read_req;
 
-			sv__iw_txmsg_init(msg, SV_RDMAP_READ_REQ, false);
-			untagged(iq, msg, SV_DDP_QN_READ_REQ);
+			sv__iw_txmsg_init(iq, msg, SV_RDMAP_READ_REQ);
 			/* RFC 5040: the sink is named by STag and TO; our RX places each
 			 * response at offset (TO - sink TO) in the WQE's SGE list, so the lkey
 			 * and address of the first SGE serve as that name. */
@@ -355,8 +351,8 @@ static int start_wqe(struct sv__iwqp *iq)
 				sv__sq_done(qp, wqe, SV_WC_LOC_LEN_ERR, 0, 0);
 				return -1;
 			}
-			sv__iw_txmsg_init(msg, SV_RDMAP_ATOMIC_REQ, false);
-			untagged(iq, msg, SV_DDP_QN_READ_REQ);	/* RFC 7306: shares QN 1 */
+			/* RFC 7306: on QN 1, sharing its MSNs with Read Requests. */
+			sv__iw_txmsg_init(iq, msg, SV_RDMAP_ATOMIC_REQ);
 			a->req_id = iq->next_req_id++;
 			a->stag = wqe->rkey;
 			a->to = wqe->remote_addr;
@@ -398,8 +394,7 @@ static int cur_fpdu(struct sv__iwqp *iq)
 	uint8_t action = SV__IW_FP_WQE_DONE;
 	int rc;
 
-	if (wqe->opcode == SV_WR_RDMA_READ || wqe->opcode == SV_WR_ATOMIC_CMP_AND_SWP ||
-	    wqe->opcode == SV_WR_ATOMIC_FETCH_AND_ADD)
+	if (sv__wr_is_rd_atomic(wqe->opcode))
 		action = SV__IW_FP_NONE;	/* completes when the response arrives */
 	else if (wqe->opcode == SV_WR_RDMA_WRITE_WITH_IMM && iq->cur_phase == 0)
 		action = SV__IW_FP_NONE;	/* the Immediate Data message follows */
@@ -411,9 +406,8 @@ static int cur_fpdu(struct sv__iwqp *iq)
 	if (wqe->opcode == SV_WR_RDMA_WRITE_WITH_IMM && iq->cur_phase == 0) {
 		/* RFC 7306: RDMA Write with Immediate Data is an RDMA Write message
 		 * followed by an Immediate Data message, which consumes a receive. */
-		sv__iw_txmsg_init(msg, (wqe->flags & SV_SEND_SOLICITED) ? SV_RDMAP_IMM_SE :
-				  SV_RDMAP_IMM, false);
-		untagged(iq, msg, SV_DDP_QN_SEND);
+		sv__iw_txmsg_init(iq, msg, (wqe->flags & SV_SEND_SOLICITED) ? SV_RDMAP_IMM_SE :
+				  SV_RDMAP_IMM);
 		set_imm(msg, wqe->imm_data, true);
 		iq->cur_phase = 1;
 		return 0;

@@ -5,8 +5,8 @@
  * 7.2, RFC 5041 section 7.2, RFC 5044 section 8 and RFC 6581 section 9).
  *
  * The decoder judges only what the bytes themselves say (versions, opcode, the buffer
- * model an opcode requires, lengths); queue numbers, MSNs and keys are checked by the
- * engine that owns the stream state.
+ * model an opcode requires, lengths: the per-opcode table of rdmap_ops.c); queue numbers,
+ * MSNs and keys are checked by the engine that owns the stream state.
  */
 #include "wire/rdmap.h"
 
@@ -14,41 +14,18 @@
 #include <string.h>
 
 #include "wire/byteorder.h"
+#include "wire/rdmap_ops.h"
 
 /* RFC 5040 section 4.8 Terminate Control word: Layer | EType | ECode | M D R | reserved. */
 #define TERM_SEG_LEN_LEN 2
 
-/*
- * What each opcode requires: its buffer model and the bytes of RDMAP header that follow
- * the DDP header (RFC 5040 section 4.1 and 4.4-4.8, RFC 7306 sections 5-6). A zero
- * 'defined' marks reserved opcodes.
- */
-static const struct {
-	uint8_t defined;
-	uint8_t tagged;
-	uint8_t extra;
-} op_info[16] = {
-	[SV_RDMAP_WRITE] = { 1, 1, 0 },
-	[SV_RDMAP_READ_REQ] = { 1, 0, SV_RDMAP_READ_REQ_LEN },
-	[SV_RDMAP_READ_RESP] = { 1, 1, 0 },
-	[SV_RDMAP_SEND] = { 1, 0, 0 },
-	[SV_RDMAP_SEND_INV] = { 1, 0, 0 },
-	[SV_RDMAP_SEND_SE] = { 1, 0, 0 },
-	[SV_RDMAP_SEND_SE_INV] = { 1, 0, 0 },
-	[SV_RDMAP_TERMINATE] = { 1, 0, SV_RDMAP_TERM_CTRL_LEN },
-	[SV_RDMAP_IMM] = { 1, 0, SV_RDMAP_IMM_LEN },
-	[SV_RDMAP_IMM_SE] = { 1, 0, SV_RDMAP_IMM_LEN },
-	[SV_RDMAP_ATOMIC_REQ] = { 1, 0, SV_RDMAP_ATOMIC_REQ_LEN },
-	[SV_RDMAP_ATOMIC_RESP] = { 1, 0, SV_RDMAP_ATOMIC_RESP_LEN },
-};
-
 size_t sv__rdmap_hdr_len(uint8_t ddp_ctrl, uint8_t rdmap_ctrl)
 {
-	uint8_t op = rdmap_ctrl & SV_RDMAP_OPCODE_MASK;
+	const struct sv_rdmap_op *o = sv__rdmap_op(rdmap_ctrl);
 
-	if (!op_info[op].defined)
+	if (!o)
 		return 0;
-	return sv__ddp_hdr_len(ddp_ctrl) + op_info[op].extra;
+	return sv__ddp_hdr_len(ddp_ctrl) + o->rdmap_len;
 }
 
 /*
@@ -138,6 +115,7 @@ static int term_encode(uint8_t *p, size_t cap, const struct sv_rdmap_term *t)
 
 int sv__rdmap_decode(struct sv_rdmap_msg *m, const uint8_t *p, size_t len)
 {
+	const struct sv_rdmap_op *o;
 	size_t ddp_len;
 	const uint8_t *h;
 	int rc;
@@ -154,9 +132,10 @@ int sv__rdmap_decode(struct sv_rdmap_msg *m, const uint8_t *p, size_t len)
 	/* RFC 5040 section 4.3: RV must be 1; the 0x30 bits are reserved and ignored. */
 	if (m->rv != SV_RDMAP_VERSION)
 		return -EPROTO;
-	if (!op_info[m->opcode].defined || op_info[m->opcode].tagged != m->ddp.tagged)
+	o = sv__rdmap_op(m->opcode);
+	if (!o || o->tagged != m->ddp.tagged)
 		return -EPROTO;
-	if (len < ddp_len + op_info[m->opcode].extra)
+	if (len < ddp_len + o->rdmap_len)
 		return -EBADMSG;
 
 	h = p + ddp_len;
@@ -199,25 +178,25 @@ int sv__rdmap_decode(struct sv_rdmap_msg *m, const uint8_t *p, size_t len)
 	default:
 		break;
 	}
-	m->hdr_len = ddp_len + op_info[m->opcode].extra;
+	m->hdr_len = ddp_len + o->rdmap_len;
 	return (int)m->hdr_len;
 }
 
 int sv__rdmap_encode(uint8_t *p, size_t cap, const struct sv_rdmap_msg *m)
 {
+	const struct sv_rdmap_op *o = m->opcode > SV_RDMAP_OPCODE_MASK ? NULL :
+				      sv__rdmap_op(m->opcode);
 	struct sv_ddp_hdr ddp = m->ddp;
 	size_t ddp_len, need;
 	uint8_t *h;
 	int rc;
 
-	if (m->opcode > SV_RDMAP_OPCODE_MASK || !op_info[m->opcode].defined)
-		return -EINVAL;
-	if (op_info[m->opcode].tagged != ddp.tagged)
+	if (!o || o->tagged != ddp.tagged)
 		return -EINVAL;
 	if (m->opcode == SV_RDMAP_ATOMIC_REQ && m->u.atomic_req.aop > 0x0f)
 		return -EINVAL;
 	ddp_len = ddp.tagged ? SV_DDP_TAGGED_HDR_LEN : SV_DDP_UNTAGGED_HDR_LEN;
-	need = ddp_len + op_info[m->opcode].extra;
+	need = ddp_len + o->rdmap_len;
 	if (cap < need)
 		return -ENOSPC;
 

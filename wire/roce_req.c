@@ -46,17 +46,6 @@ static uint32_t npkts_of(const struct sv__rqp *q, uint32_t len)
 	return len ? (len + q->mtu - 1) / q->mtu : 1;
 }
 
-static bool is_rd_atomic(enum sv_wr_opcode op)
-{
-	return op == SV_WR_RDMA_READ || op == SV_WR_ATOMIC_CMP_AND_SWP ||
-	       op == SV_WR_ATOMIC_FETCH_AND_ADD;
-}
-
-static bool is_atomic(enum sv_wr_opcode op)
-{
-	return op == SV_WR_ATOMIC_CMP_AND_SWP || op == SV_WR_ATOMIC_FETCH_AND_ADD;
-}
-
 /* The record whose PSN range holds psn, or NULL. */
 static struct sv__rswqe *rec_of_psn(struct sv__rqp *q, uint32_t psn)
 {
@@ -85,7 +74,7 @@ static void complete_done(struct sv__rqp *q)
 		if (r->rd_atomic) {
 			if (!r->done)
 				break;
-			byte_len = is_atomic(r->wqe->opcode) ? 8 : r->wqe->length;
+			byte_len = sv__wr_is_atomic(r->wqe->opcode) ? 8 : r->wqe->length;
 			q->rd_out--;
 		} else if (sv__psn_cmp(last, q->rx.una) >= 0) {
 			break;
@@ -224,7 +213,7 @@ static void emit(struct sv__rqp *q, struct sv__rswqe *r, uint32_t k, bool resend
 		 * 3). */
 		hl += (size_t)sv__ieth_encode(h + hl, sizeof(h) - hl, w->invalidate_rkey);
 	}
-	if (w->opcode != SV_WR_RDMA_READ && !is_atomic(w->opcode) && w->length) {
+	if (!sv__wr_is_rd_atomic(w->opcode) && w->length) {
 		seg = w->length - off < q->mtu ? w->length - off : q->mtu;
 		npay = sv__roce_iov_slice(r->iov, r->niov, off, seg, pay);
 	}
@@ -261,14 +250,14 @@ static int take_wqe(struct sv__rqp *q)
 
 	if (!w || q->rec_put - q->rec_get > q->rec_mask)
 		return 0;
-	rd = is_rd_atomic(w->opcode);
+	rd = sv__wr_is_rd_atomic(w->opcode);
 	/* max_rd_atomic: READ/atomics outstanding at once (ORD); a fence waits for all of
 	 * them (doc/verbs.md 2). */
 	if (rd && q->rd_out >= a->max_rd_atomic)
 		return 0;
 	if ((w->flags & SV_SEND_FENCE) && q->rd_out)
 		return 0;
-	n = is_atomic(w->opcode) ? 1 : npkts_of(q, w->length);
+	n = sv__wr_is_atomic(w->opcode) ? 1 : npkts_of(q, w->length);
 	/* UC has no window: nothing is ever acknowledged to open it. */
 	room = q->qp->qp_type == SV_QPT_UC ? n : sv__retx_room(&q->rx, q->now_ns);
 	if (room == 0)
@@ -567,7 +556,7 @@ static void on_atomic_ack(struct sv__rqp *q, const struct sv_ib_pkt *k)
 {
 	struct sv__rswqe *r = rec_of_psn(q, k->bth.psn);
 
-	if (!r || !is_atomic(r->wqe->opcode) || r->done)
+	if (!r || !sv__wr_is_atomic(r->wqe->opcode) || r->done)
 		return;
 	/* The original value lands in the 8-byte local buffer in host order (rxe). */
 	if (r->niov >= 1 && r->iov[0].iov_len >= 8)
