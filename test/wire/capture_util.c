@@ -20,6 +20,8 @@
 
 #include <criterion/criterion.h>
 
+#include "../tshark_ports.h"
+
 #define START_MS 20000
 #define END_SENTINEL_MS 3000
 #define STOP_MS 10000
@@ -91,14 +93,8 @@ static bool port_free(int type, uint16_t port)
 uint16_t cap_free_port(int type)
 {
 	static bool seeded;
-	unsigned lo = 32768, hi;
-	FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+	unsigned lo = tshark_ports_ephemeral_low();
 
-	if (f) {
-		if (fscanf(f, "%u %u", &lo, &hi) != 2)
-			lo = 32768;
-		fclose(f);
-	}
 	cr_assert_gt(lo, 11024u, "ip_local_port_range starts at %u: no room below it", lo);
 	if (!seeded) {
 		srand((unsigned)getpid() ^ (unsigned)time(NULL));
@@ -107,7 +103,7 @@ uint16_t cap_free_port(int type)
 	for (int i = 0; i < 1000; i++) {
 		uint16_t port = (uint16_t)(10000 + (unsigned)rand() % (lo - 10000));
 
-		if (port_free(type, port))
+		if (!tshark_port_owned(type, port) && port_free(type, port))
 			return port;
 	}
 	cr_assert_fail("no free port below %u", lo);
@@ -289,6 +285,8 @@ void cap_cleanup(struct capture *c)
 	"--disable-heuristic rpcrdma_infiniband --disable-heuristic smb_direct_infiniband "   \
 	"--disable-heuristic smcr_infiniband"
 
+#define CAP_TSHARK_CMD "timeout 120 tshark -n " TSHARK_NO_ULP " %s%s 2>/dev/null"
+
 char *cap_tshark(const char *args)
 {
 	size_t cap = 1 << 16, len = 0, need;
@@ -296,12 +294,13 @@ char *cap_tshark(const char *args)
 	FILE *f;
 	int status;
 
+	const char *owners = tshark_ports_disable_opts();
+
 	cr_assert_not_null(out);
-	need = strlen(args) + 512;
+	need = (size_t)snprintf(NULL, 0, CAP_TSHARK_CMD, owners, args) + 1;
 	cmd = malloc(need);
 	cr_assert_not_null(cmd);
-	snprintf(cmd, need,
-		 "timeout 120 tshark -n " TSHARK_NO_ULP " %s 2>/dev/null", args);
+	snprintf(cmd, need, CAP_TSHARK_CMD, owners, args);
 	f = popen(cmd, "r");
 	cr_assert_not_null(f, "popen %s", cmd);
 	for (;;) {

@@ -31,6 +31,7 @@
 #include <criterion/criterion.h>
 
 #include "capture_util.h"
+#include "../tshark_ports.h"
 #include "tcp_util.h"
 #include "softverbs.h"
 
@@ -298,4 +299,18 @@ Test(wire, tshark_decodes_every_frame, .timeout = 240)
 	free(out);
 
 	cap_cleanup(&cap);
+}
+
+/* The port pickers lean on the table of ports tshark gives away (test/tshark_ports.h): an
+ * empty one, from a tshark whose output no longer parses, would let a session land on
+ * such a port again and decode with no MPA. */
+Test(wire, tshark_port_table_is_read)
+{
+	if (cap_unavailable())
+		cr_skip_test("%s", cap_unavailable());
+	cr_assert(tshark_port_owned(SOCK_STREAM, 24800), "24800 is Synergy's in tshark");
+	cr_assert(tshark_port_owned(SOCK_DGRAM, 4791), "4791 is RoCEv2's in tshark");
+	cr_assert_not(tshark_port_owned(SOCK_STREAM, 24801), "24801 is nobody's");
+	for (int i = 0; i < 100; i++)
+		cr_assert_not(tshark_port_owned(SOCK_STREAM, cap_free_port(SOCK_STREAM)));
 }
